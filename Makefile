@@ -1,0 +1,67 @@
+# vcache: build, test, demo, install. `make` alone builds.
+# Missing Debian packages (headers, pkg-config, nginx and ffmpeg for the tests) are installed with
+# apt-get when running as root; otherwise the command to run is printed.
+
+PREFIX      ?= /usr/local
+SWIFT       ?= swift
+CONFIG      ?= debug
+BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config
+TEST_DEPS   := nginx ffmpeg sqlite3 curl
+BENCH_DEPS  := aria2 time
+
+.PHONY: all build test demo install uninstall bench clean deps deps-test
+
+all: build
+
+# Installs what is missing, by package name, only on Debian-like systems (dpkg present).
+define ensure_packages
+	@missing=""; \
+	if command -v dpkg >/dev/null 2>&1; then \
+	  for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	fi; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    echo "installing:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing) >/dev/null \
+	      || { echo "apt-get install failed for:$$missing"; exit 1; }; \
+	  else \
+	    echo "missing packages:$$missing"; echo "run: sudo apt-get install$$missing"; exit 1; \
+	  fi; \
+	fi
+endef
+
+deps:
+	$(call ensure_packages,$(BUILD_DEPS))
+
+deps-test: deps
+	$(call ensure_packages,$(TEST_DEPS))
+
+build: deps
+	$(SWIFT) build -c $(CONFIG)
+
+test: deps-test
+	$(SWIFT) build
+	$(SWIFT) test
+
+demo: deps-test
+	$(SWIFT) build
+	@bash Tests/Scripts/demo.sh "$$($(SWIFT) build --show-bin-path)/vcache"
+
+# A release binary with the Swift runtime linked in: it runs where no Swift toolchain is installed
+# (it needs only libcurl4, libsqlite3-0 and libssl3 from the system).
+install: deps
+	$(SWIFT) build -c release --static-swift-stdlib
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/vcache" "$(DESTDIR)$(PREFIX)/bin/vcache"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/vcache"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/vcache"
+
+bench: deps-test
+	$(call ensure_packages,$(BENCH_DEPS))
+	$(SWIFT) build -c release --static-swift-stdlib
+	@bash Tests/Scripts/bench.sh "$$($(SWIFT) build -c release --show-bin-path)/vcache"
+
+clean:
+	rm -rf .build

@@ -1,0 +1,59 @@
+// swift-tools-version:6.0
+// vcache: a sparse-range HTTP video cache. No package dependencies: the toolchain plus three
+// system C libraries (libcurl, SQLite, libcrypto) reached through .systemLibrary targets.
+import PackageDescription
+
+let package = Package(
+    name: "vcache",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "vcache", targets: ["vcache"]),
+        .library(name: "VCacheCore", targets: ["VCacheCore"]),
+    ],
+    targets: [
+        // libcurl: the HTTP engine, plus static inline non-variadic wrappers for curl_easy_setopt & co.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
+        ),
+        // SQLite: the catalog.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // libcrypto (OpenSSL 3): SHA-256 on Linux. macOS uses CommonCrypto instead.
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // Everything testable without a terminal: ranges, catalog, store, fetcher, prefetcher.
+        .target(
+            name: "VCacheCore",
+            dependencies: ["CCurl", "CSQLite", .target(name: "CCrypto", condition: .when(platforms: [.linux]))]
+        ),
+        // The command-line tool: argument parsing, rendering, exit codes. No decisions.
+        .executableTarget(
+            name: "vcache",
+            dependencies: ["VCacheCore"]
+        ),
+        // Test helpers (not a product): temp dirs, the in-process fault origin, the nginx launcher.
+        .target(
+            name: "VCacheTestSupport",
+            dependencies: ["VCacheCore"]
+        ),
+        // Unit and integration tests of the core.
+        .testTarget(
+            name: "VCacheCoreTests",
+            dependencies: ["VCacheCore", "VCacheTestSupport"]
+        ),
+        // End-to-end tests: run the built vcache binary as a subprocess.
+        .testTarget(
+            name: "vcacheTests",
+            dependencies: ["vcache", "VCacheCore", "VCacheTestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,4 @@
+#ifndef VCACHE_CCRYPTO_SHIM_H
+#define VCACHE_CCRYPTO_SHIM_H
+#include <openssl/evp.h>
+#endif

@@ -1,0 +1,184 @@
+import Foundation
+
+/// The catalog: one SQLite database holding every entry, its cached ranges and the config.
+/// Invariant 1 (DESIGN.md) is kept by the callers: ranges are committed here only after `data`
+/// was fsynced. Every write is one transaction.
+public final class Catalog: Sendable {
+    public static let schemaVersion = 1
+    public let database: Database
+
+    public init(path: String) throws {
+        database = try Database(path: path)
+        try migrate()
+    }
+
+    private static let migrations: [String] = [
+        // 1: entries, ranges, config.
+        """
+        CREATE TABLE entries (
+            key TEXT PRIMARY KEY NOT NULL,
+            url TEXT NOT NULL,
+            latest_url TEXT NOT NULL,
+            length INTEGER,
+            etag TEXT,
+            last_modified TEXT,
+            content_type TEXT,
+            created REAL NOT NULL,
+            last_used REAL NOT NULL,
+            completed REAL,
+            sha256 TEXT,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            cached_bytes INTEGER NOT NULL DEFAULT 0,
+            disk_bytes INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX entries_by_last_used ON entries(last_used);
+        CREATE TABLE ranges (
+            key TEXT NOT NULL REFERENCES entries(key) ON DELETE CASCADE,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            PRIMARY KEY (key, start)
+        ) WITHOUT ROWID;
+        CREATE TABLE config (
+            name TEXT PRIMARY KEY NOT NULL,
+            value TEXT NOT NULL
+        );
+        """,
+    ]
+
+    private func migrate() throws {
+        try database.write { c in
+            let version = try c.userVersion
+            guard version <= Self.migrations.count else {
+                throw DatabaseError(code: 0, message: "catalog schema version \(version) is newer than this vcache understands (\(Self.migrations.count)); upgrade vcache", context: "open")
+            }
+            for i in version..<Self.migrations.count {
+                try c.execute(Self.migrations[i])
+            }
+            if version < Self.migrations.count {
+                try c.execute("PRAGMA user_version = \(Self.migrations.count)")
+            }
+        }
+    }
+
+    // MARK: - Reading
+
+    static let entryColumns = "key, url, latest_url, length, etag, last_modified, content_type, created, last_used, completed, sha256, pinned, cached_bytes, disk_bytes"
+
+    static func entry(from r: Row) -> CacheEntry {
+        CacheEntry(
+            key: r.text(0), url: r.text(1), latestURL: r.text(2), length: r.optionalInt(3),
+            etag: r.optionalText(4), lastModified: r.optionalText(5), contentType: r.optionalText(6),
+            created: Date(timeIntervalSince1970: r.double(7)), lastUsed: Date(timeIntervalSince1970: r.double(8)),
+            completed: r.optionalDouble(9).map { Date(timeIntervalSince1970: $0) }, sha256: r.optionalText(10),
+            pinned: r.int(11) != 0, cachedBytes: r.int(12), diskBytes: r.int(13), ranges: RangeSet())
+    }
+
+    static func ranges(_ c: Connection, key: String) throws -> RangeSet {
+        var set = RangeSet()
+        try c.query("SELECT start, end FROM ranges WHERE key = ? ORDER BY start", .text(key)) { r in
+            let start = r.int(0), end = r.int(1)
+            if start < end { set.insert(ByteRange(start, end)) }
+        }
+        return set
+    }
+
+    /// The entry with its ranges, read in one snapshot.
+    public func entry(key: String) throws -> CacheEntry? {
+        try database.read(snapshot: true) { c in
+            var found: CacheEntry?
+            try c.query("SELECT \(Self.entryColumns) FROM entries WHERE key = ?", .text(key)) { found = Self.entry(from: $0) }
+            if found != nil { found!.ranges = try Self.ranges(c, key: key) }
+            return found
+        }
+    }
+
+    /// Every entry without its ranges, most recently used first: one query.
+    public func allEntries() throws -> [CacheEntry] {
+        try database.read { c in
+            var out: [CacheEntry] = []
+            try c.query("SELECT \(Self.entryColumns) FROM entries ORDER BY last_used DESC, key") { out.append(Self.entry(from: $0)) }
+            return out
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Creates the entry row if it does not exist yet; records `url` as the latest URL used.
+    public func ensureEntry(key: String, url: String, now: Date = Date()) throws {
+        try database.write { c in
+            let t = now.timeIntervalSince1970
+            try c.run("INSERT INTO entries (key, url, latest_url, created, last_used) VALUES (?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET latest_url = excluded.latest_url",
+                      .text(key), .text(url), .text(url), .double(t), .double(t))
+        }
+    }
+
+    /// Stores what an origin response said of the video. When `invalidate` is true (the video
+    /// changed: invariant 2) every cached range, the completion and the digest are dropped in the
+    /// same transaction.
+    public func recordResponse(key: String, validators: Validators, contentType: String?, invalidate: Bool) throws {
+        try database.write { c in
+            if invalidate {
+                try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+                try c.run("UPDATE entries SET cached_bytes = 0, completed = NULL, sha256 = NULL WHERE key = ?", .text(key))
+            }
+            try c.run("UPDATE entries SET length = ?, etag = ?, last_modified = ?, content_type = COALESCE(?, content_type) WHERE key = ?",
+                      .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .optional(contentType), .text(key))
+        }
+    }
+
+    /// Adds ranges that are now durably in `data` (the caller fsynced first) and returns the
+    /// entry's whole set. One transaction; merges with what the catalog already holds.
+    @discardableResult
+    public func commitRanges(key: String, adding added: RangeSet, diskBytes: Int64, now: Date = Date()) throws -> RangeSet {
+        try database.write { c in
+            var set = try Self.ranges(c, key: key)
+            set.formUnion(added)
+            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            for r in set.ranges {
+                try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(key), .int(r.lowerBound), .int(r.upperBound))
+            }
+            try c.run("UPDATE entries SET cached_bytes = ?, disk_bytes = ?, last_used = ? WHERE key = ?",
+                      .int(set.count), .int(diskBytes), .double(now.timeIntervalSince1970), .text(key))
+            return set
+        }
+    }
+
+    public func markComplete(key: String, sha256: String, now: Date = Date()) throws {
+        try database.write { c in
+            try c.run("UPDATE entries SET completed = ?, sha256 = ? WHERE key = ?", .double(now.timeIntervalSince1970), .text(sha256), .text(key))
+        }
+    }
+
+    public func touch(key: String, now: Date = Date()) throws {
+        try database.write { c in
+            try c.run("UPDATE entries SET last_used = ? WHERE key = ?", .double(now.timeIntervalSince1970), .text(key))
+        }
+    }
+
+    public func removeEntry(key: String) throws {
+        try database.write { c in
+            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            try c.run("DELETE FROM entries WHERE key = ?", .text(key))
+        }
+    }
+
+    // MARK: - Config
+
+    public func config(_ name: String) throws -> String? {
+        try database.read { c in
+            var v: String?
+            try c.query("SELECT value FROM config WHERE name = ?", .text(name)) { v = $0.text(0) }
+            return v
+        }
+    }
+
+    public func setConfig(_ name: String, _ value: String?) throws {
+        try database.write { c in
+            if let value {
+                try c.run("INSERT INTO config (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value", .text(name), .text(value))
+            } else {
+                try c.run("DELETE FROM config WHERE name = ?", .text(name))
+            }
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import CSQLite
+import Foundation
+import Synchronization
+
+/// An error from SQLite: its result code, `sqlite3_errmsg`, and what vcache was doing.
+public struct DatabaseError: Error, Equatable, CustomStringConvertible, Sendable {
+    public var code: Int32
+    public var message: String
+    public var context: String
+
+    public var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
+    public var isCorrupt: Bool { code & 0xff == SQLITE_CORRUPT || code & 0xff == SQLITE_NOTADB }
+
+    public var description: String {
+        if isBusy { return "the catalog stayed locked by another vcache process for too long (\(context))" }
+        return "catalog error during \(context): \(message) (SQLite code \(code))"
+    }
+}
+
+/// A thin typed layer over one `sqlite3*` connection (GRDB's spirit): statements prepared once and
+/// reused, values bound by type, work run inside `write { }` transactions that roll back on throw.
+/// Thread-safety: the connection is used only while `lock` is held, so one instance may be shared.
+public final class Database: Sendable {
+    private let lock = Mutex(())
+    // Only touched while `lock` is held; see the class comment.
+    nonisolated(unsafe) private let connection: Connection
+    public let path: String
+
+    /// Opens (creating) the database in WAL mode with a busy timeout, so concurrent vcache
+    /// processes wait for each other instead of failing at once.
+    public init(path: String, busyTimeout: Duration = .seconds(30)) throws {
+        var handle: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close(handle)
+            throw DatabaseError(code: rc, message: message, context: "open \(path)")
+        }
+        self.path = path
+        connection = Connection(handle)
+        let ms = Int32(busyTimeout.components.seconds * 1000)
+        sqlite3_busy_timeout(handle, ms)
+        try connection.execute("PRAGMA journal_mode=WAL")
+        try connection.execute("PRAGMA synchronous=NORMAL")
+        try connection.execute("PRAGMA foreign_keys=ON")
+    }
+
+    deinit { connection.close() }
+
+    /// Runs `body` in a write transaction (BEGIN IMMEDIATE, so the write lock is taken up front
+    /// and a busy catalog is waited for by the busy timeout, not failed mid-way). Rolls back on throw.
+    @discardableResult
+    public func write<T>(_ body: (Connection) throws -> T) throws -> T {
+        try lock.withLock { _ in
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                let result = try body(connection)
+                try connection.execute("COMMIT")
+                return result
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` with the connection outside an explicit transaction (each statement its own snapshot),
+    /// or inside a read transaction when `snapshot` is true.
+    public func read<T>(snapshot: Bool = false, _ body: (Connection) throws -> T) throws -> T {
+        try lock.withLock { _ in
+            if snapshot { try connection.execute("BEGIN") }
+            defer { if snapshot { try? connection.execute("COMMIT") } }
+            return try body(connection)
+        }
+    }
+}
+
+/// The connection as seen inside `Database.read`/`write`. Not Sendable; never escapes the closure.
+public final class Connection {
+    let handle: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+
+    init(_ handle: OpaquePointer) { self.handle = handle }
+
+    func close() {
+        for (_, s) in statements { sqlite3_finalize(s) }
+        statements = [:]
+        sqlite3_close_v2(handle)
+    }
+
+    private func error(_ rc: Int32, _ context: String) -> DatabaseError {
+        DatabaseError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), context: context)
+    }
+
+    /// One or more statements without parameters or results.
+    public func execute(_ sql: String) throws {
+        let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc, sql.prefix(60).description) }
+    }
+
+    private func prepared(_ sql: String) throws -> OpaquePointer {
+        if let s = statements[sql] {
+            sqlite3_reset(s)
+            sqlite3_clear_bindings(s)
+            return s
+        }
+        var s: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &s, nil)
+        guard rc == SQLITE_OK, let s else { throw error(rc, "prepare \(sql.prefix(60))") }
+        statements[sql] = s
+        return s
+    }
+
+    private func bind(_ s: OpaquePointer, _ values: [SQLValue]) {
+        for (i, v) in values.enumerated() {
+            let idx = Int32(i + 1)
+            switch v {
+            case .null: sqlite3_bind_null(s, idx)
+            case .int(let x): sqlite3_bind_int64(s, idx, x)
+            case .double(let x): sqlite3_bind_double(s, idx, x)
+            case .text(let x): sqlite3_bind_text(s, idx, x, -1, vc_sqlite_transient())
+            }
+        }
+    }
+
+    /// Runs a statement with parameters; returns the number of rows changed.
+    @discardableResult
+    public func run(_ sql: String, _ values: SQLValue...) throws -> Int {
+        let s = try prepared(sql)
+        bind(s, values)
+        defer { sqlite3_reset(s) }
+        var rc = sqlite3_step(s)
+        while rc == SQLITE_ROW { rc = sqlite3_step(s) }
+        guard rc == SQLITE_DONE else { throw error(rc, sql.prefix(60).description) }
+        return Int(sqlite3_changes(handle))
+    }
+
+    /// Runs a query and calls `row` for each result row.
+    public func query(_ sql: String, _ values: SQLValue..., row: (Row) throws -> Void) throws {
+        let s = try prepared(sql)
+        bind(s, values)
+        defer { sqlite3_reset(s) }
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else { throw error(rc, sql.prefix(60).description) }
+            try row(Row(statement: s))
+        }
+    }
+
+    public var userVersion: Int {
+        get throws {
+            var v = 0
+            try query("PRAGMA user_version") { v = Int($0.int(0)) }
+            return v
+        }
+    }
+}
+
+public enum SQLValue: Sendable {
+    case null, int(Int64), double(Double), text(String)
+
+    public static func optional(_ s: String?) -> SQLValue { s.map { .text($0) } ?? .null }
+    public static func optional(_ i: Int64?) -> SQLValue { i.map { .int($0) } ?? .null }
+    public static func optional(_ d: Double?) -> SQLValue { d.map { .double($0) } ?? .null }
+}
+
+/// One result row; valid only inside the `query` callback.
+public struct Row {
+    let statement: OpaquePointer
+
+    public func isNull(_ i: Int32) -> Bool { sqlite3_column_type(statement, i) == SQLITE_NULL }
+    public func int(_ i: Int32) -> Int64 { sqlite3_column_int64(statement, i) }
+    public func double(_ i: Int32) -> Double { sqlite3_column_double(statement, i) }
+    public func text(_ i: Int32) -> String {
+        guard let p = sqlite3_column_text(statement, i) else { return "" }
+        return String(cString: p)
+    }
+    public func optionalText(_ i: Int32) -> String? { isNull(i) ? nil : text(i) }
+    public func optionalInt(_ i: Int32) -> Int64? { isNull(i) ? nil : int(i) }
+    public func optionalDouble(_ i: Int32) -> Double? { isNull(i) ? nil : double(i) }
+}

@@ -1,0 +1,178 @@
+import CCurl
+import Foundation
+
+/// What a transfer's owner hears, always on the thread running `Fetcher.run`.
+public protocol TransferDelegate: AnyObject {
+    /// The final response head (after redirects), before any body byte. Return false to abort.
+    func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> Bool
+    /// A piece of body (at most 16 KiB, CURL_MAX_WRITE_SIZE). Return false to stop the transfer.
+    func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool
+    /// The transfer ended. `error` is nil when the body arrived whole or the delegate stopped it.
+    func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?)
+}
+
+/// One GET on one libcurl easy handle. Created per request (options never leak between
+/// requests); connections are pooled by the multi handle in `Fetcher`.
+public final class CurlTransfer {
+    let easy: UnsafeMutableRawPointer
+    public let url: String
+    public let range: String?
+    weak var delegate: TransferDelegate?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var headerLines: [String] = []
+    private(set) var head: ResponseHead?
+    private(set) var stoppedByDelegate = false
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+
+    /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
+    public init(url: String, range: String?, ifRange: String?, options: RequestOptions) throws {
+        guard let easy = curl_easy_init() else { throw TransportError(kind: .other, message: "curl_easy_init failed", code: -1) }
+        self.easy = easy
+        self.url = url
+        self.range = range
+        errorBuffer.initialize(to: 0)
+        vc_easy_setopt_str(easy, CURLOPT_URL, url)
+        vc_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        vc_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        vc_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        vc_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        vc_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        vc_easy_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects)
+        vc_easy_setopt_str(easy, CURLOPT_USERAGENT, options.userAgent)
+        vc_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
+        vc_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        vc_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
+        vc_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 * 1024)
+        vc_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, nil)  // byte offsets must be the file's own
+        if let rate = options.maxReceiveRate, rate > 0 {
+            vc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
+        }
+        if let range { vc_easy_setopt_str(easy, CURLOPT_RANGE, range) }
+        var lines = options.headers
+        if let ifRange, range != nil { lines.append("If-Range: \(ifRange)") }
+        for line in lines { headerList = curl_slist_append(headerList, line) }
+        if headerList != nil { vc_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList) }
+
+        // The callbacks get this object through WRITEDATA/HEADERDATA as an unretained pointer.
+        // Safe: the Fetcher keeps the transfer alive while the easy handle is in the multi handle,
+        // and libcurl calls back only from curl_multi_perform on the Fetcher's thread.
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        vc_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
+        vc_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
+        vc_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION) { ptr, size, count, user in
+            let t = Unmanaged<CurlTransfer>.fromOpaque(user!).takeUnretainedValue()
+            return t.receiveBody(UnsafeRawBufferPointer(start: ptr, count: size * count))
+        }
+        vc_easy_setopt_datacb(easy, CURLOPT_HEADERFUNCTION) { ptr, size, count, user in
+            let t = Unmanaged<CurlTransfer>.fromOpaque(user!).takeUnretainedValue()
+            t.receiveHeaderLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
+            return size * count
+        }
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    private func receiveHeaderLine(_ raw: UnsafeRawBufferPointer) {
+        let line = String(decoding: raw, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // Each response (1xx, redirects, the final one) starts with a status line: keep only the last.
+        if line.hasPrefix("HTTP/") { headerLines = [] }
+        if !line.isEmpty { headerLines.append(line) }
+    }
+
+    private func makeHead() -> ResponseHead {
+        var code = 0
+        vc_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+        var effective: UnsafeMutablePointer<CChar>?
+        vc_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        var reason = ""
+        var headers: [(String, String)] = []
+        for (i, line) in headerLines.enumerated() {
+            if i == 0 && line.hasPrefix("HTTP/") {
+                let parts = line.split(separator: " ", maxSplits: 2)
+                if parts.count == 3 { reason = String(parts[2]) }
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        if reason.isEmpty { reason = HTTPStatus.reason(code) }
+        return ResponseHead(status: code, reason: reason, headers: headers, effectiveURL: effective.map { String(cString: $0) } ?? url)
+    }
+
+    private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if head == nil {
+            let h = makeHead()
+            head = h
+            if delegate?.transferDidReceiveHead(self, head: h) != true {
+                stoppedByDelegate = true
+                return 0
+            }
+        }
+        if delegate?.transferDidReceive(self, bytes: bytes) != true {
+            stoppedByDelegate = true
+            return 0
+        }
+        return bytes.count
+    }
+
+    /// Called by the Fetcher when libcurl reports the transfer done.
+    func complete(code: CURLcode) {
+        var error: TransportError?
+        if code != CURLE_OK && !stoppedByDelegate {
+            error = transportError(code)
+        }
+        if head == nil && error == nil && !stoppedByDelegate {
+            // No body at all (an empty 200/206, or an error status without a body): the head
+            // still has to be judged before the transfer counts as done.
+            let h = makeHead()
+            head = h
+            if delegate?.transferDidReceiveHead(self, head: h) != true { stoppedByDelegate = true }
+        }
+        delegate?.transferDidComplete(self, head: head, error: error)
+    }
+
+    private func transportError(_ code: CURLcode) -> TransportError {
+        let buffered = String(cString: errorBuffer)
+        let message = buffered.isEmpty ? String(cString: curl_easy_strerror(code)) : buffered
+        let kind: TransportError.Kind
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .resolve
+        case CURLE_COULDNT_CONNECT: kind = .connect
+        case CURLE_OPERATION_TIMEDOUT: kind = message.contains("slower than") || message.contains("less than") ? .stalled : .timeout
+        case CURLE_PARTIAL_FILE: kind = .partialBody
+        case CURLE_UNSUPPORTED_PROTOCOL: kind = .refusedScheme
+        case CURLE_TOO_MANY_REDIRECTS: kind = .tooManyRedirects
+        case CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM: kind = .receive
+        default: kind = .other
+        }
+        return TransportError(kind: kind, message: message, code: Int(code.rawValue))
+    }
+}
+
+public enum HTTPStatus {
+    public static func reason(_ code: Int) -> String {
+        switch code {
+        case 200: "OK"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 408: "Request Timeout"
+        case 410: "Gone"
+        case 416: "Range Not Satisfiable"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        default: ""
+        }
+    }
+}

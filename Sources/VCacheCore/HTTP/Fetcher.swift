@@ -1,0 +1,119 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// The event loop: one libcurl multi handle (shared connection pool) driving every transfer of a
+/// run, plus timers for retries and lock waits. Everything registered here — delegates, timers —
+/// runs on the thread that calls `run`. Only `stop(reason:)` and `wake()` may be called from others.
+public final class Fetcher {
+    private let multi: UnsafeMutableRawPointer
+    private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    private var timers: [(due: ContinuousClock.Instant, seq: Int, action: () -> Void)] = []
+    private var timerSeq = 0
+    /// Set from another thread (a signal handler's queue) to make `run` return promptly.
+    private let stopFlag: StopFlag
+
+    /// Shared with other threads (signal handlers): stopping sets the reason and wakes the loop.
+    public final class StopFlag: Sendable {
+        let value = Atomic<Int32>(0)
+        // The multi handle to wake; curl_multi_wakeup is safe to call from any thread.
+        private let waker = Mutex<Int>(0)  // the pointer's bit pattern; 0 when detached
+        public init() {}
+        public var reason: Int32 { value.load(ordering: .acquiring) }
+
+        public func stop(reason: Int32) {
+            value.store(reason, ordering: .releasing)
+            waker.withLock { m in if let p = UnsafeMutableRawPointer(bitPattern: m) { curl_multi_wakeup(p) } }
+        }
+
+        func attach(_ multi: UnsafeMutableRawPointer?) { waker.withLock { $0 = Int(bitPattern: multi) } }
+    }
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
+
+    public init(stopFlag: StopFlag = StopFlag(), maxConnectionsPerHost: Int = 0) {
+        _ = Self.globalInit
+        // curl_multi_init fails only on allocation failure.
+        multi = curl_multi_init()!
+        self.stopFlag = stopFlag
+        stopFlag.attach(multi)
+        if maxConnectionsPerHost > 0 {
+            vc_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
+        }
+    }
+
+    deinit {
+        stopFlag.attach(nil)
+        for (easy, _) in active { curl_multi_remove_handle(multi, easy) }
+        active = [:]
+        curl_multi_cleanup(multi)
+    }
+
+    public var isStopped: Bool { stopFlag.reason != 0 }
+
+    /// Interrupts `run` from any thread; `reason` is kept (e.g. the signal number).
+    public func stop(reason: Int32) { stopFlag.stop(reason: reason) }
+
+    public func add(_ transfer: CurlTransfer) {
+        active[transfer.easy] = transfer
+        curl_multi_add_handle(multi, transfer.easy)
+    }
+
+    /// Removes a transfer without completing it (used when stopping).
+    public func cancel(_ transfer: CurlTransfer) {
+        guard active.removeValue(forKey: transfer.easy) != nil else { return }
+        curl_multi_remove_handle(multi, transfer.easy)
+    }
+
+    public var activeCount: Int { active.count }
+
+    /// Runs `action` on the loop thread after `seconds`.
+    public func after(_ seconds: Double, _ action: @escaping () -> Void) {
+        timerSeq += 1
+        timers.append((ContinuousClock.now + .milliseconds(Int64(max(0, seconds) * 1000)), timerSeq, action))
+    }
+
+    /// Drives transfers and timers until there is nothing left to do, or until stopped.
+    /// `tick` runs after every wake-up (checkpoints live there, never in a data callback).
+    public func run(tick: () -> Void = {}) {
+        while !isStopped && (!active.isEmpty || !timers.isEmpty) {
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            drainMessages()
+            fireDueTimers()
+            tick()
+            if isStopped { break }
+            if active.isEmpty && timers.isEmpty { break }
+            var timeoutMs: Int32 = 250
+            if let next = timers.map(\.due).min() {
+                let wait = ContinuousClock.now.duration(to: next)
+                let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
+                timeoutMs = Int32(max(0, min(Int64(timeoutMs), ms)))
+            }
+            if !active.isEmpty || timeoutMs > 0 {
+                curl_multi_poll(multi, nil, 0, timeoutMs, nil)
+            }
+        }
+    }
+
+    private func drainMessages() {
+        var left: Int32 = 0
+        while let msg = curl_multi_info_read(multi, &left) {
+            guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle else { continue }
+            let code = msg.pointee.data.result
+            curl_multi_remove_handle(multi, easy)
+            if let t = active.removeValue(forKey: easy) {
+                t.complete(code: code)
+            }
+        }
+    }
+
+    private func fireDueTimers() {
+        let now = ContinuousClock.now
+        let due = timers.filter { $0.due <= now }.sorted { ($0.due, $0.seq) < ($1.due, $1.seq) }
+        guard !due.isEmpty else { return }
+        let dueSeqs = Set(due.map(\.seq))
+        timers.removeAll { dueSeqs.contains($0.seq) }
+        for t in due { t.action() }
+    }
+}

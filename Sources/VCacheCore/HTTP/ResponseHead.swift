@@ -1,0 +1,68 @@
+/// The parts of an HTTP response head that vcache acts on.
+public struct ResponseHead: Equatable, Sendable {
+    public var status: Int
+    public var reason: String
+    public var headers: [(String, String)]
+    /// The URL after redirects.
+    public var effectiveURL: String
+
+    public init(status: Int, reason: String, headers: [(String, String)], effectiveURL: String) {
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.effectiveURL = effectiveURL
+    }
+
+    public static func == (a: ResponseHead, b: ResponseHead) -> Bool {
+        a.status == b.status && a.effectiveURL == b.effectiveURL && a.headers.elementsEqual(b.headers, by: { $0 == $1 })
+    }
+
+    /// The last value of a header, matched case-insensitively.
+    public func header(_ name: String) -> String? {
+        headers.last { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+    }
+
+    public var contentLength: Int64? { header("Content-Length").flatMap { Int64($0) } }
+    public var contentRange: ContentRange? { header("Content-Range").flatMap(ContentRange.init) }
+    public var etag: String? { header("ETag") }
+    public var lastModified: String? { header("Last-Modified") }
+    public var contentType: String? { header("Content-Type") }
+
+    /// `Retry-After` in seconds (delta-seconds form only; an HTTP-date is treated as absent).
+    public var retryAfter: Double? { header("Retry-After").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) } }
+}
+
+import Foundation
+
+/// `Content-Range: bytes first-last/complete` (RFC 9110 §14.4); `complete` may be `*`.
+public struct ContentRange: Equatable, Sendable {
+    public var first: Int64
+    public var last: Int64
+    public var complete: Int64?
+
+    public init(first: Int64, last: Int64, complete: Int64?) {
+        self.first = first
+        self.last = last
+        self.complete = complete
+    }
+
+    public init?(_ text: String) {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        guard t.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = t.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let halves = spec.split(separator: "/", maxSplits: 1).map(String.init)
+        guard halves.count == 2 else { return nil }
+        let ends = halves[0].split(separator: "-", maxSplits: 1).map(String.init)
+        guard ends.count == 2, let a = Int64(ends[0]), let b = Int64(ends[1]), a >= 0, a <= b else { return nil }
+        if halves[1] == "*" {
+            complete = nil
+        } else {
+            guard let c = Int64(halves[1]), b < c else { return nil }
+            complete = c
+        }
+        first = a
+        last = b
+    }
+
+    public var range: ByteRange { ByteRange(first, last + 1) }
+}

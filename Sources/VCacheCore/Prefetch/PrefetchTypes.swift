@@ -1,0 +1,98 @@
+import Foundation
+
+/// One URL to prefetch and the parts of it wanted (empty: the whole video).
+public struct PrefetchItem: Equatable, Sendable {
+    public var url: String
+    public var requests: [RangeRequest]
+
+    public init(url: String, requests: [RangeRequest] = []) {
+        self.url = url
+        self.requests = requests
+    }
+}
+
+public struct PrefetchOptions: Sendable {
+    public var request = RequestOptions()
+    public var keyRules = CacheKeyRules()
+    /// Further attempts after a retryable failure (connection errors, timeouts, 5xx, 408, 429).
+    public var retries = 3
+    /// First backoff delay in seconds; doubles each attempt, with jitter.
+    public var retryDelay = 0.5
+    /// Wait for another process writing the same entry (true), or skip it (false).
+    public var waitForLock = true
+    /// Checkpoint (fsync `data`, commit ranges) after this many new bytes...
+    public var checkpointBytes: Int64 = 4 << 20
+    /// ...or after this many seconds, whichever comes first.
+    public var checkpointInterval = 1.0
+    /// Gaps closer than this are fetched in one request.
+    public var coalesceGap: Int64 = 64 << 10
+    /// Downloads running at once.
+    public var concurrency = 4
+
+    public init() {}
+}
+
+public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
+    case invalidURL(String)
+    case http(status: Int, reason: String)
+    case transport(TransportError)
+    case badContentRange(asked: String, got: String)
+    case missingLength
+    case noProgress
+    case disk(SystemError)
+    case catalog(String)
+    case lockBusy
+    case interrupted
+
+    /// Worth another attempt: connection-level failures, 5xx, 408 and 429.
+    public var isRetryable: Bool {
+        switch self {
+        case .transport(let t): t.isRetryable
+        case .http(let status, _): status >= 500 || status == 408 || status == 429
+        default: false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .invalidURL(let why): why
+        case .http(let status, let reason): "origin answered \(status) \(reason)".trimmingCharacters(in: .whitespaces)
+        case .transport(let t): t.description
+        case .badContentRange(let asked, let got): "origin answered Content-Range '\(got)' to a request for bytes=\(asked); nothing from that response was kept"
+        case .missingLength: "origin did not say the video's length (no Content-Range total or Content-Length)"
+        case .noProgress: "origin sent no new bytes for the requested range"
+        case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
+        case .catalog(let message): message
+        case .lockBusy: "another vcache process is writing this entry; skipped (--no-wait)"
+        case .interrupted: "interrupted; what arrived is saved and a rerun resumes"
+        }
+    }
+}
+
+public struct PrefetchResult: Equatable, Sendable {
+    public var url: String
+    public var key: String
+    public var length: Int64?
+    /// Bytes downloaded and stored by this run.
+    public var fetchedBytes: Int64
+    /// Requested bytes that were already cached when the entry was first locked.
+    public var alreadyCachedBytes: Int64
+    /// Bytes asked for, once the length was known.
+    public var requestedBytes: Int64?
+    /// The whole video is cached (and its SHA-256 stored).
+    public var complete: Bool
+    public var elapsed: Double
+    public var error: PrefetchError?
+
+    public var succeeded: Bool { error == nil }
+}
+
+/// What a prefetch tells its caller while it runs; delivered on the fetch loop's thread.
+public enum PrefetchEvent: Sendable {
+    case started(url: String, key: String, length: Int64?, alreadyCached: Int64, toFetch: Int64?)
+    case waitingForLock(url: String)
+    case progress(url: String, fetched: Int64, toFetch: Int64?)
+    case videoChanged(url: String, reason: String)
+    case retrying(url: String, attempt: Int, delay: Double, reason: String)
+    case finished(PrefetchResult)
+}

@@ -1,0 +1,35 @@
+import Foundation
+
+/// How a URL becomes an entry key: SHA-256 hex of the normalised URL after the user's key rules
+/// (ExoPlayer's `CacheKeyFactory`). Signed URLs carry expiring tokens in the query, so the rules
+/// can ignore the query or strip named parameters to keep one entry per video.
+public struct CacheKeyRules: Equatable, Sendable {
+    public var ignoreQuery: Bool
+    public var stripParameters: Set<String>
+
+    public init(ignoreQuery: Bool = false, stripParameters: Set<String> = []) {
+        self.ignoreQuery = ignoreQuery
+        self.stripParameters = stripParameters
+    }
+
+    /// Scheme and host lower-cased, default port and fragment dropped, query rules applied.
+    public func normalise(_ url: URL) -> String {
+        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
+        parts.scheme = parts.scheme?.lowercased()
+        parts.host = parts.host?.lowercased()
+        if (parts.scheme == "http" && parts.port == 80) || (parts.scheme == "https" && parts.port == 443) { parts.port = nil }
+        parts.fragment = nil
+        if parts.path.isEmpty { parts.path = "/" }
+        if ignoreQuery {
+            parts.query = nil
+        } else if !stripParameters.isEmpty, let items = parts.percentEncodedQueryItems {
+            let kept = items.filter { !stripParameters.contains($0.name) }
+            parts.percentEncodedQueryItems = kept.isEmpty ? nil : kept
+        }
+        return parts.string ?? url.absoluteString
+    }
+
+    public func key(for url: URL) -> String {
+        SHA256Digest.hash(normalise(url))
+    }
+}

@@ -1,0 +1,97 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// The cache directory: the catalog and one folder per entry.
+///
+///     catalog.db                  SQLite, WAL
+///     entries/ab/abcdef.../data   sparse file, every byte at its absolute offset in the video
+///     entries/ab/abcdef.../lock   flock target of the entry's one writer
+///
+/// Locks (DESIGN.md invariant 4): a writer holds LOCK_EX on `lock`; anyone using `data` holds
+/// LOCK_SH on `data`; the evictor takes LOCK_EX|LOCK_NB on `data` and skips the entry if busy.
+/// After any lock, the descriptor's inode is compared with the path's, so a lock on a file that
+/// was removed meanwhile is never trusted.
+public final class CacheStore: Sendable {
+    public let directory: String
+    public let catalog: Catalog
+
+    public enum OpenError: Error, Equatable, CustomStringConvertible {
+        case notWritable(path: String, reason: String)
+        case catalog(path: String, reason: String)
+
+        public var description: String {
+            switch self {
+            case .notWritable(let path, let reason): "cache directory '\(path)' is not usable: \(reason); choose another with --cache-dir or VCACHE_DIR"
+            case .catalog(let path, let reason): "cannot open the catalog '\(path)': \(reason)"
+            }
+        }
+    }
+
+    public init(directory: String) throws {
+        self.directory = directory
+        do {
+            try FileSystem.makeDirectories(directory)
+            try FileSystem.makeDirectories(directory + "/entries")
+        } catch let e as SystemError {
+            throw OpenError.notWritable(path: directory, reason: String(cString: strerror(e.errno)))
+        }
+        if access(directory, W_OK | X_OK) != 0 {
+            throw OpenError.notWritable(path: directory, reason: String(cString: strerror(errno)))
+        }
+        let path = directory + "/catalog.db"
+        do {
+            catalog = try Catalog(path: path)
+        } catch let e as DatabaseError {
+            throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)
+        }
+    }
+
+    public func entryDirectory(_ key: String) -> String { "\(directory)/entries/\(key.prefix(2))/\(key)" }
+    public func dataPath(_ key: String) -> String { entryDirectory(key) + "/data" }
+    public func lockPath(_ key: String) -> String { entryDirectory(key) + "/lock" }
+
+    /// Allocated bytes of an entry's `data` (0 when there is none).
+    public func diskUsage(key: String) -> Int64 {
+        FileSystem.status(dataPath(key)).map(FileSystem.allocatedBytes) ?? 0
+    }
+
+    /// Tries once to become the entry's writer. nil when another process or thread holds it.
+    public func tryLockWriter(key: String) throws -> EntryLock? {
+        let dir = entryDirectory(key)
+        try FileSystem.makeDirectories(dir)
+        if let st = FileSystem.status(dir), (st.st_mode & S_IFMT) != S_IFDIR {
+            throw SystemError("use entry folder", path: dir, errno: ENOTDIR)
+        }
+        let path = lockPath(key)
+        let file = try RawFile.open(path, flags: O_RDWR | O_CREAT)
+        guard try file.lock(exclusive: true, nonBlocking: true) else {
+            file.close()
+            return nil
+        }
+        // The entry may have been evicted between open and flock: then this lock guards nothing.
+        let mine = try file.status()
+        guard let now = FileSystem.status(path), now.st_ino == mine.st_ino, now.st_dev == mine.st_dev else {
+            file.close()
+            return try tryLockWriter(key: key)
+        }
+        return EntryLock(file: file)
+    }
+
+    /// Opens `data` for reading and writing, holding LOCK_SH on it while open (so eviction skips it).
+    public func openData(key: String) throws -> RawFile {
+        let file = try RawFile.open(dataPath(key), flags: O_RDWR | O_CREAT)
+        _ = try file.lock(exclusive: false, nonBlocking: false)
+        return file
+    }
+}
+
+/// A held flock; released by `release()` (closing the descriptor releases it too).
+public final class EntryLock: Sendable {
+    let file: RawFile
+    init(file: RawFile) { self.file = file }
+    public func release() { file.close() }
+}

@@ -1,0 +1,154 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A thin, typed wrapper over one file descriptor (swift-system's spirit): each method names the
+/// C call it makes, retries EINTR, and throws `SystemError` naming the path.
+public struct RawFile: Sendable {
+    public let fd: Int32
+    public let path: String
+
+    /// open(2) with O_CLOEXEC and O_NOFOLLOW: vcache never follows a symlink inside its cache.
+    public static func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws -> RawFile {
+        while true {
+            let fd = Glibc_open(path, flags | O_CLOEXEC | O_NOFOLLOW, mode)
+            if fd >= 0 { return RawFile(fd: fd, path: path) }
+            if errno == EINTR { continue }
+            throw SystemError("open", path: path, errno: errno)
+        }
+    }
+
+    public func close() { _ = Glibc_close(fd) }
+
+    /// pwrite(2) of the whole buffer at an absolute offset; short writes continue.
+    public func write(_ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemError("write", path: path, errno: errno)
+            }
+            done += n
+        }
+    }
+
+    /// pread(2) up to `buffer.count` bytes at an absolute offset; returns bytes read (0 at end of file).
+    public func read(into buffer: UnsafeMutableRawBufferPointer, fromAbsoluteOffset offset: Int64) throws -> Int {
+        while true {
+            let n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            throw SystemError("read", path: path, errno: errno)
+        }
+    }
+
+    /// Fills the buffer completely or throws (a short file is an error here).
+    public func readExactly(into buffer: UnsafeMutableRawBufferPointer, fromAbsoluteOffset offset: Int64) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), fromAbsoluteOffset: offset + Int64(done))
+            if n == 0 { throw SystemError("read", path: path, errno: EIO) }
+            done += n
+        }
+    }
+
+    /// fsync(2): the data written so far is durable.
+    public func sync() throws {
+        while fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw SystemError("sync", path: path, errno: errno)
+        }
+    }
+
+    /// ftruncate(2).
+    public func resize(to length: Int64) throws {
+        while ftruncate(fd, off_t(length)) != 0 {
+            if errno == EINTR { continue }
+            throw SystemError("truncate", path: path, errno: errno)
+        }
+    }
+
+    /// fstat(2).
+    public func status() throws -> stat {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SystemError("stat", path: path, errno: errno) }
+        return st
+    }
+
+    /// flock(2). Returns false when `nonBlocking` and the lock is held elsewhere.
+    public func lock(exclusive: Bool, nonBlocking: Bool) throws -> Bool {
+        let op = (exclusive ? LOCK_EX : LOCK_SH) | (nonBlocking ? LOCK_NB : 0)
+        while flock(fd, op) != 0 {
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK { return false }
+            throw SystemError("lock", path: path, errno: errno)
+        }
+        return true
+    }
+
+    public func unlock() { _ = flock(fd, LOCK_UN) }
+}
+
+public enum FileSystem {
+    /// lstat(2); nil when the path does not exist.
+    public static func status(_ path: String) -> stat? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? st : nil
+    }
+
+    public static func exists(_ path: String) -> Bool { status(path) != nil }
+
+    /// mkdir -p with mode 0700; refuses a symlink where a folder should be.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if status(prefix) != nil { continue }
+            if mkdir(prefix, mode) != 0 && errno != EEXIST {
+                throw SystemError("create folder", path: prefix, errno: errno)
+            }
+        }
+    }
+
+    /// Allocated bytes on disk (what `du` counts), not the apparent length.
+    public static func allocatedBytes(_ st: stat) -> Int64 { Int64(st.st_blocks) * 512 }
+
+    public static func removeTree(_ path: String) {
+        guard let st = status(path) else { return }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            if let dir = opendir(path) {
+                while let ent = readdir(dir) {
+                    let name = withUnsafeBytes(of: ent.pointee.d_name) { raw in
+                        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+                    }
+                    if name == "." || name == ".." { continue }
+                    removeTree(path + "/" + name)
+                }
+                closedir(dir)
+            }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+}
+
+// Module-qualified names so the wrappers above can use the C calls of the same name.
+@inline(__always) private func Glibc_open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.open(path, flags, mode)
+    #else
+    return Darwin.open(path, flags, mode)
+    #endif
+}
+
+@inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.close(fd)
+    #else
+    return Darwin.close(fd)
+    #endif
+}

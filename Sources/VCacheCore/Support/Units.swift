@@ -1,0 +1,78 @@
+import Foundation
+
+/// Sizes and durations as the command line writes them (DESIGN.md, "Command-line conventions").
+public enum Units {
+    /// `512K`, `2M`, `1.5G`, `1T` are binary (KiB, MiB, ...); `2KB`, `2MB` are decimal; a bare number
+    /// (optionally with `B`) is bytes. `KiB`/`MiB` spellings are binary too. Case-insensitive.
+    public static func parseSize(_ text: String) -> Int64? {
+        let s = text.trimmingCharacters(in: .whitespaces)
+        guard !s.isEmpty else { return nil }
+        var numberEnd = s.startIndex
+        while numberEnd < s.endIndex, s[numberEnd].isNumber || s[numberEnd] == "." { numberEnd = s.index(after: numberEnd) }
+        let numberText = String(s[..<numberEnd])
+        let suffix = s[numberEnd...].lowercased()
+        guard !numberText.isEmpty, numberText.filter({ $0 == "." }).count <= 1, let value = Double(numberText) else { return nil }
+        let multiplier: Double
+        switch suffix {
+        case "", "b": multiplier = 1
+        case "k", "kib": multiplier = 1024
+        case "m", "mib": multiplier = 1024 * 1024
+        case "g", "gib": multiplier = 1024 * 1024 * 1024
+        case "t", "tib": multiplier = 1024 * 1024 * 1024 * 1024
+        case "kb": multiplier = 1e3
+        case "mb": multiplier = 1e6
+        case "gb": multiplier = 1e9
+        case "tb": multiplier = 1e12
+        default: return nil
+        }
+        let bytes = (value * multiplier).rounded(.down)
+        guard bytes.isFinite, bytes >= 0, bytes < 9.0e18 else { return nil }
+        return Int64(bytes)
+    }
+
+    /// `90s`, `30m`, `12h`, `7d`, `2w`, `500ms`, or a bare number of seconds; `1h30m` combines.
+    public static func parseDuration(_ text: String) -> Double? {
+        let s = text.trimmingCharacters(in: .whitespaces).lowercased()
+        guard !s.isEmpty else { return nil }
+        if let plain = Double(s), plain >= 0, plain.isFinite { return plain }
+        var total = 0.0
+        var rest = Substring(s)
+        while !rest.isEmpty {
+            let number = rest.prefix { $0.isNumber || $0 == "." }
+            guard !number.isEmpty, let value = Double(number) else { return nil }
+            rest = rest.dropFirst(number.count)
+            let unit = rest.prefix { $0.isLetter }
+            rest = rest.dropFirst(unit.count)
+            switch unit {
+            case "ms": total += value / 1000
+            case "s": total += value
+            case "m": total += value * 60
+            case "h": total += value * 3600
+            case "d": total += value * 86400
+            case "w": total += value * 7 * 86400
+            default: return nil
+            }
+        }
+        return total
+    }
+
+    /// `1.5 MiB`, `512 B`: binary units, one decimal above KiB.
+    public static func formatSize(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+        var value = Double(bytes)
+        var i = 0
+        while abs(value) >= 1024 && i < units.count - 1 { value /= 1024; i += 1 }
+        if i == 0 { return "\(bytes) B" }
+        return String(format: value >= 100 ? "%.0f %@" : "%.1f %@", value, units[i])
+    }
+
+    /// `0.4s`, `12s`, `3m05s`, `2h10m`.
+    public static func formatDuration(_ seconds: Double) -> String {
+        if seconds < 10 { return String(format: "%.1fs", max(0, seconds)) }
+        let s = Int(seconds.rounded())
+        if s < 60 { return "\(s)s" }
+        if s < 3600 { return String(format: "%dm%02ds", s / 60, s % 60) }
+        if s < 86400 { return String(format: "%dh%02dm", s / 3600, (s % 3600) / 60) }
+        return String(format: "%dd%02dh", s / 86400, (s % 86400) / 3600)
+    }
+}

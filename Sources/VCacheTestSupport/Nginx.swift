@@ -1,0 +1,149 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// A real nginx on 127.0.0.1, started with its own config under a temp dir and stopped on
+/// `stop()`/deinit. Its access log records each request's Range header and body bytes sent.
+public final class Nginx: @unchecked Sendable {
+    // Immutable after init except `process`, which only stop() touches.
+    public let root: String
+    public let port: Int
+    private let dir: TempDirectory
+    private let process: Process
+
+    public enum LaunchError: Error, CustomStringConvertible {
+        case notInstalled, didNotStart(String)
+        public var description: String {
+            switch self {
+            case .notInstalled: "nginx is not installed (apt-get install nginx-light, or run 'make deps')"
+            case .didNotStart(let log): "nginx did not start: \(log)"
+            }
+        }
+    }
+
+    public static var binary: String? {
+        ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx", "/opt/homebrew/bin/nginx", "/usr/local/bin/nginx"]
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    public init() throws {
+        guard let binary = Self.binary else { throw LaunchError.notInstalled }
+        dir = TempDirectory("vcache-nginx")
+        root = dir.file("www")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir.file("tmp"), withIntermediateDirectories: true)
+        var lastLog = ""
+        for _ in 0..<20 {
+            let port = try Self.freePort()
+            let conf = """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            pid \(dir.file("nginx.pid"));
+            error_log \(dir.file("error.log")) warn;
+            events { worker_connections 512; }
+            http {
+                log_format ranges '$request_method $uri "$http_range" $status $body_bytes_sent';
+                access_log \(dir.file("access.log")) ranges;
+                client_body_temp_path \(dir.file("tmp")); proxy_temp_path \(dir.file("tmp"));
+                fastcgi_temp_path \(dir.file("tmp")); uwsgi_temp_path \(dir.file("tmp")); scgi_temp_path \(dir.file("tmp"));
+                types { video/mp4 mp4; video/quicktime mov; }
+                default_type application/octet-stream;
+                sendfile on;
+                keepalive_requests 100000;
+                server {
+                    listen 127.0.0.1:\(port);
+                    root \(root);
+                    location /slow/ { limit_rate 2m; alias \(root)/; }
+                }
+            }
+            """
+            try conf.write(toFile: dir.file("nginx.conf"), atomically: true, encoding: .utf8)
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: binary)
+            p.arguments = ["-c", dir.file("nginx.conf"), "-p", dir.path, "-e", dir.file("error.log")]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            if Self.waitForListener(port: port, process: p) {
+                self.port = port
+                self.process = p
+                return
+            }
+            p.terminate()
+            p.waitUntilExit()
+            lastLog = (try? String(contentsOfFile: dir.file("error.log"), encoding: .utf8)) ?? ""
+        }
+        throw LaunchError.didNotStart(lastLog)
+    }
+
+    deinit { stop() }
+
+    public func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// Puts a file into the document root.
+    @discardableResult
+    public func publish(_ name: String, _ data: Data) throws -> String {
+        try data.write(to: URL(fileURLWithPath: root + "/" + name))
+        return url("/" + name)
+    }
+
+    public struct LogLine: Equatable, Sendable {
+        public var method: String
+        public var path: String
+        public var range: String?
+        public var status: Int
+        public var bytes: Int64
+    }
+
+    /// The access log so far. nginx writes a line when a request completes.
+    public func accessLog() -> [LogLine] {
+        guard let text = try? String(contentsOfFile: dir.file("access.log"), encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let p = line.split(separator: " ")
+            guard p.count == 5, let status = Int(p[3]), let bytes = Int64(p[4]) else { return nil }
+            let range = p[2].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            return LogLine(method: String(p[0]), path: String(p[1]), range: range == "-" ? nil : range, status: status, bytes: bytes)
+        }
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// Connects until nginx accepts (or exits): readiness on a real event, not a sleep.
+    static func waitForListener(port: Int, process: Process) -> Bool {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            guard process.isRunning else { return false }
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            addr.sin_port = in_port_t(UInt16(port).bigEndian)
+            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            close(fd)
+            if rc == 0 { return true }
+            usleep(20_000)
+        }
+        return false
+    }
+}

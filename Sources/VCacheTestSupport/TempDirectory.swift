@@ -1,0 +1,59 @@
+import Foundation
+import VCacheCore
+
+/// A unique folder under the system temp dir, removed when the value is released.
+public final class TempDirectory: @unchecked Sendable {
+    // Immutable after init; deinit only removes the folder.
+    public let path: String
+
+    public init(_ label: String = "vcache-test") {
+        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(base)/\(label)-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(made != nil, "mkdtemp failed under \(base)")
+        path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    deinit {
+        if ProcessInfo.processInfo.environment["VCACHE_KEEP_TEST_DIRS"] == nil {
+            FileSystem.removeTree(path)
+        }
+    }
+
+    public func file(_ name: String) -> String { path + "/" + name }
+
+    @discardableResult
+    public func write(_ name: String, _ data: Data) throws -> String {
+        let p = file(name)
+        try data.write(to: URL(fileURLWithPath: p))
+        return p
+    }
+}
+
+/// Reproducible bytes: a SplitMix64 stream, so tests need no fixture for large bodies.
+public enum TestBytes {
+    public static func make(_ count: Int, seed: UInt64 = 1) -> Data {
+        var state = seed
+        var out = Data(count: count)
+        out.withUnsafeMutableBytes { raw in
+            let words = count / 8
+            let p = raw.baseAddress!
+            for i in 0..<words {
+                state &+= 0x9E37_79B9_7F4A_7C15
+                var z = state
+                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+                z ^= z >> 31
+                p.storeBytes(of: z, toByteOffset: i * 8, as: UInt64.self)
+            }
+            for i in (words * 8)..<count { p.storeBytes(of: UInt8(truncatingIfNeeded: i &* 31 &+ Int(seed)), toByteOffset: i, as: UInt8.self) }
+        }
+        return out
+    }
+
+    public static func sha256(_ data: Data) -> String { SHA256Digest.hash(data) }
+
+    public static func sha256(file path: String) -> String? {
+        FileManager.default.contents(atPath: path).map { SHA256Digest.hash($0) }
+    }
+}

@@ -1,0 +1,327 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import Synchronization
+import VCacheCore
+
+/// An in-process HTTP/1.1 origin on 127.0.0.1 with fault knobs, for what nginx cannot do:
+/// dropped connections, wrong Content-Range, changed ETags, 200 instead of 206, error statuses,
+/// stalled and throttled bodies, redirects. Counts every body byte it sends, per path.
+public final class TestOrigin: Sendable {
+    public struct Resource: Sendable {
+        public var body: Data
+        public var etag: String?
+        public var lastModified: String?
+        public var contentType: String
+
+        public init(body: Data, etag: String? = nil, lastModified: String? = nil, contentType: String = "video/mp4") {
+            self.body = body
+            self.etag = etag
+            self.lastModified = lastModified
+            self.contentType = contentType
+        }
+    }
+
+    public struct Faults: Sendable {
+        /// Close the connection after this many body bytes, for the next `dropCount` responses.
+        public var dropAfterBytes: Int?
+        public var dropCount = 1
+        /// Answer ranged requests with 200 and the whole body.
+        public var ignoreRanges = false
+        /// Add this to the start and end announced in Content-Range (the body is still the asked bytes).
+        public var contentRangeShift: Int64 = 0
+        /// Served first, one per request, before normal answers resume: e.g. `(503, [:])`, `(429, ["Retry-After": "1"])`.
+        public var statuses: [(Int, [String: String])] = []
+        /// Stop sending after this many body bytes and hold the connection open.
+        public var stallAfterBytes: Int?
+        /// Throttle bodies to about this many bytes per second.
+        public var bytesPerSecond: Int?
+        /// Answer 302 with this Location.
+        public var redirectTo: String?
+
+        public init() {}
+    }
+
+    private struct State {
+        var resources: [String: Resource] = [:]
+        var faults: [String: Faults] = [:]
+        var served: [String: [ByteRange]] = [:]
+        var servedTotal: [String: Int] = [:]
+        var requests: [String: [String?]] = [:]
+        var connections: Set<Int32> = []
+        var stopped = false
+    }
+
+    private let state = Mutex(State())
+    private let changed = Condition()
+    private let listener: Int32
+    public let port: Int
+
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SystemError("create socket", path: "127.0.0.1", errno: errno) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(fd, 64) == 0 else { close(fd); throw SystemError("listen", path: "127.0.0.1", errno: errno) }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        listener = fd
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    deinit { stop() }
+
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    public func url(_ path: String) -> String { baseURL + path }
+
+    public func setResource(_ path: String, _ resource: Resource) { state.withLock { $0.resources[path] = resource } }
+    public func setFaults(_ path: String, _ faults: Faults) { state.withLock { $0.faults[path] = faults } }
+
+    /// Body bytes sent for `path`, counting repeats.
+    public func servedBytes(_ path: String) -> Int { state.withLock { $0.servedTotal[path] ?? 0 } }
+
+    /// Bytes sent for `path` more than once (0 when no byte was served twice).
+    public func bytesServedTwice(_ path: String) -> Int64 {
+        state.withLock { s in
+            let list = s.served[path] ?? []
+            let total = list.reduce(Int64(0)) { $0 + $1.count }
+            return total - RangeSet(list).count
+        }
+    }
+
+    /// The Range header of each request for `path`, in order (nil: none).
+    public func requests(_ path: String) -> [String?] { state.withLock { $0.requests[path] ?? [] } }
+
+    /// Blocks until at least `bytes` body bytes of `path` were sent, or `timeout` passes.
+    public func waitUntilServed(_ path: String, atLeast bytes: Int, timeout: Double = 30) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while servedBytes(path) < bytes {
+            if Date() >= deadline { return false }
+            changed.wait(until: deadline)
+        }
+        return true
+    }
+
+    public func stop() {
+        let fds: Set<Int32> = state.withLock { s in
+            guard !s.stopped else { return [] }
+            s.stopped = true
+            return s.connections
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
+        changed.broadcast()
+    }
+
+    private var isStopped: Bool { state.withLock { $0.stopped } }
+
+    private func acceptLoop() {
+        while true {
+            let fd = accept(listener, nil, nil)
+            if fd < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let accepted = state.withLock { s -> Bool in
+                if s.stopped { return false }
+                s.connections.insert(fd)
+                return true
+            }
+            guard accepted else { close(fd); break }
+            Thread.detachNewThread { [self] in
+                serve(fd)
+                state.withLock { _ = $0.connections.remove(fd) }
+                close(fd)
+            }
+        }
+        close(listener)
+    }
+
+    // MARK: - One connection
+
+    private func serve(_ fd: Int32) {
+        var buffer = [UInt8]()
+        while !isStopped {
+            guard let head = readHead(fd, &buffer) else { return }
+            guard respond(fd, head) else { return }
+        }
+    }
+
+    private func readHead(_ fd: Int32, _ buffer: inout [UInt8]) -> [String]? {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let end = Self.headEnd(buffer) {
+                let text = String(decoding: buffer[0..<end], as: UTF8.self)
+                buffer.removeFirst(end + 4)
+                return text.components(separatedBy: "\r\n")
+            }
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n <= 0 { return nil }
+            buffer += chunk[0..<n]
+        }
+    }
+
+    private static func headEnd(_ b: [UInt8]) -> Int? {
+        guard b.count >= 4 else { return nil }
+        for i in 0...(b.count - 4) where b[i] == 13 && b[i + 1] == 10 && b[i + 2] == 13 && b[i + 3] == 10 { return i }
+        return nil
+    }
+
+    /// Returns false when the connection must close.
+    private func respond(_ fd: Int32, _ lines: [String]) -> Bool {
+        let parts = lines[0].split(separator: " ")
+        guard parts.count >= 2 else { return false }
+        let method = String(parts[0])
+        let path = String(parts[1])
+        var headers: [String: String] = [:]
+        for l in lines.dropFirst() {
+            guard let c = l.firstIndex(of: ":") else { continue }
+            headers[l[..<c].lowercased()] = l[l.index(after: c)...].trimmingCharacters(in: .whitespaces)
+        }
+        let range = headers["range"]
+        // Take this request's faults (consuming one-shot ones) under the lock.
+        let (resource, faults, status): (Resource?, Faults, (Int, [String: String])?) = state.withLock { s in
+            s.requests[path, default: []].append(range)
+            var f = s.faults[path] ?? Faults()
+            var st: (Int, [String: String])?
+            if !f.statuses.isEmpty { st = f.statuses.removeFirst() }
+            let current = f
+            if f.dropAfterBytes != nil {
+                f.dropCount -= 1
+                if f.dropCount <= 0 { f.dropAfterBytes = nil }
+            }
+            s.faults[path] = f
+            return (s.resources[path], current, st)
+        }
+        if let (code, extra) = status {
+            return send(fd, status: code, headers: extra.merging(["Content-Length": "0"]) { a, _ in a }, body: nil, method: method, path: path, faults: Faults())
+        }
+        if let target = faults.redirectTo {
+            return send(fd, status: 302, headers: ["Location": target, "Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
+        }
+        guard let resource else {
+            return send(fd, status: 404, headers: ["Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
+        }
+        let total = Int64(resource.body.count)
+        var common: [String: String] = ["Content-Type": resource.contentType, "Accept-Ranges": "bytes"]
+        if let e = resource.etag { common["ETag"] = e }
+        if let lm = resource.lastModified { common["Last-Modified"] = lm }
+
+        var wantRange = range.flatMap { Self.parseRange($0, total: total) }
+        if let ifRange = headers["if-range"], ifRange != resource.etag && ifRange != resource.lastModified { wantRange = nil }
+        if faults.ignoreRanges { wantRange = nil }
+        if range != nil && wantRange == nil && !faults.ignoreRanges && headers["if-range"] == nil {
+            return send(fd, status: 416, headers: ["Content-Range": "bytes */\(total)", "Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
+        }
+        if let r = wantRange {
+            var h = common
+            h["Content-Range"] = "bytes \(r.lowerBound + faults.contentRangeShift)-\(r.upperBound - 1 + faults.contentRangeShift)/\(total)"
+            h["Content-Length"] = "\(r.count)"
+            return send(fd, status: 206, headers: h, body: (resource.body, r), method: method, path: path, faults: faults)
+        }
+        var h = common
+        h["Content-Length"] = "\(total)"
+        return send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)
+    }
+
+    /// `bytes=a-b`, `bytes=a-`, `bytes=-n`; nil when unsatisfiable or malformed.
+    static func parseRange(_ header: String, total: Int64) -> ByteRange? {
+        guard header.hasPrefix("bytes=") else { return nil }
+        let spec = header.dropFirst(6)
+        let ends = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard ends.count == 2 else { return nil }
+        if ends[0].isEmpty {
+            guard let n = Int64(ends[1]), n > 0, total > 0 else { return nil }
+            return ByteRange(max(0, total - n), total)
+        }
+        guard let a = Int64(ends[0]), a < total else { return nil }
+        let b = ends[1].isEmpty ? total - 1 : min(Int64(ends[1]) ?? -1, total - 1)
+        guard b >= a else { return nil }
+        return ByteRange(a, b + 1)
+    }
+
+    private func send(_ fd: Int32, status: Int, headers: [String: String], body: (Data, ByteRange)?, method: String, path: String, faults: Faults) -> Bool {
+        var head = "HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n"
+        for (k, v) in headers.sorted(by: { $0.key < $1.key }) { head += "\(k): \(v)\r\n" }
+        head += "\r\n"
+        guard writeAll(fd, Array(head.utf8)) else { return false }
+        guard method != "HEAD", let (data, range) = body else { return true }
+        var offset = range.lowerBound
+        var sent = 0
+        let chunk = faults.bytesPerSecond.map { max(1024, min(64 * 1024, $0 / 20)) } ?? 256 * 1024
+        while offset < range.upperBound {
+            if isStopped { return false }
+            var n = Int(min(Int64(chunk), range.upperBound - offset))
+            if let drop = faults.dropAfterBytes { n = min(n, drop - sent) }
+            if let stall = faults.stallAfterBytes { n = min(n, stall - sent) }
+            if n <= 0 {
+                if faults.stallAfterBytes != nil { holdUntilClosed(fd) }
+                return false
+            }
+            let ok = data.withUnsafeBytes { raw in
+                writeAll(fd, UnsafeRawBufferPointer(rebasing: raw[Int(offset)..<Int(offset) + n]))
+            }
+            guard ok else { return false }
+            state.withLock { s in
+                s.served[path, default: []].append(ByteRange(offset, offset + Int64(n)))
+                s.servedTotal[path, default: 0] += n
+            }
+            changed.broadcast()
+            offset += Int64(n)
+            sent += n
+            if let rate = faults.bytesPerSecond { usleep(UInt32(Double(n) / Double(rate) * 1_000_000)) }
+        }
+        return true
+    }
+
+    private func holdUntilClosed(_ fd: Int32) {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var scratch = [UInt8](repeating: 0, count: 512)
+        while !isStopped {
+            if poll(&p, 1, 100) > 0 {
+                if recv(fd, &scratch, scratch.count, 0) <= 0 { return }
+            }
+        }
+    }
+
+    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { writeAll(fd, $0) }
+    }
+
+    private func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) -> Bool {
+        var done = 0
+        while done < raw.count {
+            let n = Glibc.send(fd, raw.baseAddress! + done, raw.count - done, Int32(MSG_NOSIGNAL))
+            if n < 0 { if errno == EINTR { continue }; return false }
+            done += n
+        }
+        return true
+    }
+}
+
+/// A condition variable for "something changed" waits in test helpers.
+final class Condition: @unchecked Sendable {
+    // NSCondition is thread-safe; it lacks the Sendable annotation on Linux.
+    private let c = NSCondition()
+    func wait(until deadline: Date) {
+        c.lock()
+        _ = c.wait(until: min(deadline, Date().addingTimeInterval(0.2)))
+        c.unlock()
+    }
+    func broadcast() {
+        c.lock()
+        c.broadcast()
+        c.unlock()
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// Runs the built `vcache` binary as a subprocess and captures what a user would see.
+public struct VCacheRun: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+    /// True when the process was killed by a signal (then `status` is the signal number).
+    public var signalled: Bool
+}
+
+public enum VCacheBinary {
+    /// `$VCACHE_BIN`, else `vcache` next to the test bundle (SwiftPM's build folder).
+    public static var path: String {
+        if let p = ProcessInfo.processInfo.environment["VCACHE_BIN"], !p.isEmpty { return p }
+        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var dir = exe.deletingLastPathComponent()
+        // macOS: .../debug/vcachePackageTests.xctest/Contents/MacOS/vcachePackageTests
+        while dir.path != "/" && !FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent("vcache").path) {
+            dir = dir.deletingLastPathComponent()
+        }
+        return dir.appendingPathComponent("vcache").path
+    }
+
+    /// Starts vcache; the caller waits with `finish`.
+    public static func start(_ args: [String], cacheDir: String?, stdin: String? = nil, environment extra: [String: String] = [:]) throws -> Running {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        var env = ProcessInfo.processInfo.environment
+        env["NO_COLOR"] = "1"
+        if let cacheDir { env["VCACHE_DIR"] = cacheDir }
+        for (k, v) in extra { env[k] = v }
+        p.environment = env
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        let input = Pipe()
+        p.standardInput = input
+        try p.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try? input.fileHandleForWriting.close()
+        return Running(process: p, out: out, err: err)
+    }
+
+    /// Runs vcache to completion.
+    public static func run(_ args: [String], cacheDir: String?, stdin: String? = nil, environment: [String: String] = [:]) throws -> VCacheRun {
+        try start(args, cacheDir: cacheDir, stdin: stdin, environment: environment).finish()
+    }
+
+    public final class Running: @unchecked Sendable {
+        // Used from one test thread; the reader threads only fill their own boxes.
+        public let process: Process
+        private let outBox = Box(), errBox = Box()
+        private let group = DispatchGroup()
+
+        init(process: Process, out: Pipe, err: Pipe) {
+            self.process = process
+            for (pipe, box) in [(out, outBox), (err, errBox)] {
+                group.enter()
+                let handle = pipe.fileHandleForReading
+                Thread.detachNewThread { [group] in
+                    box.data = handle.readDataToEndOfFile()
+                    group.leave()
+                }
+            }
+        }
+
+        public var pid: Int32 { process.processIdentifier }
+
+        public func kill(_ signal: Int32) { Foundation.kill(process.processIdentifier, signal) }
+
+        public func finish() -> VCacheRun {
+            process.waitUntilExit()
+            group.wait()
+            return VCacheRun(status: process.terminationStatus, stdout: String(decoding: outBox.data, as: UTF8.self),
+                             stderr: String(decoding: errBox.data, as: UTF8.self),
+                             signalled: process.terminationReason == .uncaughtSignal)
+        }
+    }
+
+    final class Box: @unchecked Sendable {
+        // Written once by a reader thread before group.leave(); read after group.wait().
+        var data = Data()
+    }
+}

@@ -1,0 +1,209 @@
+import Dispatch
+import Foundation
+import VCacheCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `vcache prefetch URL... [options]`: make sure the asked-for bytes are in the cache.
+enum PrefetchCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "prefetch",
+        abstract: "download the missing bytes of videos into the cache",
+        usage: "prefetch URL... [--bytes SIZE | --range A-B...] [options]",
+        discussion: """
+        Fetches only what is missing (requested ranges minus cached ranges) and resumes where an
+        earlier run stopped. Without --bytes or --range the whole video is fetched.
+        SIZE: 512K, 2M, 1.5G (binary) or 2MB (decimal). DURATION: 30s, 5m, 2h.
+        """,
+        options: [
+            .value("bytes", "SIZE", "make sure the first SIZE bytes are cached"),
+            .repeated("range", "A-B", "bytes A to B inclusive; A- to the end; -N the last N (repeatable)"),
+            .value("input", short: "i", "FILE", "read URLs from FILE (- for stdin): one per line, optional size after it"),
+            .value("jobs", short: "j", "N", "parallel downloads (default 4)"),
+            .repeated("header", short: "H", "'NAME: VALUE'", "extra request header, e.g. auth or cookie (repeatable)"),
+            .value("user-agent", "STRING", "User-Agent header (default vcache/\(VCacheVersion.string))"),
+            .value("connect-timeout", "DURATION", "give up connecting after DURATION (default 15s)"),
+            .value("timeout", "DURATION", "give up when no byte arrives for DURATION (default 30s)"),
+            .value("retries", "N", "retries after connection errors, timeouts, 5xx, 408, 429 (default 3)"),
+            .flag("no-wait", "skip an entry another vcache process is writing instead of waiting"),
+            .flag("json", "JSON-lines events on stdout"),
+            .flag("quiet", short: "q", "print errors only"),
+        ],
+        minPositionals: 0, maxPositionals: nil)
+
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        let items: [PrefetchItem]
+        let options: PrefetchOptions
+        var inputErrors: [String] = []
+        do {
+            options = try makeOptions(args)
+            var requests: [RangeRequest] = []
+            if let b = args.value("bytes") {
+                guard let n = Units.parseSize(b) else { throw UsageError("invalid size '\(b)' for --bytes; use e.g. 2M, 512K, 1.5G") }
+                requests.append(.head(n))
+            }
+            for r in args.all("range") {
+                guard let rr = RangeRequest(httpSpec: r) else { throw UsageError("invalid range '\(r)' for --range; use A-B, A- or -N (bytes, inclusive)") }
+                requests.append(rr)
+            }
+            var list = args.positionals.map { PrefetchItem(url: $0, requests: requests) }
+            if let input = args.value("input") {
+                let (fromFile, errors) = try readInput(input, defaultRequests: requests)
+                list += fromFile
+                inputErrors = errors
+            }
+            guard !list.isEmpty || !inputErrors.isEmpty else {
+                throw UsageError("'prefetch' needs a URL (or -i FILE); usage: vcache \(spec.usage)")
+            }
+            items = list
+        } catch {
+            console.error("\(error)")
+            return 2
+        }
+        for e in inputErrors { console.error(e) }
+        guard let store = openStore(args, console: console) else { return 1 }
+
+        let mode: PrefetchReporter.Mode = args.flag("json") ? .json : args.flag("quiet") ? .quiet : console.stderrIsTTY ? .bars : .lines
+        let reporter = PrefetchReporter(mode: mode, console: console)
+        reporter.expectedCount = items.count
+        let stopFlag = Fetcher.StopFlag()
+        let prefetcher = Prefetcher(store: store, options: options, stopFlag: stopFlag) { reporter.handle($0) }
+        let signals = SignalTrap { stopFlag.stop(reason: $0) }
+
+        let start = ContinuousClock.now
+        let results = prefetcher.run(items)
+        reporter.close()
+        let elapsed = PrefetchReporter.seconds(ContinuousClock.now - start)
+        let summary = Summary(results: results, elapsed: elapsed, inputErrors: inputErrors.count)
+        switch mode {
+        case .json: console.out(summary.json + "\n")
+        case .quiet: break
+        case .bars, .lines: console.err(summary.line + "\n")
+        }
+        if let signal = signals.caught { return 128 + signal }
+        return summary.failed == 0 && inputErrors.isEmpty ? 0 : 1
+    }
+
+    static func makeOptions(_ args: ParsedArguments) throws -> PrefetchOptions {
+        var o = PrefetchOptions()
+        o.request.headers = try args.all("header").map { h in
+            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex else {
+                throw UsageError("invalid header '\(h)' for -H; use 'Name: value'")
+            }
+            return h
+        }
+        if let ua = args.value("user-agent") { o.request.userAgent = ua }
+        if let t = args.value("connect-timeout") { o.request.connectTimeout = try duration(t, "--connect-timeout") }
+        if let t = args.value("timeout") { o.request.stallTimeout = try duration(t, "--timeout") }
+        if let r = args.value("retries") {
+            guard let n = Int(r), n >= 0 else { throw UsageError("invalid count '\(r)' for --retries; use a whole number >= 0") }
+            o.retries = n
+        }
+        if let j = args.value("jobs") {
+            guard let n = Int(j), n >= 1, n <= 64 else { throw UsageError("invalid count '\(j)' for --jobs; use 1 to 64") }
+            o.concurrency = n
+        }
+        o.waitForLock = !args.flag("no-wait")
+        return o
+    }
+
+    static func duration(_ text: String, _ option: String) throws -> Double {
+        guard let d = Units.parseDuration(text), d > 0 else {
+            throw UsageError("invalid duration '\(text)' for \(option); use e.g. 30s, 5m, 2h")
+        }
+        return d
+    }
+
+    /// One URL per line, optionally followed by a size; blank lines and `#` comments ignored.
+    /// A malformed line is reported with its number and skipped.
+    static func readInput(_ path: String, defaultRequests: [RangeRequest]) throws -> ([PrefetchItem], [String]) {
+        let text: String
+        if path == "-" {
+            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        } else {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw UsageError("cannot read URL list '\(path)': no such file or not readable")
+            }
+            text = String(decoding: data, as: UTF8.self)
+        }
+        var items: [PrefetchItem] = []
+        var errors: [String] = []
+        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            let where_ = "\(path == "-" ? "stdin" : path):\(n + 1)"
+            guard let url = URL(string: fields[0]), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil else {
+                errors.append("\(where_): not an http(s) URL: '\(fields[0])'; line skipped")
+                continue
+            }
+            if fields.count > 2 {
+                errors.append("\(where_): expected 'URL [SIZE]', got \(fields.count) fields; line skipped")
+                continue
+            }
+            if fields.count == 2 {
+                guard let size = Units.parseSize(fields[1]) else {
+                    errors.append("\(where_): invalid size '\(fields[1])'; use e.g. 2M; line skipped")
+                    continue
+                }
+                items.append(PrefetchItem(url: fields[0], requests: [.head(size)]))
+            } else {
+                items.append(PrefetchItem(url: fields[0], requests: defaultRequests))
+            }
+        }
+        return (items, errors)
+    }
+}
+
+/// The closing report of a prefetch run.
+struct Summary {
+    var results: [PrefetchResult]
+    var elapsed: Double
+    var inputErrors: Int
+
+    var failed: Int { results.filter { !$0.succeeded }.count }
+    var fetched: Int64 { results.reduce(0) { $0 + $1.fetchedBytes } }
+    var cached: Int64 { results.reduce(0) { $0 + $1.alreadyCachedBytes } }
+
+    var line: String {
+        let rate = elapsed > 0 ? Units.formatSize(Int64(Double(fetched) / elapsed)) + "/s" : "-"
+        var head = ""
+        if results.count > 1 || failed > 0 || inputErrors > 0 {
+            head = "\(results.count - failed) done, \(failed) failed" + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "") + "; "
+        }
+        if fetched == 0 && failed == 0 {
+            return head + "nothing to fetch: \(Units.formatSize(cached)) already cached (\(Units.formatDuration(elapsed)))"
+        }
+        return head + "fetched \(Units.formatSize(fetched)), \(Units.formatSize(cached)) already cached, in \(Units.formatDuration(elapsed)) (\(rate))"
+    }
+
+    var json: String {
+        JSONLines.encode(["event": "summary", "done": results.count - failed, "failed": failed, "fetched": fetched,
+                          "already_cached": cached, "elapsed": (elapsed * 1000).rounded() / 1000, "bad_input_lines": inputErrors,
+                          "failures": results.compactMap { r in r.error.map { ["url": r.url, "error": $0.description] } }])
+    }
+}
+
+/// SIGINT/SIGTERM: remember which, and ask the run to checkpoint and stop.
+final class SignalTrap: @unchecked Sendable {
+    // `caught` is written once on the signal queue and read after the run ends on the main thread;
+    // the Fetcher's stop flag (an atomic with release/acquire) orders the two.
+    private var sources: [DispatchSourceSignal] = []
+    private(set) var caught: Int32?
+
+    init(onSignal: @escaping @Sendable (Int32) -> Void) {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { [unowned self] in
+                if self.caught == nil { self.caught = sig }
+                onSignal(sig)
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import VCacheCore
+
+/// Renders prefetch events: live bars on a TTY, one log line per finished URL otherwise,
+/// JSON lines with `--json`, errors only with `-q`. Called on the fetch loop's thread only.
+final class PrefetchReporter {
+    enum Mode { case bars, lines, json, quiet }
+
+    private struct Active {
+        var url: String
+        var fetched: Int64 = 0
+        var toFetch: Int64?
+        var started = ContinuousClock.now
+        var note = ""
+    }
+
+    let mode: Mode
+    let console: Console
+    private var active: [String: Active] = [:]
+    private var order: [String] = []
+    private var drawnLines = 0
+    private var lastDraw = ContinuousClock.now - .seconds(1)
+    private var lastJSONProgress: [String: ContinuousClock.Instant] = [:]
+    private let runStart = ContinuousClock.now
+    private(set) var totalFetched: Int64 = 0
+    private var finishedCount = 0
+    var expectedCount = 1
+
+    init(mode: Mode, console: Console) {
+        self.mode = mode
+        self.console = console
+    }
+
+    func handle(_ event: PrefetchEvent) {
+        switch event {
+        case .started(let url, let key, let length, let cached, let toFetch):
+            active[url] = Active(url: url, toFetch: toFetch)
+            order.append(url)
+            if mode == .json {
+                var o: [String: Any] = ["event": "start", "url": url, "key": key, "already_cached": cached]
+                if let length { o["length"] = length }
+                if let toFetch { o["to_fetch"] = toFetch }
+                console.out(JSONLines.encode(o) + "\n")
+            }
+            redraw(force: true)
+        case .waitingForLock(let url):
+            switch mode {
+            case .json: console.out(JSONLines.encode(["event": "waiting", "url": url]) + "\n")
+            case .bars, .lines: log("waiting: another vcache process is writing \(url)")
+            case .quiet: break
+            }
+        case .progress(let url, let fetched, let toFetch):
+            active[url]?.fetched = fetched
+            active[url]?.toFetch = toFetch
+            if mode == .json {
+                let now = ContinuousClock.now
+                if now - (lastJSONProgress[url] ?? runStart - .seconds(1)) >= .milliseconds(250) {
+                    lastJSONProgress[url] = now
+                    var o: [String: Any] = ["event": "progress", "url": url, "fetched": fetched]
+                    if let toFetch { o["to_fetch"] = toFetch }
+                    console.out(JSONLines.encode(o) + "\n")
+                }
+            }
+            redraw(force: false)
+        case .videoChanged(let url, let reason):
+            switch mode {
+            case .json: console.out(JSONLines.encode(["event": "changed", "url": url, "reason": reason]) + "\n")
+            case .bars, .lines: log("note: \(url) changed on the origin (\(reason)); cached bytes of the old version were dropped")
+            case .quiet: break
+            }
+        case .retrying(let url, let attempt, let delay, let reason):
+            switch mode {
+            case .json:
+                console.out(JSONLines.encode(["event": "retry", "url": url, "attempt": attempt, "delay": delay, "reason": reason]) + "\n")
+            case .bars, .lines: log("retry \(attempt) in \(Units.formatDuration(delay)): \(url): \(reason)")
+            case .quiet: break
+            }
+        case .finished(let r):
+            active.removeValue(forKey: r.url)
+            order.removeAll { $0 == r.url }
+            finishedCount += 1
+            totalFetched += r.fetchedBytes
+            finished(r)
+        }
+    }
+
+    private func finished(_ r: PrefetchResult) {
+        switch mode {
+        case .json:
+            var o: [String: Any] = ["event": r.error == nil ? "done" : "error", "url": r.url, "key": r.key,
+                                    "fetched": r.fetchedBytes, "already_cached": r.alreadyCachedBytes,
+                                    "complete": r.complete, "elapsed": (r.elapsed * 1000).rounded() / 1000]
+            if let length = r.length { o["length"] = length }
+            if let e = r.error { o["error"] = e.description }
+            console.out(JSONLines.encode(o) + "\n")
+        case .quiet:
+            if let e = r.error { console.error("cannot prefetch \(r.url): \(e)") }
+        case .bars, .lines:
+            if let e = r.error {
+                clearBars()
+                console.error("cannot prefetch \(r.url): \(e)")
+                redraw(force: true)
+            } else if expectedCount > 1 {
+                let state = r.complete ? "complete" : "partial"
+                log("ok \(r.url): fetched \(Units.formatSize(r.fetchedBytes)), \(Units.formatSize(r.alreadyCachedBytes)) already cached, \(state), \(Units.formatDuration(r.elapsed))")
+            }
+        }
+    }
+
+    /// A line above the bars (or a plain line, with a timestamp, when not on a TTY).
+    private func log(_ text: String) {
+        if mode == .lines {
+            console.err("\(Self.timestamp()) \(text)\n")
+        } else {
+            clearBars()
+            console.err(text + "\n")
+            redraw(force: true)
+        }
+    }
+
+    static func timestamp() -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime]
+        return f.string(from: Date())
+    }
+
+    private func clearBars() {
+        guard mode == .bars, drawnLines > 0 else { return }
+        var s = ""
+        for _ in 0..<drawnLines { s += "\u{1B}[1A\u{1B}[2K" }
+        console.err("\r" + s)
+        drawnLines = 0
+    }
+
+    private func redraw(force: Bool) {
+        guard mode == .bars else { return }
+        let now = ContinuousClock.now
+        guard force || now - lastDraw >= .milliseconds(100) else { return }
+        lastDraw = now
+        let width = console.width
+        var lines: [String] = []
+        for url in order.prefix(12) {
+            guard let a = active[url] else { continue }
+            lines.append(Self.bar(a.url, fetched: a.fetched, toFetch: a.toFetch, elapsed: Self.seconds(now - a.started), width: width))
+        }
+        if expectedCount > 1 {
+            lines.append("  \(finishedCount)/\(expectedCount) done, \(Units.formatSize(totalFetched + active.values.reduce(0) { $0 + $1.fetched })) fetched")
+        }
+        var s = ""
+        for _ in 0..<drawnLines { s += "\u{1B}[1A\u{1B}[2K" }
+        s = "\r" + s
+        for l in lines { s += l + "\n" }
+        console.err(s)
+        drawnLines = lines.count
+    }
+
+    func close() { clearBars() }
+
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    /// `name  [=====>     ]  42%  1.2 MiB/2.9 MiB  5.1 MiB/s  ETA 0.3s`
+    static func bar(_ url: String, fetched: Int64, toFetch: Int64?, elapsed: Double, width: Int) -> String {
+        let rate = elapsed > 0 ? Double(fetched) / elapsed : 0
+        var tail = "  \(Units.formatSize(fetched))"
+        var fraction: Double?
+        if let total = toFetch, total > 0 {
+            fraction = min(1, Double(fetched) / Double(total))
+            tail = String(format: " %3d%%", Int((fraction! * 100).rounded(.down))) + "  \(Units.formatSize(fetched))/\(Units.formatSize(total))"
+        }
+        tail += "  \(Units.formatSize(Int64(rate)))/s"
+        if let total = toFetch, rate > 0, total > fetched {
+            tail += "  ETA " + Units.formatDuration(Double(total - fetched) / rate)
+        }
+        let name = url.split(separator: "/").last.map(String.init) ?? url
+        let barWidth = max(10, min(30, width - tail.count - 24))
+        let filled = Int((fraction ?? 0) * Double(barWidth))
+        let bar = "[" + String(repeating: "=", count: filled) + (filled < barWidth ? ">" + String(repeating: " ", count: barWidth - filled - 1) : "") + "]"
+        let shown = name.count > 20 ? String(name.prefix(19)) + "…" : name.padding(toLength: 20, withPad: " ", startingAt: 0)
+        return String((shown + " " + bar + tail).prefix(width - 1))
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import VCacheCore
+
+/// The entrypoint: pick the command, parse its arguments from its declaration, run it, exit.
+@main
+struct VCache {
+    static var commands: [any VCacheCommand.Type] { [PrefetchCommand.self, ListCommand.self] }
+
+    static func main() {
+        let console = Console.current()
+        exit(run(Array(CommandLine.arguments.dropFirst()), console: console))
+    }
+
+    static func run(_ args: [String], console: Console) -> Int32 {
+        guard let first = args.first else {
+            console.err(overview)
+            return 2
+        }
+        switch first {
+        case "--help", "-h":
+            console.out(overview)
+            return 0
+        case "--version", "-V", "version":
+            console.out("vcache \(VCacheVersion.string)\n")
+            return 0
+        case "help":
+            guard args.count > 1 else { console.out(overview); return 0 }
+            guard let command = commands.first(where: { $0.spec.name == args[1] }) else {
+                console.error(unknownCommand(args[1]))
+                return 2
+            }
+            console.out(command.spec.helpText)
+            return 0
+        default:
+            break
+        }
+        guard let command = commands.first(where: { $0.spec.name == first }) else {
+            console.error(unknownCommand(first))
+            return 2
+        }
+        let parsed: ParsedArguments
+        do {
+            parsed = try ArgumentParser.parse(Array(args.dropFirst()), spec: command.spec)
+        } catch {
+            console.error("\(error)")
+            return 2
+        }
+        if parsed.flag("help") {
+            console.out(command.spec.helpText)
+            return 0
+        }
+        return command.run(parsed, console: console)
+    }
+
+    static func unknownCommand(_ name: String) -> String {
+        if name.hasPrefix("-") { return "unknown option '\(name)'; see 'vcache --help'" }
+        if let s = ArgumentParser.suggestion(for: name, among: commands.map { $0.spec.name }) {
+            return "unknown command '\(name)'; did you mean '\(s)'?"
+        }
+        return "unknown command '\(name)'; see 'vcache --help'"
+    }
+
+    static var overview: String {
+        var lines = ["vcache \(VCacheVersion.string): a sparse-range cache for MP4 over HTTP", "",
+                     "usage: vcache COMMAND [options]", "", "commands:"]
+        let width = commands.map { $0.spec.name.count }.max() ?? 0
+        for c in commands {
+            lines.append("  " + c.spec.name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + c.spec.abstract)
+        }
+        lines += ["", "'vcache help COMMAND' or 'vcache COMMAND --help' for a command's options.",
+                  "exit codes: 0 done, 1 some item failed, 2 usage error, 130/143 interrupted"]
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+protocol VCacheCommand {
+    static var spec: CommandSpec { get }
+    static func run(_ args: ParsedArguments, console: Console) -> Int32
+}
+
+extension VCacheCommand {
+    /// Opens the cache named by `--cache-dir` (or the environment); prints the error and returns nil on failure.
+    static func openStore(_ args: ParsedArguments, console: Console) -> CacheStore? {
+        let dir = CacheLocation.resolve(explicit: args.value("cache-dir"))
+        do {
+            return try CacheStore(directory: dir)
+        } catch {
+            console.error("\(error)")
+            return nil
+        }
+    }
+}

@@ -1,0 +1,43 @@
+# Sourced by demo.sh and bench.sh: start_origin DIR ROOT starts nginx on 127.0.0.1 with its own
+# config under DIR, serving ROOT; sets ORIGIN_PORT and ORIGIN_PID. stop_origin stops it.
+start_origin() {
+  local dir=$1 root=$2 nginx
+  nginx=$(command -v nginx || echo /usr/sbin/nginx)
+  mkdir -p "$dir/tmp"
+  for attempt in $(seq 1 30); do
+    ORIGIN_PORT=$(( 20000 + (RANDOM % 20000) ))
+    cat > "$dir/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 512; }
+http {
+  log_format ranges '\$request_method \$uri "\$http_range" \$status \$body_bytes_sent';
+  access_log $dir/access.log ranges;
+  client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp; fastcgi_temp_path $dir/tmp; uwsgi_temp_path $dir/tmp; scgi_temp_path $dir/tmp;
+  types { video/mp4 mp4; }
+  default_type application/octet-stream;
+  sendfile on;
+  keepalive_requests 100000;
+  server { listen 127.0.0.1:$ORIGIN_PORT; root $root; }
+}
+CONF
+    "$nginx" -c "$dir/nginx.conf" -p "$dir" -e "$dir/error.log" &
+    ORIGIN_PID=$!
+    for _ in $(seq 1 100); do
+      if (exec 3<>/dev/tcp/127.0.0.1/$ORIGIN_PORT) 2>/dev/null; then return 0; fi
+      kill -0 $ORIGIN_PID 2>/dev/null || break
+      sleep 0.05
+    done
+    kill $ORIGIN_PID 2>/dev/null; wait $ORIGIN_PID 2>/dev/null
+  done
+  echo "could not start nginx; see $dir/error.log" >&2
+  return 1
+}
+
+stop_origin() {
+  [ -n "${ORIGIN_PID:-}" ] && kill "$ORIGIN_PID" 2>/dev/null && wait "$ORIGIN_PID" 2>/dev/null
+  ORIGIN_PID=
+}

@@ -1,0 +1,38 @@
+import Testing
+@testable import VCacheCore
+
+@Suite struct UnitsTests {
+    static let sizes: [(String, Int64)] = [
+        ("512K", 524_288), ("2M", 2_097_152), ("1.5G", 1_610_612_736), ("2MB", 2_000_000),
+        ("100", 100), ("100B", 100), ("1KiB", 1024), ("3kb", 3000), ("1T", 1_099_511_627_776), ("0", 0),
+    ]
+
+    @Test(arguments: sizes)
+    func parsesSizes(text: String, bytes: Int64) {
+        #expect(Units.parseSize(text) == bytes)
+    }
+
+    @Test func rejectsBadSizes() {
+        for bad in ["", "M", "2X", "-1", "1.2.3M", "two", "1e3"] { #expect(Units.parseSize(bad) == nil, "\(bad)") }
+    }
+
+    static let durations: [(String, Double)] = [
+        ("30s", 30), ("5m", 300), ("12h", 43200), ("7d", 604800), ("1h30m", 5400), ("500ms", 0.5), ("90", 90), ("2w", 1_209_600),
+    ]
+
+    @Test(arguments: durations)
+    func parsesDurations(text: String, seconds: Double) {
+        #expect(Units.parseDuration(text) == seconds)
+    }
+
+    @Test func rejectsBadDurations() {
+        for bad in ["", "s", "5x", "m5", "-3s"] { #expect(Units.parseDuration(bad) == nil, "\(bad)") }
+    }
+
+    @Test func formatsSizesInBinaryUnits() {
+        #expect(Units.formatSize(512) == "512 B")
+        #expect(Units.formatSize(1536) == "1.5 KiB")
+        #expect(Units.formatSize(64 << 20) == "64.0 MiB")
+        #expect(Units.formatSize(300 << 20) == "300 MiB")
+    }
+}
