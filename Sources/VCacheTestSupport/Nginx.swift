@@ -73,7 +73,7 @@ public final class Nginx: @unchecked Sendable {
                 self.process = p
                 return
             }
-            p.terminate()
+            kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
             lastLog = (try? String(contentsOfFile: dir.file("error.log"), encoding: .utf8)) ?? ""
         }
@@ -83,8 +83,10 @@ public final class Nginx: @unchecked Sendable {
     deinit { stop() }
 
     public func stop() {
+        // SIGKILL: the test process may have SIGTERM blocked, which the child inherits. nginx
+        // writes each access-log line unbuffered when the request ends, so nothing is lost.
         if process.isRunning {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
     }

@@ -39,6 +39,8 @@ public final class TestOrigin: Sendable {
         public var stallAfterBytes: Int?
         /// Throttle bodies to about this many bytes per second.
         public var bytesPerSecond: Int?
+        /// Serve the range even when If-Range names another version (a non-conforming origin).
+        public var ignoreIfRange = false
         /// Answer 302 with this Location.
         public var redirectTo: String?
 
@@ -219,7 +221,7 @@ public final class TestOrigin: Sendable {
         if let lm = resource.lastModified { common["Last-Modified"] = lm }
 
         var wantRange = range.flatMap { Self.parseRange($0, total: total) }
-        if let ifRange = headers["if-range"], ifRange != resource.etag && ifRange != resource.lastModified { wantRange = nil }
+        if !faults.ignoreIfRange, let ifRange = headers["if-range"], ifRange != resource.etag && ifRange != resource.lastModified { wantRange = nil }
         if faults.ignoreRanges { wantRange = nil }
         if range != nil && wantRange == nil && !faults.ignoreRanges && headers["if-range"] == nil {
             return send(fd, status: 416, headers: ["Content-Range": "bytes */\(total)", "Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())

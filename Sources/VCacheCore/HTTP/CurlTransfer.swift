@@ -22,6 +22,10 @@ public final class CurlTransfer {
     private var headerLines: [String] = []
     private(set) var head: ResponseHead?
     private(set) var stoppedByDelegate = false
+    /// When a header or body byte last arrived (or the request started): the stall clock.
+    private(set) var lastActivity = ContinuousClock.now
+    /// No byte for this long and the Fetcher abandons the transfer.
+    let stallTimeout: Duration
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
@@ -30,6 +34,7 @@ public final class CurlTransfer {
         self.easy = easy
         self.url = url
         self.range = range
+        stallTimeout = .milliseconds(Int64(max(0.05, options.stallTimeout) * 1000))
         errorBuffer.initialize(to: 0)
         vc_easy_setopt_str(easy, CURLOPT_URL, url)
         vc_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
@@ -40,8 +45,8 @@ public final class CurlTransfer {
         vc_easy_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects)
         vc_easy_setopt_str(easy, CURLOPT_USERAGENT, options.userAgent)
         vc_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
-        vc_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        vc_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
+        // Stalls are timed by the Fetcher from `lastActivity`: curl's LOW_SPEED_TIME averages over
+        // a window of several seconds, so it fires late after a fast start.
         vc_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 * 1024)
         vc_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, nil)  // byte offsets must be the file's own
         if let rate = options.maxReceiveRate, rate > 0 {
@@ -77,6 +82,7 @@ public final class CurlTransfer {
     }
 
     private func receiveHeaderLine(_ raw: UnsafeRawBufferPointer) {
+        lastActivity = ContinuousClock.now
         let line = String(decoding: raw, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         // Each response (1xx, redirects, the final one) starts with a status line: keep only the last.
         if line.hasPrefix("HTTP/") { headerLines = [] }
@@ -104,6 +110,7 @@ public final class CurlTransfer {
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        lastActivity = ContinuousClock.now
         if head == nil {
             let h = makeHead()
             head = h
@@ -135,6 +142,11 @@ public final class CurlTransfer {
         delegate?.transferDidComplete(self, head: head, error: error)
     }
 
+    /// Called by the Fetcher when it abandons the transfer (a stall).
+    func fail(_ error: TransportError) {
+        delegate?.transferDidComplete(self, head: head, error: error)
+    }
+
     private func transportError(_ code: CURLcode) -> TransportError {
         let buffered = String(cString: errorBuffer)
         let message = buffered.isEmpty ? String(cString: curl_easy_strerror(code)) : buffered
@@ -142,7 +154,7 @@ public final class CurlTransfer {
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .resolve
         case CURLE_COULDNT_CONNECT: kind = .connect
-        case CURLE_OPERATION_TIMEDOUT: kind = message.contains("slower than") || message.contains("less than") ? .stalled : .timeout
+        case CURLE_OPERATION_TIMEDOUT: kind = message.lowercased().contains("too slow") || message.lowercased().contains("less than") ? .stalled : .timeout
         case CURLE_PARTIAL_FILE: kind = .partialBody
         case CURLE_UNSUPPORTED_PROTOCOL: kind = .refusedScheme
         case CURLE_TOO_MANY_REDIRECTS: kind = .tooManyRedirects

@@ -80,6 +80,7 @@ public final class Fetcher {
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             drainMessages()
+            abandonStalled()
             fireDueTimers()
             tick()
             if isStopped { break }
@@ -105,6 +106,17 @@ public final class Fetcher {
             if let t = active.removeValue(forKey: easy) {
                 t.complete(code: code)
             }
+        }
+    }
+
+    /// Transfers with no byte for their stall timeout end with a `.stalled` error.
+    private func abandonStalled() {
+        let now = ContinuousClock.now
+        for (easy, t) in active where now - t.lastActivity > t.stallTimeout {
+            active.removeValue(forKey: easy)
+            curl_multi_remove_handle(multi, easy)
+            let seconds = Double(t.stallTimeout.components.seconds) + Double(t.stallTimeout.components.attoseconds) / 1e18
+            t.fail(TransportError(kind: .stalled, message: "no data received for \(Units.formatDuration(seconds))", code: Int(CURLE_OPERATION_TIMEDOUT.rawValue)))
         }
     }
 
