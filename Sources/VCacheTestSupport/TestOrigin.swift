@@ -53,6 +53,7 @@ public final class TestOrigin: Sendable {
         var served: [String: [ByteRange]] = [:]
         var servedTotal: [String: Int] = [:]
         var requests: [String: [String?]] = [:]
+        var headers: [String: [[String: String]]] = [:]
         var connections: Set<Int32> = []
         var stopped = false
     }
@@ -102,6 +103,9 @@ public final class TestOrigin: Sendable {
 
     /// The Range header of each request for `path`, in order (nil: none).
     public func requests(_ path: String) -> [String?] { state.withLock { $0.requests[path] ?? [] } }
+
+    /// Each request's headers for `path` (names lower-cased), in order.
+    public func headers(_ path: String) -> [[String: String]] { state.withLock { $0.headers[path] ?? [] } }
 
     /// Blocks until at least `bytes` body bytes of `path` were sent, or `timeout` passes.
     public func waitUntilServed(_ path: String, atLeast bytes: Int, timeout: Double = 30) -> Bool {
@@ -195,6 +199,7 @@ public final class TestOrigin: Sendable {
         // Take this request's faults (consuming one-shot ones) under the lock.
         let (resource, faults, status): (Resource?, Faults, (Int, [String: String])?) = state.withLock { s in
             s.requests[path, default: []].append(range)
+            s.headers[path, default: []].append(headers)
             var f = s.faults[path] ?? Faults()
             var st: (Int, [String: String])?
             if !f.statuses.isEmpty { st = f.statuses.removeFirst() }

@@ -1,1 +1,100 @@
+import Foundation
 import Testing
+import VCacheTestSupport
+
+/// The built binary, run as a user would: stdout, stderr, exit codes.
+@Suite struct CLITests {
+    let dir = TempDirectory("vcache-cli")
+    var cache: String { dir.file("cache") }
+
+    func vcache(_ args: String...) throws -> VCacheRun {
+        try VCacheBinary.run(args, cacheDir: cache)
+    }
+
+    @Test func helpListsTheCommandsAndExitsZero() throws {
+        let r = try vcache("--help")
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("prefetch"))
+        #expect(r.stdout.contains("ls"))
+        #expect(r.stderr.isEmpty)
+    }
+
+    @Test func commandHelpComesFromTheSameDeclarationAsParsing() throws {
+        let a = try vcache("help", "prefetch")
+        let b = try vcache("prefetch", "--help")
+        #expect(a.status == 0 && b.status == 0)
+        #expect(a.stdout == b.stdout)
+        #expect(a.stdout.contains("--bytes SIZE"))
+        #expect(a.stdout.contains("--range A-B"))
+    }
+
+    @Test func versionPrintsTheVersion() throws {
+        let r = try vcache("--version")
+        #expect(r.status == 0)
+        #expect(r.stdout.hasPrefix("vcache 0."))
+    }
+
+    @Test func aMistypedOptionSuggestsTheClosestAndExitsTwo() throws {
+        let r = try vcache("prefetch", "http://127.0.0.1:9/x.mp4", "--byts", "2M")
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: unknown option '--byts' for 'prefetch'; did you mean '--bytes'?\n")
+        #expect(r.stdout.isEmpty)
+    }
+
+    @Test func aMistypedCommandSuggestsTheClosest() throws {
+        let r = try vcache("prefech", "x")
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: unknown command 'prefech'; did you mean 'prefetch'?\n")
+    }
+
+    @Test func aBadSizeNamesTheValueAndTheFix() throws {
+        let r = try vcache("prefetch", "http://127.0.0.1:9/x.mp4", "--bytes", "2X")
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: invalid size '2X' for --bytes; use e.g. 2M, 512K, 1.5G\n")
+    }
+
+    @Test func aBadRangeNamesTheValueAndTheFix() throws {
+        let r = try vcache("prefetch", "http://127.0.0.1:9/x.mp4", "--range", "9-3")
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: invalid range '9-3' for --range; use A-B, A- or -N (bytes, inclusive)\n")
+    }
+
+    @Test func prefetchWithoutAURLIsAUsageError() throws {
+        let r = try vcache("prefetch")
+        #expect(r.status == 2)
+        #expect(r.stderr.hasPrefix("vcache: 'prefetch' needs a URL"))
+    }
+
+    @Test func aNonHTTPURLIsRefusedWithExitOne() throws {
+        let r = try vcache("prefetch", "ftp://127.0.0.1/x.mp4")
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("vcache: cannot prefetch ftp://127.0.0.1/x.mp4: scheme 'ftp' is not supported; only http and https\n"))
+    }
+
+    @Test func aRefusedConnectionIsOneLineAndExitOne() throws {
+        let r = try vcache("prefetch", "http://127.0.0.1:9/x.mp4", "--retries", "0", "-q")
+        #expect(r.status == 1)
+        #expect(r.stderr.hasPrefix("vcache: cannot prefetch http://127.0.0.1:9/x.mp4: cannot connect ("))
+        #expect(r.stderr.split(separator: "\n").count == 1)
+    }
+
+    @Test func anUnusableCacheDirectoryIsReported() throws {
+        try dir.write("file", Data("x".utf8))
+        let r = try VCacheBinary.run(["ls", "--cache-dir", dir.file("file/cache")], cacheDir: nil)
+        #expect(r.status == 1)
+        #expect(r.stderr == "vcache: cache directory '\(dir.file("file/cache"))' is not usable: Not a directory; choose another with --cache-dir or VCACHE_DIR\n")
+    }
+
+    @Test func lsOnAnEmptyCacheSaysSo() throws {
+        let r = try vcache("ls")
+        #expect(r.status == 0)
+        #expect(r.stdout == "the cache at \(cache) is empty; add videos with 'vcache prefetch URL'\n")
+    }
+
+    @Test func theCacheDirectoryIsPrivate() throws {
+        _ = try vcache("ls")
+        var st = stat()
+        #expect(stat(cache, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o700)
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+@Suite struct PrefetchCommandTests {
+    let dir = TempDirectory("vcache-e2e")
+    var cache: String { dir.file("cache") }
+
+    @Test func prefetchAHeadThenTheRestThenListIt() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-end.mp4")
+        let url = try nginx.publish("clip.mp4", body)
+
+        let head = try VCacheBinary.run(["prefetch", url, "--bytes", "64K"], cacheDir: cache)
+        #expect(head.status == 0)
+        #expect(head.stderr.hasPrefix("fetched 64.0 KiB, 0 B already cached, in "))
+        let ls1 = try VCacheBinary.run(["ls"], cacheDir: cache)
+        let row1 = ls1.stdout.split(separator: "\n")[1]
+        #expect(row1.hasPrefix("partial  64.0 KiB  289 KiB  22  just now"))
+        #expect(row1.hasSuffix(url))
+
+        let rest = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(rest.status == 0)
+        #expect(rest.stderr.hasPrefix("fetched 225 KiB, 64.0 KiB already cached, in "))
+        let again = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(again.status == 0)
+        #expect(again.stderr.hasPrefix("nothing to fetch: 289 KiB already cached"))
+
+        let ls2 = try VCacheBinary.run(["ls"], cacheDir: cache)
+        let lines = ls2.stdout.split(separator: "\n")
+        #expect(lines[0] == "STATE      CACHED    TOTAL    %  LAST USED  URL")
+        #expect(lines[1] == "complete  289 KiB  289 KiB  100  just now   \(url)")
+        #expect(lines[2].hasPrefix("1 entry, 289 KiB cached, "))
+
+        let json = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        let first = try #require(json.stdout.split(separator: "\n").first)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+        #expect(object["sha256"] as? String == TestBytes.sha256(body))
+        #expect(object["state"] as? String == "complete")
+        #expect(object["length"] as? Int == body.count)
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+    }
+
+    @Test func a404IsOneClearLineAndExitOne() throws {
+        let nginx = try Nginx()
+        let url = nginx.url("/nope.mp4")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 1)
+        #expect(r.stderr.hasPrefix("vcache: cannot prefetch \(url): origin answered 404 Not Found\n"))
+    }
+
+    @Test func jsonPrintsParsableEventsAndASummary() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-front.mp4")
+        let url = try nginx.publish("f.mp4", body)
+        let r = try VCacheBinary.run(["prefetch", url, "--json"], cacheDir: cache)
+        #expect(r.status == 0)
+        let events = try r.stdout.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        #expect(events.first?["event"] as? String == "start")
+        #expect(events.contains { $0["event"] as? String == "done" && $0["fetched"] as? Int == body.count && $0["complete"] as? Bool == true })
+        let summary = try #require(events.last)
+        #expect(summary["event"] as? String == "summary")
+        #expect(summary["failed"] as? Int == 0)
+        #expect(summary["fetched"] as? Int == body.count)
+    }
+
+    @Test func quietPrintsNothingOnSuccess() throws {
+        let nginx = try Nginx()
+        let url = try nginx.publish("q.mp4", try Fixtures.data("moov-at-end.mp4"))
+        let r = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(r.status == 0)
+        #expect(r.stderr.isEmpty)
+        #expect(r.stdout.isEmpty)
+    }
+
+    @Test func headersAndUserAgentReachTheOrigin() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/h.mp4", .init(body: TestBytes.make(1000)))
+        let r = try VCacheBinary.run(["prefetch", origin.url("/h.mp4"), "-H", "Authorization: Bearer t0k", "--user-agent", "kiosk/1"], cacheDir: cache)
+        #expect(r.status == 0)
+        let seen = origin.headers("/h.mp4").first ?? [:]
+        #expect(seen["authorization"] == "Bearer t0k")
+        #expect(seen["user-agent"] == "kiosk/1")
+    }
+}
