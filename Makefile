@@ -7,7 +7,7 @@ SWIFT       ?= swift
 CONFIG      ?= debug
 BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config
 TEST_DEPS   := nginx ffmpeg sqlite3 curl
-BENCH_DEPS  := aria2 time
+BENCH_DEPS  := time
 
 .PHONY: all build test demo install uninstall bench clean deps deps-test
 

@@ -103,49 +103,64 @@ public final class Catalog: Sendable {
 
     // MARK: - Writing
 
-    /// Creates the entry row if it does not exist yet; records `url` as the latest URL used.
-    public func ensureEntry(key: String, url: String, now: Date = Date()) throws {
+    /// What one checkpoint records about an entry: ranges now durably in `data` (the caller
+    /// fsynced first), the validators those bytes belong to, and, at completion, the digest.
+    public struct Update: Sendable {
+        public var key: String
+        public var url: String
+        public var validators: Validators
+        public var contentType: String?
+        public var added = RangeSet()
+        public var diskBytes: Int64?
+        public var sha256: String?
+
+        public init(key: String, url: String, validators: Validators, contentType: String? = nil) {
+            self.key = key
+            self.url = url
+            self.validators = validators
+            self.contentType = contentType
+        }
+    }
+
+    /// Applies `u` in one transaction, creating the entry if needed, and returns its whole range set.
+    /// Also records `u.url` as the latest URL used and marks the entry used now.
+    @discardableResult
+    public func commit(_ u: Update, now: Date = Date()) throws -> RangeSet {
         try database.write { c in
             let t = now.timeIntervalSince1970
-            try c.run("INSERT INTO entries (key, url, latest_url, created, last_used) VALUES (?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET latest_url = excluded.latest_url",
-                      .text(key), .text(url), .text(url), .double(t), .double(t))
-        }
-    }
-
-    /// Stores what an origin response said of the video. When `invalidate` is true (the video
-    /// changed: invariant 2) every cached range, the completion and the digest are dropped in the
-    /// same transaction.
-    public func recordResponse(key: String, validators: Validators, contentType: String?, invalidate: Bool) throws {
-        try database.write { c in
-            if invalidate {
-                try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
-                try c.run("UPDATE entries SET cached_bytes = 0, completed = NULL, sha256 = NULL WHERE key = ?", .text(key))
+            try c.run("""
+                INSERT INTO entries (key, url, latest_url, length, etag, last_modified, content_type, created, last_used)
+                VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+                ON CONFLICT(key) DO UPDATE SET latest_url = ?2, length = ?3, etag = ?4, last_modified = ?5,
+                    content_type = COALESCE(?6, content_type), last_used = ?7
+                """, .text(u.key), .text(u.url), .optional(u.validators.length), .optional(u.validators.etag),
+                .optional(u.validators.lastModified), .optional(u.contentType), .double(t))
+            var set = try Self.ranges(c, key: u.key)
+            if !u.added.isEmpty {
+                set.formUnion(u.added)
+                try c.run("DELETE FROM ranges WHERE key = ?", .text(u.key))
+                for r in set.ranges {
+                    try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(u.key), .int(r.lowerBound), .int(r.upperBound))
+                }
+                try c.run("UPDATE entries SET cached_bytes = ? WHERE key = ?", .int(set.count), .text(u.key))
             }
-            try c.run("UPDATE entries SET length = ?, etag = ?, last_modified = ?, content_type = COALESCE(?, content_type) WHERE key = ?",
-                      .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .optional(contentType), .text(key))
-        }
-    }
-
-    /// Adds ranges that are now durably in `data` (the caller fsynced first) and returns the
-    /// entry's whole set. One transaction; merges with what the catalog already holds.
-    @discardableResult
-    public func commitRanges(key: String, adding added: RangeSet, diskBytes: Int64, now: Date = Date()) throws -> RangeSet {
-        try database.write { c in
-            var set = try Self.ranges(c, key: key)
-            set.formUnion(added)
-            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
-            for r in set.ranges {
-                try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(key), .int(r.lowerBound), .int(r.upperBound))
+            if let disk = u.diskBytes {
+                try c.run("UPDATE entries SET disk_bytes = ? WHERE key = ?", .int(disk), .text(u.key))
             }
-            try c.run("UPDATE entries SET cached_bytes = ?, disk_bytes = ?, last_used = ? WHERE key = ?",
-                      .int(set.count), .int(diskBytes), .double(now.timeIntervalSince1970), .text(key))
+            if let sha = u.sha256 {
+                try c.run("UPDATE entries SET completed = ?, sha256 = ? WHERE key = ?", .double(t), .text(sha), .text(u.key))
+            }
             return set
         }
     }
 
-    public func markComplete(key: String, sha256: String, now: Date = Date()) throws {
+    /// The video changed (invariant 2): drops every cached range, the completion and the digest,
+    /// and records the new validators. The caller truncates `data` only after this committed.
+    public func invalidate(key: String, validators: Validators) throws {
         try database.write { c in
-            try c.run("UPDATE entries SET completed = ?, sha256 = ? WHERE key = ?", .double(now.timeIntervalSince1970), .text(sha256), .text(key))
+            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            try c.run("UPDATE entries SET cached_bytes = 0, disk_bytes = 0, completed = NULL, sha256 = NULL, length = ?, etag = ?, last_modified = ? WHERE key = ?",
+                      .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .text(key))
         }
     }
 

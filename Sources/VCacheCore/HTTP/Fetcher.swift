@@ -1,4 +1,5 @@
 import CCurl
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -10,6 +11,13 @@ public final class Fetcher {
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     private var timers: [(due: ContinuousClock.Instant, seq: Int, action: () -> Void)] = []
     private var timerSeq = 0
+    /// Work handed to other threads whose results come back through `inbox`.
+    private var offloaded = 0
+    private let inbox = Mutex<[LoopAction]>([])
+
+    /// A closure to run on the loop thread. @unchecked: whoever posts it gives up all use of what it
+    /// captures, and only the loop thread runs it, so nothing is shared between threads.
+    private struct LoopAction: @unchecked Sendable { let run: () -> Void }
     /// Set from another thread (a signal handler's queue) to make `run` return promptly.
     private let stopFlag: StopFlag
 
@@ -73,25 +81,52 @@ public final class Fetcher {
         timers.append((ContinuousClock.now + .milliseconds(Int64(max(0, seconds) * 1000)), timerSeq, action))
     }
 
+    /// Runs `work` on `queue`, then `then` with its result back on the loop thread. The loop keeps
+    /// running until the result has been delivered. `work` must not touch loop-owned state.
+    public func offload<T>(to queue: DispatchQueue, _ work: @escaping () -> T, then: @escaping (T) -> Void) {
+        offloaded += 1
+        let job = LoopAction { [self] in
+            let value = work()
+            let deliver = LoopAction { then(value) }
+            inbox.withLock { $0.append(deliver) }
+            curl_multi_wakeup(multi)
+        }
+        queue.async { job.run() }
+    }
+
+    private func deliverOffloaded() {
+        let actions = inbox.withLock { a -> [LoopAction] in
+            defer { a = [] }
+            return a
+        }
+        for a in actions {
+            offloaded -= 1
+            a.run()
+        }
+    }
+
+    private var hasWork: Bool { !active.isEmpty || !timers.isEmpty || offloaded > 0 }
+
     /// Drives transfers and timers until there is nothing left to do, or until stopped.
     /// `tick` runs after every wake-up (checkpoints live there, never in a data callback).
     public func run(tick: () -> Void = {}) {
-        while !isStopped && (!active.isEmpty || !timers.isEmpty) {
+        while !isStopped && hasWork {
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             drainMessages()
             abandonStalled()
+            deliverOffloaded()
             fireDueTimers()
             tick()
             if isStopped { break }
-            if active.isEmpty && timers.isEmpty { break }
+            if !hasWork { break }
             var timeoutMs: Int32 = 250
             if let next = timers.map(\.due).min() {
                 let wait = ContinuousClock.now.duration(to: next)
                 let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
                 timeoutMs = Int32(max(0, min(Int64(timeoutMs), ms)))
             }
-            if !active.isEmpty || timeoutMs > 0 {
+            if inbox.withLock({ $0.isEmpty }) && (!active.isEmpty || timeoutMs > 0) {
                 curl_multi_poll(multi, nil, 0, timeoutMs, nil)
             }
         }

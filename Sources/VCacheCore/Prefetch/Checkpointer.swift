@@ -2,13 +2,21 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Makes written bytes durable off the fetch loop: fsync `data`, then commit the ranges in one
-/// catalog transaction (invariant 1: the catalog never claims a byte that is not durably in `data`).
-/// One serial queue per entry, so commits land in order; the fetch loop keeps downloading meanwhile.
-final class Checkpointer: Sendable {
-    private let queue: DispatchQueue
+/// Makes one entry's written bytes durable off the fetch loop: fsync `data`, then commit the
+/// ranges (with the validators they belong to) in one catalog transaction. Invariant 1: the
+/// catalog never claims a byte that is not durably in `data`. One serial queue per entry, so
+/// commits land in order while the loop keeps downloading.
+///
+/// It also keeps the entry's SHA-256 running, when asked to: after each commit it hashes the
+/// newly committed bytes that extend the contiguous prefix from offset 0, read back from the page
+/// cache. So a whole-file download is hashed while it streams, on this queue's thread rather than
+/// the fetch loop's, and completion needs no second pass over the file.
+final class Checkpointer: @unchecked Sendable {
+    // @unchecked: `digest` is touched only on `queue`; everything else is immutable or in `state`.
+    let queue: DispatchQueue
     private let catalog: Catalog
     private let key: String
+    private let url: String
     private let data: RawFile
     private struct State {
         var committed: RangeSet
@@ -16,12 +24,14 @@ final class Checkpointer: Sendable {
         var error: PrefetchError?
     }
     private let state: Mutex<State>
+    private var digest: (hasher: SHA256Digest, through: Int64)?
 
-    init(catalog: Catalog, key: String, data: RawFile, committed: RangeSet) {
+    init(catalog: Catalog, key: String, url: String, data: RawFile, committed: RangeSet) {
         self.catalog = catalog
         self.key = key
+        self.url = url
         self.data = data
-        self.queue = DispatchQueue(label: "vcache.checkpoint.\(key.prefix(8))")
+        self.queue = DispatchQueue(label: "vcache.checkpoint")
         self.state = Mutex(State(committed: committed))
     }
 
@@ -38,31 +48,68 @@ final class Checkpointer: Sendable {
 
     var firstError: PrefetchError? { state.withLock { $0.error } }
 
-    /// Hands `batch` (bytes already pwritten) to the queue.
-    func submit(_ batch: RangeSet) {
-        guard !batch.isEmpty else { return }
+    /// Hands `batch` (bytes already pwritten) to the queue, to be committed with `validators`.
+    func submit(_ batch: RangeSet, validators: Validators, contentType: String?) {
         state.withLock { $0.inFlight.formUnion(batch) }
         queue.async { [self] in
-            do {
-                try data.sync()
-                let disk = (try? data.status()).map(FileSystem.allocatedBytes) ?? 0
-                let all = try catalog.commitRanges(key: key, adding: batch, diskBytes: disk)
-                state.withLock { s in
-                    s.committed = all
-                    for r in batch.ranges { s.inFlight.remove(r) }
-                }
-            } catch let e as SystemError {
-                state.withLock { s in
-                    for r in batch.ranges { s.inFlight.remove(r) }
-                    if s.error == nil { s.error = .disk(e) }
-                }
-            } catch {
-                state.withLock { s in
-                    for r in batch.ranges { s.inFlight.remove(r) }
-                    if s.error == nil { s.error = .catalog("\(error)") }
-                }
-            }
+            _ = commitNow(batch, validators: validators, contentType: contentType, sha256: nil)
         }
+    }
+
+    /// On the queue: fsync, then one transaction. Returns false (and records why) on failure.
+    func commitNow(_ batch: RangeSet, validators: Validators, contentType: String?, sha256: String?) -> Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        do {
+            if !batch.isEmpty { try data.sync() }
+            var update = Catalog.Update(key: key, url: url, validators: validators, contentType: contentType)
+            update.added = batch
+            update.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
+            update.sha256 = sha256
+            let all = try catalog.commit(update)
+            state.withLock { s in
+                s.committed = all
+                for r in batch.ranges { s.inFlight.remove(r) }
+            }
+            advanceDigest(over: all)
+            return true
+        } catch {
+            let e: PrefetchError = (error as? SystemError).map(PrefetchError.disk) ?? .catalog("\(error)")
+            state.withLock { s in
+                for r in batch.ranges { s.inFlight.remove(r) }
+                if s.error == nil { s.error = e }
+            }
+            return false
+        }
+    }
+
+    /// Keep (or stop keeping) the running digest; set when this run can complete the video.
+    func streamDigest(_ on: Bool) {
+        queue.async { [self] in
+            if !on { digest = nil } else if digest == nil { digest = (SHA256Digest(), 0) }
+        }
+    }
+
+    /// On the queue: hash whatever extends the contiguous prefix from 0 within `covered`.
+    private func advanceDigest(over covered: RangeSet) {
+        guard let d = digest else { return }
+        let end = covered.contiguousEnd(from: d.through)
+        guard end > d.through else { return }
+        do {
+            try PrefetchJob.hash(data, ByteRange(d.through, end), into: d.hasher)
+            digest = (d.hasher, end)
+        } catch {
+            digest = nil
+        }
+    }
+
+    /// On the queue: the SHA-256 of `[0, length)`, all of which is durably in `data`; continues the
+    /// running digest when there is one, otherwise reads the whole file once.
+    func finalDigest(length: Int64) throws -> String {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let d = digest ?? (SHA256Digest(), 0)
+        digest = nil
+        try PrefetchJob.hash(data, ByteRange(min(d.through, length), length), into: d.hasher)
+        return d.hasher.finalize()
     }
 
     /// Waits for every submitted batch to be committed.
@@ -72,5 +119,6 @@ final class Checkpointer: Sendable {
     func reset() {
         drain()
         state.withLock { $0.committed = RangeSet() }
+        queue.sync { digest = nil }
     }
 }

@@ -75,7 +75,7 @@ extension PrefetchJob {
     /// Records a response's validators. When they name another version than the catalog's, or
     /// `force`, every cached range is dropped first (invariant 2): catalog rows go before `data`
     /// is truncated, so a crash between leaves a catalog that claims nothing.
-    func applyValidators(_ new: Validators, contentType: String?, force: Bool) -> Bool {
+    func applyValidators(_ new: Validators, contentType newType: String?, force: Bool) -> Bool {
         let differs = validators.differs(from: new)
         let invalidate = (differs || force) && hasAnyBytes
         do {
@@ -90,11 +90,13 @@ extension PrefetchJob {
                 validators = Validators(length: new.length ?? validators.length, etag: new.etag ?? validators.etag,
                                         lastModified: new.lastModified ?? validators.lastModified)
             }
-            try store.catalog.recordResponse(key: key, validators: validators, contentType: contentType, invalidate: invalidate)
+            if newType != nil { contentType = newType }
+            // Catalog rows go before `data` is truncated; otherwise the validators travel with the next commit.
+            if invalidate { try store.catalog.invalidate(key: key, validators: validators) }
+            // The length was unknown until now, so nothing of the request was cached before.
+            if alreadyCached == nil && validators.length != nil { alreadyCached = 0 }
             if invalidate {
                 try data?.resize(to: 0)
-                hasher = SHA256Digest()
-                hashedThrough = 0
                 wasComplete = false
                 alreadyCached = 0
                 emit(.videoChanged(url: item.url, reason: force ? "origin sent the whole video (200) to a range request" : "its validators changed"))
@@ -111,9 +113,11 @@ extension PrefetchJob {
     private func beginWriting(at offset: Int64, limit: Int64?) {
         writeOffset = offset
         writeLimit = limit
-        if offset == 0 && hashedThrough != 0 {
-            hasher = SHA256Digest()
-            hashedThrough = 0
+        // Keep the digest running only when this run can complete the video (not for a head).
+        if let length = validators.length {
+            var after = targetRanges(length: length)
+            after.formUnion(checkpointer?.durableOrPending ?? RangeSet())
+            checkpointer?.streamDigest(after.contains(ByteRange(0, length)))
         }
     }
 
@@ -130,14 +134,6 @@ extension PrefetchJob {
         } catch {
             transferFailure = .disk(error as? SystemError ?? SystemError("write", path: data.path, errno: EIO))
             return false
-        }
-        if let hasher {
-            if writeOffset == hashedThrough {
-                hasher.update(slice)
-                hashedThrough += Int64(count)
-            } else {
-                self.hasher = nil
-            }
         }
         let range = ByteRange(writeOffset, writeOffset + Int64(count))
         pending.insert(range)

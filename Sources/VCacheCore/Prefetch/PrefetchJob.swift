@@ -32,6 +32,7 @@ final class PrefetchJob: TransferDelegate {
     private(set) var result: PrefetchResult?
 
     var validators = Validators(length: nil, etag: nil, lastModified: nil)
+    var contentType: String?
     var wasComplete = false
     /// Written to `data` but not yet handed to the checkpointer.
     var pending = RangeSet()
@@ -56,9 +57,6 @@ final class PrefetchJob: TransferDelegate {
     var retryAfter: Double?
     var fruitlessTransfers = 0
 
-    // SHA-256 while bytes arrive in order from offset 0 (the usual whole-file case).
-    var hasher: SHA256Digest? = SHA256Digest()
-    var hashedThrough: Int64 = 0
 
     init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher,
          emit: @escaping (PrefetchEvent) -> Void, onFinish: @escaping (PrefetchJob) -> Void) {
@@ -84,11 +82,6 @@ final class PrefetchJob: TransferDelegate {
         guard scheme == "http" || scheme == "https" else {
             return finish(.invalidURL("scheme '\(scheme)' is not supported; only http and https"))
         }
-        do {
-            try store.catalog.ensureEntry(key: key, url: item.url)
-        } catch {
-            return finish(.catalog("\(error)"))
-        }
         acquireLock()
     }
 
@@ -107,12 +100,12 @@ final class PrefetchJob: TransferDelegate {
             self.lock = lock
             let data = try store.openData(key: key)
             self.data = data
-            guard let entry = try store.catalog.entry(key: key) else {
-                return finish(.catalog("the entry vanished from the catalog while it was being locked"))
-            }
-            validators = entry.validators
-            wasComplete = entry.isComplete
-            checkpointer = Checkpointer(catalog: store.catalog, key: key, data: data, committed: entry.ranges)
+            // Read only now, under the lock: another writer may have filled it meanwhile.
+            let entry = try store.catalog.entry(key: key)
+            validators = entry?.validators ?? validators
+            contentType = entry?.contentType
+            wasComplete = entry?.isComplete ?? false
+            checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data, committed: entry?.ranges ?? RangeSet())
             if let length = validators.length {
                 let target = targetRanges(length: length)
                 alreadyCached = target.count - missing(length: length).reduce(0) { $0 + $1.count }
@@ -159,7 +152,6 @@ final class PrefetchJob: TransferDelegate {
             asked = gap.httpSpec
             askedStart = gap.lowerBound
             askedEnd = gap.upperBound
-            seedHasher(upTo: gap.lowerBound)
         } else {
             guard let first = requests.first, let spec = first.httpSpec else { return complete() }
             asked = spec
@@ -178,22 +170,6 @@ final class PrefetchJob: TransferDelegate {
             fetcher.add(t)
         } catch {
             finish(.transport(error as? TransportError ?? TransportError(kind: .other, message: "\(error)", code: -1)))
-        }
-    }
-
-    /// Streams the cached prefix `[0, start)` into the hasher so the new bytes can follow it.
-    private func seedHasher(upTo start: Int64) {
-        guard let hasher, hashedThrough < start, let data else { return }
-        let have = checkpointer?.committed ?? RangeSet()
-        guard have.contains(ByteRange(hashedThrough, start)), start - hashedThrough <= 256 << 20 else {
-            self.hasher = nil
-            return
-        }
-        do {
-            try Self.hash(data, ByteRange(hashedThrough, start), into: hasher)
-            hashedThrough = start
-        } catch {
-            self.hasher = nil
         }
     }
 
@@ -235,7 +211,9 @@ final class PrefetchJob: TransferDelegate {
 
     func checkpoint(wait: Bool) {
         guard let checkpointer else { return }
-        checkpointer.submit(pending)
+        if !pending.isEmpty {
+            checkpointer.submit(pending, validators: validators, contentType: contentType)
+        }
         pending = RangeSet()
         pendingBytes = 0
         lastCheckpoint = ContinuousClock.now
@@ -253,37 +231,51 @@ final class PrefetchJob: TransferDelegate {
 
     // MARK: - Finishing
 
+    /// Every requested byte is written: the last checkpoint, the digest when the video is now
+    /// whole, and the catalog commit all run on the checkpoint queue; the loop carries on.
     func complete() {
-        checkpoint(wait: true)
-        if let e = checkpointer?.firstError { return finish(e) }
-        if let length = validators.length, let checkpointer, !wasComplete,
-           checkpointer.committed.contains(ByteRange(0, length)) {
+        guard let checkpointer, let data else { return finish(nil) }
+        let batch = pending
+        pending = RangeSet()
+        pendingBytes = 0
+        let validators = self.validators, contentType = self.contentType, needsDigest = !wasComplete
+        fetcher.offload(to: checkpointer.queue, {
+            Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest)
+        }, then: { [self] outcome in
+            switch outcome {
+            case .failed(let e): finish(e)
+            case .completed: wasComplete = true; finish(nil)
+            case .partial: finish(nil)
+            }
+        })
+    }
+
+    enum FinalOutcome { case partial, completed, failed(PrefetchError) }
+
+    /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
+    static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
+                         contentType: String?, needsDigest: Bool) -> FinalOutcome {
+        var digest: String?
+        var all = checkpointer.committed
+        all.formUnion(batch)
+        if needsDigest, let length = validators.length, all.contains(ByteRange(0, length)) {
             do {
-                let digest: String
-                if let hasher, hashedThrough == length {
-                    digest = hasher.finalize()
-                } else {
-                    let h = (hasher != nil && checkpointer.committed.contains(ByteRange(0, hashedThrough))) ? hasher! : SHA256Digest()
-                    let from = h === hasher ? hashedThrough : 0
-                    if let data { try Self.hash(data, ByteRange(from, length), into: h) }
-                    digest = h.finalize()
-                }
-                hasher = nil
-                try store.catalog.markComplete(key: key, sha256: digest)
-                wasComplete = true
-            } catch let e as SystemError {
-                return finish(.disk(e))
+                try data.sync()
+                digest = try checkpointer.finalDigest(length: length)
             } catch {
-                return finish(.catalog("\(error)"))
+                return .failed((error as? SystemError).map(PrefetchError.disk) ?? .catalog("\(error)"))
             }
         }
-        do { try store.catalog.touch(key: key) } catch { return finish(.catalog("\(error)")) }
-        finish(nil)
+        guard checkpointer.commitNow(batch, validators: validators, contentType: contentType, sha256: digest) else {
+            return .failed(checkpointer.firstError ?? .catalog("the catalog commit failed"))
+        }
+        return digest != nil ? .completed : .partial
     }
 
     func finish(_ error: PrefetchError?) {
         guard result == nil else { return }
         if checkpointer != nil { checkpoint(wait: true) }
+        let error = error ?? checkpointer?.firstError
         var requested: Int64?
         if let length = validators.length { requested = targetRanges(length: length).count }
         result = PrefetchResult(

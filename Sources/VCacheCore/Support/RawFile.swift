@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 
 /// A thin, typed wrapper over one file descriptor (swift-system's spirit): each method names the
 /// C call it makes, retries EINTR, and throws `SystemError` naming the path.
@@ -101,15 +102,14 @@ public enum FileSystem {
 
     public static func exists(_ path: String) -> Bool { status(path) != nil }
 
-    /// mkdir -p with mode 0700; refuses a symlink where a folder should be.
+    /// mkdir -p with mode 0700. Tries the folder itself first, so the common case is one call.
     public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for part in path.split(separator: "/") {
-            prefix += "/" + part
-            if status(prefix) != nil { continue }
-            if mkdir(prefix, mode) != 0 && errno != EEXIST {
-                throw SystemError("create folder", path: prefix, errno: errno)
-            }
+        if mkdir(path, mode) == 0 || errno == EEXIST { return }
+        guard errno == ENOENT else { throw SystemError("create folder", path: path, errno: errno) }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != path { try makeDirectories(parent, mode: mode) }
+        if mkdir(path, mode) != 0 && errno != EEXIST {
+            throw SystemError("create folder", path: path, errno: errno)
         }
     }
 
