@@ -100,6 +100,13 @@ public final class Nginx: @unchecked Sendable {
         return url("/" + name)
     }
 
+    /// Publishes `name` as a symlink to an already published file: another URL, the same bytes.
+    @discardableResult
+    public func alias(_ name: String, to target: String) throws -> String {
+        try FileManager.default.createSymbolicLink(atPath: root + "/" + name, withDestinationPath: target)
+        return url("/" + name)
+    }
+
     public struct LogLine: Equatable, Sendable {
         public var method: String
         public var path: String

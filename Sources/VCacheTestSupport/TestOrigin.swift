@@ -33,7 +33,8 @@ public final class TestOrigin: Sendable {
         public var ignoreRanges = false
         /// Add this to the start and end announced in Content-Range (the body is still the asked bytes).
         public var contentRangeShift: Int64 = 0
-        /// Served first, one per request, before normal answers resume: e.g. `(503, [:])`, `(429, ["Retry-After": "1"])`.
+        /// Served first, one per request, before normal answers resume: e.g. `(503, [:])`, `(429, ["Retry-After": "1"])`;
+        /// a code of 0 is one normal answer (to which `dropAfterBytes` etc. still apply).
         public var statuses: [(Int, [String: String])] = []
         /// Stop sending after this many body bytes and hold the connection open.
         public var stallAfterBytes: Int?
@@ -189,7 +190,8 @@ public final class TestOrigin: Sendable {
         let parts = lines[0].split(separator: " ")
         guard parts.count >= 2 else { return false }
         let method = String(parts[0])
-        let path = String(parts[1])
+        // Resources, faults and counters are per path; the query (signed-URL tokens) is ignored.
+        let path = String(parts[1].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
         var headers: [String: String] = [:]
         for l in lines.dropFirst() {
             guard let c = l.firstIndex(of: ":") else { continue }
@@ -204,14 +206,14 @@ public final class TestOrigin: Sendable {
             var st: (Int, [String: String])?
             if !f.statuses.isEmpty { st = f.statuses.removeFirst() }
             let current = f
-            if f.dropAfterBytes != nil {
+            if f.dropAfterBytes != nil && (st == nil || st?.0 == 0) {
                 f.dropCount -= 1
                 if f.dropCount <= 0 { f.dropAfterBytes = nil }
             }
             s.faults[path] = f
             return (s.resources[path], current, st)
         }
-        if let (code, extra) = status {
+        if let (code, extra) = status, code != 0 {
             return send(fd, status: code, headers: extra.merging(["Content-Length": "0"]) { a, _ in a }, body: nil, method: method, path: path, faults: Faults())
         }
         if let target = faults.redirectTo {

@@ -4,7 +4,9 @@ import VCacheCore
 /// The entrypoint: pick the command, parse its arguments from its declaration, run it, exit.
 @main
 struct VCache {
-    static var commands: [any VCacheCommand.Type] { [PrefetchCommand.self, ListCommand.self] }
+    static var commands: [any VCacheCommand.Type] {
+        [PrefetchCommand.self, ListCommand.self, EvictCommand.self, PinCommand.self, UnpinCommand.self, ConfigCommand.self]
+    }
 
     static func main() {
         let console = Console.current()

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CSQLite
 import Foundation
 import Synchronization
@@ -40,9 +45,25 @@ public final class Database: Sendable {
         connection = Connection(handle)
         let ms = Int32(busyTimeout.components.seconds * 1000)
         sqlite3_busy_timeout(handle, ms)
-        try connection.execute("PRAGMA journal_mode=WAL")
+        // Switching a new database to WAL needs an exclusive lock and answers SQLITE_BUSY at once
+        // (without the busy handler) while another process is creating the same catalog: retry.
+        try Self.retryingBusy(for: busyTimeout) { try connection.execute("PRAGMA journal_mode=WAL") }
         try connection.execute("PRAGMA synchronous=NORMAL")
         try connection.execute("PRAGMA foreign_keys=ON")
+    }
+
+    /// Runs `body` again while it fails with SQLITE_BUSY, for at most `limit`.
+    static func retryingBusy<T>(for limit: Duration, _ body: () throws -> T) throws -> T {
+        let deadline = ContinuousClock.now + limit
+        var pause = 5
+        while true {
+            do {
+                return try body()
+            } catch let e as DatabaseError where e.isBusy && ContinuousClock.now < deadline {
+                usleep(useconds_t(pause * 1000))
+                pause = min(pause * 2, 100)
+            }
+        }
     }
 
     deinit { connection.close() }
@@ -52,7 +73,9 @@ public final class Database: Sendable {
     @discardableResult
     public func write<T>(_ body: (Connection) throws -> T) throws -> T {
         try lock.withLock { _ in
-            try connection.execute("BEGIN IMMEDIATE")
+            // BEGIN IMMEDIATE waits in the busy handler; a rare immediate BUSY (lock upgrade
+            // deadlock avoidance, WAL recovery) is retried here.
+            try Self.retryingBusy(for: .seconds(30)) { try connection.execute("BEGIN IMMEDIATE") }
             do {
                 let result = try body(connection)
                 try connection.execute("COMMIT")

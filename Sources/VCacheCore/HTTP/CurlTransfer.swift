@@ -26,6 +26,10 @@ public final class CurlTransfer {
     private(set) var lastActivity = ContinuousClock.now
     /// No byte for this long and the Fetcher abandons the transfer.
     let stallTimeout: Duration
+    /// The run's shared bucket, when the total rate is capped; set by the Fetcher.
+    var limiter: RateLimiter?
+    /// Paused because the bucket was empty; the Fetcher resumes it.
+    var paused = false
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
@@ -119,6 +123,10 @@ public final class CurlTransfer {
                 return 0
             }
         }
+        if let limiter, !limiter.take(bytes.count) {
+            paused = true
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
         if delegate?.transferDidReceive(self, bytes: bytes) != true {
             stoppedByDelegate = true
             return 0
@@ -140,6 +148,13 @@ public final class CurlTransfer {
             if delegate?.transferDidReceiveHead(self, head: h) != true { stoppedByDelegate = true }
         }
         delegate?.transferDidComplete(self, head: head, error: error)
+    }
+
+    /// Called by the Fetcher when the bucket has tokens again.
+    func resume() {
+        paused = false
+        lastActivity = ContinuousClock.now
+        curl_easy_pause(easy, CURLPAUSE_CONT)
     }
 
     /// Called by the Fetcher when it abandons the transfer (a stall).

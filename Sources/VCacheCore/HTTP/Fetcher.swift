@@ -39,7 +39,11 @@ public final class Fetcher {
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
 
-    public init(stopFlag: StopFlag = StopFlag(), maxConnectionsPerHost: Int = 0) {
+    private let limiter: RateLimiter?
+
+    /// `maxRate`: bytes per second for all transfers together (nil: unlimited).
+    public init(stopFlag: StopFlag = StopFlag(), maxRate: Int64? = nil, maxConnectionsPerHost: Int = 0) {
+        limiter = maxRate.map { RateLimiter(bytesPerSecond: $0) }
         _ = Self.globalInit
         // curl_multi_init fails only on allocation failure.
         multi = curl_multi_init()!
@@ -58,11 +62,13 @@ public final class Fetcher {
     }
 
     public var isStopped: Bool { stopFlag.reason != 0 }
+    public var stopReason: Int32 { stopFlag.reason }
 
     /// Interrupts `run` from any thread; `reason` is kept (e.g. the signal number).
     public func stop(reason: Int32) { stopFlag.stop(reason: reason) }
 
     public func add(_ transfer: CurlTransfer) {
+        transfer.limiter = limiter
         active[transfer.easy] = transfer
         curl_multi_add_handle(multi, transfer.easy)
     }
@@ -114,6 +120,7 @@ public final class Fetcher {
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             drainMessages()
+            resumePaused()
             abandonStalled()
             deliverOffloaded()
             fireDueTimers()
@@ -121,6 +128,7 @@ public final class Fetcher {
             if isStopped { break }
             if !hasWork { break }
             var timeoutMs: Int32 = 250
+            if let limiter, active.values.contains(where: \.paused) { timeoutMs = min(timeoutMs, limiter.millisecondsUntilTokens) }
             if let next = timers.map(\.due).min() {
                 let wait = ContinuousClock.now.duration(to: next)
                 let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
@@ -144,10 +152,18 @@ public final class Fetcher {
         }
     }
 
+    private func resumePaused() {
+        guard let limiter else { return }
+        for t in active.values where t.paused {
+            guard limiter.hasTokens else { return }
+            t.resume()
+        }
+    }
+
     /// Transfers with no byte for their stall timeout end with a `.stalled` error.
     private func abandonStalled() {
         let now = ContinuousClock.now
-        for (easy, t) in active where now - t.lastActivity > t.stallTimeout {
+        for (easy, t) in active where !t.paused && now - t.lastActivity > t.stallTimeout {
             active.removeValue(forKey: easy)
             curl_multi_remove_handle(multi, easy)
             let seconds = Double(t.stallTimeout.components.seconds) + Double(t.stallTimeout.components.attoseconds) / 1e18

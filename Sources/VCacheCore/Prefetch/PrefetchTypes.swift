@@ -28,6 +28,13 @@ public struct PrefetchOptions: Sendable {
     public var coalesceGap: Int64 = 64 << 10
     /// Downloads running at once.
     public var concurrency = 4
+    /// Total download rate across all downloads, bytes per second (nil: unlimited).
+    public var maxRate: Int64?
+    /// Seconds the whole run may take; at the deadline it checkpoints and stops.
+    public var maxTime: Double?
+    /// Keep the cache at most this big (real disk use): least recently used entries other than
+    /// this run's are evicted as the run goes and at its end.
+    public var maxSize: Int64?
 
     public init() {}
 }
@@ -43,6 +50,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case catalog(String)
     case lockBusy
     case interrupted
+    case deadline
+    case notStarted
 
     /// Worth another attempt: connection-level failures, 5xx, 408 and 429.
     public var isRetryable: Bool {
@@ -65,6 +74,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .catalog(let message): message
         case .lockBusy: "another vcache process is writing this entry; skipped (--no-wait)"
         case .interrupted: "interrupted; what arrived is saved and a rerun resumes"
+        case .deadline: "stopped at the --max-time deadline; what arrived is saved and a rerun resumes"
+        case .notStarted: "not started before the run stopped"
         }
     }
 }
@@ -94,5 +105,7 @@ public enum PrefetchEvent: Sendable {
     case progress(url: String, fetched: Int64, toFetch: Int64?)
     case videoChanged(url: String, reason: String)
     case retrying(url: String, attempt: Int, delay: Double, reason: String)
+    /// Entries removed to stay under `maxSize`; `overCap` when this run's own entries exceed it.
+    case evicted(urls: [String], freedBytes: Int64, usage: Int64, overCap: Bool)
     case finished(PrefetchResult)
 }

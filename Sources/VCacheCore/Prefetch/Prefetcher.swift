@@ -14,13 +14,54 @@ public final class Prefetcher {
         self.store = store
         self.options = options
         self.events = events
-        self.fetcher = Fetcher(stopFlag: stopFlag)
+        self.fetcher = Fetcher(stopFlag: stopFlag, maxRate: options.maxRate)
     }
+
+    /// The stop reason used when `options.maxTime` runs out (signals use their number).
+    public static let deadlineReason: Int32 = -1
 
     /// Stops the run from another thread: jobs checkpoint what arrived and end as interrupted.
     public func stop(reason: Int32) { fetcher.stop(reason: reason) }
 
+    /// Prefetches `items`; one result per item, in input order. Items whose URLs map to the same
+    /// key are fetched once, with their requests combined; each gets that one result.
     public func run(_ items: [PrefetchItem]) -> [PrefetchResult] {
+        var unique: [PrefetchItem] = []
+        var slot: [Int] = []
+        var indexByKey: [String: Int] = [:]
+        for item in items {
+            let key = URL(string: item.url).map { options.keyRules.key(for: $0) } ?? item.url
+            if let i = indexByKey[key] {
+                let merged = unique[i].requests.isEmpty || item.requests.isEmpty ? [] : unique[i].requests + item.requests
+                unique[i].requests = merged
+                slot.append(i)
+            } else {
+                indexByKey[key] = unique.count
+                slot.append(unique.count)
+                unique.append(item)
+            }
+        }
+        let results = runUnique(unique)
+        return items.indices.map { i in
+            var r = results[slot[i]]
+            r.url = items[i].url
+            return r
+        }
+    }
+
+    /// With `maxSize`: evict least recently used entries outside this run until the cache fits.
+    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false) {
+        guard let cap = options.maxSize else { return }
+        var c = Evictor.Criteria()
+        c.maxSize = cap
+        c.protected = keys
+        guard let out = try? Evictor(store: store).evict(c, dryRun: false) else { return }
+        if !out.evicted.isEmpty || (final && out.usageAfter > cap) {
+            events(.evicted(urls: out.evicted.map(\.latestURL), freedBytes: out.freedBytes, usage: out.usageAfter, overCap: out.usageAfter > cap))
+        }
+    }
+
+    private func runUnique(_ items: [PrefetchItem]) -> [PrefetchResult] {
         var results = [PrefetchResult?](repeating: nil, count: items.count)
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var next = 0
@@ -32,6 +73,7 @@ public final class Prefetcher {
                 let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: events) { done in
                     results[index] = done.result
                     running.removeValue(forKey: ObjectIdentifier(done))
+                    self.keepUnderCap(protecting: runKeys)
                     // Start the next one from a timer, not from inside this job's callback.
                     self.fetcher.after(0) { launch() }
                 }
@@ -40,18 +82,24 @@ public final class Prefetcher {
             }
         }
 
+        let runKeys = Set(items.compactMap { URL(string: $0.url).map { options.keyRules.key(for: $0) } })
+        if let maxTime = options.maxTime {
+            fetcher.after(maxTime) { [fetcher] in fetcher.stop(reason: Self.deadlineReason) }
+        }
         launch()
         fetcher.run {
             for (_, r) in running { r.job.tick() }
         }
         // Stopped: every job still running checkpoints and reports; the rest never started.
+        let why: PrefetchError = fetcher.stopReason == Self.deadlineReason ? .deadline : .interrupted
         for (_, r) in running.sorted(by: { $0.value.index < $1.value.index }) {
-            r.job.abort(.interrupted)
+            r.job.abort(why)
         }
+        keepUnderCap(protecting: runKeys, final: true)
         for i in results.indices where results[i] == nil {
             let key = URL(string: items[i].url).map { options.keyRules.key(for: $0) } ?? ""
             results[i] = PrefetchResult(url: items[i].url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
-                                        requestedBytes: nil, complete: false, elapsed: 0, error: .interrupted)
+                                        requestedBytes: nil, complete: false, elapsed: 0, error: why == .deadline ? .deadline : .notStarted)
         }
         return results.map { $0! }
     }

@@ -28,6 +28,11 @@ enum PrefetchCommand: VCacheCommand {
             .value("connect-timeout", "DURATION", "give up connecting after DURATION (default 15s)"),
             .value("timeout", "DURATION", "give up when no byte arrives for DURATION (default 30s)"),
             .value("retries", "N", "retries after connection errors, timeouts, 5xx, 408, 429 (default 3)"),
+            .value("max-time", "DURATION", "stop the whole run cleanly after DURATION; a rerun resumes"),
+            .value("limit-rate", "SIZE", "cap the total download rate, e.g. 2M (per second, all downloads together)"),
+            .value("max-size", "SIZE", "keep the cache under SIZE by evicting least recently used entries (default: config max-size)"),
+            .flag("key-ignore-query", "URLs differing only in their query are one entry (signed URLs)"),
+            .repeated("key-strip-param", "NAME", "ignore query parameter NAME when keying, e.g. token (repeatable)"),
             .flag("no-wait", "skip an entry another vcache process is writing instead of waiting"),
             .flag("json", "JSON-lines events on stdout"),
             .flag("quiet", short: "q", "print errors only"),
@@ -36,7 +41,7 @@ enum PrefetchCommand: VCacheCommand {
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
         let items: [PrefetchItem]
-        let options: PrefetchOptions
+        var options: PrefetchOptions
         var inputErrors: [String] = []
         do {
             options = try makeOptions(args)
@@ -65,6 +70,12 @@ enum PrefetchCommand: VCacheCommand {
         }
         for e in inputErrors { console.error(e) }
         guard let store = openStore(args, console: console) else { return 1 }
+        do {
+            try Settings.apply(store: store, args: args, to: &options)
+        } catch {
+            console.error("\(error)")
+            return 2
+        }
 
         let mode: PrefetchReporter.Mode = args.flag("json") ? .json : args.flag("quiet") ? .quiet : console.stderrIsTTY ? .bars : .lines
         let reporter = PrefetchReporter(mode: mode, console: console)
@@ -83,7 +94,7 @@ enum PrefetchCommand: VCacheCommand {
         case .quiet: break
         case .bars, .lines: console.err(summary.line + "\n")
         }
-        if let signal = signals.caught { return 128 + signal }
+        if let signal = signals.caught, stopFlag.reason == signal { return 128 + signal }
         return summary.failed == 0 && inputErrors.isEmpty ? 0 : 1
     }
 
@@ -107,7 +118,16 @@ enum PrefetchCommand: VCacheCommand {
             o.concurrency = n
         }
         o.waitForLock = !args.flag("no-wait")
+        if let t = args.value("max-time") { o.maxTime = try duration(t, "--max-time") }
+        if let r = args.value("limit-rate") { o.maxRate = try size(r, "--limit-rate", minimum: 1024) }
         return o
+    }
+
+    static func size(_ text: String, _ option: String, minimum: Int64 = 0) throws -> Int64 {
+        guard let n = Units.parseSize(text), n >= minimum else {
+            throw UsageError("invalid size '\(text)' for \(option); use e.g. 2M, 512K, 1.5G" + (minimum > 0 ? " (at least \(Units.formatSize(minimum)))" : ""))
+        }
+        return n
     }
 
     static func duration(_ text: String, _ option: String) throws -> Double {

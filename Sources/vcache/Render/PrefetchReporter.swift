@@ -75,6 +75,16 @@ final class PrefetchReporter {
             case .bars, .lines: log("retry \(attempt) in \(Units.formatDuration(delay)): \(url): \(reason)")
             case .quiet: break
             }
+        case .evicted(let urls, let freed, let usage, let overCap):
+            switch mode {
+            case .json:
+                console.out(JSONLines.encode(["event": "evicted", "urls": urls, "freed": freed, "usage": usage, "over_cap": overCap]) + "\n")
+            case .bars, .lines:
+                if !urls.isEmpty { log("evicted \(urls.count) least recently used \(urls.count == 1 ? "entry" : "entries") (\(Units.formatSize(freed))) to stay under --max-size") }
+                if overCap { log("warning: the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much") }
+            case .quiet:
+                if overCap { console.error("the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much") }
+            }
         case .finished(let r):
             active.removeValue(forKey: r.url)
             order.removeAll { $0 == r.url }

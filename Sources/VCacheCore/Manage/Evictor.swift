@@ -1,0 +1,150 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// Removes entries: least recently used first under a size cap, or by age, state or name
+/// (ExoPlayer's `LeastRecentlyUsedCacheEvictor`, for a cache shared between processes).
+///
+/// Invariant 5 (DESIGN.md): never an entry a writer holds (LOCK_EX on `lock` fails) or a reader
+/// uses (LOCK_EX on `data` fails), never a pinned one unless asked by name or with
+/// `includePinned`; catalog rows go first and files second, so a crash between leaves only
+/// orphan files, which `sweepOrphans` removes. Lock order: `lock`, then `data`, both non-blocking.
+public struct Evictor {
+    public let store: CacheStore
+
+    public init(store: CacheStore) { self.store = store }
+
+    public struct Criteria: Sendable {
+        /// Evict least recently used entries until the cache uses at most this much real disk.
+        public var maxSize: Int64?
+        /// Only entries last used more than this many seconds ago.
+        public var olderThan: Double?
+        /// Only incomplete entries.
+        public var partialOnly = false
+        /// Only these keys (an explicit request: pinned entries among them go too).
+        public var keys: Set<String>?
+        /// Every entry (subject to the other filters).
+        public var all = false
+        public var includePinned = false
+        /// Never these keys (e.g. the entries the running prefetch is filling).
+        public var protected: Set<String> = []
+
+        public init() {}
+    }
+
+    public struct Outcome: Sendable {
+        public var evicted: [CacheEntry] = []
+        public var skipped: [(entry: CacheEntry, reason: String)] = []
+        public var freedBytes: Int64 = 0
+        /// Real disk use before and after (entries plus the catalog).
+        public var usageBefore: Int64 = 0
+        public var usageAfter: Int64 = 0
+    }
+
+    /// Disk used by the catalog files.
+    public func catalogBytes() -> Int64 {
+        ["catalog.db", "catalog.db-wal", "catalog.db-shm"].reduce(0) { sum, name in
+            sum + (FileSystem.status(store.directory + "/" + name).map(FileSystem.allocatedBytes) ?? 0)
+        }
+    }
+
+    /// Chooses and (unless `dryRun`) removes entries, least recently used first: those matching every
+    /// filter given, and with `maxSize` only until the cache fits. One catalog query picks them.
+    public func evict(_ c: Criteria, dryRun: Bool, now: Date = Date()) throws -> Outcome {
+        var out = Outcome()
+        let entries = try store.catalog.allEntries().sorted { ($0.lastUsed, $0.key) < ($1.lastUsed, $1.key) }
+        let total = entries.reduce(catalogBytes()) { $0 + $1.diskBytes }
+        out.usageBefore = total
+        var usage = total
+        for e in entries {
+            if let cap = c.maxSize, usage <= cap { break }
+            if let keys = c.keys, !keys.contains(e.key) { continue }
+            if let age = c.olderThan, now.timeIntervalSince(e.lastUsed) <= age { continue }
+            if c.partialOnly && e.isComplete { continue }
+            if c.protected.contains(e.key) { out.skipped.append((e, "in use by this run")); continue }
+            if e.pinned && !c.includePinned && c.keys == nil { out.skipped.append((e, "pinned")); continue }
+            if dryRun {
+                if isInUse(e.key) { out.skipped.append((e, "in use by another vcache process")); continue }
+                out.evicted.append(e)
+                out.freedBytes += e.diskBytes
+                usage -= e.diskBytes
+                continue
+            }
+            switch try remove(e) {
+            case .removed(let freed):
+                out.evicted.append(e)
+                out.freedBytes += freed
+                usage -= e.diskBytes
+            case .busy:
+                out.skipped.append((e, "in use by another vcache process"))
+            }
+        }
+        out.usageAfter = dryRun ? usage : try store.catalog.totalDiskBytes() + catalogBytes()
+        return out
+    }
+
+    enum Removal { case removed(Int64), busy }
+
+    /// True when a writer or reader holds the entry now.
+    func isInUse(_ key: String) -> Bool {
+        guard let locks = try? takeLocks(key) else { return true }
+        locks.forEach { $0.close() }
+        return false
+    }
+
+    /// LOCK_EX|LOCK_NB on `lock` then on `data` (each created if missing); nil when either is held.
+    private func takeLocks(_ key: String) throws -> [RawFile]? {
+        var held: [RawFile] = []
+        for path in [store.lockPath(key), store.dataPath(key)] {
+            guard FileSystem.exists(store.entryDirectory(key)) else { return held }
+            guard FileSystem.exists(path) else { continue }
+            let f = try RawFile.open(path, flags: O_RDWR)
+            guard try f.lock(exclusive: true, nonBlocking: true) else {
+                f.close()
+                held.forEach { $0.close() }
+                return nil
+            }
+            held.append(f)
+        }
+        return held
+    }
+
+    private func remove(_ e: CacheEntry) throws -> Removal {
+        guard let locks = try takeLocks(e.key) else { return .busy }
+        defer { locks.forEach { $0.close() } }
+        let freed = store.diskUsage(key: e.key)
+        try store.catalog.removeEntry(key: e.key)
+        // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.
+        unlink(store.dataPath(e.key))
+        unlink(store.lockPath(e.key))
+        rmdir(store.entryDirectory(e.key))
+        return .removed(freed)
+    }
+
+    /// Entry folders with no catalog row and no lock holder (left by a crash between a row's
+    /// deletion and its files', or by a writer killed before its first checkpoint). Returns what went.
+    @discardableResult
+    public func sweepOrphans() throws -> [String] {
+        let known = Set(try store.catalog.allEntries().map(\.key))
+        var removed: [String] = []
+        let root = store.directory + "/entries"
+        for fan in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+            for key in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + fan)) ?? [] where !known.contains(key) {
+                guard key.count == 64, key.hasPrefix(fan), let locks = try? takeLocks(key) else { continue }
+                // Re-check under the locks: a writer may have committed its first checkpoint meanwhile.
+                if (try? store.catalog.entry(key: key)) ?? nil == nil {
+                    unlink(store.dataPath(key))
+                    unlink(store.lockPath(key))
+                    rmdir(store.entryDirectory(key))
+                    removed.append(key)
+                }
+                locks.forEach { $0.close() }
+            }
+            rmdir(root + "/" + fan)  // only succeeds when empty
+        }
+        return removed
+    }
+}

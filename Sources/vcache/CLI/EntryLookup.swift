@@ -1,0 +1,24 @@
+import Foundation
+import VCacheCore
+
+/// `URL|KEY` arguments: a 64-hex-digit key of an existing entry, else a URL keyed by the config's rules.
+enum EntryLookup {
+    static func key(for arg: String, store: CacheStore) -> String? {
+        if arg.count == 64, arg.allSatisfy(\.isHexDigit), (try? store.catalog.entry(key: arg)) ?? nil != nil { return arg }
+        guard let url = URL(string: arg), url.scheme != nil else { return nil }
+        let key = Settings.keyRules(store: store).key(for: url)
+        return ((try? store.catalog.entry(key: key)) ?? nil) != nil ? key : nil
+    }
+
+    /// Keys for all arguments, or the one-line error naming the first that is not cached.
+    static func keys(for args: [String], store: CacheStore) -> Result<[String], UsageError> {
+        var keys: [String] = []
+        for a in args {
+            guard let k = key(for: a, store: store) else {
+                return .failure(UsageError("not in the cache: \(a); see 'vcache ls'"))
+            }
+            keys.append(k)
+        }
+        return .success(keys)
+    }
+}

@@ -1,0 +1,56 @@
+import VCacheCore
+
+/// `vcache config get|set|unset`: defaults stored in the cache's catalog, used by every run.
+enum ConfigCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "config",
+        abstract: "show or set defaults stored in the cache (max-size, key rules)",
+        usage: "config get [NAME] | config set NAME VALUE | config unset NAME",
+        discussion: "settings:\n" + Settings.known.map { "  \($0.name.padding(toLength: 18, withPad: " ", startingAt: 0))\($0.help)" }.joined(separator: "\n"),
+        options: [],
+        minPositionals: 1, maxPositionals: 3)
+
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        let p = args.positionals
+        let verb = p[0]
+        let names = Settings.known.map(\.name)
+        func known(_ name: String) -> Settings.Known? {
+            if let k = Settings.known.first(where: { $0.name == name }) { return k }
+            let hint = ArgumentParser.suggestion(for: name, among: names).map { "; did you mean '\($0)'?" } ?? "; known: \(names.joined(separator: ", "))"
+            console.error("unknown setting '\(name)'\(hint)")
+            return nil
+        }
+        switch (verb, p.count) {
+        case ("get", 1), ("get", 2), ("set", 3), ("unset", 2): break
+        default:
+            console.error("usage: vcache \(spec.usage)")
+            return 2
+        }
+        var setting: Settings.Known?
+        if p.count >= 2 {
+            guard let k = known(p[1]) else { return 2 }
+            setting = k
+        }
+        if verb == "set", let setting, let problem = setting.validate(p[2]) {
+            console.error("invalid value '\(p[2])' for \(setting.name): \(problem)")
+            return 2
+        }
+        guard let store = openStore(args, console: console) else { return 1 }
+        do {
+            switch verb {
+            case "set":
+                try store.catalog.setConfig(p[1], p[2])
+            case "unset":
+                try store.catalog.setConfig(p[1], nil)
+            default:
+                for name in setting.map({ [$0.name] }) ?? names {
+                    console.out("\(name) = \(try store.catalog.config(name) ?? "(unset)")\n")
+                }
+            }
+        } catch {
+            console.error("cannot \(verb) config in \(store.directory): \(error)")
+            return 1
+        }
+        return 0
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import VCacheCore
+
+/// `vcache evict`: remove entries by size cap (least recently used first), age, state or name.
+enum EvictCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "evict",
+        abstract: "remove least recently used, old, partial or named entries",
+        usage: "evict [URL|KEY...] [--lru --max-size SIZE] [--older-than DURATION] [--partial] [--all] [--dry-run]",
+        discussion: """
+        Filters combine: every given filter must match, and with --max-size entries go, least
+        recently used first, only until the cache fits. Pinned entries and entries another vcache
+        process is writing or reading are skipped (pinned ones go when named, or with --include-pinned).
+        Sizes count real disk use (allocated blocks, as du counts), catalog included.
+        """,
+        options: [
+            .flag("lru", "least recently used first (the default order; says what --max-size does)"),
+            .value("max-size", "SIZE", "evict until the cache uses at most SIZE"),
+            .value("older-than", "DURATION", "only entries last used more than DURATION ago"),
+            .flag("partial", "only incomplete entries"),
+            .flag("all", "every entry (with the other filters)"),
+            .flag("include-pinned", "pinned entries too"),
+            .flag("dry-run", "list what would go and what it frees; change nothing"),
+            .flag("json", "one JSON object per evicted entry, then a summary"),
+        ],
+        minPositionals: 0, maxPositionals: nil)
+
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        var c = Evictor.Criteria()
+        do {
+            if let v = args.value("max-size") { c.maxSize = try PrefetchCommand.size(v, "--max-size") }
+            if let v = args.value("older-than") { c.olderThan = try PrefetchCommand.duration(v, "--older-than") }
+        } catch {
+            console.error("\(error)")
+            return 2
+        }
+        c.partialOnly = args.flag("partial")
+        c.all = args.flag("all")
+        c.includePinned = args.flag("include-pinned")
+        if args.flag("lru") && c.maxSize == nil {
+            console.error("--lru needs --max-size SIZE (the size to evict down to)")
+            return 2
+        }
+        guard c.maxSize != nil || c.olderThan != nil || c.partialOnly || c.all || !args.positionals.isEmpty else {
+            console.error("nothing selected: give --max-size, --older-than, --partial, --all, or URLs or keys")
+            return 2
+        }
+        guard let store = openStore(args, console: console) else { return 1 }
+        if !args.positionals.isEmpty {
+            switch EntryLookup.keys(for: args.positionals, store: store) {
+            case .success(let keys): c.keys = Set(keys)
+            case .failure(let e): console.error(e.message); return 1
+            }
+        }
+        let dry = args.flag("dry-run")
+        let evictor = Evictor(store: store)
+        let out: Evictor.Outcome
+        do {
+            if !dry { try evictor.sweepOrphans() }
+            out = try evictor.evict(c, dryRun: dry)
+        } catch {
+            console.error("cannot evict from \(store.directory): \(error)")
+            return 1
+        }
+        let verb = dry ? "would evict" : "evicted"
+        if args.flag("json") {
+            for e in out.evicted {
+                console.out(JSONLines.encode(["event": dry ? "would_evict" : "evicted", "key": e.key, "url": e.latestURL, "disk_bytes": e.diskBytes]) + "\n")
+            }
+            for (e, why) in out.skipped {
+                console.out(JSONLines.encode(["event": "skipped", "key": e.key, "url": e.latestURL, "reason": why]) + "\n")
+            }
+            var summary: [String: Any] = ["event": "summary", "evicted": out.evicted.count, "skipped": out.skipped.count,
+                                          "freed_bytes": out.freedBytes, "usage_bytes": out.usageAfter, "dry_run": dry]
+            if let cap = c.maxSize { summary["max_size"] = cap }
+            console.out(JSONLines.encode(summary) + "\n")
+        } else {
+            if !out.evicted.isEmpty {
+                var rows = [["", "DISK", "LAST USED", "URL"]]
+                for e in out.evicted { rows.append([verb, Units.formatSize(e.diskBytes), Table.age(e.lastUsed, now: Date()), e.latestURL]) }
+                console.out(Table.render(rows, rightAligned: [1]))
+            }
+            for (e, why) in out.skipped { console.err("skipped \(e.latestURL): \(why)\n") }
+            var line = "\(verb) \(out.evicted.count) \(out.evicted.count == 1 ? "entry" : "entries"), \(dry ? "freeing" : "freed") \(Units.formatSize(out.freedBytes)); the cache \(dry ? "would use" : "uses") \(Units.formatSize(out.usageAfter))"
+            if let cap = c.maxSize { line += " (cap \(Units.formatSize(cap)))" }
+            console.out(line + "\n")
+        }
+        if let cap = c.maxSize, out.usageAfter > cap {
+            console.error("the cache is still over \(Units.formatSize(cap)): the rest is pinned or in use")
+            return 1
+        }
+        return 0
+    }
+}
+
+/// `vcache pin` / `vcache unpin`: pinned entries survive --lru, --older-than and --partial.
+enum PinCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "pin", abstract: "keep entries through eviction (only evict URL or --include-pinned removes them)",
+        usage: "pin URL|KEY...", options: [], minPositionals: 1, maxPositionals: nil)
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 { setPinned(true, args, console) }
+}
+
+enum UnpinCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "unpin", abstract: "let pinned entries be evicted again",
+        usage: "unpin URL|KEY...", options: [], minPositionals: 1, maxPositionals: nil)
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 { setPinned(false, args, console) }
+}
+
+private func setPinned(_ pinned: Bool, _ args: ParsedArguments, _ console: Console) -> Int32 {
+    guard let store = PinCommand.openStore(args, console: console) else { return 1 }
+    switch EntryLookup.keys(for: args.positionals, store: store) {
+    case .failure(let e):
+        console.error(e.message)
+        return 1
+    case .success(let keys):
+        do {
+            for k in keys { _ = try store.catalog.setPinned(key: k, pinned) }
+        } catch {
+            console.error("cannot \(pinned ? "pin" : "unpin"): \(error)")
+            return 1
+        }
+        return 0
+    }
+}

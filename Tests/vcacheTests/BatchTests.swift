@@ -1,0 +1,258 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// Issue 4: the nightly cron warm-up. Lists, concurrency, retries, caps, signed URLs, overlap.
+@Suite struct BatchTests {
+    let dir = TempDirectory("vcache-batch")
+    var cache: String { dir.file("cache") }
+
+    func lines(_ r: VCacheRun) -> [[String: Any]] {
+        r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    @Test func twoHundredHeadsEightAtATimeAreByteExactAndASecondRunFetchesNothing() throws {
+        let nginx = try Nginx()
+        var bodies: [Data] = []
+        for f in 0..<8 {
+            let body = TestBytes.make(1_500_000, seed: UInt64(100 + f))
+            bodies.append(body)
+            try nginx.publish("src\(f).mp4", body)
+        }
+        var urls: [String] = []
+        for i in 0..<200 { urls.append(try nginx.alias("v\(i).mp4", to: "src\(i % 8).mp4")) }
+        let list = try dir.write("urls.txt", Data(("# nightly list\n\n" + urls.joined(separator: "\n") + "\n").utf8))
+
+        let first = try VCacheBinary.run(["prefetch", "-i", list, "-j", "8", "--bytes", "1M"], cacheDir: cache)
+        #expect(first.status == 0)
+        #expect(first.stderr.split(separator: "\n").last?.hasPrefix("200 done, 0 failed; fetched 200 MiB, 0 B already cached") == true)
+        let inspector = try CacheInspector(directory: cache)
+        for (i, url) in urls.enumerated() {
+            let head = bodies[i % 8].prefix(1 << 20)
+            let data = try Data(contentsOf: URL(fileURLWithPath: inspector.store.dataPath(try #require(try inspector.entry(url)).key)))
+            #expect(TestBytes.sha256(data.prefix(1 << 20)) == TestBytes.sha256(head), "\(url)")
+            #expect(try inspector.entry(url)?.ranges.ranges == [ByteRange(0, 1 << 20)])
+        }
+        let second = try VCacheBinary.run(["prefetch", "-i", list, "-j", "8", "--bytes", "1M"], cacheDir: cache)
+        #expect(second.status == 0)
+        #expect(second.stderr.split(separator: "\n").last?.hasPrefix("200 done, 0 failed; nothing to fetch: 200 MiB already cached") == true)
+        nginx.stop()
+        #expect(nginx.accessLog().count == 200)
+    }
+
+    @Test func notFoundURLsAndAMalformedLineAreNamedAndTheRestAreCached() throws {
+        let nginx = try Nginx()
+        let good = try (0..<3).map { try nginx.publish("ok\($0).mp4", TestBytes.make(50_000, seed: UInt64($0))) }
+        let list = """
+        \(good[0])
+        \(nginx.url("/missing-a.mp4"))
+        not a url at all
+        \(good[1]) 10K
+        \(nginx.url("/missing-b.mp4"))
+        \(good[2])
+        """
+        let file = try dir.write("list.txt", Data(list.utf8))
+        let r = try VCacheBinary.run(["prefetch", "-i", file], cacheDir: cache)
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("vcache: \(file):3: not an http(s) URL: 'not'; line skipped\n"))
+        #expect(r.stderr.contains("vcache: cannot prefetch \(nginx.url("/missing-a.mp4")): origin answered 404 Not Found\n"))
+        #expect(r.stderr.contains("vcache: cannot prefetch \(nginx.url("/missing-b.mp4")): origin answered 404 Not Found\n"))
+        let last = String(r.stderr.split(separator: "\n").last ?? "")
+        #expect(last.hasPrefix("3 done, 2 failed, 1 bad input lines; fetched 108 KiB, 0 B already cached, in "))
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(good[0])?.isComplete == true)
+        #expect(try inspector.entry(good[1])?.cachedBytes == 10 * 1024)
+        #expect(try inspector.entry(good[2])?.isComplete == true)
+    }
+
+    @Test func jsonSummaryNamesEachFailureWithItsReason() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/a.mp4", .init(body: TestBytes.make(10_000)))
+        let r = try VCacheBinary.run(["prefetch", "--json", origin.url("/a.mp4"), origin.url("/gone.mp4")], cacheDir: cache)
+        #expect(r.status == 1)
+        let summary = try #require(lines(r).last)
+        #expect(summary["event"] as? String == "summary")
+        #expect(summary["done"] as? Int == 1)
+        #expect(summary["failed"] as? Int == 1)
+        let failures = try #require(summary["failures"] as? [[String: String]])
+        #expect(failures == [["url": origin.url("/gone.mp4"), "error": "origin answered 404 Not Found"]])
+    }
+
+    @Test func urlsFromStdinAndDuplicatesAreFetchedOnce() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 4)
+        origin.setResource("/d.mp4", .init(body: body))
+        let url = origin.url("/d.mp4")
+        let r = try VCacheBinary.run(["prefetch", "-i", "-", url], cacheDir: cache, stdin: "\(url)\n\(url)#frag\n")
+        #expect(r.status == 0)
+        #expect(origin.requests("/d.mp4").count == 1)
+        #expect(origin.servedBytes("/d.mp4") == body.count)
+    }
+
+    @Test func fiveHundredThreesThenSuccessResumeFromWhereTheDropLeftOff() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(1_000_000, seed: 8)
+        origin.setResource("/f.mp4", .init(body: body, etag: "\"f\""))
+        var faults = TestOrigin.Faults()
+        faults.statuses = [(0, [:]), (503, [:]), (503, [:])]
+        faults.dropAfterBytes = 300_000
+        origin.setFaults("/f.mp4", faults)
+        let r = try VCacheBinary.run(["prefetch", origin.url("/f.mp4"), "--json"], cacheDir: cache)
+        #expect(r.status == 0)
+        #expect(lines(r).filter { $0["event"] as? String == "retry" }.count == 3)
+        #expect(origin.requests("/f.mp4") == ["bytes=0-", "bytes=300000-999999", "bytes=300000-999999", "bytes=300000-999999"])
+        #expect(origin.bytesServedTwice("/f.mp4") == 0)
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/f.mp4"))?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test func tooManyRequestsWithRetryAfterIsWaitedOut() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/r.mp4", .init(body: TestBytes.make(20_000, seed: 2)))
+        var faults = TestOrigin.Faults()
+        faults.statuses = [(429, ["Retry-After": "1"])]
+        origin.setFaults("/r.mp4", faults)
+        let r = try VCacheBinary.run(["prefetch", origin.url("/r.mp4"), "--json"], cacheDir: cache)
+        #expect(r.status == 0)
+        let retry = try #require(lines(r).first { $0["event"] as? String == "retry" })
+        #expect(retry["delay"] as? Double == 1)
+        #expect(retry["reason"] as? String == "origin answered 429 Too Many Requests")
+    }
+
+    @Test func aClientErrorIsNotRetried() throws {
+        let origin = try TestOrigin()
+        var faults = TestOrigin.Faults()
+        faults.statuses = [(403, [:])]
+        origin.setFaults("/x.mp4", faults)
+        let r = try VCacheBinary.run(["prefetch", origin.url("/x.mp4")], cacheDir: cache)
+        #expect(r.status == 1)
+        #expect(origin.requests("/x.mp4").count == 1)
+        #expect(r.stderr.contains("origin answered 403 Forbidden"))
+    }
+
+    @Test func twoOverlappingRunsNeverServeAByteTwiceForTheSameEntry() throws {
+        let origin = try TestOrigin()
+        var bodies: [String: Data] = [:]
+        var throttled = TestOrigin.Faults()
+        throttled.bytesPerSecond = 4 << 20
+        for i in 0..<10 {
+            let body = TestBytes.make(1 << 20, seed: UInt64(300 + i))
+            bodies["/o\(i).mp4"] = body
+            origin.setResource("/o\(i).mp4", .init(body: body, etag: "\"o\(i)\""))
+            origin.setFaults("/o\(i).mp4", throttled)
+        }
+        let a = try dir.write("a.txt", Data((0..<7).map { origin.url("/o\($0).mp4") }.joined(separator: "\n").utf8))
+        let b = try dir.write("b.txt", Data((3..<10).reversed().map { origin.url("/o\($0).mp4") }.joined(separator: "\n").utf8))
+        let ra = try VCacheBinary.start(["prefetch", "-i", a, "-j", "3"], cacheDir: cache)
+        let rb = try VCacheBinary.start(["prefetch", "-i", b, "-j", "3"], cacheDir: cache)
+        let resultA = ra.finish(), resultB = rb.finish()
+        #expect(resultA.status == 0, "\(resultA.stderr)")
+        #expect(resultB.status == 0, "\(resultB.stderr)")
+        let inspector = try CacheInspector(directory: cache)
+        for (path, body) in bodies {
+            #expect(origin.bytesServedTwice(path) == 0, "\(path)")
+            #expect(try inspector.entry(origin.url(path))?.sha256 == TestBytes.sha256(body), "\(path)")
+        }
+    }
+
+    @Test func noWaitSkipsAnEntryAnotherProcessIsWriting() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/w.mp4", .init(body: TestBytes.make(4 << 20, seed: 1)))
+        var throttled = TestOrigin.Faults()
+        throttled.bytesPerSecond = 2 << 20
+        origin.setFaults("/w.mp4", throttled)
+        let writer = try VCacheBinary.start(["prefetch", "-q", origin.url("/w.mp4")], cacheDir: cache)
+        #expect(origin.waitUntilServed("/w.mp4", atLeast: 256 << 10))
+        let r = try VCacheBinary.run(["prefetch", "--no-wait", origin.url("/w.mp4")], cacheDir: cache)
+        writer.kill(SIGTERM)
+        _ = writer.finish()
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("vcache: cannot prefetch \(origin.url("/w.mp4")): another vcache process is writing this entry; skipped (--no-wait)\n"))
+    }
+
+    @Test func maxSizeEvictsOlderEntriesButKeepsEveryEntryOfThisRun() throws {
+        let origin = try TestOrigin()
+        for i in 0..<6 { origin.setResource("/m\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(i)))) }
+        let old = (0..<3).map { origin.url("/m\($0).mp4") }
+        let new = (3..<6).map { origin.url("/m\($0).mp4") }
+        #expect(try VCacheBinary.run(["prefetch", "-q"] + old, cacheDir: cache).status == 0)
+        let r = try VCacheBinary.run(["prefetch", "--max-size", "3500K"] + new, cacheDir: cache)
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("evicted"))
+        let inspector = try CacheInspector(directory: cache)
+        for u in new { #expect(try inspector.entry(u)?.isComplete == true) }
+        let usage = try inspector.store.catalog.totalDiskBytes() + Evictor(store: inspector.store).catalogBytes()
+        #expect(usage <= 3500 * 1024)
+        #expect(try old.filter { try inspector.entry($0) != nil }.count == 0)
+        #expect(try duSize(cache) <= 3500 * 1024)
+    }
+
+    @Test func theConfiguredMaxSizeAppliesToEveryRun() throws {
+        let origin = try TestOrigin()
+        for i in 0..<4 { origin.setResource("/c\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(50 + i)))) }
+        #expect(try VCacheBinary.run(["config", "set", "max-size", "2500K"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["config", "get", "max-size"], cacheDir: cache).stdout == "max-size = 2500K\n")
+        for i in 0..<4 { #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/c\(i).mp4")], cacheDir: cache).status == 0) }
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(origin.url("/c3.mp4"))?.isComplete == true)
+        #expect(try inspector.entry(origin.url("/c0.mp4")) == nil)
+        #expect(try duSize(cache) <= 2500 * 1024)
+    }
+
+    @Test func signedURLsWithDifferentTokensAreOneEntryAndTheLatestURLIsShown() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(600_000, seed: 77)
+        origin.setResource("/s.mp4", .init(body: body, etag: "\"s\""))
+        let u1 = origin.url("/s.mp4?token=aaa&q=1"), u2 = origin.url("/s.mp4?token=bbb&q=1"), u3 = origin.url("/s.mp4?q=1&token=ccc")
+        #expect(try VCacheBinary.run(["prefetch", "-q", u1, "--bytes", "100K", "--key-strip-param", "token"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", "-q", u2, "--bytes", "200K", "--key-strip-param", "token"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", "-q", u3, "--key-strip-param", "token"], cacheDir: cache).status == 0)
+        #expect(origin.bytesServedTwice("/s.mp4") == 0)
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        let entries = lines(ls).filter { $0["key"] != nil }
+        #expect(entries.count == 1)
+        #expect(entries.first?["latest_url"] as? String == u3)
+        #expect(entries.first?["sha256"] as? String == TestBytes.sha256(body))
+    }
+
+    @Test func maxTimeStopsALongRunCleanlyAndASecondRunCompletesIt() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(6 << 20, seed: 99)
+        origin.setResource("/long.mp4", .init(body: body, etag: "\"l\""))
+        var throttled = TestOrigin.Faults()
+        throttled.bytesPerSecond = 2 << 20
+        origin.setFaults("/long.mp4", throttled)
+        let url = origin.url("/long.mp4")
+        let first = try VCacheBinary.run(["prefetch", url, "--max-time", "1s"], cacheDir: cache)
+        #expect(first.status == 1)
+        #expect(first.stderr.contains("vcache: cannot prefetch \(url): stopped at the --max-time deadline; what arrived is saved and a rerun resumes\n"))
+        let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
+        #expect(claims.mismatch == nil)
+        #expect(claims.claimed > 0)
+        origin.setFaults("/long.mp4", TestOrigin.Faults())
+        let second = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(second.status == 0)
+        // Only what was in flight on the socket at the deadline is sent again, never a stored byte.
+        #expect(origin.bytesServedTwice("/long.mp4") < 1 << 20)
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test func limitRateStillDeliversByteExactData() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 31)
+        origin.setResource("/lr.mp4", .init(body: body))
+        let r = try VCacheBinary.run(["prefetch", "-q", origin.url("/lr.mp4"), "--limit-rate", "1M"], cacheDir: cache)
+        #expect(r.status == 0)
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/lr.mp4"))?.sha256 == TestBytes.sha256(body))
+    }
+
+    /// What `du` counts for the cache folder, in bytes.
+    func duSize(_ path: String) throws -> Int64 {
+        var total: Int64 = 0
+        let e = FileManager.default.enumerator(atPath: path)
+        while let name = e?.nextObject() as? String {
+            if let st = FileSystem.status(path + "/" + name), (st.st_mode & S_IFMT) == S_IFREG { total += FileSystem.allocatedBytes(st) }
+        }
+        return total
+    }
+}
