@@ -108,7 +108,9 @@ final class PrefetchReporter {
         case .bars, .lines:
             if let e = r.error {
                 clearBars()
-                console.error("cannot prefetch \(r.url): \(e)")
+                // A batch logged by cron gets the time on every line, failures included.
+                let stamp = mode == .lines && expectedCount > 1 ? Self.timestamp() + " " : ""
+                console.err("\(stamp)vcache: cannot prefetch \(r.url): \(e)\n")
                 redraw(force: true)
             } else if expectedCount > 1 {
                 let state = r.complete ? "complete" : "partial"
