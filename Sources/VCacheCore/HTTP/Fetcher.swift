@@ -154,7 +154,8 @@ public final class Fetcher {
 
     private func resumePaused() {
         guard let limiter else { return }
-        for t in active.values where t.paused {
+        // Longest-waiting first, so every download gets its turn at the bucket.
+        for t in active.values.filter(\.paused).sorted(by: { $0.lastActivity < $1.lastActivity }) {
             guard limiter.hasTokens else { return }
             t.resume()
         }
