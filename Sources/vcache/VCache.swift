@@ -5,7 +5,8 @@ import VCacheCore
 @main
 struct VCache {
     static var commands: [any VCacheCommand.Type] {
-        [PrefetchCommand.self, ListCommand.self, EvictCommand.self, PinCommand.self, UnpinCommand.self, ConfigCommand.self]
+        [PrefetchCommand.self, ListCommand.self, InfoCommand.self, EvictCommand.self, PinCommand.self, UnpinCommand.self,
+         VerifyCommand.self, ExportCommand.self, ConfigCommand.self]
     }
 
     static func main() {

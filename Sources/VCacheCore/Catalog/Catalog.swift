@@ -101,6 +101,38 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// The entry's range rows exactly as stored (not normalised), for `verify`.
+    public func storedRanges(key: String) throws -> [(start: Int64, end: Int64)] {
+        try database.read { c in
+            var rows: [(Int64, Int64)] = []
+            try c.query("SELECT start, end FROM ranges WHERE key = ? ORDER BY start", .text(key)) { rows.append(($0.int(0), $0.int(1))) }
+            return rows
+        }
+    }
+
+    /// Replaces the entry's ranges with `set` (verify --fix); drops completion when not whole.
+    public func replaceRanges(key: String, with set: RangeSet, diskBytes: Int64, keepCompletion: Bool) throws {
+        try database.write { c in
+            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            for r in set.ranges {
+                try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(key), .int(r.lowerBound), .int(r.upperBound))
+            }
+            try c.run("UPDATE entries SET cached_bytes = ?, disk_bytes = ? WHERE key = ?", .int(set.count), .int(diskBytes), .text(key))
+            if !keepCompletion {
+                try c.run("UPDATE entries SET completed = NULL, sha256 = NULL WHERE key = ?", .text(key))
+            }
+        }
+    }
+
+    /// `PRAGMA integrity_check`: nil when SQLite finds nothing wrong, else its report.
+    public func integrityProblem() throws -> String? {
+        try database.read { c in
+            var lines: [String] = []
+            try c.query("PRAGMA integrity_check") { lines.append($0.text(0)) }
+            return lines == ["ok"] ? nil : lines.joined(separator: "; ")
+        }
+    }
+
     /// Sum of every entry's allocated `data` bytes as of its last checkpoint.
     public func totalDiskBytes() throws -> Int64 {
         try database.read { c in

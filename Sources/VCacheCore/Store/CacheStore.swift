@@ -22,11 +22,13 @@ public final class CacheStore: Sendable {
     public enum OpenError: Error, Equatable, CustomStringConvertible {
         case notWritable(path: String, reason: String)
         case catalog(path: String, reason: String)
+        case corruptCatalog(path: String, reason: String)
 
         public var description: String {
             switch self {
             case .notWritable(let path, let reason): "cache directory '\(path)' is not usable: \(reason); choose another with --cache-dir or VCACHE_DIR"
             case .catalog(let path, let reason): "cannot open the catalog '\(path)': \(reason)"
+            case .corruptCatalog(let path, let reason): "the catalog '\(path)' is corrupt (\(reason)); run 'vcache verify --fix' to set it aside and start a new one"
             }
         }
     }
@@ -46,8 +48,26 @@ public final class CacheStore: Sendable {
         do {
             catalog = try Catalog(path: path)
         } catch let e as DatabaseError {
+            if e.isCorrupt { throw OpenError.corruptCatalog(path: path, reason: e.message) }
             throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)
         }
+    }
+
+    /// A catalog SQLite reports as corrupt is moved aside (`catalog.db.corrupt-<time>`), its WAL
+    /// with it, and the data files, which nothing describes any more, are removed. The next open
+    /// starts an empty catalog. Returns where the old catalog went.
+    public static func setAsideCorruptCatalog(directory: String, now: Date = Date()) throws -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyyMMdd-HHmmss"
+        f.timeZone = TimeZone(identifier: "UTC")
+        let path = directory + "/catalog.db"
+        let aside = path + ".corrupt-" + f.string(from: now)
+        guard rename(path, aside) == 0 else { throw SystemError("move aside", path: path, errno: errno) }
+        for suffix in ["-wal", "-shm"] where FileSystem.exists(path + suffix) {
+            _ = rename(path + suffix, aside + suffix)
+        }
+        FileSystem.removeTree(directory + "/entries")
+        return aside
     }
 
     public func entryDirectory(_ key: String) -> String { "\(directory)/entries/\(key.prefix(2))/\(key)" }

@@ -6,45 +6,93 @@ enum ListCommand: VCacheCommand {
     static let spec = CommandSpec(
         name: "ls",
         abstract: "list cached videos: state, bytes cached, last use",
-        usage: "ls [--json]",
-        options: [.flag("json", "one JSON object per entry, then a totals object")])
+        usage: "ls [--sort lru|size|url] [--complete | --partial] [--ranges] [--json]",
+        options: [
+            .value("sort", "lru|size|url", "order: most recently used first (default), largest first, or by URL"),
+            .flag("complete", "only complete entries"),
+            .flag("partial", "only incomplete entries"),
+            .flag("ranges", "each entry's cached ranges (a coverage bar on a terminal)"),
+            .value("max-size", "SIZE", "show usage against this cap (default: config max-size)"),
+            .flag("json", "one JSON object per entry, then a totals object"),
+        ])
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        let sort = args.value("sort") ?? "lru"
+        guard ["lru", "size", "url"].contains(sort) else {
+            console.error("invalid order '\(sort)' for --sort; use lru, size or url")
+            return 2
+        }
+        if args.flag("complete") && args.flag("partial") {
+            console.error("--complete and --partial exclude each other; give one")
+            return 2
+        }
+        var cap: Int64?
+        if let v = args.value("max-size") {
+            do { cap = try PrefetchCommand.size(v, "--max-size") } catch { console.error("\(error)"); return 2 }
+        }
         guard let store = openStore(args, console: console) else { return 1 }
-        let entries: [CacheEntry]
+        var entries: [CacheEntry]
         do {
             entries = try store.catalog.allEntries()
+            if cap == nil { cap = try store.catalog.config("max-size").flatMap(Units.parseSize) }
+            if args.flag("ranges") {
+                for i in entries.indices { entries[i].ranges = try store.catalog.entry(key: entries[i].key)?.ranges ?? RangeSet() }
+            }
         } catch {
             console.error("cannot list \(store.directory): \(error)")
             return 1
         }
+        if args.flag("complete") { entries = entries.filter(\.isComplete) }
+        if args.flag("partial") { entries = entries.filter { !$0.isComplete } }
+        switch sort {
+        case "size": entries.sort { ($0.diskBytes, $1.lastUsed) > ($1.diskBytes, $0.lastUsed) }
+        case "url": entries.sort { $0.latestURL < $1.latestURL }
+        default: break  // the catalog returns most recently used first
+        }
         let disk = entries.reduce(Int64(0)) { $0 + $1.diskBytes }
         let cached = entries.reduce(Int64(0)) { $0 + $1.cachedBytes }
         if args.flag("json") {
+            let iso = ISO8601DateFormatter()
             for e in entries {
                 var o: [String: Any] = ["key": e.key, "url": e.url, "latest_url": e.latestURL, "state": e.isComplete ? "complete" : "partial",
                                         "cached_bytes": e.cachedBytes, "disk_bytes": e.diskBytes,
-                                        "last_used": ISO8601DateFormatter().string(from: e.lastUsed), "pinned": e.pinned]
+                                        "last_used": iso.string(from: e.lastUsed), "pinned": e.pinned]
                 if let l = e.length { o["length"] = l }
                 if let s = e.sha256 { o["sha256"] = s }
+                if args.flag("ranges") { o["ranges"] = e.ranges.ranges.map { [$0.lowerBound, $0.upperBound - 1] } }
                 console.out(JSONLines.encode(o) + "\n")
             }
-            console.out(JSONLines.encode(["totals": ["entries": entries.count, "cached_bytes": cached, "disk_bytes": disk]]) + "\n")
+            var totals: [String: Any] = ["entries": entries.count, "cached_bytes": cached, "disk_bytes": disk]
+            if let cap { totals["max_size"] = cap }
+            console.out(JSONLines.encode(["totals": totals]) + "\n")
             return 0
         }
         guard !entries.isEmpty else {
-            console.out("the cache at \(store.directory) is empty; add videos with 'vcache prefetch URL'\n")
+            let filtered = args.flag("complete") || args.flag("partial")
+            console.out(filtered ? "no matching entries in \(store.directory)\n" : "the cache at \(store.directory) is empty; add videos with 'vcache prefetch URL'\n")
             return 0
         }
-        var rows: [[String]] = [["STATE", "CACHED", "TOTAL", "%", "LAST USED", "URL"]]
+        let showPin = entries.contains(where: \.pinned)
+        var header = ["STATE", "CACHED", "TOTAL", "%", "LAST USED"]
+        if showPin { header.append("PIN") }
+        if args.flag("ranges") { header.append("RANGES") }
+        header.append("URL")
+        var rows: [[String]] = [header]
         let now = Date()
+        let bar = console.stdoutIsTTY
         for e in entries {
             let percent = e.length.map { $0 > 0 ? String(Int(Double(e.cachedBytes) * 100 / Double($0))) : "100" } ?? "-"
-            rows.append([e.isComplete ? "complete" : "partial", Units.formatSize(e.cachedBytes),
-                         e.length.map(Units.formatSize) ?? "?", percent, Table.age(e.lastUsed, now: now), e.latestURL])
+            var row = [e.isComplete ? "complete" : "partial", Units.formatSize(e.cachedBytes),
+                       e.length.map(Units.formatSize) ?? "?", percent, Table.age(e.lastUsed, now: now)]
+            if showPin { row.append(e.pinned ? "pin" : "") }
+            if args.flag("ranges") { row.append(bar ? Table.coverageBar(e.ranges, length: e.length, width: 24) : Table.rangeList(e.ranges)) }
+            row.append(e.latestURL)
+            rows.append(row)
         }
         console.out(Table.render(rows, rightAligned: [1, 2, 3]))
-        console.out("\(entries.count) \(entries.count == 1 ? "entry" : "entries"), \(Units.formatSize(cached)) cached, \(Units.formatSize(disk)) on disk\n")
+        var totals = "\(entries.count) \(entries.count == 1 ? "entry" : "entries"), \(Units.formatSize(cached)) cached, \(Units.formatSize(disk)) on disk"
+        if let cap { totals += " of a \(Units.formatSize(cap)) cap (\(Int(Double(disk) * 100 / Double(max(cap, 1))))%)" }
+        console.out(totals + "\n")
         return 0
     }
 }
@@ -66,6 +114,23 @@ enum Table {
             out += cells.joined(separator: "  ") + "\n"
         }
         return out
+    }
+
+    /// `0-1048575,2097152-3145727` (inclusive, as in HTTP); `-` when nothing is cached.
+    static func rangeList(_ set: RangeSet) -> String {
+        set.isEmpty ? "-" : set.ranges.map { "\($0.lowerBound)-\($0.upperBound - 1)" }.joined(separator: ",")
+    }
+
+    /// `[██▌       ██]`: each cell a slice of the video, full, partly or not cached.
+    static func coverageBar(_ set: RangeSet, length: Int64?, width: Int) -> String {
+        guard let length, length > 0 else { return "[" + String(repeating: " ", count: width) + "]" }
+        var cells = ""
+        for i in 0..<width {
+            let a = length * Int64(i) / Int64(width), b = max(a + 1, length * Int64(i + 1) / Int64(width))
+            let have = set.coverage(of: ByteRange(a, min(b, length)))
+            cells += have == 0 ? " " : have >= b - a ? "█" : "▌"
+        }
+        return "[" + cells + "]"
     }
 
     /// `just now`, `5m ago`, `3h ago`, `2d ago`.

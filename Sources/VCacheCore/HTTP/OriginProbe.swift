@@ -1,0 +1,65 @@
+import Foundation
+
+/// Asks origins which version of each video they serve now (`Range: bytes=0-0`, so one byte at
+/// most), for `verify --origin`. Runs the probes together on one fetch loop.
+public enum OriginProbe {
+    public enum Answer: Equatable, Sendable {
+        case validators(Validators)
+        case failed(String)
+    }
+
+    public static func probe(_ urls: [String], options: RequestOptions = RequestOptions(), concurrency: Int = 8) -> [Answer] {
+        let fetcher = Fetcher()
+        var answers = [Answer?](repeating: nil, count: urls.count)
+        var next = 0
+        var running = 0
+        var probes: [Probe] = []
+        func launch() {
+            while next < urls.count && running < concurrency {
+                let i = next
+                next += 1
+                running += 1
+                let p = Probe { answer in
+                    answers[i] = answer
+                    running -= 1
+                    fetcher.after(0) { launch() }
+                }
+                probes.append(p)
+                do {
+                    let t = try CurlTransfer(url: urls[i], range: "0-0", ifRange: nil, options: options)
+                    t.delegate = p
+                    fetcher.add(t)
+                } catch {
+                    p.done(.failed("\(error)"))
+                }
+            }
+        }
+        launch()
+        fetcher.run()
+        return answers.map { $0 ?? .failed("not probed") }
+    }
+
+    final class Probe: TransferDelegate {
+        let done: (Answer) -> Void
+        private var answer: Answer?
+        init(done: @escaping (Answer) -> Void) { self.done = done }
+
+        func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> Bool {
+            switch head.status {
+            case 206:
+                answer = .validators(Validators(length: head.contentRange?.complete, etag: head.etag, lastModified: head.lastModified))
+            case 200:
+                answer = .validators(Validators(length: head.contentLength, etag: head.etag, lastModified: head.lastModified))
+            default:
+                answer = .failed(PrefetchError.http(status: head.status, reason: head.reason).description)
+            }
+            return false
+        }
+
+        func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool { false }
+
+        func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
+            done(answer ?? .failed(error?.description ?? "no answer"))
+        }
+    }
+}

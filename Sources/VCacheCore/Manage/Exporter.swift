@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// Hands complete videos on as ordinary files. Invariant 6 (DESIGN.md): only complete entries
+/// whose bytes verify against the stored SHA-256, written to a temp file in the destination
+/// folder, fsynced, then renamed into place; never over an existing file without `force`.
+/// The entry's `data` is held with LOCK_SH while it is read, so eviction skips it.
+public struct Exporter {
+    public let store: CacheStore
+
+    public init(store: CacheStore) { self.store = store }
+
+    public enum ExportError: Error, Equatable, CustomStringConvertible {
+        case incomplete(url: String, cached: Int64, length: Int64?)
+        case destinationExists(String)
+        case missingFolder(String)
+        case checksumMismatch(url: String)
+        case crossDevice(String)
+        case io(SystemError)
+
+        public var description: String {
+            switch self {
+            case .incomplete(let url, let cached, let length):
+                let missing = length.map { " (\(Units.formatSize($0 - cached)) missing)" } ?? ""
+                return "\(url) is not complete: \(Units.formatSize(cached)) of \(length.map(Units.formatSize) ?? "an unknown length") cached\(missing); run 'vcache prefetch \(url)' to complete it"
+            case .destinationExists(let p): return "'\(p)' already exists; use --force to overwrite it"
+            case .missingFolder(let p): return "folder '\(p)' does not exist; create it first"
+            case .checksumMismatch(let url): return "the cached bytes of \(url) do not match their SHA-256; nothing was written; run 'vcache verify --fix'"
+            case .crossDevice(let p): return "cannot hard-link into '\(p)': it is on another filesystem than the cache; export without --link"
+            case .io(let e): return e.description
+            }
+        }
+    }
+
+    public struct Exported: Equatable, Sendable {
+        public var path: String
+        public var bytes: Int64
+        public var linked: Bool
+    }
+
+    /// Exports one entry. `destination` is a file path, or an existing folder (then the name
+    /// comes from the URL).
+    public func export(key: String, to destination: String, force: Bool, link: Bool) throws -> Exported {
+        guard let e = try store.catalog.entry(key: key) else { throw ExportError.io(SystemError("find entry", path: key, errno: ENOENT)) }
+        guard e.isComplete, let length = e.length, let sha = e.sha256 else {
+            throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
+        }
+        var target = destination
+        if let st = FileSystem.status(destination), (st.st_mode & S_IFMT) == S_IFDIR {
+            target = (destination as NSString).appendingPathComponent(Self.fileName(for: e.latestURL, key: e.key, contentType: e.contentType))
+        } else if destination.hasSuffix("/") {
+            throw ExportError.missingFolder(destination)
+        }
+        let folder = (target as NSString).deletingLastPathComponent.isEmpty ? "." : (target as NSString).deletingLastPathComponent
+        guard let fst = FileSystem.status(folder), (fst.st_mode & S_IFMT) == S_IFDIR else { throw ExportError.missingFolder(folder) }
+        if FileSystem.status(target) != nil && !force { throw ExportError.destinationExists(target) }
+
+        let data: RawFile
+        do { data = try store.openData(key: key) } catch let s as SystemError { throw ExportError.io(s) }
+        defer { data.close() }
+        let temp = folder + "/." + (target as NSString).lastPathComponent.prefix(100) + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        do {
+            if link {
+                let digest = SHA256Digest()
+                try PrefetchJob.hash(data, ByteRange(0, length), into: digest)
+                guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: e.latestURL) }
+                if Glibc_link(store.dataPath(key), temp) != 0 {
+                    if errno == EXDEV { throw ExportError.crossDevice(folder) }
+                    throw ExportError.io(SystemError("link", path: temp, errno: errno))
+                }
+            } else {
+                try copy(data, length: length, expecting: sha, to: temp, url: e.latestURL)
+            }
+            guard rename(temp, target) == 0 else { throw ExportError.io(SystemError("rename", path: target, errno: errno)) }
+        } catch {
+            unlink(temp)
+            if let s = error as? SystemError { throw ExportError.io(s) }
+            throw error
+        }
+        if let dir = try? RawFile.open(folder, flags: O_RDONLY) {
+            try? dir.sync()
+            dir.close()
+        }
+        try? store.catalog.touch(key: key)
+        return Exported(path: target, bytes: length, linked: link)
+    }
+
+    /// Copies `data` to `path` (a new file), hashing as it goes; the file is fsynced, and removed
+    /// when the bytes do not match `sha`.
+    private func copy(_ data: RawFile, length: Int64, expecting sha: String, to path: String, url: String) throws {
+        let out = try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        defer { out.close() }
+        let digest = SHA256Digest()
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < length {
+            let n = Int(min(Int64(chunk), length - offset))
+            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+            try data.readExactly(into: slice, fromAbsoluteOffset: offset)
+            digest.update(UnsafeRawBufferPointer(slice))
+            try out.write(UnsafeRawBufferPointer(slice), toAbsoluteOffset: offset)
+            offset += Int64(n)
+        }
+        guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: url) }
+        try out.sync()
+    }
+
+    /// A safe file name from the URL's last path segment: percent-decoded, no `/`, `\`, control
+    /// characters or leading dots, at most 200 bytes with the extension kept; the key when
+    /// nothing usable is left.
+    public static func fileName(for url: String, key: String, contentType: String? = nil) -> String {
+        let path = URL(string: url)?.path ?? ""
+        let rawLast = URLComponents(string: url)?.percentEncodedPath.split(separator: "/").last.map(String.init) ?? (path as NSString).lastPathComponent
+        var name = (rawLast.removingPercentEncoding ?? rawLast)
+        name = String(name.unicodeScalars.map { s -> Character in
+            if s == "/" || s == "\\" || s.value < 0x20 || s.value == 0x7f || s == ":" { return "_" }
+            return Character(s)
+        })
+        while name.hasPrefix(".") { name.removeFirst() }
+        name = name.trimmingCharacters(in: .whitespaces)
+        var ext = (name as NSString).pathExtension
+        if ext.count > 8 { ext = "" }
+        var stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
+        if stem.isEmpty { stem = "video-" + key.prefix(12) }
+        if ext.isEmpty { ext = (contentType?.contains("quicktime") ?? false) ? "mov" : "mp4" }
+        while stem.utf8.count + ext.utf8.count + 1 > 200 { stem.removeLast() }
+        return stem + "." + ext
+    }
+}
+
+@inline(__always) private func Glibc_link(_ from: String, _ to: String) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.link(from, to)
+    #else
+    return Darwin.link(from, to)
+    #endif
+}

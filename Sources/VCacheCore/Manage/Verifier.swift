@@ -1,0 +1,210 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+// lseek whence values for sparse files (glibc hides them behind _GNU_SOURCE).
+#if os(Linux)
+private let seekData: Int32 = 3, seekHole: Int32 = 4
+#else
+private let seekData: Int32 = SEEK_DATA, seekHole: Int32 = SEEK_HOLE
+#endif
+
+/// Checks that the cache is true: each entry's catalog rows are sane, `data` holds every claimed
+/// byte, a complete entry still has the SHA-256 stored at completion and (for MP4) a sound
+/// structure; optionally that the origin still serves the same version. With `fix`, whatever is
+/// wrong is dropped so the catalog claims only what is really there. An entry being written by
+/// another process is skipped; while checked, an entry's writer lock is held (so nobody writes it)
+/// and its `data` is read under LOCK_SH (so nobody evicts it).
+public struct Verifier {
+    public let store: CacheStore
+
+    public init(store: CacheStore) { self.store = store }
+
+    public struct EntryReport: Sendable {
+        public enum State: String, Sendable { case ok, problem, fixed, skipped }
+        public var key: String
+        public var url: String
+        public var state: State
+        public var problems: [String]
+        public var actions: [String]
+    }
+
+    public struct Options: Sendable {
+        public var fix = false
+        public var checkOrigin = false
+        public var request = RequestOptions()
+        public init() {}
+    }
+
+    /// Verifies `keys` (all entries when nil).
+    public func verify(keys: [String]?, options: Options) throws -> [EntryReport] {
+        var entries = try store.catalog.allEntries()
+        if let keys {
+            let wanted = Set(keys)
+            entries = entries.filter { wanted.contains($0.key) }
+        }
+        var originAnswers: [String: OriginProbe.Answer] = [:]
+        if options.checkOrigin {
+            let answers = OriginProbe.probe(entries.map(\.latestURL), options: options.request)
+            for (e, a) in zip(entries, answers) { originAnswers[e.key] = a }
+        }
+        return entries.map { verifyEntry($0, origin: originAnswers[$0.key], fix: options.fix) }
+    }
+
+    private func verifyEntry(_ e: CacheEntry, origin: OriginProbe.Answer?, fix: Bool) -> EntryReport {
+        var report = EntryReport(key: e.key, url: e.latestURL, state: .ok, problems: [], actions: [])
+        guard let lock = try? store.tryLockWriter(key: e.key) else {
+            report.state = .skipped
+            report.problems.append("another vcache process is writing it")
+            return report
+        }
+        defer { lock.release() }
+        do {
+            let keep = try check(e, into: &report)
+            if let origin { checkOrigin(e, origin, into: &report) }
+            if !report.problems.isEmpty && fix { try repair(e, keep: keep, report: &report) }
+            if report.problems.isEmpty || report.state != .fixed { try? store.catalog.touch(key: e.key) }
+        } catch {
+            report.problems.append("\(error)")
+        }
+        if report.state == .ok && !report.problems.isEmpty { report.state = .problem }
+        return report
+    }
+
+    /// Checks one entry; returns the ranges that are really backed by `data` (what a fix keeps).
+    private func check(_ e: CacheEntry, into report: inout EntryReport) throws -> RangeSet {
+        let rows = try store.catalog.storedRanges(key: e.key)
+        var valid = RangeSet()
+        var previousEnd: Int64 = -1
+        var rowsSane = true
+        for (start, end) in rows {
+            if start < 0 || start >= end {
+                report.problems.append("a range row [\(start), \(end)) is empty or negative")
+                rowsSane = false
+                continue
+            }
+            if let length = e.length, end > length {
+                report.problems.append("a range [\(start), \(end)) lies beyond the video's length \(length)")
+                rowsSane = false
+                continue
+            }
+            if e.length == nil {
+                report.problems.append("ranges are recorded but the length is unknown")
+                rowsSane = false
+                continue
+            }
+            if start < previousEnd {
+                report.problems.append("ranges overlap at byte \(start)")
+                rowsSane = false
+            }
+            previousEnd = max(previousEnd, end)
+            valid.insert(ByteRange(start, end))
+        }
+        if !rowsSane { valid = RangeSet() }  // rows that contradict each other are not trusted
+        if rowsSane && valid.count != e.cachedBytes {
+            report.problems.append("cached_bytes says \(e.cachedBytes) but the ranges hold \(valid.count)")
+        }
+        guard !rows.isEmpty else { return valid }
+
+        let path = store.dataPath(e.key)
+        guard FileSystem.exists(path) else {
+            report.problems.append("its data file is missing")
+            return RangeSet()
+        }
+        let data = try store.openData(key: e.key)
+        defer { data.close() }
+        let size = Int64(try data.status().st_size)
+        var backed = RangeSet()
+        for r in valid.ranges {
+            let present = ByteRange(r.lowerBound, min(r.upperBound, max(r.lowerBound, size)))
+            if present.upperBound < r.upperBound {
+                report.problems.append("data is \(size) bytes but the catalog claims bytes up to \(r.upperBound)")
+            }
+            // A hole inside a claimed range is a byte that was never written.
+            var at = present.lowerBound
+            while at < present.upperBound {
+                let hole = lseek(data.fd, off_t(at), seekHole)
+                if hole < 0 || Int64(hole) >= present.upperBound {
+                    backed.insert(ByteRange(at, present.upperBound))
+                    break
+                }
+                if Int64(hole) > at { backed.insert(ByteRange(at, Int64(hole))) }
+                let nextData = lseek(data.fd, hole, seekData)
+                report.problems.append("bytes from \(hole) of a claimed range were never written (a hole in data)")
+                if nextData < 0 { break }
+                at = Int64(nextData)
+            }
+        }
+        if e.isComplete, let length = e.length {
+            if !backed.contains(ByteRange(0, length)) {
+                report.problems.append("marked complete but not every byte is there")
+                return backed
+            }
+            let digest = SHA256Digest()
+            try PrefetchJob.hash(data, ByteRange(0, length), into: digest)
+            if digest.finalize() != e.sha256 {
+                report.problems.append("its bytes no longer match the SHA-256 stored at completion")
+                return RangeSet()
+            }
+            if looksLikeMP4(e, data) {
+                do {
+                    _ = try MP4Walker(file: data, length: length).check()
+                } catch {
+                    report.problems.append("MP4 structure: \(error)")
+                }
+            }
+        }
+        return backed
+    }
+
+    private func looksLikeMP4(_ e: CacheEntry, _ data: RawFile) -> Bool {
+        if let t = e.contentType?.lowercased(), t.contains("mp4") || t.contains("quicktime") { return true }
+        var head = [UInt8](repeating: 0, count: 8)
+        let n = (try? head.withUnsafeMutableBytes { try data.read(into: $0, fromAbsoluteOffset: 0) }) ?? 0
+        return n == 8 && String(decoding: head[4..<8], as: UTF8.self) == "ftyp"
+    }
+
+    private func checkOrigin(_ e: CacheEntry, _ answer: OriginProbe.Answer, into report: inout EntryReport) {
+        switch answer {
+        case .failed(let why):
+            report.problems.append("origin check failed: \(why)")
+        case .validators(let now):
+            if e.validators.differs(from: now) {
+                var what: [String] = []
+                if let a = e.etag, let b = now.etag, a != b { what.append("ETag \(a) -> \(b)") }
+                if let a = e.lastModified, let b = now.lastModified, a != b { what.append("Last-Modified \(a) -> \(b)") }
+                if let a = e.length, let b = now.length, a != b { what.append("length \(a) -> \(b)") }
+                report.problems.append("changed on the origin (\(what.joined(separator: ", ")))")
+            }
+        }
+    }
+
+    private func repair(_ e: CacheEntry, keep: RangeSet, report: inout EntryReport) throws {
+        let changed = report.problems.contains { $0.hasPrefix("changed on the origin") }
+        let checksum = report.problems.contains { $0.contains("SHA-256") }
+        let onlyOrigin = report.problems.allSatisfy { $0.hasPrefix("origin check failed") }
+        guard !onlyOrigin else { return }
+        let structural = report.problems.allSatisfy { $0.hasPrefix("MP4 structure") || $0.hasPrefix("origin check failed") }
+        if structural {
+            // The bytes are what the origin served (the checksum matched): nothing to drop.
+            report.actions.append("kept: the bytes match what the origin served")
+            return
+        }
+        if changed || checksum || keep.isEmpty {
+            try store.catalog.invalidate(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators)
+            if let data = try? RawFile.open(store.dataPath(e.key), flags: O_RDWR) {
+                try? data.resize(to: 0)
+                data.close()
+            }
+            report.actions.append("dropped every cached byte; 'vcache prefetch \(e.latestURL)' fetches it again")
+        } else {
+            let whole = e.length.map { keep.contains(ByteRange(0, $0)) } ?? false
+            try store.catalog.replaceRanges(key: e.key, with: keep, diskBytes: store.diskUsage(key: e.key), keepCompletion: whole && e.isComplete)
+            report.actions.append("kept the \(Units.formatSize(keep.count)) really in data, dropped the rest")
+        }
+        report.state = .fixed
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import VCacheCore
+
+/// `vcache export URL|KEY DEST`, `vcache export --all DIR`: complete videos out as .mp4 files.
+enum ExportCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "export",
+        abstract: "copy complete videos out of the cache, checked against their SHA-256",
+        usage: "export URL|KEY DEST | export --all DIR [--force] [--link]",
+        discussion: """
+        DEST is a file, or an existing folder (the name then comes from the URL's last path
+        segment, made safe). The copy is written to a temp file beside DEST, checked against the
+        SHA-256 stored at completion, fsynced and renamed into place.
+        """,
+        options: [
+            .flag("all", "every complete entry into the folder DIR"),
+            .flag("force", "overwrite an existing file"),
+            .flag("link", "hard-link instead of copying (same filesystem only; the file then shares the cache's inode)"),
+            .flag("json", "one JSON object per exported file"),
+        ],
+        minPositionals: 1, maxPositionals: 2)
+
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        let all = args.flag("all")
+        let p = args.positionals
+        guard (all && p.count == 1) || (!all && p.count == 2) else {
+            console.error(all ? "'export --all' takes one folder; usage: vcache \(spec.usage)" : "'export' takes URL|KEY and DEST; usage: vcache \(spec.usage)")
+            return 2
+        }
+        guard let store = openStore(args, console: console) else { return 1 }
+        let exporter = Exporter(store: store)
+        var jobs: [(key: String, dest: String)] = []
+        if all {
+            guard let st = FileSystem.status(p[0]), (st.st_mode & S_IFMT) == S_IFDIR else {
+                console.error("folder '\(p[0])' does not exist; create it first")
+                return 1
+            }
+            do {
+                var used = Set<String>()
+                for e in try store.catalog.allEntries() where e.isComplete {
+                    var name = Exporter.fileName(for: e.latestURL, key: e.key, contentType: e.contentType)
+                    if used.contains(name) {
+                        let ext = (name as NSString).pathExtension
+                        name = (name as NSString).deletingPathExtension + "-" + e.key.prefix(8) + (ext.isEmpty ? "" : "." + ext)
+                    }
+                    used.insert(name)
+                    jobs.append((e.key, (p[0] as NSString).appendingPathComponent(name)))
+                }
+            } catch {
+                console.error("cannot list \(store.directory): \(error)")
+                return 1
+            }
+        } else {
+            guard let key = EntryLookup.key(for: p[0], store: store) else {
+                console.error("not in the cache: \(p[0]); see 'vcache ls'")
+                return 1
+            }
+            jobs.append((key, p[1]))
+        }
+        var failed = 0
+        for job in jobs {
+            do {
+                let done = try exporter.export(key: job.key, to: job.dest, force: args.flag("force"), link: args.flag("link"))
+                if args.flag("json") {
+                    console.out(JSONLines.encode(["path": done.path, "bytes": done.bytes, "linked": done.linked, "key": job.key]) + "\n")
+                } else {
+                    let how = done.linked ? "linked (it shares the cache's inode: do not modify it in place)" : "exported"
+                    console.out("\(how) \(done.path) (\(Units.formatSize(done.bytes)))\n")
+                }
+            } catch {
+                failed += 1
+                console.error("cannot export to '\(job.dest)': \(error)")
+            }
+        }
+        if all && jobs.isEmpty { console.out("no complete entries to export\n") }
+        return failed == 0 ? 0 : 1
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import VCacheCore
+
+/// `vcache verify [URL|KEY...]`: is every claimed byte there and right?
+enum VerifyCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "verify",
+        abstract: "check the catalog, the data files, checksums and MP4 structure",
+        usage: "verify [URL|KEY...] [--origin] [--fix] [--json]",
+        discussion: """
+        Checks every entry (or those named): its ranges are sane, data holds every claimed byte,
+        a complete entry matches the SHA-256 stored at completion and walks cleanly as MP4, and the
+        catalog passes SQLite's integrity check. Exit 0 when all is well, 1 when a problem was
+        found (even if fixed), so cron can alert.
+        """,
+        options: [
+            .flag("origin", "also ask each origin whether the video changed (one-byte ranged GET)"),
+            .flag("fix", "drop what is wrong so the cache is true again, and say what was dropped"),
+            .flag("json", "one JSON object per entry, then a summary"),
+        ],
+        minPositionals: 0, maxPositionals: nil)
+
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        let dir = CacheLocation.resolve(explicit: args.value("cache-dir"))
+        let fix = args.flag("fix")
+        var catalogNote: String?
+        var store: CacheStore
+        do {
+            store = try CacheStore(directory: dir)
+            if let problem = try store.catalog.integrityProblem() {
+                throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: problem)
+            }
+        } catch CacheStore.OpenError.corruptCatalog(let path, let reason) {
+            guard fix else {
+                console.error("the catalog '\(path)' is corrupt (\(reason)); 'vcache verify --fix' sets it aside and starts a new one")
+                return 1
+            }
+            do {
+                let aside = try CacheStore.setAsideCorruptCatalog(directory: dir)
+                store = try CacheStore(directory: dir)
+                catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)', started a new empty one and removed the data files it described"
+            } catch {
+                console.error("cannot set the corrupt catalog aside: \(error)")
+                return 1
+            }
+        } catch {
+            console.error("\(error)")
+            return 1
+        }
+        var keys: [String]?
+        if !args.positionals.isEmpty {
+            switch EntryLookup.keys(for: args.positionals, store: store) {
+            case .success(let k): keys = k
+            case .failure(let e): console.error(e.message); return 1
+            }
+        }
+        var options = Verifier.Options()
+        options.fix = fix
+        options.checkOrigin = args.flag("origin")
+        let reports: [Verifier.EntryReport]
+        var orphans: [String] = []
+        do {
+            reports = try Verifier(store: store).verify(keys: keys, options: options)
+            if fix && keys == nil { orphans = try Evictor(store: store).sweepOrphans() }
+        } catch {
+            console.error("cannot verify \(dir): \(error)")
+            return 1
+        }
+        let bad = reports.filter { $0.state == .problem || $0.state == .fixed }
+        if args.flag("json") {
+            for r in reports {
+                console.out(JSONLines.encode(["key": r.key, "url": r.url, "state": r.state.rawValue, "problems": r.problems, "actions": r.actions]) + "\n")
+            }
+            var summary: [String: Any] = ["event": "summary", "entries": reports.count, "problems": bad.count,
+                                          "fixed": reports.filter { $0.state == .fixed }.count, "orphans_removed": orphans.count]
+            if let catalogNote { summary["catalog"] = catalogNote }
+            console.out(JSONLines.encode(summary) + "\n")
+        } else {
+            if let catalogNote { console.out(catalogNote + "\n") }
+            if !reports.isEmpty {
+                var rows = [["STATE", "URL", "DETAIL"]]
+                for r in reports {
+                    let detail = (r.problems + r.actions.map { "-> " + $0 }).joined(separator: "; ")
+                    rows.append([r.state.rawValue, r.url, detail.isEmpty ? "" : detail])
+                }
+                console.out(Table.render(rows))
+            }
+            if !orphans.isEmpty { console.out("removed \(orphans.count) orphan \(orphans.count == 1 ? "folder" : "folders") with no catalog row\n") }
+            let fixedCount = reports.filter { $0.state == .fixed }.count
+            console.out("\(reports.count) \(reports.count == 1 ? "entry" : "entries") checked, \(bad.count) with problems" + (fix ? ", \(fixedCount) fixed" : "") + "\n")
+        }
+        return bad.isEmpty && catalogNote == nil && orphans.isEmpty ? 0 : 1
+    }
+}
