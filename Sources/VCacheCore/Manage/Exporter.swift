@@ -115,8 +115,7 @@ public struct Exporter {
     /// characters or leading dots, at most 200 bytes with the extension kept; the key when
     /// nothing usable is left.
     public static func fileName(for url: String, key: String, contentType: String? = nil) -> String {
-        let path = URL(string: url)?.path ?? ""
-        let rawLast = URLComponents(string: url)?.percentEncodedPath.split(separator: "/").last.map(String.init) ?? (path as NSString).lastPathComponent
+        let rawLast = URLComponents(string: url)?.percentEncodedPath.split(separator: "/").last.map(String.init) ?? ""
         var name = (rawLast.removingPercentEncoding ?? rawLast)
         name = String(name.unicodeScalars.map { s -> Character in
             if s == "/" || s == "\\" || s.value < 0x20 || s.value == 0x7f || s == ":" { return "_" }

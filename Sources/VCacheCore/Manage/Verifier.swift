@@ -160,11 +160,16 @@ public struct Verifier {
         return backed
     }
 
+    /// An ISO BMFF file starts with a known top-level box (`ftyp` for MP4; old QuickTime files
+    /// may start with `wide`, `moov` or `mdat`). A content type alone is not proof.
     private func looksLikeMP4(_ e: CacheEntry, _ data: RawFile) -> Bool {
-        if let t = e.contentType?.lowercased(), t.contains("mp4") || t.contains("quicktime") { return true }
         var head = [UInt8](repeating: 0, count: 8)
         let n = (try? head.withUnsafeMutableBytes { try data.read(into: $0, fromAbsoluteOffset: 0) }) ?? 0
-        return n == 8 && String(decoding: head[4..<8], as: UTF8.self) == "ftyp"
+        guard n == 8 else { return false }
+        let type = String(decoding: head[4..<8], as: UTF8.self)
+        if type == "ftyp" { return true }
+        let typed = e.contentType.map { $0.lowercased().contains("mp4") || $0.lowercased().contains("quicktime") } ?? false
+        return typed && ["moov", "mdat", "wide", "free", "skip", "moof", "styp"].contains(type)
     }
 
     private func checkOrigin(_ e: CacheEntry, _ answer: OriginProbe.Answer, into report: inout EntryReport) {
