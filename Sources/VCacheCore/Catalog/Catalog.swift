@@ -46,6 +46,9 @@ public final class Catalog: Sendable {
     ]
 
     private func migrate() throws {
+        // A read first: an up-to-date catalog needs no write lock, so `ls` works while another
+        // process holds one.
+        if try database.read({ try $0.userVersion }) == Self.migrations.count { return }
         try database.write { c in
             let version = try c.userVersion
             guard version <= Self.migrations.count else {

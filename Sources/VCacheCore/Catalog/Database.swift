@@ -17,7 +17,7 @@ public struct DatabaseError: Error, Equatable, CustomStringConvertible, Sendable
     public var isCorrupt: Bool { code & 0xff == SQLITE_CORRUPT || code & 0xff == SQLITE_NOTADB }
 
     public var description: String {
-        if isBusy { return "the catalog stayed locked by another vcache process for too long (\(context))" }
+        if isBusy { return "the catalog stayed locked by another process for too long; try again later, or raise VCACHE_CATALOG_TIMEOUT (seconds)" }
         return "catalog error during \(context): \(message) (SQLite code \(code))"
     }
 }
@@ -30,10 +30,19 @@ public final class Database: Sendable {
     // Only touched while `lock` is held; see the class comment.
     nonisolated(unsafe) private let connection: Connection
     public let path: String
+    /// How long a write waits for another process's transaction before giving up.
+    public let busyTimeout: Duration
+
+    /// 30 s, or `$VCACHE_CATALOG_TIMEOUT` seconds.
+    public static var defaultBusyTimeout: Duration {
+        let env = ProcessInfo.processInfo.environment["VCACHE_CATALOG_TIMEOUT"].flatMap(Double.init)
+        return .milliseconds(Int64((env.map { max(0.1, $0) } ?? 30) * 1000))
+    }
 
     /// Opens (creating) the database in WAL mode with a busy timeout, so concurrent vcache
     /// processes wait for each other instead of failing at once.
-    public init(path: String, busyTimeout: Duration = .seconds(30)) throws {
+    public init(path: String, busyTimeout: Duration = Database.defaultBusyTimeout) throws {
+        self.busyTimeout = busyTimeout
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nil)
         guard rc == SQLITE_OK, let handle else {
@@ -43,7 +52,7 @@ public final class Database: Sendable {
         }
         self.path = path
         connection = Connection(handle)
-        let ms = Int32(busyTimeout.components.seconds * 1000)
+        let ms = Int32(busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000)
         sqlite3_busy_timeout(handle, ms)
         // Switching a new database to WAL needs an exclusive lock and answers SQLITE_BUSY at once
         // (without the busy handler) while another process is creating the same catalog: retry.
@@ -75,7 +84,7 @@ public final class Database: Sendable {
         try lock.withLock { _ in
             // BEGIN IMMEDIATE waits in the busy handler; a rare immediate BUSY (lock upgrade
             // deadlock avoidance, WAL recovery) is retried here.
-            try Self.retryingBusy(for: .seconds(30)) { try connection.execute("BEGIN IMMEDIATE") }
+            try Self.retryingBusy(for: busyTimeout) { try connection.execute("BEGIN IMMEDIATE") }
             do {
                 let result = try body(connection)
                 try connection.execute("COMMIT")

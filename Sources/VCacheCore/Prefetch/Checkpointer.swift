@@ -21,6 +21,8 @@ final class Checkpointer: @unchecked Sendable {
     private struct State {
         var committed: RangeSet
         var inFlight = RangeSet()
+        /// Bytes this run added to the catalog (what `fetched` reports: downloaded and stored).
+        var added: Int64 = 0
         var error: PrefetchError?
     }
     private let state: Mutex<State>
@@ -48,6 +50,8 @@ final class Checkpointer: @unchecked Sendable {
 
     var firstError: PrefetchError? { state.withLock { $0.error } }
 
+    var addedBytes: Int64 { state.withLock { $0.added } }
+
     /// Hands `batch` (bytes already pwritten) to the queue, to be committed with `validators`.
     func submit(_ batch: RangeSet, validators: Validators, contentType: String?) {
         state.withLock { $0.inFlight.formUnion(batch) }
@@ -67,6 +71,7 @@ final class Checkpointer: @unchecked Sendable {
             update.sha256 = sha256
             let all = try catalog.commit(update)
             state.withLock { s in
+                s.added += max(0, all.count - s.committed.count)
                 s.committed = all
                 for r in batch.ranges { s.inFlight.remove(r) }
             }

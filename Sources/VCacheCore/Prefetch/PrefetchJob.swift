@@ -279,7 +279,7 @@ final class PrefetchJob: TransferDelegate {
         var requested: Int64?
         if let length = validators.length { requested = targetRanges(length: length).count }
         result = PrefetchResult(
-            url: item.url, key: key, length: validators.length, fetchedBytes: fetched,
+            url: item.url, key: key, length: validators.length, fetchedBytes: checkpointer?.addedBytes ?? 0,
             alreadyCachedBytes: alreadyCached ?? 0, requestedBytes: requested, complete: wasComplete,
             elapsed: Self.seconds(ContinuousClock.now - startTime), error: error)
         data?.close()

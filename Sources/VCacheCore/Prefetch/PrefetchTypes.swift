@@ -84,7 +84,8 @@ public struct PrefetchResult: Equatable, Sendable {
     public var url: String
     public var key: String
     public var length: Int64?
-    /// Bytes downloaded and stored by this run.
+    /// Bytes this run downloaded and stored in the catalog (a byte that arrived but could not be
+    /// committed, or a cached byte fetched again as part of a coalesced request, is not counted).
     public var fetchedBytes: Int64
     /// Requested bytes that were already cached when the entry was first locked.
     public var alreadyCachedBytes: Int64

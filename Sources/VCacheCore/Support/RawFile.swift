@@ -25,6 +25,9 @@ public struct RawFile: Sendable {
 
     /// pwrite(2) of the whole buffer at an absolute offset; short writes continue.
     public func write(_ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64) throws {
+        #if DEBUG
+        if let e = TestSeam.injectedWriteError(path: path, count: buffer.count) { throw SystemError("write", path: path, errno: e) }
+        #endif
         var done = 0
         while done < buffer.count {
             let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
@@ -152,3 +155,20 @@ public enum FileSystem {
     return Darwin.close(fd)
     #endif
 }
+
+#if DEBUG
+import Synchronization
+
+/// Debug builds only: lets end-to-end tests make `data` writes fail as a full disk would.
+/// `VCACHE_TEST_ENOSPC_AFTER=N`: writes to files named `data` fail with ENOSPC once N bytes went.
+enum TestSeam {
+    private static let limit: Int64? = ProcessInfo.processInfo.environment["VCACHE_TEST_ENOSPC_AFTER"].flatMap(Int64.init)
+    private static let written = Atomic<Int64>(0)
+
+    static func injectedWriteError(path: String, count: Int) -> Int32? {
+        guard let limit, path.hasSuffix("/data") else { return nil }
+        let before = written.add(Int64(count), ordering: .relaxed).oldValue
+        return before + Int64(count) > limit ? ENOSPC : nil
+    }
+}
+#endif

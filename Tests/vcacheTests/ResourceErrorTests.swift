@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// A full disk and a catalog held by another process: one clear line, exit 1, nothing false claimed.
+@Suite struct ResourceErrorTests {
+    let dir = TempDirectory("vcache-resource")
+    var cache: String { dir.file("cache") }
+
+    @Test func aFullDiskIsOneLineAndOnlyWhatWasWrittenIsClaimed() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(2 << 20, seed: 12)
+        origin.setResource("/full.mp4", .init(body: body))
+        let url = origin.url("/full.mp4")
+        // The debug build's test seam: writes to `data` fail with ENOSPC after 500000 bytes.
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache, environment: ["VCACHE_TEST_ENOSPC_AFTER": "500000"])
+        #expect(r.status == 1)
+        let key = CacheKeyRules().key(for: URL(string: url)!)
+        let data = "\(cache)/entries/\(key.prefix(2))/\(key)/data"
+        #expect(r.stderr.hasPrefix("vcache: cannot prefetch \(url): cannot write '\(data)': No space left on device; free space or lower the cache size with 'vcache evict'\n"))
+        #expect(origin.requests("/full.mp4").count == 1)  // a full disk is not retried
+        let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
+        #expect(claims.mismatch == nil)
+        #expect(claims.claimed <= 500_000)
+        #expect(claims.claimed > 0)
+    }
+
+    @Test func aCatalogLockedTooLongIsReportedWhileReadersCarryOn() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/l.mp4", .init(body: TestBytes.make(100_000, seed: 2)))
+        #expect(try VCacheBinary.run(["ls"], cacheDir: cache).status == 0)
+
+        // Another process holds the catalog's write lock (the sqlite3 CLI in a transaction).
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        holder.arguments = [cache + "/catalog.db"]
+        let input = Pipe(), output = Pipe()
+        holder.standardInput = input
+        holder.standardOutput = output
+        try holder.run()
+        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nINSERT INTO config VALUES ('held', 'yes');\nSELECT 'locked';\n".utf8))
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("locked") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += chunk
+        }
+        #expect(String(decoding: seen, as: UTF8.self).contains("locked"))
+
+        let env = ["VCACHE_CATALOG_TIMEOUT": "1"]
+        let blocked = try VCacheBinary.run(["prefetch", origin.url("/l.mp4")], cacheDir: cache, environment: env)
+        let reader = try VCacheBinary.run(["ls"], cacheDir: cache, environment: env)
+        input.fileHandleForWriting.write(Data("ROLLBACK;\n.quit\n".utf8))
+        try input.fileHandleForWriting.close()
+        holder.waitUntilExit()
+
+        #expect(blocked.status == 1)
+        #expect(blocked.stderr.hasPrefix("vcache: cannot prefetch \(origin.url("/l.mp4")): the catalog stayed locked by another process for too long; try again later, or raise VCACHE_CATALOG_TIMEOUT (seconds)\n"))
+        #expect(blocked.stderr.hasSuffix("0 done, 1 failed; nothing fetched\n") || blocked.stderr.contains("fetched 0 B"))
+        #expect(reader.status == 0)
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/l.mp4")) == nil)
+        // Once the lock is gone the same command works.
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/l.mp4")], cacheDir: cache).status == 0)
+    }
+}
