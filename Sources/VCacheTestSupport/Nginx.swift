@@ -127,7 +127,7 @@ public final class Nginx: @unchecked Sendable {
     }
 
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Sockets.stream, 0)
         defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
@@ -143,7 +143,7 @@ public final class Nginx: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             guard process.isRunning else { return false }
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_INET, Sockets.stream, 0)
             var addr = sockaddr_in()
             addr.sin_family = sa_family_t(AF_INET)
             addr.sin_addr.s_addr = inet_addr("127.0.0.1")

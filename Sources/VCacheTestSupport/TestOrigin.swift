@@ -65,7 +65,7 @@ public final class TestOrigin: Sendable {
     public let port: Int
 
     public init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Sockets.stream, 0)
         guard fd >= 0 else { throw SystemError("create socket", path: "127.0.0.1", errno: errno) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -311,7 +311,7 @@ public final class TestOrigin: Sendable {
     private func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) -> Bool {
         var done = 0
         while done < raw.count {
-            let n = Glibc.send(fd, raw.baseAddress! + done, raw.count - done, Int32(MSG_NOSIGNAL))
+            let n = Sockets.send(fd, raw.baseAddress! + done, raw.count - done)
             if n < 0 { if errno == EINTR { continue }; return false }
             done += n
         }

@@ -13,7 +13,7 @@ public enum VCacheBinary {
     /// `$VCACHE_BIN`, else `vcache` next to the test bundle (SwiftPM's build folder).
     public static var path: String {
         if let p = ProcessInfo.processInfo.environment["VCACHE_BIN"], !p.isEmpty { return p }
-        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let exe = URL(fileURLWithPath: Sockets.executablePath)
         var dir = exe.deletingLastPathComponent()
         // macOS: .../debug/vcachePackageTests.xctest/Contents/MacOS/vcachePackageTests
         while dir.path != "/" && !FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent("vcache").path) {
