@@ -90,6 +90,11 @@ public final class TestOrigin: Sendable {
     public func setResource(_ path: String, _ resource: Resource) { state.withLock { $0.resources[path] = resource } }
     public func setFaults(_ path: String, _ faults: Faults) { state.withLock { $0.faults[path] = faults } }
 
+    /// Serves `path` at about `bytesPerSecond` (nil: full speed again), keeping its other faults.
+    public func throttle(_ path: String, to bytesPerSecond: Int?) {
+        state.withLock { $0.faults[path, default: Faults()].bytesPerSecond = bytesPerSecond }
+    }
+
     /// Body bytes sent for `path`, counting repeats.
     public func servedBytes(_ path: String) -> Int { state.withLock { $0.servedTotal[path] ?? 0 } }
 

@@ -133,13 +133,11 @@ import VCacheTestSupport
     @Test func twoOverlappingRunsNeverServeAByteTwiceForTheSameEntry() throws {
         let origin = try TestOrigin()
         var bodies: [String: Data] = [:]
-        var throttled = TestOrigin.Faults()
-        throttled.bytesPerSecond = 4 << 20
         for i in 0..<10 {
             let body = TestBytes.make(1 << 20, seed: UInt64(300 + i))
             bodies["/o\(i).mp4"] = body
             origin.setResource("/o\(i).mp4", .init(body: body, etag: "\"o\(i)\""))
-            origin.setFaults("/o\(i).mp4", throttled)
+            origin.throttle("/o\(i).mp4", to: 4 << 20)
         }
         let a = try dir.write("a.txt", Data((0..<7).map { origin.url("/o\($0).mp4") }.joined(separator: "\n").utf8))
         let b = try dir.write("b.txt", Data((3..<10).reversed().map { origin.url("/o\($0).mp4") }.joined(separator: "\n").utf8))
@@ -158,9 +156,7 @@ import VCacheTestSupport
     @Test func noWaitSkipsAnEntryAnotherProcessIsWriting() throws {
         let origin = try TestOrigin()
         origin.setResource("/w.mp4", .init(body: TestBytes.make(4 << 20, seed: 1)))
-        var throttled = TestOrigin.Faults()
-        throttled.bytesPerSecond = 2 << 20
-        origin.setFaults("/w.mp4", throttled)
+        origin.throttle("/w.mp4", to: 2 << 20)
         let writer = try VCacheBinary.start(["prefetch", "-q", origin.url("/w.mp4")], cacheDir: cache)
         #expect(origin.waitUntilServed("/w.mp4", atLeast: 256 << 10))
         let r = try VCacheBinary.run(["prefetch", "--no-wait", origin.url("/w.mp4")], cacheDir: cache)
@@ -219,9 +215,7 @@ import VCacheTestSupport
         let origin = try TestOrigin()
         let body = TestBytes.make(6 << 20, seed: 99)
         origin.setResource("/long.mp4", .init(body: body, etag: "\"l\""))
-        var throttled = TestOrigin.Faults()
-        throttled.bytesPerSecond = 2 << 20
-        origin.setFaults("/long.mp4", throttled)
+        origin.throttle("/long.mp4", to: 2 << 20)
         let url = origin.url("/long.mp4")
         let first = try VCacheBinary.run(["prefetch", url, "--max-time", "1s"], cacheDir: cache)
         #expect(first.status == 1)
@@ -229,7 +223,7 @@ import VCacheTestSupport
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil)
         #expect(claims.claimed > 0)
-        origin.setFaults("/long.mp4", TestOrigin.Faults())
+        origin.throttle("/long.mp4", to: nil)
         let second = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(second.status == 0)
         // Only what was in flight on the socket at the deadline is sent again, never a stored byte.

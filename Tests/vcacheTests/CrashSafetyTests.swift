@@ -13,9 +13,7 @@ import VCacheTestSupport
         let total = 64 << 20
         let body = TestBytes.make(total, seed: 64)
         origin.setResource("/big.mp4", .init(body: body, etag: "\"big\""))
-        var throttled = TestOrigin.Faults()
-        throttled.bytesPerSecond = 24 << 20
-        origin.setFaults("/big.mp4", throttled)
+        origin.throttle("/big.mp4", to: 24 << 20)
         let url = origin.url("/big.mp4")
 
         var kills = 0
@@ -37,7 +35,7 @@ import VCacheTestSupport
         }
         #expect(kills == 4)
 
-        origin.setFaults("/big.mp4", TestOrigin.Faults())
+        origin.throttle("/big.mp4", to: nil)
         let resume = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(resume.status == 0)
         let entry = try #require(try CacheInspector(directory: cache).entry(url))
@@ -52,9 +50,7 @@ import VCacheTestSupport
         let total = 16 << 20
         let body = TestBytes.make(total, seed: 5)
         origin.setResource("/i.mp4", .init(body: body, etag: "\"i\""))
-        var throttled = TestOrigin.Faults()
-        throttled.bytesPerSecond = 8 << 20
-        origin.setFaults("/i.mp4", throttled)
+        origin.throttle("/i.mp4", to: 8 << 20)
         let url = origin.url("/i.mp4")
 
         let running = try VCacheBinary.start(["prefetch", url], cacheDir: cache)
@@ -68,7 +64,7 @@ import VCacheTestSupport
         #expect(claims.mismatch == nil)
         #expect(claims.claimed >= 3 << 20)
 
-        origin.setFaults("/i.mp4", TestOrigin.Faults())
+        origin.throttle("/i.mp4", to: nil)
         let rerun = try VCacheBinary.run(["prefetch", url, "--json"], cacheDir: cache)
         #expect(rerun.status == 0)
         let done = rerun.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -80,9 +76,7 @@ import VCacheTestSupport
     @Test func sigtermExits143() throws {
         let origin = try TestOrigin()
         origin.setResource("/t.mp4", .init(body: TestBytes.make(8 << 20, seed: 9)))
-        var throttled = TestOrigin.Faults()
-        throttled.bytesPerSecond = 2 << 20
-        origin.setFaults("/t.mp4", throttled)
+        origin.throttle("/t.mp4", to: 2 << 20)
         let running = try VCacheBinary.start(["prefetch", origin.url("/t.mp4"), "-q"], cacheDir: cache)
         #expect(origin.waitUntilServed("/t.mp4", atLeast: 1 << 20))
         running.kill(SIGTERM)
@@ -94,9 +88,7 @@ import VCacheTestSupport
         let origin = try TestOrigin()
         let body = TestBytes.make(8 << 20, seed: 21)
         origin.setResource("/same.mp4", .init(body: body, etag: "\"s\""))
-        var throttled = TestOrigin.Faults()
-        throttled.bytesPerSecond = 16 << 20
-        origin.setFaults("/same.mp4", throttled)
+        origin.throttle("/same.mp4", to: 16 << 20)
         let url = origin.url("/same.mp4")
 
         let a = try VCacheBinary.start(["prefetch", url], cacheDir: cache)
