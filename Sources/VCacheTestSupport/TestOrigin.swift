@@ -233,6 +233,9 @@ public final class TestOrigin: Sendable {
         if let lm = resource.lastModified { common["Last-Modified"] = lm }
 
         var wantRange = range.flatMap { Self.parseRange($0, total: total) }
+        if let inm = headers["if-none-match"], inm == resource.etag {
+            return send(fd, status: 304, headers: common.merging(["Content-Length": "0"]) { a, _ in a }, body: nil, method: method, path: path, faults: Faults())
+        }
         if !faults.ignoreIfRange, let ifRange = headers["if-range"], ifRange != resource.etag && ifRange != resource.lastModified { wantRange = nil }
         if faults.ignoreRanges { wantRange = nil }
         if range != nil && wantRange == nil && !faults.ignoreRanges && headers["if-range"] == nil {

@@ -7,6 +7,9 @@ public struct VCacheRun: Sendable {
     public var stderr: String
     /// True when the process was killed by a signal (then `status` is the signal number).
     public var signalled: Bool
+
+    /// Killed by a signal, or died the way a Swift runtime trap does.
+    public var signalledOrCrashed: Bool { signalled || status == 132 || status == 133 || status == 134 || status == 139 }
 }
 
 public enum VCacheBinary {

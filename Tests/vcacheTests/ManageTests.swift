@@ -94,6 +94,29 @@ import VCacheTestSupport
         #expect(try vcache(["ls"]).stdout.contains("is empty"))
     }
 
+    @Test func aTruncatedCatalogIsReportedAndSetAsideNotACrash() throws {
+        let origin = try TestOrigin()
+        for i in 0..<40 {
+            origin.setResource("/t\(i).mp4", .init(body: TestBytes.make(2000, seed: UInt64(i))))
+        }
+        let list = try dir.write("t.txt", Data((0..<40).map { origin.url("/t\($0).mp4") }.joined(separator: "\n").utf8))
+        #expect(try vcache(["prefetch", "-q", "-i", list]).status == 0)
+        #expect(try vcache(["verify"]).status == 0)  // also checkpoints the WAL into catalog.db
+        let db = cache + "/catalog.db"
+        try? FileManager.default.removeItem(atPath: db + "-wal")
+        try? FileManager.default.removeItem(atPath: db + "-shm")
+        let size = try #require(FileSystem.status(db)).st_size
+        #expect(truncate(db, size / 2) == 0)
+        let found = try vcache(["verify"])
+        #expect(found.status == 1)
+        #expect(found.stderr.contains("is corrupt"))
+        #expect(!found.signalledOrCrashed)
+        let fixed = try vcache(["verify", "--fix"])
+        #expect(fixed.status == 1)
+        #expect(fixed.stdout.contains("moved it to"))
+        #expect(try vcache(["verify"]).status == 0)
+    }
+
     @Test func verifyOriginDetectsAChangedETagOnTheInProcessOrigin() throws {
         let origin = try TestOrigin()
         origin.setResource("/c.mp4", .init(body: TestBytes.make(50_000, seed: 1), etag: "\"one\""))
@@ -104,6 +127,7 @@ import VCacheTestSupport
         let r = try vcache(["verify", "--origin"])
         #expect(r.status == 1)
         #expect(r.stdout.contains("changed on the origin (ETag \"one\" -> \"two\")"))
+        #expect(origin.headers("/c.mp4").contains { $0["if-none-match"] == "\"one\"" })
         #expect(try vcache(["verify", "--origin", "--fix"]).status == 1)
         #expect(try CacheInspector(directory: cache).entry(origin.url("/c.mp4"))?.cachedBytes == 0)
     }

@@ -1,14 +1,17 @@
 import Foundation
 
-/// Asks origins which version of each video they serve now (`Range: bytes=0-0`, so one byte at
-/// most), for `verify --origin`. Runs the probes together on one fetch loop.
+/// Asks origins whether each video is still the version cached, for `verify --origin`: a
+/// conditional request (`If-None-Match` with the stored ETag, else `If-Modified-Since`) for one
+/// byte (`Range: bytes=0-0`). 304 means unchanged; otherwise the answer's validators are
+/// compared. Runs the probes together on one fetch loop.
 public enum OriginProbe {
     public enum Answer: Equatable, Sendable {
+        case unchanged
         case validators(Validators)
         case failed(String)
     }
 
-    public static func probe(_ urls: [String], options: RequestOptions = RequestOptions(), concurrency: Int = 8) -> [Answer] {
+    public static func probe(_ urls: [String], known: [Validators], options: RequestOptions = RequestOptions(), concurrency: Int = 8) -> [Answer] {
         let fetcher = Fetcher()
         var answers = [Answer?](repeating: nil, count: urls.count)
         var next = 0
@@ -25,8 +28,14 @@ public enum OriginProbe {
                     fetcher.after(0) { launch() }
                 }
                 probes.append(p)
+                var o = options
+                if let etag = known[i].etag {
+                    o.headers.append("If-None-Match: \(etag)")
+                } else if let lm = known[i].lastModified {
+                    o.headers.append("If-Modified-Since: \(lm)")
+                }
                 do {
-                    let t = try CurlTransfer(url: urls[i], range: "0-0", ifRange: nil, options: options)
+                    let t = try CurlTransfer(url: urls[i], range: "0-0", ifRange: nil, options: o)
                     t.delegate = p
                     fetcher.add(t)
                 } catch {
@@ -46,6 +55,8 @@ public enum OriginProbe {
 
         func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> Bool {
             switch head.status {
+            case 304:
+                answer = .unchanged
             case 206:
                 answer = .validators(Validators(length: head.contentRange?.complete, etag: head.etag, lastModified: head.lastModified))
             case 200:

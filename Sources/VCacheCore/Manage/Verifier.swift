@@ -48,7 +48,7 @@ public struct Verifier {
         }
         var originAnswers: [String: OriginProbe.Answer] = [:]
         if options.checkOrigin {
-            let answers = OriginProbe.probe(entries.map(\.latestURL), options: options.request)
+            let answers = OriginProbe.probe(entries.map(\.latestURL), known: entries.map(\.validators), options: options.request)
             for (e, a) in zip(entries, answers) { originAnswers[e.key] = a }
         }
         return entries.map { verifyEntry($0, origin: originAnswers[$0.key], fix: options.fix) }
@@ -174,6 +174,8 @@ public struct Verifier {
 
     private func checkOrigin(_ e: CacheEntry, _ answer: OriginProbe.Answer, into report: inout EntryReport) {
         switch answer {
+        case .unchanged:
+            break
         case .failed(let why):
             report.problems.append("origin check failed: \(why)")
         case .validators(let now):

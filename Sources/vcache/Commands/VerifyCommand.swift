@@ -27,8 +27,12 @@ enum VerifyCommand: VCacheCommand {
         var store: CacheStore
         do {
             store = try CacheStore(directory: dir)
-            if let problem = try store.catalog.integrityProblem() {
-                throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: problem)
+            do {
+                if let problem = try store.catalog.integrityProblem() {
+                    throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: problem)
+                }
+            } catch let e as DatabaseError where e.isCorrupt {
+                throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: e.message)
             }
         } catch CacheStore.OpenError.corruptCatalog(let path, let reason) {
             guard fix else {
