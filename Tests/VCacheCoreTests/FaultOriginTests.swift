@@ -125,6 +125,7 @@ import VCacheTestSupport
         #expect(cache.retries.isEmpty)
         #expect(origin.requests("/missing.mp4").count == 1)
         #expect(try cache.inspector.entry(origin.url("/missing.mp4")) == nil)  // no empty entry left behind
+        #expect(!FileSystem.exists(cache.store.entryDirectory(r.key)))        // nor an empty folder
     }
 
     @Test func aStalledBodyHitsTheTimeoutAndKeepsWhatArrived() throws {

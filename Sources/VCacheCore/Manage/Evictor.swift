@@ -11,7 +11,8 @@ import Foundation
 /// Invariant 5 (DESIGN.md): never an entry a writer holds (LOCK_EX on `lock` fails) or a reader
 /// uses (LOCK_EX on `data` fails), never a pinned one unless asked by name or with
 /// `includePinned`; catalog rows go first and files second, so a crash between leaves only
-/// orphan files, which `sweepOrphans` removes. Lock order: `lock`, then `data`, both non-blocking.
+/// orphan files, which `sweepOrphans` removes. Lock order: the entry folder (the writer's lock),
+/// then `data`, both non-blocking.
 public struct Evictor {
     public let store: CacheStore
 
@@ -95,13 +96,13 @@ public struct Evictor {
         return false
     }
 
-    /// LOCK_EX|LOCK_NB on `lock` then on `data` (each created if missing); nil when either is held.
+    /// LOCK_EX|LOCK_NB on the entry folder (the writer's lock) then on `data`; nil when either is held.
     private func takeLocks(_ key: String) throws -> [RawFile]? {
         var held: [RawFile] = []
         for path in [store.lockPath(key), store.dataPath(key)] {
             guard FileSystem.exists(store.entryDirectory(key)) else { return held }
             guard FileSystem.exists(path) else { continue }
-            let f = try RawFile.open(path, flags: O_RDWR)
+            let f = try RawFile.open(path, flags: path == store.lockPath(key) ? O_RDONLY | O_DIRECTORY : O_RDWR)
             guard try f.lock(exclusive: true, nonBlocking: true) else {
                 f.close()
                 held.forEach { $0.close() }
@@ -118,9 +119,7 @@ public struct Evictor {
         let freed = store.diskUsage(key: e.key)
         try store.catalog.removeEntry(key: e.key)
         // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.
-        unlink(store.dataPath(e.key))
-        unlink(store.lockPath(e.key))
-        rmdir(store.entryDirectory(e.key))
+        store.removeFiles(key: e.key)
         return .removed(freed)
     }
 
@@ -136,9 +135,7 @@ public struct Evictor {
                 guard key.count == 64, key.hasPrefix(fan), let locks = try? takeLocks(key) else { continue }
                 // Re-check under the locks: a writer may have committed its first checkpoint meanwhile.
                 if (try? store.catalog.entry(key: key)) ?? nil == nil {
-                    unlink(store.dataPath(key))
-                    unlink(store.lockPath(key))
-                    rmdir(store.entryDirectory(key))
+                    store.removeFiles(key: key)
                     removed.append(key)
                 }
                 locks.forEach { $0.close() }

@@ -23,6 +23,8 @@ final class Checkpointer: @unchecked Sendable {
         var inFlight = RangeSet()
         /// Bytes this run added to the catalog (what `fetched` reports: downloaded and stored).
         var added: Int64 = 0
+        /// Transactions committed by this run.
+        var commits = 0
         var error: PrefetchError?
     }
     private let state: Mutex<State>
@@ -52,6 +54,8 @@ final class Checkpointer: @unchecked Sendable {
 
     var addedBytes: Int64 { state.withLock { $0.added } }
 
+    var commitCount: Int { state.withLock { $0.commits } }
+
     /// Hands `batch` (bytes already pwritten) to the queue, to be committed with `validators`.
     func submit(_ batch: RangeSet, validators: Validators, contentType: String?) {
         state.withLock { $0.inFlight.formUnion(batch) }
@@ -72,6 +76,7 @@ final class Checkpointer: @unchecked Sendable {
             let all = try catalog.commit(update)
             state.withLock { s in
                 s.added += max(0, all.count - s.committed.count)
+                s.commits += 1
                 s.committed = all
                 for r in batch.ranges { s.inFlight.remove(r) }
             }

@@ -33,6 +33,7 @@ final class PrefetchJob: TransferDelegate {
 
     var validators = Validators(length: nil, etag: nil, lastModified: nil)
     var contentType: String?
+    var existedBefore = false
     var wasComplete = false
     /// Written to `data` but not yet handed to the checkpointer.
     var pending = RangeSet()
@@ -102,6 +103,7 @@ final class PrefetchJob: TransferDelegate {
             self.data = data
             // Read only now, under the lock: another writer may have filled it meanwhile.
             let entry = try store.catalog.entry(key: key)
+            existedBefore = entry != nil
             validators = entry?.validators ?? validators
             contentType = entry?.contentType
             wasComplete = entry?.isComplete ?? false
@@ -266,6 +268,9 @@ final class PrefetchJob: TransferDelegate {
                 return .failed((error as? SystemError).map(PrefetchError.disk) ?? .catalog("\(error)"))
             }
         }
+        // Nothing new to record and this run already committed (so last use and the URL are
+        // current): skip the transaction. A run that fetched nothing still commits, as its "use".
+        if batch.isEmpty && digest == nil && checkpointer.commitCount > 0 { return .partial }
         guard checkpointer.commitNow(batch, validators: validators, contentType: contentType, sha256: digest) else {
             return .failed(checkpointer.firstError ?? .catalog("the catalog commit failed"))
         }
@@ -284,6 +289,10 @@ final class PrefetchJob: TransferDelegate {
             elapsed: Self.seconds(ContinuousClock.now - startTime), error: error)
         data?.close()
         data = nil
+        if lock != nil && !existedBefore && (checkpointer?.commitCount ?? 0) == 0 {
+            // A first fetch that stored nothing (a 404, say) leaves no folder behind.
+            store.removeFiles(key: key)
+        }
         lock?.release()
         lock = nil
         emit(.finished(result!))
