@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+@testable import VCacheCore
+import VCacheTestSupport
+
+@Suite struct CatalogTests {
+    let dir = TempDirectory("vcache-catalog")
+
+    func update(_ key: String, _ ranges: [ByteRange], sha: String? = nil) -> Catalog.Update {
+        var u = Catalog.Update(key: key, url: "http://h/\(key)", validators: Validators(length: 1000, etag: "\"e\"", lastModified: nil))
+        u.added = RangeSet(ranges)
+        u.sha256 = sha
+        return u
+    }
+
+    @Test func commitsMergeRangesAndCreateTheEntryOnce() throws {
+        let c = try Catalog(path: dir.file("c.db"))
+        try c.commit(update("k", [ByteRange(0, 100)]))
+        let all = try c.commit(update("k", [ByteRange(100, 200), ByteRange(500, 600)]))
+        #expect(all.ranges == [ByteRange(0, 200), ByteRange(500, 600)])
+        let e = try #require(try c.entry(key: "k"))
+        #expect(e.cachedBytes == 300)
+        #expect(e.length == 1000)
+        #expect(e.etag == "\"e\"")
+        #expect(try c.storedRanges(key: "k").map { [$0.start, $0.end] } == [[0, 200], [500, 600]])
+        #expect(try c.allEntries().count == 1)
+    }
+
+    @Test func invalidationDropsRangesCompletionAndDigest() throws {
+        let c = try Catalog(path: dir.file("c.db"))
+        try c.commit(update("k", [ByteRange(0, 1000)], sha: "abc"))
+        #expect(try c.entry(key: "k")?.isComplete == true)
+        try c.invalidate(key: "k", validators: Validators(length: 2000, etag: "\"f\"", lastModified: nil))
+        let e = try #require(try c.entry(key: "k"))
+        #expect(e.ranges.isEmpty)
+        #expect(e.cachedBytes == 0)
+        #expect(!e.isComplete)
+        #expect(e.sha256 == nil)
+        #expect(e.length == 2000)
+    }
+
+    @Test func aNewerSchemaIsRefusedWithAClearMessage() throws {
+        let path = dir.file("new.db")
+        _ = try Catalog(path: path)
+        let db = try Database(path: path)
+        try db.write { try $0.execute("PRAGMA user_version = 99") }
+        #expect(throws: DatabaseError.self) { try Catalog(path: path) }
+        do { _ = try Catalog(path: path) } catch let e as DatabaseError {
+            #expect(e.message.contains("newer than this vcache understands"))
+        }
+    }
+
+    @Test func configValuesAreSetReadAndUnset() throws {
+        let c = try Catalog(path: dir.file("c.db"))
+        #expect(try c.config("max-size") == nil)
+        try c.setConfig("max-size", "20G")
+        #expect(try c.config("max-size") == "20G")
+        try c.setConfig("max-size", nil)
+        #expect(try c.config("max-size") == nil)
+    }
+
+    @Test func keyRulesStripTokensAndNormaliseTheURL() {
+        let plain = CacheKeyRules()
+        #expect(plain.normalise(URL(string: "HTTP://Example.COM:80/v.mp4#t=3")!) == "http://example.com/v.mp4")
+        let strip = CacheKeyRules(stripParameters: ["token"])
+        #expect(strip.key(for: URL(string: "https://cdn/v.mp4?token=a&q=1")!) == strip.key(for: URL(string: "https://cdn/v.mp4?q=1&token=b")!))
+        #expect(strip.normalise(URL(string: "https://cdn/v.mp4?token=a&q=1")!) == "https://cdn/v.mp4?q=1")
+        let ignore = CacheKeyRules(ignoreQuery: true)
+        #expect(ignore.key(for: URL(string: "https://cdn/v.mp4?x=1")!) == ignore.key(for: URL(string: "https://cdn/v.mp4")!))
+        #expect(plain.key(for: URL(string: "https://cdn/v.mp4?x=1")!) != plain.key(for: URL(string: "https://cdn/v.mp4")!))
+    }
+}
