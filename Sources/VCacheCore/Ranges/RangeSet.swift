@@ -30,6 +30,21 @@ public struct RangeSet: Hashable, Sendable, CustomStringConvertible {
 
     public mutating func insert(_ r: ByteRange) {
         guard !r.isEmpty else { return }
+        // Fast paths for the streaming case (each write extends the last range): no search, no
+        // allocation. Every other range ends before `last.lowerBound`, so `r` cannot touch them.
+        if let last = ranges.last {
+            if r.lowerBound >= last.lowerBound && r.lowerBound <= last.upperBound {
+                ranges[ranges.count - 1].upperBound = max(last.upperBound, r.upperBound)
+                return
+            }
+            if r.lowerBound > last.upperBound {
+                ranges.append(r)
+                return
+            }
+        } else {
+            ranges.append(r)
+            return
+        }
         var lower = r.lowerBound, upper = r.upperBound
         let start = firstIndex(endingAtOrAfter: lower)
         var end = start
