@@ -90,8 +90,31 @@ import VCacheTestSupport
         let r = cache.prefetch(origin.url("/v.mp4"))
         #expect(r.error == nil)
         #expect(r.complete)
+        #expect(cache.changes == 0)  // the same strong ETag: the origin just ignores ranges
         #expect(try cache.inspector.entry(origin.url("/v.mp4"))?.sha256 == TestBytes.sha256(body))
         #expect(try cache.inspector.dataSHA256(origin.url("/v.mp4")) == TestBytes.sha256(body))
+    }
+
+    @Test func a200WithoutAStrongETagDropsTheOldBytesFirst() throws {
+        origin.setResource("/w.mp4", .init(body: body, etag: "W/\"weak\""))
+        let cache = try TestCache()
+        #expect(cache.prefetch(origin.url("/w.mp4"), [.head(1 << 20)]).error == nil)
+        var faults = TestOrigin.Faults()
+        faults.ignoreRanges = true
+        origin.setFaults("/w.mp4", faults)
+        let r = cache.prefetch(origin.url("/w.mp4"))
+        #expect(r.error == nil)
+        #expect(cache.changes == 1)  // a weak ETag proves nothing: the cached head was dropped
+        #expect(try cache.inspector.entry(origin.url("/w.mp4"))?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test func anEmptyVideoCompletesWithTheEmptyDigest() throws {
+        origin.setResource("/empty.mp4", .init(body: Data(), etag: "\"e\""))
+        let cache = try TestCache()
+        let r = cache.prefetch(origin.url("/empty.mp4"))
+        #expect(r.error == nil)
+        #expect(r.complete)
+        #expect(try cache.inspector.entry(origin.url("/empty.mp4"))?.sha256 == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 
     @Test func a200ToAHeadRequestStoresOnlyWhatWasAskedFor() throws {

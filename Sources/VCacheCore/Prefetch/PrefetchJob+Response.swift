@@ -56,10 +56,12 @@ extension PrefetchJob {
     }
 
     /// A 200 to a ranged request: the video changed (If-Range failed) or the origin ignores
-    /// ranges. Either way the body is the current video from byte 0, and old bytes must go.
+    /// ranges. Either way the body is the current video from byte 0. Old bytes stay only when
+    /// the same strong ETag proves it is the same video (an origin that ignores ranges).
     private func acceptWhole(_ head: ResponseHead) -> Bool {
         let new = Validators(length: head.contentLength, etag: head.etag, lastModified: head.lastModified)
-        guard applyValidators(new, contentType: head.contentType, force: true) else { return false }
+        let sameStrongETag = new.etag != nil && new.etag == validators.etag && !(new.etag!.hasPrefix("W/"))
+        guard applyValidators(new, contentType: head.contentType, force: !sameStrongETag) else { return false }
         var limit: Int64?
         if let length = validators.length {
             limit = missing(length: length).map(\.upperBound).max() ?? 0
