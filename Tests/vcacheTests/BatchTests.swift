@@ -66,6 +66,16 @@ import VCacheTestSupport
         #expect(try inspector.entry(good[2])?.isComplete == true)
     }
 
+    @Test func anEmptyListIsNothingToDoNotAnError() throws {
+        let list = try dir.write("empty.txt", Data("# nothing tonight\n\n".utf8))
+        let r = try VCacheBinary.run(["prefetch", "-i", list], cacheDir: cache)
+        #expect(r.status == 0)
+        #expect(r.stderr == "no URLs in \(list); nothing to do\n")
+        let missing = try VCacheBinary.run(["prefetch", "-i", dir.file("nope.txt")], cacheDir: cache)
+        #expect(missing.status == 2)
+        #expect(missing.stderr == "vcache: cannot read URL list '\(dir.file("nope.txt"))': no such file or not readable\n")
+    }
+
     @Test func jsonSummaryNamesEachFailureWithItsReason() throws {
         let origin = try TestOrigin()
         origin.setResource("/a.mp4", .init(body: TestBytes.make(10_000)))

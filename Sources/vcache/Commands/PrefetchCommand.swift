@@ -61,6 +61,11 @@ enum PrefetchCommand: VCacheCommand {
                 inputErrors = errors
             }
             guard !list.isEmpty || !inputErrors.isEmpty else {
+                if let input = args.value("input") {
+                    // An empty list is a quiet night for cron, not a usage error.
+                    if !args.flag("quiet") { console.err("no URLs in \(input == "-" ? "stdin" : input); nothing to do\n") }
+                    return 0
+                }
                 throw UsageError("'prefetch' needs a URL (or -i FILE); usage: vcache \(spec.usage)")
             }
             items = list
