@@ -111,7 +111,9 @@ enum Table {
                 let pad = String(repeating: " ", count: widths[i] - c.count)
                 cells.append(rightAligned.contains(i) ? pad + c : c + pad)
             }
-            out += cells.joined(separator: "  ") + "\n"
+            var line = cells.joined(separator: "  ")
+            while line.last == " " { line.removeLast() }
+            out += line + "\n"
         }
         return out
     }
