@@ -42,16 +42,13 @@ public final class Fetcher {
     private let limiter: RateLimiter?
 
     /// `maxRate`: bytes per second for all transfers together (nil: unlimited).
-    public init(stopFlag: StopFlag = StopFlag(), maxRate: Int64? = nil, maxConnectionsPerHost: Int = 0) {
+    public init(stopFlag: StopFlag = StopFlag(), maxRate: Int64? = nil) {
         limiter = maxRate.map { RateLimiter(bytesPerSecond: $0) }
         _ = Self.globalInit
         // curl_multi_init fails only on allocation failure.
         multi = curl_multi_init()!
         self.stopFlag = stopFlag
         stopFlag.attach(multi)
-        if maxConnectionsPerHost > 0 {
-            vc_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
-        }
     }
 
     deinit {
@@ -78,8 +75,6 @@ public final class Fetcher {
         guard active.removeValue(forKey: transfer.easy) != nil else { return }
         curl_multi_remove_handle(multi, transfer.easy)
     }
-
-    public var activeCount: Int { active.count }
 
     /// Runs `action` on the loop thread after `seconds`.
     public func after(_ seconds: Double, _ action: @escaping () -> Void) {

@@ -82,8 +82,6 @@ public struct RangeSet: Hashable, Sendable, CustomStringConvertible {
         return i < ranges.count && ranges[i].lowerBound <= r.lowerBound && ranges[i].upperBound >= r.upperBound
     }
 
-    public func contains(offset: Int64) -> Bool { contains(ByteRange(offset, offset + 1)) }
-
     /// The parts of `r` not in the set, in order: what a fetch still has to get.
     public func missing(in r: ByteRange) -> [ByteRange] {
         var gaps: [ByteRange] = []
@@ -112,13 +110,6 @@ public struct RangeSet: Hashable, Sendable, CustomStringConvertible {
         let i = firstIndex(endingAtOrAfter: offset + 1)
         guard i < ranges.count, ranges[i].lowerBound <= offset else { return offset }
         return ranges[i].upperBound
-    }
-
-    /// The set restricted to `[0, limit)`.
-    public func clamped(to limit: Int64) -> RangeSet {
-        var copy = self
-        copy.remove(ByteRange(limit, Int64.max))
-        return copy
     }
 }
 

@@ -93,7 +93,6 @@ public struct RawFile: Sendable {
         return true
     }
 
-    public func unlock() { _ = flock(fd, LOCK_UN) }
 }
 
 public enum FileSystem {
