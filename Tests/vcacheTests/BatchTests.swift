@@ -198,6 +198,10 @@ import VCacheTestSupport
         for i in 0..<4 { origin.setResource("/c\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(50 + i)))) }
         #expect(try VCacheBinary.run(["config", "set", "max-size", "2500K"], cacheDir: cache).status == 0)
         #expect(try VCacheBinary.run(["config", "get", "max-size"], cacheDir: cache).stdout == "max-size = 2500K\n")
+        #expect(try VCacheBinary.run(["config"], cacheDir: cache).stdout == "max-size = 2500K\nkey-ignore-query = (unset)\nkey-strip-param = (unset)\n")
+        let typo = try VCacheBinary.run(["config", "set", "maxsize", "1G"], cacheDir: cache)
+        #expect(typo.status == 2)
+        #expect(typo.stderr == "vcache: unknown setting 'maxsize'; did you mean 'max-size'?\n")
         for i in 0..<4 { #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/c\(i).mp4")], cacheDir: cache).status == 0) }
         let inspector = try CacheInspector(directory: cache)
         #expect(try inspector.entry(origin.url("/c3.mp4"))?.isComplete == true)

@@ -5,13 +5,13 @@ enum ConfigCommand: VCacheCommand {
     static let spec = CommandSpec(
         name: "config",
         abstract: "show or set defaults stored in the cache (max-size, key rules)",
-        usage: "config get [NAME] | config set NAME VALUE | config unset NAME",
+        usage: "config [get [NAME]] | config set NAME VALUE | config unset NAME",
         discussion: "settings:\n" + Settings.known.map { "  \($0.name.padding(toLength: 18, withPad: " ", startingAt: 0))\($0.help)" }.joined(separator: "\n"),
         options: [],
-        minPositionals: 1, maxPositionals: 3)
+        minPositionals: 0, maxPositionals: 3)
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        let p = args.positionals
+        let p = args.positionals.isEmpty ? ["get"] : args.positionals
         let verb = p[0]
         let names = Settings.known.map(\.name)
         func known(_ name: String) -> Settings.Known? {
