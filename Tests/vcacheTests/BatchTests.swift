@@ -231,7 +231,7 @@ import VCacheTestSupport
         origin.setResource("/long.mp4", .init(body: body, etag: "\"l\""))
         origin.throttle("/long.mp4", to: 2 << 20)
         let url = origin.url("/long.mp4")
-        let first = try VCacheBinary.run(["prefetch", url, "--max-time", "1s"], cacheDir: cache)
+        let first = try VCacheBinary.run(["prefetch", url, "--max-time", "2s"], cacheDir: cache)
         #expect(first.status == 1)
         #expect(first.stderr.contains("vcache: cannot prefetch \(url): stopped at the --max-time deadline; what arrived is saved and a rerun resumes\n"))
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)

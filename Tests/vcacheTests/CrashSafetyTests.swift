@@ -88,7 +88,7 @@ import VCacheTestSupport
         let origin = try TestOrigin()
         let body = TestBytes.make(8 << 20, seed: 21)
         origin.setResource("/same.mp4", .init(body: body, etag: "\"s\""))
-        origin.throttle("/same.mp4", to: 16 << 20)
+        origin.throttle("/same.mp4", to: 4 << 20)  // slow enough that the second run starts mid-way, even on a loaded machine
         let url = origin.url("/same.mp4")
 
         let a = try VCacheBinary.start(["prefetch", url], cacheDir: cache)
