@@ -233,50 +233,6 @@ final class PrefetchJob: TransferDelegate {
 
     // MARK: - Finishing
 
-    /// Every requested byte is written: the last checkpoint, the digest when the video is now
-    /// whole, and the catalog commit all run on the checkpoint queue; the loop carries on.
-    func complete() {
-        guard let checkpointer, let data else { return finish(nil) }
-        let batch = pending
-        pending = RangeSet()
-        pendingBytes = 0
-        let validators = self.validators, contentType = self.contentType, needsDigest = !wasComplete
-        fetcher.offload(to: checkpointer.queue, {
-            Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest)
-        }, then: { [self] outcome in
-            switch outcome {
-            case .failed(let e): finish(e)
-            case .completed: wasComplete = true; finish(nil)
-            case .partial: finish(nil)
-            }
-        })
-    }
-
-    enum FinalOutcome { case partial, completed, failed(PrefetchError) }
-
-    /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
-    static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
-                         contentType: String?, needsDigest: Bool) -> FinalOutcome {
-        var digest: String?
-        var all = checkpointer.committed
-        all.formUnion(batch)
-        if needsDigest, let length = validators.length, all.contains(ByteRange(0, length)) {
-            do {
-                try data.sync()
-                digest = try checkpointer.finalDigest(length: length)
-            } catch {
-                return .failed((error as? SystemError).map(PrefetchError.disk) ?? .catalog("\(error)"))
-            }
-        }
-        // Nothing new to record and this run already committed (so last use and the URL are
-        // current): skip the transaction. A run that fetched nothing still commits, as its "use".
-        if batch.isEmpty && digest == nil && checkpointer.commitCount > 0 { return .partial }
-        guard checkpointer.commitNow(batch, validators: validators, contentType: contentType, sha256: digest) else {
-            return .failed(checkpointer.firstError ?? .catalog("the catalog commit failed"))
-        }
-        return digest != nil ? .completed : .partial
-    }
-
     func finish(_ error: PrefetchError?) {
         guard result == nil else { return }
         if checkpointer != nil { checkpoint(wait: true) }

@@ -1,0 +1,33 @@
+import VCacheCore
+
+/// `vcache pin` / `vcache unpin`: pinned entries survive --lru, --older-than and --partial.
+enum PinCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "pin", abstract: "keep entries through eviction (only evict URL or --include-pinned removes them)",
+        usage: "pin URL|KEY...", options: [], minPositionals: 1, maxPositionals: nil)
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 { setPinned(true, args, console) }
+}
+
+enum UnpinCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "unpin", abstract: "let pinned entries be evicted again",
+        usage: "unpin URL|KEY...", options: [], minPositionals: 1, maxPositionals: nil)
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 { setPinned(false, args, console) }
+}
+
+private func setPinned(_ pinned: Bool, _ args: ParsedArguments, _ console: Console) -> Int32 {
+    guard let store = PinCommand.openStore(args, console: console) else { return 1 }
+    switch EntryLookup.keys(for: args.positionals, store: store) {
+    case .failure(let e):
+        console.error(e.message)
+        return 1
+    case .success(let keys):
+        do {
+            for k in keys { _ = try store.catalog.setPinned(key: k, pinned) }
+        } catch {
+            console.error("cannot \(pinned ? "pin" : "unpin"): \(error)")
+            return 1
+        }
+        return 0
+    }
+}

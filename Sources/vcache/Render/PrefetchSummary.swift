@@ -1,0 +1,30 @@
+import VCacheCore
+
+/// The closing report of a prefetch run.
+struct Summary {
+    var results: [PrefetchResult]
+    var elapsed: Double
+    var inputErrors: Int
+
+    var failed: Int { results.filter { !$0.succeeded }.count }
+    var fetched: Int64 { results.reduce(0) { $0 + $1.fetchedBytes } }
+    var cached: Int64 { results.reduce(0) { $0 + $1.alreadyCachedBytes } }
+
+    var line: String {
+        let rate = elapsed > 0 ? Units.formatSize(Int64(Double(fetched) / elapsed)) + "/s" : "-"
+        var head = ""
+        if results.count > 1 || failed > 0 || inputErrors > 0 {
+            head = "\(results.count - failed) done, \(failed) failed" + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "") + "; "
+        }
+        if fetched == 0 && failed == 0 {
+            return head + "nothing to fetch: \(Units.formatSize(cached)) already cached (\(Units.formatDuration(elapsed)))"
+        }
+        return head + "fetched \(Units.formatSize(fetched)), \(Units.formatSize(cached)) already cached, in \(Units.formatDuration(elapsed)) (\(rate))"
+    }
+
+    var json: String {
+        JSONLines.encode(["event": "summary", "done": results.count - failed, "failed": failed, "fetched": fetched,
+                          "already_cached": cached, "elapsed": (elapsed * 1000).rounded() / 1000, "bad_input_lines": inputErrors,
+                          "failures": results.compactMap { r in r.error.map { ["url": r.url, "error": $0.description] } }])
+    }
+}
