@@ -97,7 +97,7 @@ enum PrefetchCommand: VCacheCommand {
         switch mode {
         case .json: console.out(summary.json + "\n")
         case .quiet: break
-        case .bars, .lines: console.err(summary.line + "\n")
+        case .bars, .lines: console.err(summary.recap + summary.line + "\n")
         }
         if let signal = signals.caught, stopFlag.reason == signal { return 128 + signal }
         return summary.failed == 0 && inputErrors.isEmpty ? 0 : 1

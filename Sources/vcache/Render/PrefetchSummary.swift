@@ -22,6 +22,14 @@ struct Summary {
         return head + "fetched \(Units.formatSize(fetched)), \(Units.formatSize(cached)) already cached, in \(Units.formatDuration(elapsed)) (\(rate))"
     }
 
+    /// For a batch with failures: each failed URL and why, again, just above the summary line,
+    /// so the end of a long cron log says everything that needs attention.
+    var recap: String {
+        let failures = results.filter { !$0.succeeded }
+        guard results.count > 1, !failures.isEmpty else { return "" }
+        return "failed:\n" + failures.map { "  \($0.url): \($0.error.map(\.description) ?? "")\n" }.joined()
+    }
+
     var json: String {
         JSONLines.encode(["event": "summary", "done": results.count - failed, "failed": failed, "fetched": fetched,
                           "already_cached": cached, "elapsed": (elapsed * 1000).rounded() / 1000, "bad_input_lines": inputErrors,
