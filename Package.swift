@@ -5,7 +5,7 @@ import PackageDescription
 
 let package = Package(
     name: "vcache",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v15)],  // Synchronization (Mutex, Atomic) needs macOS 15
     products: [
         .executable(name: "vcache", targets: ["vcache"]),
         .library(name: "VCacheCore", targets: ["VCacheCore"]),
