@@ -194,6 +194,22 @@ import VCacheTestSupport
         #expect(try duSize(cache) <= 3500 * 1024)
     }
 
+    @Test func maxSizeEvictsDuringALongDownloadNotOnlyAfterIt() throws {
+        let origin = try TestOrigin()
+        for i in 0..<2 { origin.setResource("/old\(i).mp4", .init(body: TestBytes.make(2 << 20, seed: UInt64(70 + i)))) }
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/old0.mp4"), origin.url("/old1.mp4")], cacheDir: cache).status == 0)
+        origin.setResource("/long.mp4", .init(body: TestBytes.make(6 << 20, seed: 72)))
+        origin.throttle("/long.mp4", to: 2 << 20)
+        let r = try VCacheBinary.run(["prefetch", "--json", "--max-size", "8M", origin.url("/long.mp4")], cacheDir: cache)
+        #expect(r.status == 0)
+        let events = lines(r).compactMap { $0["event"] as? String }
+        let firstEviction = try #require(events.firstIndex(of: "evicted"))
+        let done = try #require(events.firstIndex(of: "done"))
+        #expect(firstEviction < done, "\(events)")
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/long.mp4"))?.isComplete == true)
+        #expect(try duSize(cache) <= 8 << 20)
+    }
+
     @Test func theConfiguredMaxSizeAppliesToEveryRun() throws {
         let origin = try TestOrigin()
         for i in 0..<4 { origin.setResource("/c\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(50 + i)))) }

@@ -65,6 +65,7 @@ public final class Prefetcher {
         var results = [PrefetchResult?](repeating: nil, count: items.count)
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var next = 0
+        var finishedBytes: Int64 = 0  // downloaded by jobs that have ended
 
         func launch() {
             while next < items.count && running.count < max(1, options.concurrency) && !fetcher.isStopped {
@@ -72,6 +73,7 @@ public final class Prefetcher {
                 next += 1
                 let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: events) { done in
                     results[index] = done.result
+                    finishedBytes += done.fetched
                     running.removeValue(forKey: ObjectIdentifier(done))
                     self.keepUnderCap(protecting: runKeys)
                     // Start the next one from a timer, not from inside this job's callback.
@@ -87,8 +89,20 @@ public final class Prefetcher {
             fetcher.after(maxTime) { [fetcher] in fetcher.stop(reason: Self.deadlineReason) }
         }
         launch()
+        // With a cap, evict during long downloads too, not only between them: every cap/8
+        // (1 MiB to 64 MiB) of new bytes, while the checkpoints keep disk use in the catalog current.
+        let evictEvery = options.maxSize.map { max(1 << 20, min(64 << 20, $0 / 8)) }
+        var lastEvictionAt: Int64 = 0
         fetcher.run {
-            for (_, r) in running { r.job.tick() }
+            var downloaded = finishedBytes
+            for (_, r) in running {
+                r.job.tick()
+                downloaded += r.job.fetched
+            }
+            if let every = evictEvery, downloaded - lastEvictionAt >= every {
+                lastEvictionAt = downloaded
+                keepUnderCap(protecting: runKeys)
+            }
         }
         // Stopped: every job still running checkpoints and reports; the rest never started.
         let why: PrefetchError = fetcher.stopReason == Self.deadlineReason ? .deadline : .interrupted
