@@ -196,6 +196,19 @@ import VCacheTestSupport
         #expect(FileSystem.status(out)?.st_ino == FileSystem.status(try dataPath(url))?.st_ino)
     }
 
+    @Test func aLinkedExportKeepsItsVideoWhenTheCacheDropsThatVersion() throws {
+        let (nginx, url, body) = try cachedVideo()
+        let out = dir.file("kept.mp4")
+        #expect(try vcache(["export", url, out, "--link"]).status == 0)
+        // A different length, so nginx's validators change even within the same second.
+        let newBody = try Fixtures.data("moov-at-front.mp4") + Data("v2".utf8)
+        try nginx.publish("moov-at-end.mp4", newBody)
+        #expect(try vcache(["verify", "--origin", "--fix"]).status == 1)  // changed: the cached bytes are dropped
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(newBody))
+        #expect(TestBytes.sha256(file: out) == TestBytes.sha256(body))  // never truncated in place
+    }
+
     @Test func exportAllNamesHostileURLsInsideTheFolder() throws {
         let origin = try TestOrigin()
         let paths = ["/..%2F..%2Fetc%2Fpasswd", "/" + String(repeating: "n", count: 300) + ".mp4", "/bad%01%0Aname.mp4", "/dir/", "/ok.mp4"]

@@ -202,10 +202,7 @@ public struct Verifier {
         }
         if changed || checksum || keep.isEmpty {
             try store.catalog.invalidate(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators)
-            if let data = try? RawFile.open(store.dataPath(e.key), flags: O_RDWR) {
-                try? data.resize(to: 0)
-                data.close()
-            }
+            try? store.replaceData(key: e.key, closing: nil).close()
             report.actions.append("dropped every cached byte; 'vcache prefetch \(e.latestURL)' fetches it again")
         } else {
             let whole = e.length.map { keep.contains(ByteRange(0, $0)) } ?? false

@@ -30,13 +30,24 @@ final class Checkpointer: @unchecked Sendable {
     private let state: Mutex<State>
     private var digest: (hasher: SHA256Digest, through: Int64)?
 
-    init(catalog: Catalog, key: String, url: String, data: RawFile, committed: RangeSet) {
+    /// `carrying`: a checkpointer this one replaces (after the video changed and `data` was
+    /// replaced); its count of bytes added and commits made carry over.
+    init(catalog: Catalog, key: String, url: String, data: RawFile, committed: RangeSet, carrying previous: Checkpointer? = nil) {
         self.catalog = catalog
         self.key = key
         self.url = url
         self.data = data
         self.queue = DispatchQueue(label: "vcache.checkpoint")
-        self.state = Mutex(State(committed: committed))
+        var s = State(committed: committed)
+        if let previous {
+            previous.drain()
+            previous.state.withLock { p in
+                s.added = p.added
+                s.commits = p.commits
+                s.error = p.error
+            }
+        }
+        self.state = Mutex(s)
     }
 
     /// Ranges committed to the catalog plus those on their way there.

@@ -98,7 +98,10 @@ extension PrefetchJob {
             // The length was unknown until now, so nothing of the request was cached before.
             if alreadyCached == nil && validators.length != nil { alreadyCached = 0 }
             if invalidate {
-                try data?.resize(to: 0)
+                let fresh = try store.replaceData(key: key, closing: data)
+                data = fresh
+                checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: fresh, committed: RangeSet(),
+                                            carrying: checkpointer)
                 wasComplete = false
                 alreadyCached = 0
                 emit(.videoChanged(url: item.url, reason: force ? "origin sent the whole video (200) to a range request" : "its validators changed"))

@@ -121,6 +121,18 @@ public final class CacheStore: Sendable {
         _ = try file.lock(exclusive: false, nonBlocking: false)
         return file
     }
+
+    /// Drops an entry's bytes by giving it a new, empty `data` (the caller holds the writer lock
+    /// and has already removed the catalog's ranges). The old file is unlinked, never truncated:
+    /// a reader still holding it keeps a consistent view, and a hard link made by
+    /// `export --link` keeps the video it was made from.
+    public func replaceData(key: String, closing old: RawFile?) throws -> RawFile {
+        old?.close()
+        if unlink(dataPath(key)) != 0 && errno != ENOENT {
+            throw SystemError("remove", path: dataPath(key), errno: errno)
+        }
+        return try openData(key: key)
+    }
 }
 
 /// A held flock; released by `release()` (closing the descriptor releases it too).
