@@ -110,7 +110,7 @@ import VCacheTestSupport
         let orphan = String(repeating: "0", count: 64), busy = String(repeating: "1", count: 64)
         for k in [orphan, busy] {
             try FileSystem.makeDirectories(cache.store.entryDirectory(k))
-            FileManager.default.createFile(atPath: cache.store.dataPath(k), contents: Data("x".utf8))
+            #expect(FileManager.default.createFile(atPath: cache.store.dataPath(k), contents: Data("x".utf8)))
         }
         let held = try #require(try cache.store.tryLockWriter(key: busy))
         let swept = try Evictor(store: cache.store).sweepOrphans()

@@ -52,7 +52,7 @@ public final class Database: Sendable {
         }
         self.path = path
         connection = Connection(handle)
-        let ms = Int32(busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let ms = Int32(clamping: busyTimeout.inMilliseconds)
         sqlite3_busy_timeout(handle, ms)
         // Switching a new database to WAL needs an exclusive lock and answers SQLITE_BUSY at once
         // (without the busy handler) while another process is creating the same catalog: retry.

@@ -125,8 +125,7 @@ public final class Fetcher {
             var timeoutMs: Int32 = 250
             if let limiter, active.values.contains(where: \.paused) { timeoutMs = min(timeoutMs, limiter.millisecondsUntilTokens) }
             if let next = timers.map(\.due).min() {
-                let wait = ContinuousClock.now.duration(to: next)
-                let ms = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
+                let ms = ContinuousClock.now.duration(to: next).inMilliseconds
                 timeoutMs = Int32(max(0, min(Int64(timeoutMs), ms)))
             }
             if inbox.withLock({ $0.isEmpty }) && (!active.isEmpty || timeoutMs > 0) {
@@ -162,8 +161,7 @@ public final class Fetcher {
         for (easy, t) in active where !t.paused && now - t.lastActivity > t.stallTimeout {
             active.removeValue(forKey: easy)
             curl_multi_remove_handle(multi, easy)
-            let seconds = Double(t.stallTimeout.components.seconds) + Double(t.stallTimeout.components.attoseconds) / 1e18
-            t.fail(TransportError(kind: .stalled, message: "no data received for \(Units.formatDuration(seconds))", code: Int(CURLE_OPERATION_TIMEDOUT.rawValue)))
+            t.fail(TransportError(kind: .stalled, message: "no data received for \(Units.formatDuration(t.stallTimeout.inSeconds))", code: Int(CURLE_OPERATION_TIMEDOUT.rawValue)))
         }
     }
 

@@ -25,9 +25,9 @@ final class RateLimiter {
 
     func refill() {
         let now = ContinuousClock.now
-        let d = now - last
+        let elapsed = (now - last).inSeconds
         last = now
-        tokens = min(capacity, tokens + bytesPerSecond * (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18))
+        tokens = min(capacity, tokens + bytesPerSecond * elapsed)
     }
 
     var hasTokens: Bool {

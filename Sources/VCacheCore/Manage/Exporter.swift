@@ -66,7 +66,7 @@ public struct Exporter {
         do {
             if link {
                 let digest = SHA256Digest()
-                try PrefetchJob.hash(data, ByteRange(0, length), into: digest)
+                try digest.update(from: data, ByteRange(0, length))
                 guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: e.latestURL) }
                 if Glibc_link(store.dataPath(key), temp) != 0 {
                     if errno == EXDEV { throw ExportError.crossDevice(folder) }

@@ -144,7 +144,7 @@ public struct Verifier {
                 return backed
             }
             let digest = SHA256Digest()
-            try PrefetchJob.hash(data, ByteRange(0, length), into: digest)
+            try digest.update(from: data, ByteRange(0, length))
             if digest.finalize() != e.sha256 {
                 report.problems.append("its bytes no longer match the SHA-256 stored at completion")
                 return RangeSet()

@@ -116,7 +116,7 @@ final class Checkpointer: @unchecked Sendable {
         let end = covered.contiguousEnd(from: d.through)
         guard end > d.through else { return }
         do {
-            try PrefetchJob.hash(data, ByteRange(d.through, end), into: d.hasher)
+            try d.hasher.update(from: data, ByteRange(d.through, end))
             digest = (d.hasher, end)
         } catch {
             digest = nil
@@ -129,7 +129,7 @@ final class Checkpointer: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         let d = digest ?? (SHA256Digest(), 0)
         digest = nil
-        try PrefetchJob.hash(data, ByteRange(min(d.through, length), length), into: d.hasher)
+        try d.hasher.update(from: data, ByteRange(min(d.through, length), length))
         return d.hasher.finalize()
     }
 

@@ -70,7 +70,8 @@ extension PrefetchJob {
         return true
     }
 
-    private var hasAnyBytes: Bool {
+    /// Some byte of this entry is cached, on its way to the catalog, or just written.
+    var hasAnyBytes: Bool {
         !pending.isEmpty || !(checkpointer?.durableOrPending.isEmpty ?? true)
     }
 

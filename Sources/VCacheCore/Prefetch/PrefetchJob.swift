@@ -145,10 +145,6 @@ final class PrefetchJob: TransferDelegate {
         retryAfter = nil
         askedSuffix = nil
         if let length = validators.length {
-            if alreadyCached == nil {
-                // The first response told the length: count what was cached before this run.
-                alreadyCached = 0
-            }
             let gaps = RangeSet.coalesce(missing(length: length), within: options.coalesceGap)
             guard let gap = gaps.first else { return complete() }
             asked = gap.httpSpec
@@ -164,28 +160,13 @@ final class PrefetchJob: TransferDelegate {
             case .span(let a, let b): askedStart = a; askedEnd = b.map { $0 + 1 }
             }
         }
-        let haveAny = !(checkpointer?.durableOrPending.isEmpty ?? true) || !pending.isEmpty
         do {
-            let t = try CurlTransfer(url: item.url, range: asked, ifRange: haveAny ? validators.ifRange : nil, options: options.request)
+            let t = try CurlTransfer(url: item.url, range: asked, ifRange: hasAnyBytes ? validators.ifRange : nil, options: options.request)
             t.delegate = self
             transfer = t
             fetcher.add(t)
         } catch {
             finish(.transport(error as? TransportError ?? TransportError(kind: .other, message: "\(error)", code: -1)))
-        }
-    }
-
-    static func hash(_ file: RawFile, _ range: ByteRange, into hasher: SHA256Digest) throws {
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let n = Int(min(Int64(chunk), range.upperBound - offset))
-            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-            try file.readExactly(into: slice, fromAbsoluteOffset: offset)
-            hasher.update(UnsafeRawBufferPointer(slice))
-            offset += Int64(n)
         }
     }
 
@@ -242,7 +223,7 @@ final class PrefetchJob: TransferDelegate {
         result = PrefetchResult(
             url: item.url, key: key, length: validators.length, fetchedBytes: checkpointer?.addedBytes ?? 0,
             alreadyCachedBytes: alreadyCached ?? 0, requestedBytes: requested, complete: wasComplete,
-            elapsed: Self.seconds(ContinuousClock.now - startTime), error: error)
+            elapsed: (ContinuousClock.now - startTime).inSeconds, error: error)
         data?.close()
         data = nil
         if lock != nil && !existedBefore && (checkpointer?.commitCount ?? 0) == 0 {
@@ -253,9 +234,5 @@ final class PrefetchJob: TransferDelegate {
         lock = nil
         emit(.finished(result!))
         onFinish(self)
-    }
-
-    static func seconds(_ d: Duration) -> Double {
-        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 }

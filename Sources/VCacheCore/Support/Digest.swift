@@ -69,6 +69,21 @@ public final class SHA256Digest {
         return String(decoding: chars, as: UTF8.self)
     }
 
+    /// Reads `range` of `file` (1 MiB at a time, pread) into the digest.
+    public func update(from file: RawFile, _ range: ByteRange) throws {
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let n = Int(min(Int64(chunk), range.upperBound - offset))
+            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+            try file.readExactly(into: slice, fromAbsoluteOffset: offset)
+            update(UnsafeRawBufferPointer(slice))
+            offset += Int64(n)
+        }
+    }
+
     public static func hash(_ data: Data) -> String {
         let d = SHA256Digest()
         d.update(data)

@@ -92,7 +92,7 @@ enum PrefetchCommand: VCacheCommand {
         let start = ContinuousClock.now
         let results = prefetcher.run(items)
         reporter.close()
-        let elapsed = PrefetchReporter.seconds(ContinuousClock.now - start)
+        let elapsed = (ContinuousClock.now - start).inSeconds
         let summary = Summary(results: results, elapsed: elapsed, inputErrors: inputErrors.count)
         switch mode {
         case .json: console.out(summary.json + "\n")

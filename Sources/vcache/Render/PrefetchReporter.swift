@@ -153,7 +153,7 @@ final class PrefetchReporter {
         var lines: [String] = []
         for url in order.prefix(12) {
             guard let a = active[url] else { continue }
-            lines.append(Self.bar(a.url, fetched: a.fetched, toFetch: a.toFetch, elapsed: Self.seconds(now - a.started), width: width))
+            lines.append(Self.bar(a.url, fetched: a.fetched, toFetch: a.toFetch, elapsed: (now - a.started).inSeconds, width: width))
         }
         if expectedCount > 1 {
             lines.append("  \(finishedCount)/\(expectedCount) done, \(Units.formatSize(totalFetched + active.values.reduce(0) { $0 + $1.fetched })) fetched")
@@ -167,10 +167,6 @@ final class PrefetchReporter {
     }
 
     func close() { clearBars() }
-
-    static func seconds(_ d: Duration) -> Double {
-        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-    }
 
     /// `name  [=====>     ]  42%  1.2 MiB/2.9 MiB  5.1 MiB/s  ETA 0.3s`
     static func bar(_ url: String, fetched: Int64, toFetch: Int64?, elapsed: Double, width: Int) -> String {

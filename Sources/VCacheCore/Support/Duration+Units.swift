@@ -1,0 +1,7 @@
+extension Duration {
+    /// The duration in seconds, fractions included.
+    public var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+
+    /// The duration in whole milliseconds (rounded down).
+    public var inMilliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}
