@@ -70,7 +70,7 @@ import VCacheTestSupport
     @Test func anEntryAWriterHoldsOrAReaderUsesIsSkippedNotRemoved() throws {
         try use(in: [0, 1, 2, 3, 4, 5])
         let writer = try #require(try cache.store.tryLockWriter(key: key(0)))
-        let reader = try cache.store.openData(key: key(1))  // LOCK_SH, as export and serve hold it
+        let reader = try cache.store.openDataForReading(key: key(1))  // LOCK_SH, as export and serve hold it
         var c = Evictor.Criteria()
         c.all = true
         let out = try Evictor(store: cache.store).evict(c, dryRun: false)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VCacheCore
 import VCacheTestSupport
 
 /// The built binary, run as a user would: stdout, stderr, exit codes.
@@ -65,10 +66,34 @@ import VCacheTestSupport
         #expect(r.stderr.hasPrefix("vcache: 'prefetch' needs a URL"))
     }
 
-    @Test func aNonHTTPURLIsRefusedWithExitOne() throws {
-        let r = try vcache("prefetch", "ftp://127.0.0.1/x.mp4")
+    @Test(arguments: [
+        ("ftp://127.0.0.1/x.mp4", "scheme 'ftp' is not supported; only http and https"),
+        ("file:///etc/passwd", "scheme 'file' is not supported; only http and https"),
+        ("not-a-url", "not a valid URL; give an absolute http:// or https:// URL"),
+    ])
+    func aBadURLOnTheCommandLineIsAUsageError(url: String, why: String) throws {
+        let r = try vcache("prefetch", url, "http://127.0.0.1:9/fine.mp4")
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: cannot prefetch \(url): \(why)\n")
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir.file("cache/entries"))) ?? []
+        #expect(entries.isEmpty)
+    }
+
+    @Test func aBadURLInAListIsOneFailedLineAndTheOthersAreDone() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(100_000, seed: 3)
+        origin.setResource("/ok.mp4", .init(body: body, etag: "\"ok\""))
+        let r = try VCacheBinary.run(["prefetch", "-i", "-", "-q"], cacheDir: cache, stdin: "ftp://127.0.0.1/x.mp4\n\(origin.url("/ok.mp4"))\n")
         #expect(r.status == 1)
-        #expect(r.stderr.contains("vcache: cannot prefetch ftp://127.0.0.1/x.mp4: scheme 'ftp' is not supported; only http and https\n"))
+        #expect(r.stderr.contains("stdin:1: not an http(s) URL: 'ftp://127.0.0.1/x.mp4'; line skipped"))
+        #expect(try CacheInspector(directory: dir.file("cache")).entry(origin.url("/ok.mp4"))?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test(arguments: ["--max-time", "--timeout", "--connect-timeout"])
+    func anAbsurdDurationIsAUsageErrorNotACrash(option: String) throws {
+        let r = try vcache("prefetch", "http://127.0.0.1:9/x.mp4", option, "1e300")
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: invalid duration '1e300' for \(option); use e.g. 30s, 5m, 2h (at most 3650d)\n")
     }
 
     @Test func aRefusedConnectionIsOneLineAndExitOne() throws {

@@ -51,9 +51,11 @@ public struct Validators: Equatable, Sendable {
         return false
     }
 
-    /// The `If-Range` value for a resume: a strong ETag, else Last-Modified (RFC 9110 §13.1.5).
+    /// The `If-Range` value for a resume (RFC 9110 §13.1.5): a strong ETag; Last-Modified only when
+    /// there is no ETag at all (a client that has an entity tag must not send a date); nothing for a
+    /// weak ETag, which If-Range must never carry.
     public var ifRange: String? {
-        if let e = etag, !e.hasPrefix("W/") { return e }
+        if let e = etag { return e.hasPrefix("W/") ? nil : e }
         return lastModified
     }
 }

@@ -43,6 +43,9 @@ public final class Database: Sendable {
     /// processes wait for each other instead of failing at once.
     public init(path: String, busyTimeout: Duration = Database.defaultBusyTimeout) throws {
         self.busyTimeout = busyTimeout
+        // The catalog holds every URL, signed tokens included: create it 0600 before SQLite opens
+        // it (SQLite gives its -wal and -shm files the database file's mode).
+        (try? RawFile.open(path, flags: O_RDWR | O_CREAT, mode: 0o600))?.close()
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nil)
         guard rc == SQLITE_OK, let handle else {
@@ -57,7 +60,11 @@ public final class Database: Sendable {
         // Switching a new database to WAL needs an exclusive lock and answers SQLITE_BUSY at once
         // (without the busy handler) while another process is creating the same catalog: retry.
         try Self.retryingBusy(for: busyTimeout) { try connection.execute("PRAGMA journal_mode=WAL") }
-        try connection.execute("PRAGMA synchronous=NORMAL")
+        // FULL: each commit is durable when it returns. In WAL mode NORMAL is not (a power cut can
+        // roll a commit back), while the unlink that follows a commit (evict, a dropped version,
+        // verify --fix) reaches the disk with the next journal commit: rows first, files second
+        // holds only if the rows' removal is durable first. Cost: Docs/performance.md.
+        try connection.execute("PRAGMA synchronous=FULL")
         try connection.execute("PRAGMA foreign_keys=ON")
     }
 

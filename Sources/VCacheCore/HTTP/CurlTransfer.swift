@@ -3,12 +3,23 @@ import Foundation
 
 /// What a transfer's owner hears, always on the thread running `Fetcher.run`.
 public protocol TransferDelegate: AnyObject {
-    /// The final response head (after redirects), before any body byte. Return false to abort.
-    func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> Bool
+    /// The final response head (after redirects), before any body byte.
+    func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision
     /// A piece of body (at most 16 KiB, CURL_MAX_WRITE_SIZE). Return false to stop the transfer.
     func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool
     /// The transfer ended. `error` is nil when the body arrived whole or the delegate stopped it.
     func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?)
+}
+
+/// What to do with a response once its head is judged.
+public enum HeadDecision: Sendable {
+    /// Deliver the body.
+    case proceed
+    /// End the transfer now; nothing of the body is delivered.
+    case stop
+    /// Hold the body (libcurl keeps it) until `Fetcher.release(_:)`: slow work such as dropping an
+    /// old version runs off the loop meanwhile, and no other transfer waits for it.
+    case hold
 }
 
 /// One GET on one libcurl easy handle. Created per request (options never leak between
@@ -30,6 +41,8 @@ public final class CurlTransfer {
     var limiter: RateLimiter?
     /// Paused because the bucket was empty; the Fetcher resumes it.
     var paused = false
+    /// Held by its delegate (`HeadDecision.hold`) until `Fetcher.release(_:)`; no stall clock meanwhile.
+    var held = false
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
@@ -118,9 +131,14 @@ public final class CurlTransfer {
         if head == nil {
             let h = makeHead()
             head = h
-            if delegate?.transferDidReceiveHead(self, head: h) != true {
+            switch delegate?.transferDidReceiveHead(self, head: h) ?? .stop {
+            case .proceed: break
+            case .stop:
                 stoppedByDelegate = true
                 return 0
+            case .hold:
+                held = true
+                return Int(CURL_WRITEFUNC_PAUSE)  // libcurl delivers these bytes again on release
             }
         }
         if let limiter, !limiter.take(bytes.count) {
@@ -143,16 +161,19 @@ public final class CurlTransfer {
         if head == nil && error == nil && !stoppedByDelegate {
             // No body at all (an empty 200/206, or an error status without a body): the head
             // still has to be judged before the transfer counts as done.
+            // A hold is not possible here (no body to hold): the delegate finishes its work in
+            // `transferDidComplete`.
             let h = makeHead()
             head = h
-            if delegate?.transferDidReceiveHead(self, head: h) != true { stoppedByDelegate = true }
+            if delegate?.transferDidReceiveHead(self, head: h) != .proceed { stoppedByDelegate = true }
         }
         delegate?.transferDidComplete(self, head: head, error: error)
     }
 
-    /// Called by the Fetcher when the bucket has tokens again.
+    /// Called by the Fetcher when the bucket has tokens again, or the delegate releases a hold.
     func resume() {
         paused = false
+        held = false
         lastActivity = ContinuousClock.now
         curl_easy_pause(easy, CURLPAUSE_CONT)
     }

@@ -70,6 +70,19 @@ public final class Fetcher {
         curl_multi_add_handle(multi, transfer.easy)
     }
 
+    /// Lets a transfer held by its delegate (`HeadDecision.hold`) deliver its body again.
+    public func release(_ transfer: CurlTransfer) {
+        guard transfer.held, active[transfer.easy] != nil else { return }
+        transfer.resume()
+    }
+
+    /// The run stops itself with `reason` at `instant` (e.g. `--max-time`). Unlike a timer, a
+    /// deadline is not work: the loop ends as soon as the work does, however far away it is.
+    public func setDeadline(_ instant: ContinuousClock.Instant, reason: Int32) {
+        deadline = (instant, reason)
+    }
+    private var deadline: (at: ContinuousClock.Instant, reason: Int32)?
+
     /// Removes a transfer without completing it (used when stopping).
     public func cancel(_ transfer: CurlTransfer) {
         guard active.removeValue(forKey: transfer.easy) != nil else { return }
@@ -112,6 +125,10 @@ public final class Fetcher {
     /// `tick` runs after every wake-up (checkpoints live there, never in a data callback).
     public func run(tick: () -> Void = {}) {
         while !isStopped && hasWork {
+            if let d = deadline, ContinuousClock.now >= d.at {
+                stop(reason: d.reason)
+                break
+            }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             drainMessages()
@@ -124,7 +141,7 @@ public final class Fetcher {
             if !hasWork { break }
             var timeoutMs: Int32 = 250
             if let limiter, active.values.contains(where: \.paused) { timeoutMs = min(timeoutMs, limiter.millisecondsUntilTokens) }
-            if let next = timers.map(\.due).min() {
+            if let next = (timers.map(\.due) + [deadline?.at].compactMap { $0 }).min() {
                 let ms = ContinuousClock.now.duration(to: next).inMilliseconds
                 timeoutMs = Int32(max(0, min(Int64(timeoutMs), ms)))
             }
@@ -149,7 +166,7 @@ public final class Fetcher {
     private func resumePaused() {
         guard let limiter else { return }
         // Longest-waiting first, so every download gets its turn at the bucket.
-        for t in active.values.filter(\.paused).sorted(by: { $0.lastActivity < $1.lastActivity }) {
+        for t in active.values.filter({ $0.paused && !$0.held }).sorted(by: { $0.lastActivity < $1.lastActivity }) {
             guard limiter.hasTokens else { return }
             t.resume()
         }
@@ -158,7 +175,7 @@ public final class Fetcher {
     /// Transfers with no byte for their stall timeout end with a `.stalled` error.
     private func abandonStalled() {
         let now = ContinuousClock.now
-        for (easy, t) in active where !t.paused && now - t.lastActivity > t.stallTimeout {
+        for (easy, t) in active where !t.paused && !t.held && now - t.lastActivity > t.stallTimeout {
             active.removeValue(forKey: easy)
             curl_multi_remove_handle(multi, easy)
             t.fail(TransportError(kind: .stalled, message: "no data received for \(Units.formatDuration(t.stallTimeout.inSeconds))", code: Int(CURLE_OPERATION_TIMEDOUT.rawValue)))

@@ -53,7 +53,7 @@ public enum OriginProbe {
         private var answer: Answer?
         init(done: @escaping (Answer) -> Void) { self.done = done }
 
-        func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> Bool {
+        func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
             switch head.status {
             case 304:
                 answer = .unchanged
@@ -64,7 +64,7 @@ public enum OriginProbe {
             default:
                 answer = .failed(PrefetchError.http(status: head.status, reason: head.reason).description)
             }
-            return false
+            return .stop
         }
 
         func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool { false }

@@ -60,7 +60,7 @@ public struct Exporter {
         if FileSystem.status(target) != nil && !force { throw ExportError.destinationExists(target) }
 
         let data: RawFile
-        do { data = try store.openData(key: key) } catch let s as SystemError { throw ExportError.io(s) }
+        do { data = try store.openDataForReading(key: key) } catch let s as SystemError { throw ExportError.io(s) }
         defer { data.close() }
         let temp = folder + "/." + (target as NSString).lastPathComponent.prefix(100) + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         do {

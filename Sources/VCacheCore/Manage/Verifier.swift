@@ -114,7 +114,7 @@ public struct Verifier {
             report.problems.append("its data file is missing")
             return RangeSet()
         }
-        let data = try store.openData(key: e.key)
+        let data = try store.openDataForReading(key: e.key)
         defer { data.close() }
         let size = Int64(try data.status().st_size)
         var backed = RangeSet()

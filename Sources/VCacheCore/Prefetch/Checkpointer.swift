@@ -135,11 +135,4 @@ final class Checkpointer: @unchecked Sendable {
 
     /// Waits for every submitted batch to be committed.
     func drain() { queue.sync {} }
-
-    /// After the video changed: forget what was committed (the catalog rows were dropped).
-    func reset() {
-        drain()
-        state.withLock { $0.committed = RangeSet() }
-        queue.sync { digest = nil }
-    }
 }

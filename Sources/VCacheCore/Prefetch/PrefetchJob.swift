@@ -9,11 +9,13 @@ import Foundation
 /// pwritten at their absolute offsets as they stream; checkpoints by `Checkpointer`.
 ///
 /// Invariants kept here (DESIGN.md):
-/// 2. a response whose validators differ from the catalog's, or a 200 to a ranged request, drops
-///    every cached range (and truncates `data`) before any of its bytes are written;
-/// 3. a 206 is checked against the request before its first byte is written, and only bytes that
-///    arrived are claimed, at the offsets the request named;
+/// 1. a writer that takes the entry first drops claims beyond what `data` really holds;
+/// 2./3. every response head is judged by `ResponseJudge` before a byte of its body is written;
+///    dropping an old version (catalog rows first, then a new `data`) runs on the checkpoint
+///    queue while the transfer is held, never inside a libcurl callback;
 /// 4. all writing happens under the entry's exclusive writer lock.
+/// Parts without a strong validator are combined only within one run: a run that must add to
+/// such an entry starts it over (Docs/cache-format.md, "Versions").
 /// Runs entirely on the Fetcher's loop thread.
 final class PrefetchJob: TransferDelegate {
     let item: PrefetchItem
@@ -35,6 +37,8 @@ final class PrefetchJob: TransferDelegate {
     var contentType: String?
     var existedBefore = false
     var wasComplete = false
+    /// Every byte held was fetched by this run (so weak-validator parts may be combined).
+    var heldFromThisRunOnly = true
     /// Written to `data` but not yet handed to the checkpointer.
     var pending = RangeSet()
     var pendingBytes: Int64 = 0
@@ -44,20 +48,22 @@ final class PrefetchJob: TransferDelegate {
     var lastProgress = ContinuousClock.now
     var reportedWaiting = false
     var attempt = 0
+    /// An old version is being dropped off the loop; `afterDrop` runs once it is gone.
+    var dropping = false
+    var afterDrop: (() -> Void)?
 
     // The transfer in flight and what it was asked for.
     var transfer: CurlTransfer?
-    var asked: String = ""
-    var askedStart: Int64?
-    var askedEnd: Int64?
-    var askedSuffix: Int64?
+    var asked = ResponseJudge.Asked(spec: "", start: nil, end: nil)
+    var responseStatus = 0
     var writeOffset: Int64 = 0
     var writeLimit: Int64?
+    /// Body bytes were refused because they lay past `writeLimit`.
+    var stoppedAtLimit = false
     var transferFailure: PrefetchError?
     var transferBytes: Int64 = 0
     var retryAfter: Double?
     var fruitlessTransfers = 0
-
 
     init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher,
          emit: @escaping (PrefetchEvent) -> Void, onFinish: @escaping (PrefetchJob) -> Void) {
@@ -77,17 +83,12 @@ final class PrefetchJob: TransferDelegate {
     // MARK: - Start and lock
 
     func start() {
-        guard let url, let scheme = url.scheme?.lowercased(), url.host?.isEmpty == false else {
-            return finish(.invalidURL("not a valid URL; give an absolute http:// or https:// URL"))
-        }
-        guard scheme == "http" || scheme == "https" else {
-            return finish(.invalidURL("scheme '\(scheme)' is not supported; only http and https"))
-        }
+        if let why = PrefetchItem.urlProblem(item.url) { return finish(.invalidURL(why)) }
         acquireLock()
     }
 
     private func acquireLock() {
-        guard !fetcher.isStopped else { return }
+        guard !fetcher.isStopped, result == nil else { return }
         do {
             guard let lock = try store.tryLockWriter(key: key) else {
                 guard options.waitForLock else { return finish(.lockBusy) }
@@ -99,27 +100,34 @@ final class PrefetchJob: TransferDelegate {
                 return
             }
             self.lock = lock
-            let data = try store.openData(key: key)
+            let data = try store.openDataForWriting(key: key)
             self.data = data
             // Read only now, under the lock: another writer may have filled it meanwhile.
-            let entry = try store.catalog.entry(key: key)
+            var entry = try store.catalog.entry(key: key)
+            if let e = entry { entry = try store.dropClaimsBeyondData(e, data: data) }
             existedBefore = entry != nil
             validators = entry?.validators ?? validators
             contentType = entry?.contentType
             wasComplete = entry?.isComplete ?? false
+            heldFromThisRunOnly = entry?.ranges.isEmpty ?? true
             checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data, committed: entry?.ranges ?? RangeSet())
             if let length = validators.length {
                 let target = targetRanges(length: length)
-                alreadyCached = target.count - missing(length: length).reduce(0) { $0 + $1.count }
-                emit(.started(url: item.url, key: key, length: length, alreadyCached: alreadyCached!, toFetch: target.count - alreadyCached!))
+                let cached = target.count - missing(length: length).reduce(0) { $0 + $1.count }
+                alreadyCached = cached
+                emit(.started(url: item.url, key: key, length: length, alreadyCached: cached, toFetch: target.count - cached))
             } else {
                 emit(.started(url: item.url, key: key, length: nil, alreadyCached: 0, toFetch: nil))
             }
+            if !heldFromThisRunOnly && !validators.hasStrongValidator && plan() != nil {
+                // Parts without a strong validator are never combined across runs.
+                return dropVersion(to: validators, reason: "the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones") { [self] in
+                    nextRequest()
+                }
+            }
             nextRequest()
-        } catch let e as SystemError {
-            finish(.disk(e))
         } catch {
-            finish(.catalog("\(error)"))
+            finish(PrefetchError(error))
         }
     }
 
@@ -129,44 +137,60 @@ final class PrefetchJob: TransferDelegate {
         RangeSet(requests.compactMap { $0.resolve(length: length) })
     }
 
-    /// Requested bytes neither committed, nor on their way to the catalog, nor just written.
-    func missing(length: Int64) -> [ByteRange] {
+    /// Everything held: committed, on its way to the catalog, or just written.
+    var held: RangeSet {
         var have = checkpointer?.durableOrPending ?? RangeSet()
         have.formUnion(pending)
+        return have
+    }
+
+    /// Requested bytes not held.
+    func missing(length: Int64) -> [ByteRange] {
+        let have = held
         var gaps: [ByteRange] = []
         for r in targetRanges(length: length).ranges { gaps += have.missing(in: r) }
         return gaps
     }
 
+    /// The next request to send, or nil when every requested byte is held.
+    func plan() -> ResponseJudge.Asked? {
+        if let length = validators.length {
+            let gaps = RangeSet.coalesce(missing(length: length), within: options.coalesceGap)
+            return gaps.first.map { ResponseJudge.Asked(spec: $0.httpSpec, start: $0.lowerBound, end: $0.upperBound) }
+        }
+        let have = held
+        return requests.lazy.compactMap { $0.firstMissing(in: have) }.first
+    }
+
+    /// The judge for the response to `asked`: where a 200's body may stop is the end of what is wanted.
+    var judge: ResponseJudge {
+        let wantedEnd: Int64?
+        if let length = validators.length {
+            wantedEnd = targetRanges(length: length).ranges.last?.upperBound ?? 0
+        } else {
+            let ends = requests.map(\.knownEnd)
+            wantedEnd = ends.contains(nil) ? nil : ends.compactMap { $0 }.max()
+        }
+        return ResponseJudge(asked: asked, held: validators, hasBytes: hasAnyBytes, wantedEnd: wantedEnd,
+                             weakPartsCombine: heldFromThisRunOnly)
+    }
+
     func nextRequest() {
-        guard !fetcher.isStopped else { return }
+        guard !fetcher.isStopped, result == nil else { return }
         transferFailure = nil
         transferBytes = 0
         retryAfter = nil
-        askedSuffix = nil
-        if let length = validators.length {
-            let gaps = RangeSet.coalesce(missing(length: length), within: options.coalesceGap)
-            guard let gap = gaps.first else { return complete() }
-            asked = gap.httpSpec
-            askedStart = gap.lowerBound
-            askedEnd = gap.upperBound
-        } else {
-            guard let first = requests.first, let spec = first.httpSpec else { return complete() }
-            asked = spec
-            switch first {
-            case .suffix(let n): askedStart = nil; askedEnd = nil; askedSuffix = n
-            case .whole: askedStart = 0; askedEnd = nil
-            case .head(let n): askedStart = 0; askedEnd = n
-            case .span(let a, let b): askedStart = a; askedEnd = b.map { $0 + 1 }
-            }
-        }
+        stoppedAtLimit = false
+        responseStatus = 0
+        guard let next = plan() else { return complete() }
+        asked = next
         do {
-            let t = try CurlTransfer(url: item.url, range: asked, ifRange: hasAnyBytes ? validators.ifRange : nil, options: options.request)
+            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: hasAnyBytes ? validators.ifRange : nil, options: options.request)
             t.delegate = self
             transfer = t
             fetcher.add(t)
         } catch {
-            finish(.transport(error as? TransportError ?? TransportError(kind: .other, message: "\(error)", code: -1)))
+            finish(PrefetchError(error))
         }
     }
 
@@ -174,6 +198,11 @@ final class PrefetchJob: TransferDelegate {
 
     /// Called by the loop after every wake-up: checkpoint and progress, never from a data callback.
     func tick() {
+        guard result == nil else { return }
+        // A checkpoint that failed (disk full, fsync EIO, catalog busy too long) stops the entry:
+        // bytes that cannot be claimed are not worth downloading.
+        if let e = checkpointer?.firstError { return abort(e) }
+        guard !dropping else { return }
         let now = ContinuousClock.now
         if pendingBytes > 0 && (pendingBytes >= options.checkpointBytes || now - lastCheckpoint >= .milliseconds(Int64(options.checkpointInterval * 1000))) {
             checkpoint(wait: false)
@@ -216,10 +245,18 @@ final class PrefetchJob: TransferDelegate {
 
     func finish(_ error: PrefetchError?) {
         guard result == nil else { return }
-        if checkpointer != nil { checkpoint(wait: true) }
-        let error = error ?? checkpointer?.firstError
+        if checkpointer != nil && !dropping { checkpoint(wait: true) }
+        checkpointer?.drain()
         var requested: Int64?
         if let length = validators.length { requested = targetRanges(length: length).count }
+        // What is true at the end: a checkpoint failure stands unless every requested byte got
+        // committed after all.
+        var error = error
+        if error == nil, let e = checkpointer?.firstError {
+            let committed = checkpointer?.committed ?? RangeSet()
+            let covered = validators.length.map { committed.contains(targetRanges(length: $0)) } ?? false
+            if !covered { error = e }
+        }
         result = PrefetchResult(
             url: item.url, key: key, length: validators.length, fetchedBytes: checkpointer?.addedBytes ?? 0,
             alreadyCachedBytes: alreadyCached ?? 0, requestedBytes: requested, complete: wasComplete,

@@ -11,6 +11,20 @@ public struct PrefetchItem: Equatable, Sendable {
     }
 }
 
+extension PrefetchItem {
+    /// Why `url` cannot be prefetched (not an absolute http or https URL), or nil when it can.
+    public static func urlProblem(_ url: String) -> String? {
+        let u = URL(string: url)
+        if let scheme = u?.scheme?.lowercased(), scheme != "http" && scheme != "https" {
+            return "scheme '\(scheme)' is not supported; only http and https"
+        }
+        guard u?.scheme != nil, u?.host?.isEmpty == false else {
+            return "not a valid URL; give an absolute http:// or https:// URL"
+        }
+        return nil
+    }
+}
+
 public struct PrefetchOptions: Sendable {
     public var request = RequestOptions()
     public var keyRules = CacheKeyRules()
@@ -52,6 +66,16 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case interrupted
     case deadline
     case notStarted
+
+    /// Wraps an error met while prefetching: file-system errors stay typed, the rest is the catalog's.
+    init(_ error: any Error) {
+        switch error {
+        case let e as PrefetchError: self = e
+        case let e as SystemError: self = .disk(e)
+        case let e as TransportError: self = .transport(e)
+        default: self = .catalog("\(error)")
+        }
+    }
 
     /// Worth another attempt: connection-level failures, 5xx, 408 and 429.
     public var isRetryable: Bool {

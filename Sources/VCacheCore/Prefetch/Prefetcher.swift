@@ -86,7 +86,7 @@ public final class Prefetcher {
 
         let runKeys = Set(items.compactMap { URL(string: $0.url).map { options.keyRules.key(for: $0) } })
         if let maxTime = options.maxTime {
-            fetcher.after(maxTime) { [fetcher] in fetcher.stop(reason: Self.deadlineReason) }
+            fetcher.setDeadline(.now + .milliseconds(Int64(maxTime * 1000)), reason: Self.deadlineReason)
         }
         launch()
         // With a cap, evict during long downloads too, not only between them: every cap/8

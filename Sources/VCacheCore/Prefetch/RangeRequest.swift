@@ -51,6 +51,35 @@ public enum RangeRequest: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// While the length is unknown: the first part of this request not in `have`, as a request, or
+    /// nil when all of it is there. An open end (`A-`, the whole video) is never known to be there;
+    /// a suffix is always asked as is.
+    public func firstMissing(in have: RangeSet) -> ResponseJudge.Asked? {
+        func bounded(_ r: ByteRange) -> ResponseJudge.Asked? {
+            have.missing(in: r).first.map { ResponseJudge.Asked(spec: $0.httpSpec, start: $0.lowerBound, end: $0.upperBound) }
+        }
+        func open(from a: Int64) -> ResponseJudge.Asked {
+            let start = have.contiguousEnd(from: a)
+            return ResponseJudge.Asked(spec: "\(start)-", start: start, end: nil)
+        }
+        switch self {
+        case .whole: return open(from: 0)
+        case .head(let n): return n > 0 ? bounded(ByteRange(0, n)) : nil
+        case .span(let a, let b?): return bounded(ByteRange(a, b + 1))
+        case .span(let a, nil): return open(from: a)
+        case .suffix(let n): return ResponseJudge.Asked(spec: "-\(n)", start: nil, end: nil, suffix: n)
+        }
+    }
+
+    /// Where this request ends (exclusive) while the length is unknown; nil for an open end.
+    public var knownEnd: Int64? {
+        switch self {
+        case .head(let n): n
+        case .span(_, let b?): b + 1
+        case .whole, .span(_, nil), .suffix: nil
+        }
+    }
+
     public var description: String {
         switch self {
         case .whole: "whole"

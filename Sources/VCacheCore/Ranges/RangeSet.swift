@@ -82,6 +82,11 @@ public struct RangeSet: Hashable, Sendable, CustomStringConvertible {
         return i < ranges.count && ranges[i].lowerBound <= r.lowerBound && ranges[i].upperBound >= r.upperBound
     }
 
+    /// True when every byte of `other` is in the set.
+    public func contains(_ other: RangeSet) -> Bool {
+        other.ranges.allSatisfy { contains($0) }
+    }
+
     /// The parts of `r` not in the set, in order: what a fetch still has to get.
     public func missing(in r: ByteRange) -> [ByteRange] {
         var gaps: [ByteRange] = []

@@ -115,9 +115,19 @@ public final class CacheStore: Sendable {
         rmdir(entryDirectory(key))
     }
 
-    /// Opens `data` for reading and writing, holding LOCK_SH on it while open (so eviction skips it).
-    public func openData(key: String) throws -> RawFile {
+    /// The writer's `data`: opened for reading and writing, created when missing (only the writer,
+    /// holding the entry's lock, ever creates it), with LOCK_SH held while open so eviction skips it.
+    public func openDataForWriting(key: String) throws -> RawFile {
         let file = try RawFile.open(dataPath(key), flags: O_RDWR | O_CREAT)
+        _ = try file.lock(exclusive: false, nonBlocking: false)
+        return file
+    }
+
+    /// A reader's `data` (export, verify, info): read-only and never created, so a reader racing
+    /// an eviction cannot leave an empty file behind. LOCK_SH is held while open. Throws ENOENT
+    /// when there is no `data`.
+    public func openDataForReading(key: String) throws -> RawFile {
+        let file = try RawFile.open(dataPath(key), flags: O_RDONLY)
         _ = try file.lock(exclusive: false, nonBlocking: false)
         return file
     }
@@ -125,13 +135,32 @@ public final class CacheStore: Sendable {
     /// Drops an entry's bytes by giving it a new, empty `data` (the caller holds the writer lock
     /// and has already removed the catalog's ranges). The old file is unlinked, never truncated:
     /// a reader still holding it keeps a consistent view, and a hard link made by
-    /// `export --link` keeps the video it was made from.
+    /// `export --link` keeps the video it was made from. `old` is closed once the unlink succeeded.
     public func replaceData(key: String, closing old: RawFile?) throws -> RawFile {
-        old?.close()
         if unlink(dataPath(key)) != 0 && errno != ENOENT {
             throw SystemError("remove", path: dataPath(key), errno: errno)
         }
-        return try openData(key: key)
+        old?.close()
+        return try openDataForWriting(key: key)
+    }
+
+    /// For a writer that has just taken the entry (`data` open): claims past the end of `data`
+    /// are not cached (a file lost or cut short by a crash, ExoPlayer's rule for missing spans), so
+    /// they are dropped from the catalog, with the completion. Returns the entry as it now stands.
+    public func dropClaimsBeyondData(_ entry: CacheEntry, data: RawFile) throws -> CacheEntry {
+        let st = try data.status()
+        let size = Int64(st.st_size)
+        guard let last = entry.ranges.ranges.last, last.upperBound > size else { return entry }
+        var e = entry
+        e.ranges.remove(ByteRange(size, last.upperBound))
+        let whole = e.length.map { e.ranges.contains(ByteRange(0, $0)) } ?? false
+        try catalog.replaceRanges(key: e.key, with: e.ranges, diskBytes: FileSystem.allocatedBytes(st), keepCompletion: whole && e.isComplete)
+        e.cachedBytes = e.ranges.count
+        if !(whole && e.isComplete) {
+            e.completed = nil
+            e.sha256 = nil
+        }
+        return e
     }
 }
 

@@ -4,12 +4,28 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 
 /// A thin, typed wrapper over one file descriptor (swift-system's spirit): each method names the
 /// C call it makes, retries EINTR, and throws `SystemError` naming the path.
-public struct RawFile: Sendable {
-    public let fd: Int32
+///
+/// A class, so the descriptor is closed exactly once: `close()` (or the last reference going
+/// away) closes it, and a second `close()` does nothing. A closed file refuses further I/O with
+/// EBADF rather than reaching whatever file or socket the number now belongs to.
+public final class RawFile: Sendable {
+    private let descriptor: Int32
+    private let closed = Atomic<Bool>(false)
     public let path: String
+
+    init(fd: Int32, path: String) {
+        descriptor = fd
+        self.path = path
+    }
+
+    deinit { close() }
+
+    /// The descriptor, for calls this type does not wrap (lseek, fstat); -1 once closed.
+    public var fd: Int32 { closed.load(ordering: .acquiring) ? -1 : descriptor }
 
     /// open(2) with O_CLOEXEC and O_NOFOLLOW: vcache never follows a symlink inside its cache.
     public static func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws -> RawFile {
@@ -21,13 +37,23 @@ public struct RawFile: Sendable {
         }
     }
 
-    public func close() { _ = Glibc_close(fd) }
+    /// close(2), once.
+    public func close() {
+        if !closed.exchange(true, ordering: .acquiringAndReleasing) { _ = Glibc_close(descriptor) }
+    }
+
+    private func liveDescriptor() throws -> Int32 {
+        let fd = self.fd
+        if fd < 0 { throw SystemError("use", path: path, errno: EBADF) }
+        return fd
+    }
 
     /// pwrite(2) of the whole buffer at an absolute offset; short writes continue.
     public func write(_ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64) throws {
         #if DEBUG
         if let e = TestSeam.injectedWriteError(path: path, count: buffer.count) { throw SystemError("write", path: path, errno: e) }
         #endif
+        let fd = try liveDescriptor()
         var done = 0
         while done < buffer.count {
             let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
@@ -41,6 +67,7 @@ public struct RawFile: Sendable {
 
     /// pread(2) up to `buffer.count` bytes at an absolute offset; returns bytes read (0 at end of file).
     public func read(into buffer: UnsafeMutableRawBufferPointer, fromAbsoluteOffset offset: Int64) throws -> Int {
+        let fd = try liveDescriptor()
         while true {
             let n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
             if n >= 0 { return n }
@@ -61,6 +88,7 @@ public struct RawFile: Sendable {
 
     /// fsync(2): the data written so far is durable.
     public func sync() throws {
+        let fd = try liveDescriptor()
         while fsync(fd) != 0 {
             if errno == EINTR { continue }
             throw SystemError("sync", path: path, errno: errno)
@@ -69,6 +97,7 @@ public struct RawFile: Sendable {
 
     /// ftruncate(2).
     public func resize(to length: Int64) throws {
+        let fd = try liveDescriptor()
         while ftruncate(fd, off_t(length)) != 0 {
             if errno == EINTR { continue }
             throw SystemError("truncate", path: path, errno: errno)
@@ -77,6 +106,7 @@ public struct RawFile: Sendable {
 
     /// fstat(2).
     public func status() throws -> stat {
+        let fd = try liveDescriptor()
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw SystemError("stat", path: path, errno: errno) }
         return st
@@ -84,6 +114,7 @@ public struct RawFile: Sendable {
 
     /// flock(2). Returns false when `nonBlocking` and the lock is held elsewhere.
     public func lock(exclusive: Bool, nonBlocking: Bool) throws -> Bool {
+        let fd = try liveDescriptor()
         let op = (exclusive ? LOCK_EX : LOCK_SH) | (nonBlocking ? LOCK_NB : 0)
         while flock(fd, op) != 0 {
             if errno == EINTR { continue }
@@ -169,5 +200,34 @@ enum TestSeam {
         let before = written.add(Int64(count), ordering: .relaxed).oldValue
         return before + Int64(count) > limit ? ENOSPC : nil
     }
+
+    /// Pause points for race and crash tests, so a test can act at an exact moment instead of
+    /// guessing with a sleep. In-process: a hook set in `hooks` runs there. Across processes:
+    /// `VCACHE_TEST_PAUSE=NAME:PREFIX` makes the process create `PREFIX.reached` at point NAME and
+    /// wait until `PREFIX.go` exists (or be killed there).
+    nonisolated(unsafe) static var hooks: [String: @Sendable () -> Void] = [:]
+    private static let hooksLock = Mutex(())
+    private static let pausePoint: (name: String, prefix: String)? = {
+        guard let v = ProcessInfo.processInfo.environment["VCACHE_TEST_PAUSE"], let colon = v.firstIndex(of: ":") else { return nil }
+        return (String(v[..<colon]), String(v[v.index(after: colon)...]))
+    }()
+
+    static func setHook(_ name: String, _ hook: (@Sendable () -> Void)?) {
+        hooksLock.withLock { _ in hooks[name] = hook }
+    }
+
+    static func pause(_ name: String) {
+        if let hook = hooksLock.withLock({ _ in hooks[name] }) { hook() }
+        guard let p = pausePoint, p.name == name else { return }
+        FileManager.default.createFile(atPath: p.prefix + ".reached", contents: nil)
+        while !FileManager.default.fileExists(atPath: p.prefix + ".go") { usleep(5_000) }
+    }
 }
 #endif
+
+/// A named pause point for tests (see `TestSeam.pause`); nothing at all in release builds.
+@inline(__always) func testPause(_ name: String) {
+    #if DEBUG
+    TestSeam.pause(name)
+    #endif
+}

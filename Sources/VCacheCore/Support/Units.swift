@@ -30,11 +30,21 @@ public enum Units {
         return Int64(bytes)
     }
 
+    /// The longest duration accepted (ten years): longer ones would overflow the clocks they set.
+    public static let maxDuration: Double = 3650 * 86400
+    public static let maxDurationText = "3650d"
+
     /// `90s`, `30m`, `12h`, `7d`, `2w`, `500ms`, or a bare number of seconds; `1h30m` combines.
+    /// nil for anything malformed or longer than `maxDuration`.
     public static func parseDuration(_ text: String) -> Double? {
+        guard let d = parseAnyDuration(text), d <= maxDuration else { return nil }
+        return d
+    }
+
+    private static func parseAnyDuration(_ text: String) -> Double? {
         let s = text.trimmingCharacters(in: .whitespaces).lowercased()
         guard !s.isEmpty else { return nil }
-        if let plain = Double(s), plain >= 0, plain.isFinite { return plain }
+        if let plain = Double(s) { return plain >= 0 && plain.isFinite ? plain : nil }
         var total = 0.0
         var rest = Substring(s)
         while !rest.isEmpty {
@@ -53,7 +63,7 @@ public enum Units {
             default: return nil
             }
         }
-        return total
+        return total.isFinite ? total : nil
     }
 
     /// `1.5 MiB`, `512 B`: binary units, one decimal above KiB.

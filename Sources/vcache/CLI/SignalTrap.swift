@@ -24,4 +24,26 @@ final class SignalTrap: @unchecked Sendable {
             sources.append(source)
         }
     }
+
+    /// After the clean checkpoint: die by `signal` itself, as curl and wget do, so a shell loop
+    /// stops on Ctrl-C and systemd sees a clean stop; the shell still shows 128+signal.
+    func dieBy(_ signal: Int32) -> Never {
+        fflush(nil)
+        for s in sources { s.cancel() }
+        Glibc_signal(signal, SIG_DFL)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        sigprocmask(SIG_UNBLOCK, &set, nil)
+        raise(signal)
+        exit(128 + signal)  // not reached unless the signal is blocked elsewhere
+    }
+}
+
+@inline(__always) private func Glibc_signal(_ sig: Int32, _ handler: sighandler_t?) {
+    #if canImport(Glibc)
+    _ = Glibc.signal(sig, handler)
+    #else
+    _ = Darwin.signal(sig, handler)
+    #endif
 }

@@ -61,7 +61,7 @@ enum InfoCommand: VCacheCommand {
 
     /// Where `moov` sits, judged from the top-level box headers that are cached.
     static func mp4Layout(_ e: CacheEntry, store: CacheStore) -> String {
-        guard let length = e.length, !e.ranges.isEmpty, let data = try? store.openData(key: e.key) else { return "unknown (nothing cached)" }
+        guard let length = e.length, !e.ranges.isEmpty, let data = try? store.openDataForReading(key: e.key) else { return "unknown (nothing cached)" }
         defer { data.close() }
         struct NotCached: Error {}
         let ranges = e.ranges

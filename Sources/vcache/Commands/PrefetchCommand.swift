@@ -54,6 +54,10 @@ enum PrefetchCommand: VCacheCommand {
                 guard let rr = RangeRequest(httpSpec: r) else { throw UsageError("invalid range '\(r)' for --range; use A-B, A- or -N (bytes, inclusive)") }
                 requests.append(rr)
             }
+            // A bad URL given on the command line is bad input (exit 2); in a list it is one failed line.
+            for url in args.positionals {
+                if let why = PrefetchItem.urlProblem(url) { throw UsageError("cannot prefetch \(url): \(why)") }
+            }
             var list = args.positionals.map { PrefetchItem(url: $0, requests: requests) }
             if let input = args.value("input") {
                 let (fromFile, errors) = try readInput(input, defaultRequests: requests)
@@ -99,7 +103,7 @@ enum PrefetchCommand: VCacheCommand {
         case .quiet: break
         case .bars, .lines: console.err(summary.recap + summary.line + "\n")
         }
-        if let signal = signals.caught, stopFlag.reason == signal { return 128 + signal }
+        if let signal = signals.caught, stopFlag.reason == signal { signals.dieBy(signal) }
         return summary.failed == 0 && inputErrors.isEmpty ? 0 : 1
     }
 
@@ -137,7 +141,7 @@ enum PrefetchCommand: VCacheCommand {
 
     static func duration(_ text: String, _ option: String) throws -> Double {
         guard let d = Units.parseDuration(text), d > 0 else {
-            throw UsageError("invalid duration '\(text)' for \(option); use e.g. 30s, 5m, 2h")
+            throw UsageError("invalid duration '\(text)' for \(option); use e.g. 30s, 5m, 2h (at most \(Units.maxDurationText))")
         }
         return d
     }
