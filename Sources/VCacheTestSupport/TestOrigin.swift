@@ -44,6 +44,9 @@ public final class TestOrigin: Sendable {
         public var ignoreIfRange = false
         /// Answer 302 with this Location.
         public var redirectTo: String?
+        /// Answer every GET with 200, `Transfer-Encoding: chunked` and no Content-Length, ignoring
+        /// Range (a live transcoder, some CDNs and object stores).
+        public var chunkedWithoutLength = false
 
         public init() {}
     }
@@ -54,6 +57,8 @@ public final class TestOrigin: Sendable {
         var served: [String: [ByteRange]] = [:]
         var servedTotal: [String: Int] = [:]
         var requests: [String: [String?]] = [:]
+        var queries: [String: [String]] = [:]
+        var bodyTimes: [String: (first: Date, last: Date)] = [:]
         var headers: [String: [[String: String]]] = [:]
         var connections: Set<Int32> = []
         var stopped = false
@@ -109,6 +114,12 @@ public final class TestOrigin: Sendable {
 
     /// The Range header of each request for `path`, in order (nil: none).
     public func requests(_ path: String) -> [String?] { state.withLock { $0.requests[path] ?? [] } }
+
+    /// The query string of each request for `path` (without `?`; empty when none), in order.
+    public func queries(_ path: String) -> [String] { state.withLock { $0.queries[path] ?? [] } }
+
+    /// When the first and the last body byte of `path` were sent (nil before any).
+    public func bodyTimes(_ path: String) -> (first: Date, last: Date)? { state.withLock { $0.bodyTimes[path] } }
 
     /// Each request's headers for `path` (names lower-cased), in order.
     public func headers(_ path: String) -> [[String: String]] { state.withLock { $0.headers[path] ?? [] } }
@@ -196,7 +207,9 @@ public final class TestOrigin: Sendable {
         guard parts.count >= 2 else { return false }
         let method = String(parts[0])
         // Resources, faults and counters are per path; the query (signed-URL tokens) is ignored.
-        let path = String(parts[1].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
+        let target = parts[1].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = String(target[0])
+        let query = target.count > 1 ? String(target[1]) : ""
         var headers: [String: String] = [:]
         for l in lines.dropFirst() {
             guard let c = l.firstIndex(of: ":") else { continue }
@@ -206,6 +219,7 @@ public final class TestOrigin: Sendable {
         // Take this request's faults (consuming one-shot ones) under the lock.
         let (resource, faults, status): (Resource?, Faults, (Int, [String: String])?) = state.withLock { s in
             s.requests[path, default: []].append(range)
+            s.queries[path, default: []].append(query)
             s.headers[path, default: []].append(headers)
             var f = s.faults[path] ?? Faults()
             var st: (Int, [String: String])?
@@ -237,8 +251,8 @@ public final class TestOrigin: Sendable {
             return send(fd, status: 304, headers: common.merging(["Content-Length": "0"]) { a, _ in a }, body: nil, method: method, path: path, faults: Faults())
         }
         if !faults.ignoreIfRange, let ifRange = headers["if-range"], ifRange != resource.etag && ifRange != resource.lastModified { wantRange = nil }
-        if faults.ignoreRanges { wantRange = nil }
-        if range != nil && wantRange == nil && !faults.ignoreRanges && headers["if-range"] == nil {
+        if faults.ignoreRanges || faults.chunkedWithoutLength { wantRange = nil }
+        if range != nil && wantRange == nil && !faults.ignoreRanges && !faults.chunkedWithoutLength && headers["if-range"] == nil {
             return send(fd, status: 416, headers: ["Content-Range": "bytes */\(total)", "Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
         }
         if let r = wantRange {
@@ -248,6 +262,11 @@ public final class TestOrigin: Sendable {
             return send(fd, status: 206, headers: h, body: (resource.body, r), method: method, path: path, faults: faults)
         }
         var h = common
+        if faults.chunkedWithoutLength {
+            h["Accept-Ranges"] = nil
+            h["Transfer-Encoding"] = "chunked"
+            return send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults, chunked: true)
+        }
         h["Content-Length"] = "\(total)"
         return send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)
     }
@@ -268,7 +287,7 @@ public final class TestOrigin: Sendable {
         return ByteRange(a, b + 1)
     }
 
-    private func send(_ fd: Int32, status: Int, headers: [String: String], body: (Data, ByteRange)?, method: String, path: String, faults: Faults) -> Bool {
+    private func send(_ fd: Int32, status: Int, headers: [String: String], body: (Data, ByteRange)?, method: String, path: String, faults: Faults, chunked: Bool = false) -> Bool {
         var head = "HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n"
         for (k, v) in headers.sorted(by: { $0.key < $1.key }) { head += "\(k): \(v)\r\n" }
         head += "\r\n"
@@ -286,19 +305,23 @@ public final class TestOrigin: Sendable {
                 if faults.stallAfterBytes != nil { holdUntilClosed(fd) }
                 return false
             }
+            if chunked && !writeAll(fd, Array(String(n, radix: 16).utf8) + [13, 10]) { return false }
             let ok = data.withUnsafeBytes { raw in
                 writeAll(fd, UnsafeRawBufferPointer(rebasing: raw[Int(offset)..<Int(offset) + n]))
             }
-            guard ok else { return false }
+            guard ok, !chunked || writeAll(fd, [13, 10]) else { return false }
             state.withLock { s in
                 s.served[path, default: []].append(ByteRange(offset, offset + Int64(n)))
                 s.servedTotal[path, default: 0] += n
+                let now = Date()
+                s.bodyTimes[path] = (s.bodyTimes[path]?.first ?? now, now)
             }
             changed.broadcast()
             offset += Int64(n)
             sent += n
             if let rate = faults.bytesPerSecond { usleep(UInt32(Double(n) / Double(rate) * 1_000_000)) }
         }
+        if chunked { return writeAll(fd, Array("0\r\n\r\n".utf8)) }
         return true
     }
 

@@ -26,9 +26,11 @@ public enum VCacheBinary {
     }
 
     /// Starts vcache; the caller waits with `finish`.
-    public static func start(_ args: [String], cacheDir: String?, stdin: String? = nil, environment extra: [String: String] = [:]) throws -> Running {
+    /// `executable`: run this instead of vcache (e.g. `/bin/sh` to set a umask first).
+    public static func start(_ args: [String], cacheDir: String?, stdin: String? = nil, environment extra: [String: String] = [:],
+                             executable: String? = nil) throws -> Running {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
+        p.executableURL = URL(fileURLWithPath: executable ?? path)
         p.arguments = args
         var env = ProcessInfo.processInfo.environment
         env["NO_COLOR"] = "1"

@@ -235,11 +235,28 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["prefetch", "-q", u2, "--bytes", "200K", "--key-strip-param", "token"], cacheDir: cache).status == 0)
         #expect(try VCacheBinary.run(["prefetch", "-q", u3, "--key-strip-param", "token"], cacheDir: cache).status == 0)
         #expect(origin.bytesServedTwice("/s.mp4") == 0)
+        // Each resume went out with the newest URL's token, not the one the entry was made with.
+        #expect(origin.queries("/s.mp4") == ["token=aaa&q=1", "token=bbb&q=1", "q=1&token=ccc"])
         let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
         let entries = lines(ls).filter { $0["key"] != nil }
         #expect(entries.count == 1)
         #expect(entries.first?["latest_url"] as? String == u3)
         #expect(entries.first?["sha256"] as? String == TestBytes.sha256(body))
+    }
+
+    /// The deadline is not work: with every cron flag at once, the run ends when its downloads do.
+    @Test(.timeLimit(.minutes(1)))
+    func aRunEndsWhenItsWorkEndsNotAtItsMaxTime() throws {
+        let origin = try TestOrigin()
+        let bodies = (0..<4).map { TestBytes.make(512 << 10, seed: UInt64(200 + $0)) }
+        for (i, b) in bodies.enumerated() { origin.setResource("/mt\(i).mp4", .init(body: b, etag: "\"\(i)\"")) }
+        let list = (0..<4).map { origin.url("/mt\($0).mp4") }.joined(separator: "\n")
+        let r = try VCacheBinary.run(["prefetch", "-i", "-", "-j", "2", "--max-time", "3h", "--limit-rate", "8M", "--max-size", "1G", "-q"],
+                                     cacheDir: cache, stdin: list)
+        #expect(r.status == 0)
+        for (i, b) in bodies.enumerated() {
+            #expect(try CacheInspector(directory: cache).entry(origin.url("/mt\(i).mp4"))?.sha256 == TestBytes.sha256(b))
+        }
     }
 
     @Test func maxTimeStopsALongRunCleanlyAndASecondRunCompletesIt() throws {

@@ -116,10 +116,35 @@ import VCacheTestSupport
         #expect(r.stdout == "the cache at \(cache) is empty; add videos with 'vcache prefetch URL'\n")
     }
 
-    @Test func theCacheDirectoryIsPrivate() throws {
-        _ = try vcache("ls")
-        var st = stat()
-        #expect(stat(cache, &st) == 0)
-        #expect(st.st_mode & 0o777 == 0o700)
+    /// Every file and folder under the cache, with its permission bits.
+    func modes(under root: String) -> [String: mode_t] {
+        var out: [String: mode_t] = [:]
+        if let st = FileSystem.status(root) { out["."] = st.st_mode }
+        let e = FileManager.default.enumerator(atPath: root)
+        while let name = e?.nextObject() as? String {
+            if let st = FileSystem.status(root + "/" + name) { out[name] = st.st_mode }
+        }
+        return out
+    }
+
+    @Test func everyFileIsPrivateWhateverTheUmaskEvenTheCatalogAndItsWAL() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(6 << 20, seed: 77)
+        origin.setResource("/m.mp4", .init(body: body, etag: "\"m\""))
+        origin.throttle("/m.mp4", to: 3 << 20)
+        // umask 000: nothing but vcache's own modes decides.
+        let running = try VCacheBinary.start(["-c", "umask 000; exec \"$0\" prefetch \"$1\" -q", VCacheBinary.path, origin.url("/m.mp4")],
+                                             cacheDir: cache, executable: "/bin/sh")
+        // Past the first checkpoint the catalog's -wal and -shm exist: look while they do.
+        #expect(origin.waitUntilServed("/m.mp4", atLeast: 5 << 20))
+        let during = modes(under: cache)
+        #expect(running.finish().status == 0)
+        let after = modes(under: cache)
+        #expect(during.keys.contains("catalog.db-wal") && during.keys.contains("catalog.db-shm"))
+        #expect(during.keys.contains { $0.hasSuffix("/data") })
+        for (name, mode) in during.merging(after, uniquingKeysWith: { a, _ in a }) {
+            let isDir = mode & S_IFMT == S_IFDIR
+            #expect(mode & 0o777 == (isDir ? 0o700 : 0o600), "\(name) has mode \(String(mode & 0o777, radix: 8))")
+        }
     }
 }
