@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import VCacheCore
+@testable import VCacheCore
 import VCacheTestSupport
 
 @Suite struct EvictorTests {
@@ -54,6 +54,26 @@ import VCacheTestSupport
         #expect(try remaining() == Set(order.suffix(3)))
         #expect(out.usageAfter <= c.maxSize!)
         #expect(realUsage() <= c.maxSize! + 64 << 10)  // the WAL may grow by a page or two after the check
+    }
+
+    /// A `pin` landing after the evictor chose an entry wins: the row is deleted only if it is
+    /// still unpinned and unused since the choice (invariant 5).
+    @Test func aPinLandingDuringAnEvictionWins() throws {
+        try use(in: [0, 1, 2, 3, 4, 5])
+        let victim = key(0), catalog = cache.store.catalog
+        TestSeam.setHook("evict-before-delete") { k in
+            if k == victim { _ = try? catalog.setPinned(key: victim, true) }
+        }
+        defer { TestSeam.setHook("evict-before-delete", nil) }
+        var c = Evictor.Criteria()
+        let entryDisk = try #require(try catalog.entry(key: key(0))).diskBytes
+        c.maxSize = Evictor(store: cache.store).catalogBytes() + 3 * entryDisk + entryDisk / 2
+        let out = try Evictor(store: cache.store).evict(c, dryRun: false)
+        #expect(out.skipped.map(\.entry.key) == [victim])
+        #expect(out.skipped.first?.reason == "pinned or used while evicting")
+        #expect(out.evicted.map(\.key) == [1, 2, 3].map(key))
+        #expect(try catalog.entry(key: victim)?.pinned == true)
+        #expect(FileSystem.exists(cache.store.dataPath(victim)))
     }
 
     @Test func pinnedEntriesStayAndTheNextLeastRecentlyUsedGoesInstead() throws {

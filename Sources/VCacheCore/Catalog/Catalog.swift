@@ -136,6 +136,18 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// When `integrityProblem` found only damaged indexes (their rows are all still in the
+    /// tables), rebuilds them with REINDEX and checks again. True when the catalog is sound now.
+    public func repairIndexes(problem: String) throws -> Bool {
+        let onlyIndexes = problem.split(separator: ";").allSatisfy {
+            let line = $0.trimmingCharacters(in: .whitespaces)
+            return line.hasPrefix("wrong # of entries in index") || (line.hasPrefix("row ") && line.contains("missing from index"))
+        }
+        guard onlyIndexes else { return false }
+        try database.write { try $0.execute("REINDEX") }
+        return try integrityProblem() == nil
+    }
+
     /// Sum of every entry's allocated `data` bytes as of its last checkpoint.
     public func totalDiskBytes() throws -> Int64 {
         try database.read { c in
@@ -217,6 +229,19 @@ public final class Catalog: Sendable {
     public func touch(key: String, now: Date = Date()) throws {
         try database.write { c in
             try c.run("UPDATE entries SET last_used = ? WHERE key = ?", .double(now.timeIntervalSince1970), .text(key))
+        }
+    }
+
+    /// Removes the entry only if it is still as the evictor chose it: still unpinned (unless
+    /// `evenIfPinned`) and not used since `lastUsed` (to the millisecond: a Date round trip may move the last bits). Checked in the statement that deletes the row
+    /// (invariant 5), so a `pin` or a use landing after the choice wins. True when removed.
+    public func removeEntry(key: String, ifUnchangedSince lastUsed: Date, evenIfPinned: Bool) throws -> Bool {
+        try database.write { c in
+            let gone = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
+                                 .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
+            guard gone > 0 else { return false }
+            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            return true
         }
     }
 

@@ -74,20 +74,22 @@ public struct Evictor {
                 usage -= e.diskBytes
                 continue
             }
-            switch try remove(e) {
+            switch try remove(e, evenIfPinned: c.includePinned || c.keys != nil) {
             case .removed(let freed):
                 out.evicted.append(e)
                 out.freedBytes += freed
                 usage -= e.diskBytes
             case .busy:
                 out.skipped.append((e, "in use by another vcache process"))
+            case .changed:
+                out.skipped.append((e, "pinned or used while evicting"))
             }
         }
         out.usageAfter = dryRun ? usage : try store.catalog.totalDiskBytes() + catalogBytes()
         return out
     }
 
-    enum Removal { case removed(Int64), busy }
+    enum Removal { case removed(Int64), busy, changed }
 
     /// True when a writer or reader holds the entry now.
     func isInUse(_ key: String) -> Bool {
@@ -113,11 +115,12 @@ public struct Evictor {
         return held
     }
 
-    private func remove(_ e: CacheEntry) throws -> Removal {
+    private func remove(_ e: CacheEntry, evenIfPinned: Bool) throws -> Removal {
         guard let locks = try takeLocks(e.key) else { return .busy }
         defer { locks.forEach { $0.close() } }
+        testPause("evict-before-delete", e.key)
         let freed = store.diskUsage(key: e.key)
-        try store.catalog.removeEntry(key: e.key)
+        guard try store.catalog.removeEntry(key: e.key, ifUnchangedSince: e.lastUsed, evenIfPinned: evenIfPinned) else { return .changed }
         // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.
         store.removeFiles(key: e.key)
         return .removed(freed)

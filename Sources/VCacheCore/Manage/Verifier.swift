@@ -54,19 +54,31 @@ public struct Verifier {
         return entries.map { verifyEntry($0, origin: originAnswers[$0.key], fix: options.fix) }
     }
 
-    private func verifyEntry(_ e: CacheEntry, origin: OriginProbe.Answer?, fix: Bool) -> EntryReport {
-        var report = EntryReport(key: e.key, url: e.latestURL, state: .ok, problems: [], actions: [])
-        guard let lock = try? store.tryLockWriter(key: e.key) else {
+    /// Checks one entry under its writer lock. The entry is read again once locked: the listing
+    /// it came from may be stale (a prefetch may have completed it, or fetched a new version,
+    /// meanwhile). Verifying is not use: last use is left alone, so the LRU order stays true.
+    private func verifyEntry(_ listed: CacheEntry, origin: OriginProbe.Answer?, fix: Bool) -> EntryReport {
+        var report = EntryReport(key: listed.key, url: listed.latestURL, state: .ok, problems: [], actions: [])
+        testPause("verify-before-lock", listed.key)
+        guard let lock = try? store.tryLockWriter(key: listed.key) else {
             report.state = .skipped
             report.problems.append("another vcache process is writing it")
             return report
         }
         defer { lock.release() }
         do {
+            guard let e = try store.catalog.entry(key: listed.key) else {
+                // Evicted meanwhile; the folder tryLockWriter made is an empty orphan.
+                store.removeFiles(key: listed.key)
+                report.state = .skipped
+                report.problems.append("evicted while verifying")
+                return report
+            }
+            report.url = e.latestURL
             let keep = try check(e, into: &report)
-            if let origin { checkOrigin(e, origin, into: &report) }
+            // The origin was asked about the version listed; if another is cached now, that answer says nothing.
+            if let origin, e.validators == listed.validators { checkOrigin(e, origin, into: &report) }
             if !report.problems.isEmpty && fix { try repair(e, keep: keep, report: &report) }
-            if report.problems.isEmpty || report.state != .fixed { try? store.catalog.touch(key: e.key) }
         } catch {
             report.problems.append("\(error)")
         }
@@ -116,6 +128,18 @@ public struct Verifier {
         }
         let data = try store.openDataForReading(key: e.key)
         defer { data.close() }
+        // A complete entry whose bytes still hash to its SHA-256 is whole, holes or not: ZFS and
+        // btrfs store blocks of zeros as holes. Holes matter only in a partial entry, or when the
+        // digest fails.
+        if e.isComplete, let length = e.length, let size = try? data.status().st_size, Int64(size) >= length,
+           rowsSane, valid.contains(ByteRange(0, length)) {
+            let digest = SHA256Digest()
+            try digest.update(from: data, ByteRange(0, length))
+            if digest.finalize() == e.sha256 {
+                checkStructure(e, data, length: length, into: &report)
+                return valid
+            }
+        }
         let size = Int64(try data.status().st_size)
         var backed = RangeSet()
         for r in valid.ranges {
@@ -149,15 +173,18 @@ public struct Verifier {
                 report.problems.append("its bytes no longer match the SHA-256 stored at completion")
                 return RangeSet()
             }
-            if looksLikeMP4(e, data) {
-                do {
-                    _ = try MP4Walker(file: data, length: length).check()
-                } catch {
-                    report.problems.append("MP4 structure: \(error)")
-                }
-            }
+            checkStructure(e, data, length: length, into: &report)
         }
         return backed
+    }
+
+    private func checkStructure(_ e: CacheEntry, _ data: RawFile, length: Int64, into report: inout EntryReport) {
+        guard looksLikeMP4(e, data) else { return }
+        do {
+            _ = try MP4Walker(file: data, length: length).check()
+        } catch {
+            report.problems.append("MP4 structure: \(error)")
+        }
     }
 
     /// An ISO BMFF file starts with a known top-level box (`ftyp` for MP4; old QuickTime files

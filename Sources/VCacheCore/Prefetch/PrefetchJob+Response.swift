@@ -62,7 +62,7 @@ extension PrefetchJob {
         fetcher.offload(to: checkpointer.queue, { () -> Result<RawFile, PrefetchError> in
             do {
                 try store.catalog.invalidate(key: key, validators: new)
-                testPause("drop-after-invalidate")
+                testPause("drop-after-invalidate", key)
                 return .success(try store.replaceData(key: key, closing: old))
             } catch {
                 return .failure(PrefetchError(error))

@@ -56,8 +56,9 @@ public final class CacheStore: Sendable {
     }
 
     /// A catalog SQLite reports as corrupt is moved aside (`catalog.db.corrupt-<time>`), its WAL
-    /// with it, and the data files, which nothing describes any more, are removed. The next open
-    /// starts an empty catalog. Returns where the old catalog went.
+    /// with it. The next open starts an empty catalog; the entry folders it no longer describes
+    /// are then orphans, which `Evictor.sweepOrphans` removes each under its locks (a writer
+    /// still running keeps its folder until the next sweep). Returns where the old catalog went.
     public static func setAsideCorruptCatalog(directory: String, now: Date = Date()) throws -> String {
         let f = DateFormatter()
         f.dateFormat = "yyyyMMdd-HHmmss"
@@ -68,7 +69,6 @@ public final class CacheStore: Sendable {
         for suffix in ["-wal", "-shm"] where FileSystem.exists(path + suffix) {
             _ = rename(path + suffix, aside + suffix)
         }
-        FileSystem.removeTree(directory + "/entries")
         return aside
     }
 

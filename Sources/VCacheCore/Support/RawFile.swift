@@ -205,19 +205,20 @@ enum TestSeam {
     /// guessing with a sleep. In-process: a hook set in `hooks` runs there. Across processes:
     /// `VCACHE_TEST_PAUSE=NAME:PREFIX` makes the process create `PREFIX.reached` at point NAME and
     /// wait until `PREFIX.go` exists (or be killed there).
-    nonisolated(unsafe) static var hooks: [String: @Sendable () -> Void] = [:]
+    nonisolated(unsafe) static var hooks: [String: @Sendable (String) -> Void] = [:]
     private static let hooksLock = Mutex(())
     private static let pausePoint: (name: String, prefix: String)? = {
         guard let v = ProcessInfo.processInfo.environment["VCACHE_TEST_PAUSE"], let colon = v.firstIndex(of: ":") else { return nil }
         return (String(v[..<colon]), String(v[v.index(after: colon)...]))
     }()
 
-    static func setHook(_ name: String, _ hook: (@Sendable () -> Void)?) {
+    /// The hook gets the point's detail (the entry's key).
+    static func setHook(_ name: String, _ hook: (@Sendable (String) -> Void)?) {
         hooksLock.withLock { _ in hooks[name] = hook }
     }
 
-    static func pause(_ name: String) {
-        if let hook = hooksLock.withLock({ _ in hooks[name] }) { hook() }
+    static func pause(_ name: String, _ detail: String) {
+        if let hook = hooksLock.withLock({ _ in hooks[name] }) { hook(detail) }
         guard let p = pausePoint, p.name == name else { return }
         FileManager.default.createFile(atPath: p.prefix + ".reached", contents: nil)
         while !FileManager.default.fileExists(atPath: p.prefix + ".go") { usleep(5_000) }
@@ -226,8 +227,8 @@ enum TestSeam {
 #endif
 
 /// A named pause point for tests (see `TestSeam.pause`); nothing at all in release builds.
-@inline(__always) func testPause(_ name: String) {
+@inline(__always) func testPause(_ name: String, _ detail: String) {
     #if DEBUG
-    TestSeam.pause(name)
+    TestSeam.pause(name, detail)
     #endif
 }

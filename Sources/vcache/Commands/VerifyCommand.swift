@@ -29,7 +29,12 @@ enum VerifyCommand: VCacheCommand {
             store = try CacheStore(directory: dir)
             do {
                 if let problem = try store.catalog.integrityProblem() {
-                    throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: problem)
+                    // Only an index damaged: rebuilding it loses nothing.
+                    if fix, try store.catalog.repairIndexes(problem: problem) {
+                        catalogNote = "the catalog's indexes were damaged (\(problem)): rebuilt them (REINDEX); no entry was lost"
+                    } else {
+                        throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: problem)
+                    }
                 }
             } catch let e as DatabaseError where e.isCorrupt {
                 throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: e.message)
@@ -42,7 +47,8 @@ enum VerifyCommand: VCacheCommand {
             do {
                 let aside = try CacheStore.setAsideCorruptCatalog(directory: dir)
                 store = try CacheStore(directory: dir)
-                catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)', started a new empty one and removed the data files it described"
+                let removed = try Evictor(store: store).sweepOrphans()
+                catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)', started a new empty one and removed the \(removed.count) data folders it described"
             } catch {
                 console.error("cannot set the corrupt catalog aside: \(error)")
                 return 1

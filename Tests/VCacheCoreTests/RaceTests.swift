@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+@testable import VCacheCore
+import VCacheTestSupport
+
+/// Races made exact with pause points (TestSeam), not with sleeps.
+@Suite struct RaceTests {
+    let origin: TestOrigin
+    let body = TestBytes.make(2_000_000, seed: 51)
+
+    init() throws {
+        origin = try TestOrigin()
+        origin.setResource("/r.mp4", .init(body: body, etag: "\"r1\""))
+    }
+
+    func key(_ url: String) -> String { CacheKeyRules().key(for: URL(string: url)!) }
+
+    /// verify lists the entry partial; before it locks it, a prefetch completes it. The entry is
+    /// judged as it is under the lock, so nothing is "fixed" and the completion stays.
+    @Test func verifyJudgesTheEntryAsItIsOnceLockedNotAsListed() throws {
+        let cache = try TestCache()
+        let url = origin.url("/r.mp4"), k = key(url)
+        #expect(cache.prefetch(url, [.head(512_000)]).error == nil)
+        let store = cache.store
+        TestSeam.setHook("verify-before-lock") { listed in
+            guard listed == k else { return }
+            let p = Prefetcher(store: store, options: TestCache.fastOptions())
+            _ = p.run([PrefetchItem(url: url)])
+        }
+        defer { TestSeam.setHook("verify-before-lock", nil) }
+        var o = Verifier.Options()
+        o.fix = true
+        let reports = try Verifier(store: store).verify(keys: [k], options: o)
+        #expect(reports.map(\.state) == [.ok], "\(reports.map(\.problems))")
+        let entry = try #require(try store.catalog.entry(key: k))
+        #expect(entry.isComplete)
+        #expect(entry.sha256 == TestBytes.sha256(body))
+    }
+
+    /// verify --origin --fix asks about v1; before it locks the entry a prefetch replaces it with
+    /// v2. The stale answer must not make --fix drop the fresh copy.
+    @Test func aStaleOriginAnswerDoesNotDropAFreshCopy() throws {
+        let cache = try TestCache()
+        let url = origin.url("/r.mp4"), k = key(url)
+        #expect(cache.prefetch(url, [.head(500_000)]).error == nil)
+        let v2 = TestBytes.make(2_000_000, seed: 52)
+        origin.setResource("/r.mp4", .init(body: v2, etag: "\"r2\""))
+        let store = cache.store
+        TestSeam.setHook("verify-before-lock") { listed in
+            guard listed == k else { return }
+            _ = Prefetcher(store: store, options: TestCache.fastOptions()).run([PrefetchItem(url: url)])
+        }
+        defer { TestSeam.setHook("verify-before-lock", nil) }
+        var o = Verifier.Options()
+        o.fix = true
+        o.checkOrigin = true
+        let reports = try Verifier(store: store).verify(keys: [k], options: o)
+        #expect(reports.map(\.state) == [.ok], "\(reports.map(\.problems))")
+        let entry = try #require(try store.catalog.entry(key: k))
+        #expect(entry.etag == "\"r2\"")
+        #expect(entry.sha256 == TestBytes.sha256(v2))
+    }
+
+    /// Dropping a changed version (catalog, unlink, new file) happens off the fetch loop while its
+    /// transfer is held: another download of the same run keeps streaming meanwhile and is not
+    /// dropped as stalled, however long the drop takes.
+    @Test func droppingAVersionDoesNotStallTheOtherDownloadsOfTheRun() throws {
+        let cache = try TestCache()
+        let changing = origin.url("/r.mp4"), k = key(changing)
+        #expect(cache.prefetch(changing, [.head(500_000)]).error == nil)
+        let v2 = TestBytes.make(2_000_000, seed: 53)
+        origin.setResource("/r.mp4", .init(body: v2, etag: "\"r2\""))
+        let other = TestBytes.make(3 << 20, seed: 54)
+        origin.setResource("/other.mp4", .init(body: other, etag: "\"o\""))
+        origin.throttle("/other.mp4", to: 2 << 20)
+        let otherURL = origin.url("/other.mp4")
+        let o2 = origin
+        // The drop blocks until the other download has streamed well past its stall timeout.
+        TestSeam.setHook("drop-after-invalidate") { dropping in
+            guard dropping == k else { return }
+            _ = o2.waitUntilServed("/other.mp4", atLeast: 2 << 20, timeout: 20)
+        }
+        defer { TestSeam.setHook("drop-after-invalidate", nil) }
+        var options = TestCache.fastOptions()
+        options.request.stallTimeout = 0.5
+        options.retries = 0
+        let results = Prefetcher(store: cache.store, options: options)
+            .run([PrefetchItem(url: otherURL), PrefetchItem(url: changing)])
+        #expect(results.map(\.error) == [nil, nil])
+        #expect(origin.servedBytes("/other.mp4") == other.count)  // never restarted after a stall
+        #expect(try cache.inspector.entry(otherURL)?.sha256 == TestBytes.sha256(other))
+        #expect(try cache.inspector.entry(changing)?.sha256 == TestBytes.sha256(v2))
+    }
+}
