@@ -91,4 +91,25 @@ import VCacheTestSupport
         #expect(try cache.inspector.entry(otherURL)?.sha256 == TestBytes.sha256(other))
         #expect(try cache.inspector.entry(changing)?.sha256 == TestBytes.sha256(v2))
     }
+
+    /// export --link hashes through its descriptor, but link() works by path: when `data` is
+    /// replaced in between, the linked file is not the one hashed, and nothing is published.
+    @Test func exportLinkRefusesAFileReplacedAfterItWasHashed() throws {
+        let cache = try TestCache()
+        let url = origin.url("/r.mp4"), k = key(url)
+        #expect(cache.prefetch(url).complete)
+        let path = cache.store.dataPath(k)
+        TestSeam.setHook("export-link-after-hash") { exporting in
+            guard exporting == k else { return }
+            unlink(path)
+            FileManager.default.createFile(atPath: path, contents: TestBytes.make(2_000_000, seed: 99))
+        }
+        defer { TestSeam.setHook("export-link-after-hash", nil) }
+        let out = cache.dir.file("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        #expect(throws: Exporter.ExportError.changedWhileExporting(url: url)) {
+            try Exporter(store: cache.store).export(key: k, to: out + "/r.mp4", force: false, link: true)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out).isEmpty)
+    }
 }

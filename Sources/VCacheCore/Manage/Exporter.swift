@@ -20,6 +20,7 @@ public struct Exporter {
         case missingFolder(String)
         case checksumMismatch(url: String)
         case crossDevice(String)
+        case changedWhileExporting(url: String)
         case io(SystemError)
 
         public var description: String {
@@ -31,6 +32,7 @@ public struct Exporter {
             case .missingFolder(let p): return "folder '\(p)' does not exist; create it first"
             case .checksumMismatch(let url): return "the cached bytes of \(url) do not match their SHA-256; nothing was written; run 'vcache verify --fix'"
             case .crossDevice(let p): return "cannot hard-link into '\(p)': it is on another filesystem than the cache; export without --link"
+            case .changedWhileExporting(let url): return "the cached file of \(url) was replaced while it was being exported; nothing was written; try again"
             case .io(let e): return e.description
             }
         }
@@ -50,13 +52,15 @@ public struct Exporter {
             throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
         }
         var target = destination
-        if let st = FileSystem.status(destination), (st.st_mode & S_IFMT) == S_IFDIR {
+        // The destination is the user's, not the cache's: a folder reached through a symlink is
+        // still a folder to write into (the no-follow rule is for paths inside the cache only).
+        if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) == S_IFDIR {
             target = (destination as NSString).appendingPathComponent(Self.fileName(for: e.latestURL, key: e.key, contentType: e.contentType))
         } else if destination.hasSuffix("/") {
             throw ExportError.missingFolder(destination)
         }
         let folder = (target as NSString).deletingLastPathComponent.isEmpty ? "." : (target as NSString).deletingLastPathComponent
-        guard let fst = FileSystem.status(folder), (fst.st_mode & S_IFMT) == S_IFDIR else { throw ExportError.missingFolder(folder) }
+        guard let fst = FileSystem.followingStatus(folder), (fst.st_mode & S_IFMT) == S_IFDIR else { throw ExportError.missingFolder(folder) }
         if FileSystem.status(target) != nil && !force { throw ExportError.destinationExists(target) }
 
         let data: RawFile
@@ -68,9 +72,15 @@ public struct Exporter {
                 let digest = SHA256Digest()
                 try digest.update(from: data, ByteRange(0, length))
                 guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: e.latestURL) }
+                testPause("export-link-after-hash", key)
                 if Glibc_link(store.dataPath(key), temp) != 0 {
                     if errno == EXDEV { throw ExportError.crossDevice(folder) }
                     throw ExportError.io(SystemError("link", path: temp, errno: errno))
+                }
+                // link() works by path: publish only if the link is the very file that was hashed.
+                let hashed = try data.status()
+                guard let linked = FileSystem.status(temp), linked.st_ino == hashed.st_ino, linked.st_dev == hashed.st_dev else {
+                    throw ExportError.changedWhileExporting(url: e.latestURL)
                 }
             } else {
                 try copy(data, length: length, expecting: sha, to: temp, url: e.latestURL)

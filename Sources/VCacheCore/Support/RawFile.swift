@@ -133,6 +133,12 @@ public enum FileSystem {
         return lstat(path, &st) == 0 ? st : nil
     }
 
+    /// stat(2), following symlinks: for paths outside the cache (export destinations).
+    public static func followingStatus(_ path: String) -> stat? {
+        var st = stat()
+        return stat(path, &st) == 0 ? st : nil
+    }
+
     public static func exists(_ path: String) -> Bool { status(path) != nil }
 
     /// mkdir -p with mode 0700. Tries the folder itself first, so the common case is one call.
