@@ -58,7 +58,7 @@ public final class TestOrigin: Sendable {
         var servedTotal: [String: Int] = [:]
         var requests: [String: [String?]] = [:]
         var queries: [String: [String]] = [:]
-        var bodyTimes: [String: (first: Date, last: Date)] = [:]
+
         var headers: [String: [[String: String]]] = [:]
         var connections: Set<Int32> = []
         var stopped = false
@@ -117,9 +117,6 @@ public final class TestOrigin: Sendable {
 
     /// The query string of each request for `path` (without `?`; empty when none), in order.
     public func queries(_ path: String) -> [String] { state.withLock { $0.queries[path] ?? [] } }
-
-    /// When the first and the last body byte of `path` were sent (nil before any).
-    public func bodyTimes(_ path: String) -> (first: Date, last: Date)? { state.withLock { $0.bodyTimes[path] } }
 
     /// Each request's headers for `path` (names lower-cased), in order.
     public func headers(_ path: String) -> [[String: String]] { state.withLock { $0.headers[path] ?? [] } }
@@ -313,8 +310,6 @@ public final class TestOrigin: Sendable {
             state.withLock { s in
                 s.served[path, default: []].append(ByteRange(offset, offset + Int64(n)))
                 s.servedTotal[path, default: 0] += n
-                let now = Date()
-                s.bodyTimes[path] = (s.bodyTimes[path]?.first ?? now, now)
             }
             changed.broadcast()
             offset += Int64(n)

@@ -288,6 +288,21 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(origin.url("/lr.mp4"))?.sha256 == TestBytes.sha256(body))
     }
 
+    /// The cap holds: 4 MiB at 1 MiB/s cannot arrive in much under 4 s (3.9 s after the bucket's
+    /// 0.1 s burst). A lower bound only, which a slow machine cannot break. Timed on this side:
+    /// the origin's clock says nothing here, as the kernel buffers megabytes of a paused socket.
+    @Test func limitRateHoldsTheTotalRate() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(4 << 20, seed: 32)
+        origin.setResource("/rate.mp4", .init(body: body, etag: "\"r\""))
+        let start = ContinuousClock.now
+        let r = try VCacheBinary.run(["prefetch", "-q", origin.url("/rate.mp4"), "--limit-rate", "1M"], cacheDir: cache)
+        let elapsed = (ContinuousClock.now - start).inSeconds
+        #expect(r.status == 0)
+        #expect(elapsed >= 3.5)
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/rate.mp4"))?.sha256 == TestBytes.sha256(body))
+    }
+
     /// What `du` counts for the cache folder, in bytes.
     func duSize(_ path: String) throws -> Int64 {
         var total: Int64 = 0

@@ -22,7 +22,8 @@ import VCacheTestSupport
             let already = origin.servedBytes("/big.mp4")
             let running = try VCacheBinary.start(["prefetch", url, "-q"], cacheDir: cache)
             // Kill once the origin has sent a random further amount: a real event, not a timer.
-            let target = already + Int.random(in: (1 << 20)...(10 << 20))
+            // At least 10 MiB, so at least one checkpoint (4 MiB) has been committed.
+            let target = already + Int.random(in: (10 << 20)...(14 << 20))
             guard origin.waitUntilServed("/big.mp4", atLeast: target, timeout: 60) else { break }
             running.kill(SIGKILL)
             let r = running.finish()
@@ -30,7 +31,12 @@ import VCacheTestSupport
             kills += 1
             let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
             #expect(claims.mismatch == nil, "after kill \(kills) the catalog claims bytes that differ from the origin")
-            #expect(claims.claimed >= lastClaimed)
+            #expect(claims.claimed > lastClaimed, "kill \(kills): nothing new was claimed")
+            // What was sent but is not claimed: the checkpoint window being written (4 MiB), the
+            // one being fsynced and committed (4 MiB), and what the sockets held. Measured here:
+            // 0.7 to 7.5 MiB; before, a kill could cost 28 MiB.
+            let lost = Int64(origin.servedBytes("/big.mp4")) - claims.claimed
+            #expect(lost <= 12 << 20, "kill \(kills) lost \(lost) bytes")
             lastClaimed = claims.claimed
         }
         #expect(kills == 4)
@@ -41,8 +47,68 @@ import VCacheTestSupport
         let entry = try #require(try CacheInspector(directory: cache).entry(url))
         #expect(entry.sha256 == TestBytes.sha256(body))
         #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
-        // Each kill loses at most about one checkpoint window (4 MiB or 1 s) plus what was in flight.
-        #expect(origin.bytesServedTwice("/big.mp4") <= Int64(kills) * (24 << 20 + 4 << 20))
+        #expect(origin.bytesServedTwice("/big.mp4") <= Int64(kills) * (12 << 20))
+    }
+
+    /// Kills at the exact moments where the cache changes most: a changed version half dropped,
+    /// a completion digested but not yet committed, an eviction between rows and files.
+    @Test func sigkillWhileAVersionIsDroppedLeavesATrueCatalog() throws {
+        let origin = try TestOrigin()
+        let v1 = TestBytes.make(3 << 20, seed: 71), v2 = TestBytes.make(3 << 20, seed: 72)
+        origin.setResource("/c.mp4", .init(body: v1, etag: "\"v1\""))
+        let url = origin.url("/c.mp4")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url, "--bytes", "1M"], cacheDir: cache).status == 0)
+        origin.setResource("/c.mp4", .init(body: v2, etag: "\"v2\""))
+        let pause = PausePoint("drop-after-invalidate", in: dir)
+        let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        _ = running.finish()
+        // The rows went first: nothing of v1 is claimed, though its file is still there.
+        let entry = try #require(try CacheInspector(directory: cache).entry(url))
+        #expect(entry.ranges.isEmpty)
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(v2))
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(v2))
+    }
+
+    @Test func sigkillAtCompletionLeavesATrueCatalogAndTheRerunOnlyCommits() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(3 << 20, seed: 73)
+        origin.setResource("/d.mp4", .init(body: body, etag: "\"d\""))
+        let url = origin.url("/d.mp4")
+        let pause = PausePoint("complete-before-commit", in: dir)
+        let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        _ = running.finish()
+        let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
+        #expect(claims.mismatch == nil)
+        #expect(try CacheInspector(directory: cache).entry(url)?.isComplete != true)
+        let rerun = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(rerun.status == 0)
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        #expect(origin.servedBytes("/d.mp4") - body.count <= Int(Int64(body.count) - claims.claimed))
+    }
+
+    @Test func sigkillMidEvictionLeavesAnOrphanThatTheNextRunSweeps() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/e.mp4", .init(body: TestBytes.make(1 << 20, seed: 74)))
+        let url = origin.url("/e.mp4")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let key = try #require(try CacheInspector(directory: cache).entry(url)).key
+        let pause = PausePoint("evict-after-delete", in: dir)
+        let running = try VCacheBinary.start(["evict", "--all"], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        _ = running.finish()
+        let store = try CacheInspector(directory: cache).store
+        #expect(try store.catalog.entry(key: key) == nil)  // rows first...
+        #expect(FileSystem.exists(store.dataPath(key)))     // ...files second: an orphan, claimed by nobody
+        let swept = try VCacheBinary.run(["evict", "--all"], cacheDir: cache)
+        #expect(swept.status == 0)
+        #expect(!FileSystem.exists(store.entryDirectory(key)))
     }
 
     @Test func sigintCheckpointsThenDiesBySIGINTAndTheRerunFetchesOnlyTheRest() throws {

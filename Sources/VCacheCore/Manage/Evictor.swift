@@ -122,6 +122,7 @@ public struct Evictor {
         let freed = store.diskUsage(key: e.key)
         guard try store.catalog.removeEntry(key: e.key, ifUnchangedSince: e.lastUsed, evenIfPinned: evenIfPinned) else { return .changed }
         // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.
+        testPause("evict-after-delete", e.key)
         store.removeFiles(key: e.key)
         return .removed(freed)
     }

@@ -15,7 +15,7 @@ final class Checkpointer: @unchecked Sendable {
     // @unchecked: `digest` is touched only on `queue`; everything else is immutable or in `state`.
     let queue: DispatchQueue
     private let catalog: Catalog
-    private let key: String
+    let key: String
     private let url: String
     private let data: RawFile
     private struct State {

@@ -40,6 +40,7 @@ extension PrefetchJob {
         // Nothing new to record and this run already committed (so last use and the URL are
         // current): skip the transaction. A run that fetched nothing still commits, as its "use".
         if batch.isEmpty && digest == nil && checkpointer.commitCount > 0 { return .partial }
+        testPause("complete-before-commit", checkpointer.key)
         guard checkpointer.commitNow(batch, validators: validators, contentType: contentType, sha256: digest) else {
             return .failed(checkpointer.firstError ?? .catalog("the catalog commit failed"))
         }
