@@ -17,6 +17,10 @@ public enum MP4Error: Error, Equatable, CustomStringConvertible, Sendable {
     case overruns(type: String, at: Int64, end: Int64, limit: Int64)
     case tooDeep
     case tooManyBoxes
+    /// A box whose contents cannot be right: a count that cannot fit, a table that points past another.
+    case malformed(type: String, at: Int64, reason: String)
+    /// Not ISO BMFF at all.
+    case notMP4(String)
 
     public var description: String {
         switch self {
@@ -25,6 +29,8 @@ public enum MP4Error: Error, Equatable, CustomStringConvertible, Sendable {
         case .overruns(let type, let at, let end, let limit): "box '\(type)' at offset \(at) ends at \(end), past its container's end \(limit)"
         case .tooDeep: "boxes nested too deeply"
         case .tooManyBoxes: "too many boxes"
+        case .malformed(let type, let at, let reason): "box '\(type)' at offset \(at): \(reason)"
+        case .notMP4(let why): "not an MP4 or MOV file: \(why)"
         }
     }
 }

@@ -79,6 +79,8 @@ extension PrefetchJob {
                 wasComplete = false
                 alreadyCached = 0
                 heldFromThisRunOnly = true
+                mp4Ranges = RangeSet()  // the new version's boxes are walked again
+                mp4Settled = false
                 emit(.videoChanged(url: item.url, reason: reason))
                 then()
                 if let next = afterDrop {

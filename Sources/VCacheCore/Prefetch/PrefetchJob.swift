@@ -48,6 +48,10 @@ final class PrefetchJob: TransferDelegate {
     var lastProgress = ContinuousClock.now
     var reportedWaiting = false
     var attempt = 0
+    /// Ranges the MP4's structure asked for (box headers, the moov, samples), beyond `requests`.
+    var mp4Ranges = RangeSet()
+    /// The MP4 goal is met (or cannot be): no more planner steps.
+    var mp4Settled = false
     /// An old version is being dropped off the loop; `afterDrop` runs once it is gone.
     var dropping = false
     var afterDrop: (() -> Void)?
@@ -134,7 +138,9 @@ final class PrefetchJob: TransferDelegate {
     // MARK: - Planning
 
     func targetRanges(length: Int64) -> RangeSet {
-        RangeSet(requests.compactMap { $0.resolve(length: length) })
+        var all = RangeSet(requests.compactMap { $0.resolve(length: length) })
+        all.formUnion(mp4Ranges)
+        return all
     }
 
     /// Everything held: committed, on its way to the catalog, or just written.
@@ -182,7 +188,7 @@ final class PrefetchJob: TransferDelegate {
         retryAfter = nil
         stoppedAtLimit = false
         responseStatus = 0
-        guard let next = plan() else { return complete() }
+        guard let next = plan() else { return advanceMP4() }
         asked = next
         do {
             let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: hasAnyBytes ? validators.ifRange : nil, options: options.request)

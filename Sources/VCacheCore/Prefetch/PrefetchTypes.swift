@@ -1,13 +1,34 @@
 import Foundation
 
-/// One URL to prefetch and the parts of it wanted (empty: the whole video).
+/// One URL to prefetch and the parts of it wanted (empty: the whole video), plus, for an MP4,
+/// what its structure makes necessary (`mp4`: the moov wherever it is, or the first seconds).
 public struct PrefetchItem: Equatable, Sendable {
     public var url: String
     public var requests: [RangeRequest]
+    public var mp4: MP4Goal?
 
-    public init(url: String, requests: [RangeRequest] = []) {
+    public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil) {
         self.url = url
         self.requests = requests
+        self.mp4 = mp4
+    }
+
+    /// `--seconds N`: the first 64 KiB (which holds `ftyp`, often the `moov`, and the first
+    /// samples), then whatever the MP4's structure says the first N seconds need.
+    public static func seconds(_ url: String, _ seconds: Double, also requests: [RangeRequest] = []) -> PrefetchItem {
+        PrefetchItem(url: url, requests: [.head(64 << 10)] + requests, mp4: .seconds(seconds))
+    }
+}
+
+extension MP4Goal {
+    /// Two wants for one entry: the first seconds include the moov; the longer span wins.
+    static func merged(_ a: MP4Goal?, _ b: MP4Goal?) -> MP4Goal? {
+        switch (a, b) {
+        case (nil, let x), (let x, nil): x
+        case (.seconds(let x), .seconds(let y)): .seconds(max(x, y))
+        case (.seconds(let x), _), (_, .seconds(let x)): .seconds(x)
+        default: .moov
+        }
     }
 }
 
@@ -63,6 +84,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case disk(SystemError)
     case catalog(String)
     case lockBusy
+    /// The MP4 could not be walked or mapped (`--seconds`).
+    case mp4(MP4Error)
     case interrupted
     case deadline
     case notStarted
@@ -97,6 +120,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
         case .catalog(let message): message
         case .lockBusy: "another vcache process is writing this entry; skipped (--no-wait)"
+        case .mp4(let e): "cannot map its MP4 for --seconds: \(e.description)"
         case .interrupted: "interrupted; what arrived is saved and a rerun resumes"
         case .deadline: "stopped at the --max-time deadline; what arrived is saved and a rerun resumes"
         case .notStarted: "not started before the run stopped"
@@ -129,6 +153,8 @@ public enum PrefetchEvent: Sendable {
     case waitingForLock(url: String)
     case progress(url: String, fetched: Int64, toFetch: Int64?)
     case videoChanged(url: String, reason: String)
+    /// Something the user should know about what was fetched and why (e.g. the moov fetched too).
+    case note(url: String, message: String)
     case retrying(url: String, attempt: Int, delay: Double, reason: String)
     /// Entries removed to stay under `maxSize`; `overCap` when this run's own entries exceed it.
     case evicted(urls: [String], freedBytes: Int64, usage: Int64, overCap: Bool)

@@ -34,6 +34,7 @@ public final class Prefetcher {
             if let i = indexByKey[key] {
                 let merged = unique[i].requests.isEmpty || item.requests.isEmpty ? [] : unique[i].requests + item.requests
                 unique[i].requests = merged
+                unique[i].mp4 = MP4Goal.merged(unique[i].mp4, item.mp4)
                 slot.append(i)
             } else {
                 indexByKey[key] = unique.count

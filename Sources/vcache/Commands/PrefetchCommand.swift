@@ -12,16 +12,21 @@ enum PrefetchCommand: VCacheCommand {
     static let spec = CommandSpec(
         name: "prefetch",
         abstract: "download the missing bytes of videos into the cache",
-        usage: "prefetch URL... [--bytes SIZE | --range A-B...] [options]",
+        usage: "prefetch URL... [--seconds N | --bytes SIZE | --range A-B...] [options]",
         discussion: """
         Fetches only what is missing (requested ranges minus cached ranges) and resumes where an
-        earlier run stopped. Without --bytes or --range the whole video is fetched.
+        earlier run stopped. Without --seconds, --bytes or --range the whole video is fetched.
+        For an MP4, --seconds N caches exactly what a player needs for its first N seconds (the
+        moov wherever it is, and those seconds' samples), and --bytes also fetches the moov when it
+        lies outside the head.
         SIZE: 512K, 2M, 1.5G (binary) or 2MB (decimal). DURATION: 30s, 5m, 2h.
         """,
         options: [
-            .value("bytes", "SIZE", "make sure the first SIZE bytes are cached"),
+            .value("seconds", "N", "MP4: cache the moov and every sample of the first N seconds (e.g. 10, 2.5, 10s)"),
+            .value("bytes", "SIZE", "make sure the first SIZE bytes are cached (and an MP4's moov, wherever it is)"),
+            .flag("no-moov", "with --bytes, do not also fetch an MP4's moov that lies outside the head"),
             .repeated("range", "A-B", "bytes A to B inclusive; A- to the end; -N the last N (repeatable)"),
-            .value("input", short: "i", "FILE", "read URLs from FILE (- for stdin): one per line, optional size after it"),
+            .value("input", short: "i", "FILE", "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s)"),
             .value("jobs", short: "j", "N", "parallel downloads (default 4)"),
             .repeated("header", short: "H", "'NAME: VALUE'", "extra request header, e.g. auth or cookie (repeatable)"),
             .value("user-agent", "STRING", "User-Agent header (default vcache/\(VCacheVersion.string))"),
@@ -46,21 +51,26 @@ enum PrefetchCommand: VCacheCommand {
         do {
             options = try makeOptions(args)
             var requests: [RangeRequest] = []
+            var goal: MP4Goal?
             if let b = args.value("bytes") {
                 guard let n = Units.parseSize(b) else { throw UsageError("invalid size '\(b)' for --bytes; use e.g. 2M, 512K, 1.5G") }
                 requests.append(.head(n))
+                if !args.flag("no-moov") { goal = .moov }
             }
             for r in args.all("range") {
                 guard let rr = RangeRequest(httpSpec: r) else { throw UsageError("invalid range '\(r)' for --range; use A-B, A- or -N (bytes, inclusive)") }
                 requests.append(rr)
             }
+            var seconds: Double?
+            if let t = args.value("seconds") { seconds = try duration(t, "--seconds") }
             // A bad URL given on the command line is bad input (exit 2); in a list it is one failed line.
             for url in args.positionals {
                 if let why = PrefetchItem.urlProblem(url) { throw UsageError("cannot prefetch \(url): \(why)") }
             }
-            var list = args.positionals.map { PrefetchItem(url: $0, requests: requests) }
+            let defaults = Defaults(requests: requests, goal: goal, seconds: seconds, fetchMoov: !args.flag("no-moov"))
+            var list = args.positionals.map { defaults.item($0) }
             if let input = args.value("input") {
-                let (fromFile, errors) = try readInput(input, defaultRequests: requests)
+                let (fromFile, errors) = try readInput(input, defaults: defaults)
                 list += fromFile
                 inputErrors = errors
             }
@@ -146,9 +156,24 @@ enum PrefetchCommand: VCacheCommand {
         return d
     }
 
-    /// One URL per line, optionally followed by a size; blank lines and `#` comments ignored.
-    /// A malformed line is reported with its number and skipped.
-    static func readInput(_ path: String, defaultRequests: [RangeRequest]) throws -> ([PrefetchItem], [String]) {
+    /// What each URL gets unless its line in a list says otherwise.
+    struct Defaults {
+        var requests: [RangeRequest]
+        var goal: MP4Goal?
+        var seconds: Double?
+        /// A head also brings the MP4's moov (no `--no-moov`).
+        var fetchMoov = true
+
+        func item(_ url: String) -> PrefetchItem {
+            if let seconds { return .seconds(url, seconds, also: requests) }
+            return PrefetchItem(url: url, requests: requests, mp4: goal)
+        }
+    }
+
+    /// One URL per line, optionally followed by a size (`2M`: the head, and the moov) or seconds
+    /// (`10s`: the first seconds of an MP4); blank lines and `#` comments ignored. A malformed
+    /// line is reported with its number and skipped.
+    static func readInput(_ path: String, defaults: Defaults) throws -> ([PrefetchItem], [String]) {
         let text: String
         if path == "-" {
             text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
@@ -165,25 +190,27 @@ enum PrefetchCommand: VCacheCommand {
             if line.isEmpty || line.hasPrefix("#") { continue }
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             let where_ = "\(path == "-" ? "stdin" : path):\(n + 1)"
-            guard let url = URL(string: fields[0]), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil else {
+            guard PrefetchItem.urlProblem(fields[0]) == nil else {
                 errors.append("\(where_): not an http(s) URL: '\(fields[0])'; line skipped")
                 continue
             }
             if fields.count > 2 {
-                errors.append("\(where_): expected 'URL [SIZE]', got \(fields.count) fields; line skipped")
+                errors.append("\(where_): expected 'URL [SIZE|SECONDS]', got \(fields.count) fields; line skipped")
                 continue
             }
-            if fields.count == 2 {
-                guard let size = Units.parseSize(fields[1]) else {
-                    errors.append("\(where_): invalid size '\(fields[1])'; use e.g. 2M; line skipped")
-                    continue
-                }
-                items.append(PrefetchItem(url: fields[0], requests: [.head(size)]))
+            guard fields.count == 2 else {
+                items.append(defaults.item(fields[0]))
+                continue
+            }
+            let word = fields[1]
+            if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
+                items.append(.seconds(fields[0], seconds))
+            } else if let size = Units.parseSize(word) {
+                items.append(PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil))
             } else {
-                items.append(PrefetchItem(url: fields[0], requests: defaultRequests))
+                errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
             }
         }
         return (items, errors)
     }
 }
-

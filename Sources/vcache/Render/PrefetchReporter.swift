@@ -68,6 +68,12 @@ final class PrefetchReporter {
             case .bars, .lines: log("note: \(url) changed on the origin (\(reason)); cached bytes of the old version were dropped")
             case .quiet: break
             }
+        case .note(let url, let message):
+            switch mode {
+            case .json: console.out(JSONLines.encode(["event": "note", "url": url, "message": message]) + "\n")
+            case .bars, .lines: log("note: \(url): \(message)")
+            case .quiet: break
+            }
         case .retrying(let url, let attempt, let delay, let reason):
             switch mode {
             case .json:

@@ -1,0 +1,57 @@
+/// One movie fragment (`moof`, ISO/IEC 14496-12 §8.8): per track, where its samples start on the
+/// decode timeline (`tfdt`, when present) and how long they last (`trun` durations, else the
+/// `tfhd` or `trex` default).
+struct MP4Fragment {
+    struct Run { var track: UInt32; var baseDecodeTime: Int64?; var duration: Int64 }
+    var runs: [Run] = []
+
+    init(moof: MP4Box, bytes: [UInt8], movie: MP4Movie) throws {
+        let base = moof.offset
+        let walker = MP4Walker(length: moof.end) { offset, count in
+            let start = offset - base
+            guard start >= 0, count >= 0, start + Int64(count) <= Int64(bytes.count) else { throw MP4Error.truncatedHeader(at: offset) }
+            return Array(bytes[Int(start)..<Int(start) + count])
+        }
+        func payload(_ b: MP4Box) -> ByteCursor { ByteCursor(Array(bytes[Int(b.payloadOffset - base)..<Int(b.end - base)]), box: b) }
+        for traf in try walker.children(of: moof) where traf.type == "traf" {
+            var run = Run(track: 0, baseDecodeTime: nil, duration: 0)
+            var defaultDuration: UInt32?
+            for b in try walker.children(of: traf) {
+                var c = payload(b)
+                switch b.type {
+                case "tfhd":
+                    let (_, flags) = try c.fullBox()
+                    run.track = try c.u32()
+                    if flags & 0x01 != 0 { try c.skip(8) }
+                    if flags & 0x02 != 0 { try c.skip(4) }
+                    if flags & 0x08 != 0 { defaultDuration = try c.u32() }
+                case "tfdt":
+                    let (version, _) = try c.fullBox()
+                    let t = version == 1 ? try c.u64() : UInt64(try c.u32())
+                    guard t <= UInt64(Int64.max) else { throw c.error("decode time \(t) is out of range") }
+                    run.baseDecodeTime = Int64(t)
+                case "trun":
+                    let (_, flags) = try c.fullBox()
+                    let perSample = [0x100, 0x200, 0x400, 0x800].filter { flags & UInt32($0) != 0 }.count * 4
+                    let n = try c.u32()
+                    if flags & 0x01 != 0 { try c.skip(4) }
+                    if flags & 0x04 != 0 { try c.skip(4) }
+                    guard UInt64(n) * UInt64(perSample) <= UInt64(c.remaining) else { throw c.error("its sample count \(n) cannot fit in the box") }
+                    let fallback = Int64(defaultDuration ?? movie.tracks.first { $0.id == run.track }?.defaultSampleDuration ?? 0)
+                    if flags & 0x100 == 0 {
+                        run.duration += Int64(n) * fallback
+                        try c.skip(Int(n) * perSample)
+                    } else {
+                        for _ in 0..<n {
+                            run.duration += Int64(try c.u32())
+                            try c.skip(perSample - 4)
+                        }
+                    }
+                default:
+                    break
+                }
+            }
+            runs.append(run)
+        }
+    }
+}

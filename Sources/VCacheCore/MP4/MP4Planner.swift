@@ -1,0 +1,155 @@
+/// What an MP4-aware prefetch wants cached.
+public enum MP4Goal: Equatable, Sendable {
+    /// The index (`moov`), wherever it is, so a cached head can start playback (`--bytes`).
+    case moov
+    /// `ftyp`, `moov` and every sample a player decodes for the first N seconds (`--seconds N`);
+    /// for a fragmented file, the fragments that cover them.
+    case seconds(Double)
+}
+
+/// Decides, one step at a time, which bytes an MP4-aware prefetch needs next, from the bytes
+/// already held: top-level box headers one hop at a time (read a header, skip by its size), then
+/// the whole `moov`, then the samples (or fragments) of the first seconds. Pure: it reads only
+/// bytes `have` says are held, through `read`, and answers what to fetch; the prefetch job
+/// fetches it with the same writer, checkpoints and response rules as any other range, and
+/// asks again.
+public struct MP4Planner {
+    public enum Step: Equatable, Sendable {
+        /// Fetch these, then ask again.
+        case need(RangeSet, Reason)
+        case done(Found)
+        case failed(MP4Error)
+    }
+
+    public enum Reason: Equatable, Sendable {
+        case header(at: Int64)
+        case moov(MP4Box)
+        case samples
+        case fragment(at: Int64)
+    }
+
+    /// What the walk found, for reporting.
+    public struct Found: Equatable, Sendable {
+        public var moov: MP4Box?
+        public var fragmented = false
+        /// Bytes the goal needs in all: boxes before the media, the moov, samples or fragments.
+        public var neededBytes: Int64 = 0
+    }
+
+    public let goal: MP4Goal
+    public let length: Int64
+    public let have: RangeSet
+    public let read: MP4Walker.Read
+
+    public init(goal: MP4Goal, length: Int64, have: RangeSet, read: @escaping MP4Walker.Read) {
+        self.goal = goal
+        self.length = length
+        self.have = have
+        self.read = read
+    }
+
+    /// Top-level boxes a file may start with; anything else is not ISO BMFF.
+    static let firstTypes: Set<String> = ["ftyp", "styp", "moov", "mdat", "free", "skip", "wide", "pdin", "sidx", "moof", "uuid", "junk", "pnot"]
+    static let maxTopLevelBoxes = 100_000
+
+    public func next() -> Step {
+        do {
+            return try walk()
+        } catch let e as MP4Error {
+            return .failed(e)
+        } catch {
+            return .failed(.notMP4("\(error)"))
+        }
+    }
+
+    private func held(_ r: ByteRange) -> Bool { have.contains(r) }
+
+    private func missing(_ want: RangeSet) -> RangeSet {
+        var out = RangeSet()
+        for r in want.ranges { for g in have.missing(in: r) { out.insert(g) } }
+        return out
+    }
+
+    private func walk() throws -> Step {
+        let walker = MP4Walker(length: length, read: read)
+        var at: Int64 = 0
+        var count = 0
+        var movie: MP4Movie?
+        var found = Found()
+        var want = RangeSet()  // everything the goal needs, as found so far
+        // Fragmented files: the decode time each track has reached, and whether the mdat after
+        // the last moof belongs to the first seconds.
+        var reached: [UInt32: Int64] = [:]
+        var takeNextMdat = false
+        while at < length {
+            let header = ByteRange(at, min(at + 16, length))
+            if !held(header) { return .need(RangeSet([header]), .header(at: at)) }
+            if count == 0, length >= 8 {
+                let first = String(decoding: try read(0, 8).map { $0 >= 32 && $0 < 127 ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+                if !Self.firstTypes.contains(String(first.suffix(4))) {
+                    throw MP4Error.notMP4("its first bytes '\(first)' are not an ISO BMFF box header (ftyp, moov, mdat...)")
+                }
+            }
+            let box = try walker.box(at: at, end: length)
+            count += 1
+            guard count <= Self.maxTopLevelBoxes else { throw MP4Error.tooManyBoxes }
+            let whole = ByteRange(box.offset, box.end)
+            switch box.type {
+            case "moov" where movie == nil:
+                guard box.size <= MP4Movie.maxMoovSize else {
+                    throw MP4Error.malformed(type: "moov", at: box.offset, reason: "its size \(box.size) is larger than vcache reads (\(MP4Movie.maxMoovSize))")
+                }
+                if !held(whole) { return .need(RangeSet([whole]), .moov(box)) }
+                let m = try MP4Movie(moov: box, bytes: try read(box.offset, Int(box.size)))
+                movie = m
+                found.moov = box
+                found.fragmented = m.fragmented
+                want.insert(whole)
+                guard case .seconds(let seconds) = goal else { return .done(found) }
+                if !m.fragmented {
+                    for t in m.tracks { want.formUnion(try t.sampleRanges(before: seconds, fileLength: length)) }
+                    found.neededBytes = want.count
+                    let gaps = missing(want)
+                    return gaps.isEmpty ? .done(found) : .need(gaps, .samples)
+                }
+            case "ftyp", "styp":
+                want.insert(whole)
+            case "moof":
+                guard let m = movie, case .seconds(let seconds) = goal else { break }
+                if !held(whole) {
+                    // The moof and the header of what follows it (its mdat), in one request.
+                    return .need(RangeSet([ByteRange(box.offset, min(box.end + 16, length))]), .fragment(at: box.offset))
+                }
+                let fragment = try MP4Fragment(moof: box, bytes: try read(box.offset, Int(box.size)), movie: m)
+                var start = Double.infinity
+                for run in fragment.runs {
+                    guard let t = m.tracks.first(where: { $0.id == run.track }), t.timescale > 0 else { continue }
+                    let base = run.baseDecodeTime ?? reached[run.track] ?? 0
+                    start = min(start, Double(base - t.mediaStart) / Double(t.timescale) + t.delay)
+                    reached[run.track] = base + run.duration
+                }
+                if start >= seconds {
+                    found.neededBytes = want.count
+                    let gaps = missing(want)
+                    return gaps.isEmpty ? .done(found) : .need(gaps, .fragment(at: box.offset))
+                }
+                want.insert(whole)
+                takeNextMdat = true
+            case "mdat" where takeNextMdat:
+                want.insert(whole)
+                takeNextMdat = false
+                // The fragment's media, and the next header, in one request.
+                if !held(whole) { return .need(RangeSet([ByteRange(box.offset, min(box.end + 16, length))]), .fragment(at: box.offset)) }
+            default:
+                break
+            }
+            at = box.end
+        }
+        guard movie != nil else {
+            throw MP4Error.notMP4("no 'moov' box among its \(count) top-level boxes")
+        }
+        found.neededBytes = want.count
+        let gaps = missing(want)
+        return gaps.isEmpty ? .done(found) : .need(gaps, .samples)
+    }
+}

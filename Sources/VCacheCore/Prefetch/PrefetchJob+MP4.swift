@@ -1,0 +1,39 @@
+import Foundation
+
+/// The MP4 side of `PrefetchJob`: once every requested byte is held, ask `MP4Planner` what the
+/// goal (the moov, or the first seconds) still needs, fetch that like any other range, and ask
+/// again, until it is met. Loop thread only.
+extension PrefetchJob {
+    func advanceMP4() {
+        guard let goal = item.mp4, !mp4Settled else { return complete() }
+        guard let length = validators.length, let data else {
+            mp4Settled = true
+            if case .seconds = goal { return finish(.mp4(.notMP4("the origin did not say the video's length, so its boxes cannot be walked"))) }
+            return complete()
+        }
+        let have = held
+        let planner = MP4Planner(goal: goal, length: length, have: have) { offset, count in
+            var bytes = [UInt8](repeating: 0, count: count)
+            try bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
+            return bytes
+        }
+        switch planner.next() {
+        case .need(let ranges, let reason):
+            // The planner only asks for bytes not held; asking again for held ones would loop.
+            guard !have.contains(ranges) else { return finish(.mp4(.notMP4("the MP4 walk asked twice for the same bytes"))) }
+            if goal == .moov, case .moov(let box) = reason {
+                emit(.note(url: item.url, message: "its moov (\(Units.formatSize(box.size)) at offset \(box.offset)) lies outside the requested bytes; fetching it too so playback can start (--no-moov skips it)"))
+            }
+            mp4Ranges.formUnion(ranges)
+            nextRequest()
+        case .done:
+            mp4Settled = true
+            complete()
+        case .failed(let e):
+            mp4Settled = true
+            if case .seconds = goal { return finish(.mp4(e)) }
+            emit(.note(url: item.url, message: "no moov fetched: \(e.description)"))
+            complete()
+        }
+    }
+}
