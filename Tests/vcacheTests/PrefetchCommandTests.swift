@@ -12,17 +12,21 @@ import VCacheTestSupport
         let body = try Fixtures.data("moov-at-end.mp4")
         let url = try nginx.publish("clip.mp4", body)
 
+        // moov sits at the end: a head alone could not start playback, so the moov comes too.
         let head = try VCacheBinary.run(["prefetch", url, "--bytes", "64K"], cacheDir: cache)
         #expect(head.status == 0)
-        #expect(head.stderr.hasPrefix("fetched 64.0 KiB, 0 B already cached, in "))
+        let headLines = head.stderr.split(separator: "\n")
+        #expect(headLines.first?.hasSuffix(" note: \(url): its moov (9.4 KiB at offset 286439) lies outside the requested bytes; fetching it too so playback can start (--no-moov skips it)") == true)
+        #expect(headLines.last?.hasPrefix("fetched 73.4 KiB, 0 B already cached, in ") == true)
         let ls1 = try VCacheBinary.run(["ls"], cacheDir: cache)
         let row1 = ls1.stdout.split(separator: "\n")[1]
-        #expect(row1.hasPrefix("partial  64.0 KiB  289 KiB  22  just now"))
+        #expect(row1.hasPrefix("partial  73.4 KiB  289 KiB  25  just now"))
         #expect(row1.hasSuffix(url))
 
         let rest = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(rest.status == 0)
-        #expect(rest.stderr.hasPrefix("fetched 225 KiB, 64.0 KiB already cached, in "))
+        #expect(rest.stderr.hasPrefix("fetched 216 KiB, 73.4 KiB already cached, in "))
+
         let again = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(again.status == 0)
         #expect(again.stderr.hasPrefix("nothing to fetch: 289 KiB already cached"))
@@ -40,6 +44,27 @@ import VCacheTestSupport
         #expect(object["state"] as? String == "complete")
         #expect(object["length"] as? Int == body.count)
         #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+
+        let noMoov = try VCacheBinary.run(["prefetch", url, "--bytes", "64K", "--no-moov"], cacheDir: dir.file("other"))
+        #expect(noMoov.stderr.hasPrefix("fetched 64.0 KiB, 0 B already cached, in "))
+    }
+
+    @Test func secondsFromTheCommandLineAndFromAListLine() throws {
+        let nginx = try Nginx()
+        let end = try nginx.publish("end.mp4", try Fixtures.data("moov-at-end.mp4"))
+        let front = try nginx.publish("front.mp4", try Fixtures.data("moov-at-front.mp4"))
+        let page = try nginx.publish("page.mp4", Data(String(repeating: "<html></html>\n", count: 100).utf8))
+        let one = try VCacheBinary.run(["prefetch", end, "--seconds", "5", "-q"], cacheDir: cache)
+        #expect(one.status == 0)
+        #expect(try CacheInspector(directory: cache).entry(end)?.cachedBytes == 131_077 + 9_630)
+        let list = "\(front) 5s\n\(page) 2s\n"
+        let batch = try VCacheBinary.run(["prefetch", "-i", "-", "-q"], cacheDir: cache, stdin: list)
+        #expect(batch.status == 1)
+        #expect(batch.stderr.contains("cannot prefetch \(page): cannot map its MP4 for --seconds: not an MP4 or MOV file: its first bytes '<html></' are not an ISO BMFF box header (ftyp, moov, mdat...)"))
+        #expect(try CacheInspector(directory: cache).entry(front)?.cachedBytes ?? 0 > 100_000)
+        let bad = try VCacheBinary.run(["prefetch", end, "--seconds", "soon"], cacheDir: cache)
+        #expect(bad.status == 2)
+        #expect(bad.stderr == "vcache: invalid duration 'soon' for --seconds; use e.g. 30s, 5m, 2h (at most 3650d)\n")
     }
 
     @Test func a404IsOneClearLineAndExitOne() throws {
