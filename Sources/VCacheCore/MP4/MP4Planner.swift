@@ -82,8 +82,13 @@ public struct MP4Planner {
         var reached: [UInt32: Int64] = [:]
         var takeNextMdat = false
         while at < length {
-            let header = ByteRange(at, min(at + 16, length))
-            if !held(header) { return .need(RangeSet([header]), .header(at: at)) }
+            // A header is 8 bytes, 16 with a 64-bit size (size field 1): fetch what it takes.
+            let short = ByteRange(at, min(at + 8, length))
+            if !held(short) { return .need(RangeSet([short]), .header(at: at)) }
+            if short.count == 8, try read(at, 4) == [0, 0, 0, 1] {
+                let long = ByteRange(at, min(at + 16, length))
+                if !held(long) { return .need(RangeSet([long]), .header(at: at)) }
+            }
             if count == 0, length >= 8 {
                 let first = String(decoding: try read(0, 8).map { $0 >= 32 && $0 < 127 ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
                 if !Self.firstTypes.contains(String(first.suffix(4))) {

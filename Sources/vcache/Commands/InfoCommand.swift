@@ -6,18 +6,42 @@ enum InfoCommand: VCacheCommand {
     static let spec = CommandSpec(
         name: "info",
         abstract: "everything known about one cached video",
-        usage: "info URL|KEY [--json]",
-        options: [.flag("json", "one JSON object")],
+        usage: "info URL|KEY [--probe] [--json]",
+        discussion: """
+        For an MP4 it also tells, from the cached bytes: where the moov is, whether the file is
+        fragmented, its duration and tracks (kind, codec, timescale, samples, bitrate), and the
+        bytes '--seconds 1/2/5' would cache. --probe first fetches what that needs and nothing
+        more: the top-level box headers and the moov (a URL not yet cached is fine).
+        """,
+        options: [
+            .flag("probe", "fetch the MP4's box headers and moov first when they are not cached"),
+            .flag("json", "one JSON object"),
+        ],
         minPositionals: 1, maxPositionals: 1)
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
         guard let store = openStore(args, console: console) else { return 1 }
-        guard let key = EntryLookup.key(for: args.positionals[0], store: store),
+        let target = args.positionals[0]
+        if args.flag("probe") {
+            let url = EntryLookup.key(for: target, store: store).flatMap { (try? store.catalog.entry(key: $0)) ?? nil }?.latestURL ?? target
+            guard PrefetchItem.urlProblem(url) == nil else {
+                console.error("not in the cache: \(target); give its URL to probe it")
+                return 1
+            }
+            // The first 4 KiB (ftyp and the headers after it), then one hop at a time to the moov.
+            let result = Prefetcher(store: store, options: PrefetchOptions()).run([PrefetchItem(url: url, requests: [.head(4096)], mp4: .moov)])[0]
+            if let error = result.error {
+                console.error("cannot probe \(url): \(error)")
+                return 1
+            }
+        }
+        guard let key = EntryLookup.key(for: target, store: store),
               let e = (try? store.catalog.entry(key: key)) ?? nil else {
-            console.error("not in the cache: \(args.positionals[0]); see 'vcache ls'")
+            console.error("not in the cache: \(target); see 'vcache ls', or add --probe")
             return 1
         }
-        let layout = mp4Layout(e, store: store)
+        let facts = mp4Facts(e, store: store)
+        let layout = facts?.layout ?? "unknown (nothing cached)"
         let disk = store.diskUsage(key: key)
         let iso = ISO8601DateFormatter()
         if args.flag("json") {
@@ -31,6 +55,7 @@ enum InfoCommand: VCacheCommand {
             if let v = e.contentType { o["content_type"] = v }
             if let v = e.completed { o["completed"] = iso.string(from: v) }
             if let v = e.sha256 { o["sha256"] = v }
+            if let facts, facts.moov != nil { o["mp4"] = mp4JSON(facts) }
             console.out(JSONLines.encode(o) + "\n")
             return 0
         }
@@ -54,39 +79,49 @@ enum InfoCommand: VCacheCommand {
             ("mp4 layout", layout),
         ]
         if e.ranges.isEmpty { rows.removeAll { $0.0 == "ranges" } }
+        if let facts { rows += mp4Rows(facts) }
         let width = rows.map(\.0.count).max() ?? 0
         for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v + "\n") }
         return 0
     }
 
-    /// Where `moov` sits, judged from the top-level box headers that are cached.
-    static func mp4Layout(_ e: CacheEntry, store: CacheStore) -> String {
-        guard let length = e.length, !e.ranges.isEmpty, let data = try? store.openDataForReading(key: e.key) else { return "unknown (nothing cached)" }
-        defer { data.close() }
-        struct NotCached: Error {}
+    /// The MP4 facts the cached bytes show; nil when nothing is cached.
+    static func mp4Facts(_ e: CacheEntry, store: CacheStore) -> MP4Facts? {
+        guard let length = e.length, !e.ranges.isEmpty, let data = try? store.openDataForReading(key: e.key) else { return nil }
         let ranges = e.ranges
-        let walker = MP4Walker(length: length) { offset, count in
-            guard ranges.contains(ByteRange(offset, offset + Int64(count))) else { throw NotCached() }
+        return MP4Facts.inspect(length: length, have: ranges) { offset, count in
             var b = [UInt8](repeating: 0, count: count)
             try b.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
             return b
         }
-        var seen: [MP4Box] = []
-        var at: Int64 = 0
-        while at < length {
-            // One header at a time: a header that is not cached yet only ends the walk.
-            guard let box = try? walker.box(at: at, end: length) else { break }
-            seen.append(box)
-            at = box.end
+    }
+
+    static func mp4Rows(_ f: MP4Facts) -> [(String, String)] {
+        var rows: [(String, String)] = []
+        if let moov = f.moov { rows.append(("moov", "\(Units.formatSize(moov.size)) at offset \(moov.offset)")) }
+        if let fragmented = f.fragmented { rows.append(("fragmented", fragmented ? "yes (moof/mdat pairs)" : "no")) }
+        if let d = f.duration, d > 0 { rows.append(("duration", String(format: "%.3f s", d))) }
+        for t in f.tracks {
+            let rate = t.bitrate > 0 ? ", \(t.bitrate / 1000) kbit/s" : ""
+            rows.append(("track \(t.id)", "\(t.kind) \(t.codec), timescale \(t.timescale), \(t.samples) samples\(rate)"))
         }
-        let types = seen.map(\.type)
-        guard types.first == "ftyp" || types.contains("moov") || types.contains("mdat") else { return "not MP4 (no ftyp box)" }
-        if let m = types.firstIndex(of: "moov"), let d = types.firstIndex(of: "mdat") {
-            return m < d ? MP4Walker.Layout.moovFirst.rawValue : MP4Walker.Layout.moovLast.rawValue
+        for (s, bytes) in f.bytesForSeconds {
+            rows.append(("--seconds \(Int(s))", bytes.map { "\(Units.formatSize($0)) (\($0) bytes)" } ?? "unknown until its boxes are cached (--probe)"))
         }
-        if types.contains("moof") { return MP4Walker.Layout.fragmented.rawValue }
-        if types.contains("moov") { return MP4Walker.Layout.moovFirst.rawValue }
-        if types.contains("mdat") { return MP4Walker.Layout.moovLast.rawValue }
-        return "unknown (the box headers are not cached yet)"
+        if let p = f.problem { rows.append(("mp4 problem", p)) }
+        return rows
+    }
+
+    static func mp4JSON(_ f: MP4Facts) -> [String: Any] {
+        var o: [String: Any] = [:]
+        if let m = f.moov { o["moov_offset"] = m.offset; o["moov_size"] = m.size }
+        if let v = f.fragmented { o["fragmented"] = v }
+        if let v = f.duration { o["duration"] = v }
+        o["tracks"] = f.tracks.map { ["id": Int($0.id), "kind": $0.kind, "codec": $0.codec, "timescale": Int($0.timescale), "samples": $0.samples, "bitrate": $0.bitrate] as [String: Any] }
+        var need: [String: Any] = [:]
+        for (s, b) in f.bytesForSeconds { need["\(Int(s))"] = b ?? NSNull() }
+        o["bytes_for_seconds"] = need
+        if let p = f.problem { o["problem"] = p }
+        return o
     }
 }
