@@ -49,4 +49,46 @@ import VCacheTestSupport
         #expect((FileSystem.status(dir.file("linkdir"))?.st_mode ?? 0) & S_IFMT == S_IFLNK)  // the symlink itself is untouched
         #expect(TestBytes.sha256(file: dir.file("real/s.mp4")) == TestBytes.sha256(body))
     }
+
+    func run(_ tool: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    @Test func faststartPutsTheMoovFirstAndTheMediaIsUntouched() throws {
+        let nginx = try Nginx()
+        let source = Fixtures.path("moov-at-end.mp4")
+        let url = try nginx.publish("end.mp4", try Fixtures.data("moov-at-end.mp4"))
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        let out = dir.file("fast.mp4")
+        let r = try vcache(["export", url, out, "--faststart"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "exported \(out) (289 KiB, moov moved to the front)\n")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: out))
+        let walker = MP4Walker(length: Int64(bytes.count)) { o, n in Array(bytes[Int(o)..<Int(o) + n]) }
+        #expect(try walker.topLevel().map(\.type) == ["ftyp", "free", "moov", "mdat"])
+        let decode = try run("/usr/bin/ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.err.isEmpty, "\(decode.err)")
+        let md5 = { (file: String) in try self.run("/usr/bin/ffmpeg", ["-v", "error", "-i", file, "-map", "0", "-c", "copy", "-f", "framemd5", "-"]).out }
+        #expect(try md5(out) == md5(source))
+        #expect(try !md5(out).isEmpty)
+
+        // Already fast start: exported as it is, and said so; --link cannot rewrite.
+        let front = try nginx.publish("front.mp4", try Fixtures.data("moov-at-front.mp4"))
+        #expect(try vcache(["prefetch", "-q", front]).status == 0)
+        let same = try vcache(["export", front, dir.file("same.mp4"), "--faststart"])
+        #expect(same.stdout == "exported \(dir.file("same.mp4")) (289 KiB, moov already in front)\n")
+        #expect(TestBytes.sha256(file: dir.file("same.mp4")) == TestBytes.sha256(try Fixtures.data("moov-at-front.mp4")))
+        let both = try vcache(["export", front, dir.file("x.mp4"), "--faststart", "--link"])
+        #expect(both.status == 2)
+        #expect(both.stderr == "vcache: --link and --faststart exclude each other: a rewritten file cannot share the cache's inode\n")
+    }
 }

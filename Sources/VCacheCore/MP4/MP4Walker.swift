@@ -5,7 +5,7 @@ public struct MP4Walker {
     /// Reads exactly `count` bytes at `offset`, or throws.
     public typealias Read = (_ offset: Int64, _ count: Int) throws -> [UInt8]
 
-    let read: Read
+    public let read: Read
     public let length: Int64
 
     public init(length: Int64, read: @escaping Read) {

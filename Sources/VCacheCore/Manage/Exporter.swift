@@ -21,6 +21,7 @@ public struct Exporter {
         case checksumMismatch(url: String)
         case crossDevice(String)
         case changedWhileExporting(url: String)
+        case notFastStartable(String)
         case io(SystemError)
 
         public var description: String {
@@ -32,6 +33,7 @@ public struct Exporter {
             case .missingFolder(let p): return "folder '\(p)' does not exist; create it first"
             case .checksumMismatch(let url): return "the cached bytes of \(url) do not match their SHA-256; nothing was written; run 'vcache verify --fix'"
             case .crossDevice(let p): return "cannot hard-link into '\(p)': it is on another filesystem than the cache; export without --link"
+            case .notFastStartable(let why): return "cannot move the moov to the front: \(why); export without --faststart"
             case .changedWhileExporting(let url): return "the cached file of \(url) was replaced while it was being exported; nothing was written; try again"
             case .io(let e): return e.description
             }
@@ -42,11 +44,13 @@ public struct Exporter {
         public var path: String
         public var bytes: Int64
         public var linked: Bool
+        /// `faststart` asked: true when the moov was moved in front, false when it already was.
+        public var movedMoov: Bool? = nil
     }
 
     /// Exports one entry. `destination` is a file path, or an existing folder (then the name
     /// comes from the URL).
-    public func export(key: String, to destination: String, force: Bool, link: Bool) throws -> Exported {
+    public func export(key: String, to destination: String, force: Bool, link: Bool, faststart: Bool = false) throws -> Exported {
         guard let e = try store.catalog.entry(key: key) else { throw ExportError.io(SystemError("find entry", path: key, errno: ENOENT)) }
         guard e.isComplete, let length = e.length, let sha = e.sha256 else {
             throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
@@ -65,6 +69,7 @@ public struct Exporter {
 
         let data: RawFile
         do { data = try store.openDataForReading(key: key) } catch let s as SystemError { throw ExportError.io(s) }
+        var movedMoov: Bool?
         defer { data.close() }
         let temp = folder + "/." + (target as NSString).lastPathComponent.prefix(100) + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         do {
@@ -82,8 +87,16 @@ public struct Exporter {
                 guard let linked = FileSystem.status(temp), linked.st_ino == hashed.st_ino, linked.st_dev == hashed.st_dev else {
                     throw ExportError.changedWhileExporting(url: e.latestURL)
                 }
+            } else if faststart, let pieces = try fastStartPieces(data, length: length) {
+                // Checked first (the output's order is not the source's), then written piece by piece.
+                let digest = SHA256Digest()
+                try digest.update(from: data, ByteRange(0, length))
+                guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: e.latestURL) }
+                try write(pieces, from: data, to: temp)
+                movedMoov = true
             } else {
                 try copy(data, length: length, expecting: sha, to: temp, url: e.latestURL)
+                if faststart { movedMoov = false }
             }
             guard rename(temp, target) == 0 else { throw ExportError.io(SystemError("rename", path: target, errno: errno)) }
         } catch {
@@ -96,7 +109,48 @@ public struct Exporter {
             dir.close()
         }
         try? store.catalog.touch(key: key)
-        return Exported(path: target, bytes: length, linked: link)
+        return Exported(path: target, bytes: length, linked: link, movedMoov: movedMoov)
+    }
+
+    /// The fast-start layout of the video in `data`, or nil when its moov already leads.
+    private func fastStartPieces(_ data: RawFile, length: Int64) throws -> [FastStart.Piece]? {
+        do {
+            let walker = MP4Walker(file: data, length: length)
+            let top = try walker.topLevel()
+            guard let moov = top.first(where: { $0.type == "moov" }) else { throw MP4Error.notMP4("no 'moov' box") }
+            guard moov.size <= MP4Movie.maxMoovSize else { throw MP4Error.malformed(type: "moov", at: moov.offset, reason: "too large to rewrite") }
+            return try FastStart.plan(top: top, moov: try walker.read(moov.offset, Int(moov.size)), length: length)
+        } catch let e as MP4Error {
+            throw ExportError.notFastStartable(e.description)
+        }
+    }
+
+    /// Writes `pieces` (ranges of `data`, new bytes) to `path`, a new file, and fsyncs it.
+    private func write(_ pieces: [FastStart.Piece], from data: RawFile, to path: String) throws {
+        let out = try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        defer { out.close() }
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var at: Int64 = 0
+        for piece in pieces {
+            switch piece {
+            case .bytes(let b):
+                try b.withUnsafeBytes { try out.write($0, toAbsoluteOffset: at) }
+                at += Int64(b.count)
+            case .source(let r):
+                var offset = r.lowerBound
+                while offset < r.upperBound {
+                    let n = Int(min(Int64(chunk), r.upperBound - offset))
+                    let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+                    try data.readExactly(into: slice, fromAbsoluteOffset: offset)
+                    try out.write(UnsafeRawBufferPointer(slice), toAbsoluteOffset: at)
+                    offset += Int64(n)
+                    at += Int64(n)
+                }
+            }
+        }
+        try out.sync()
     }
 
     /// Copies `data` to `path` (a new file), hashing as it goes; the file is fsynced, and removed

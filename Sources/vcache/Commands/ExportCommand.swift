@@ -6,7 +6,7 @@ enum ExportCommand: VCacheCommand {
     static let spec = CommandSpec(
         name: "export",
         abstract: "copy complete videos out of the cache, checked against their SHA-256",
-        usage: "export URL|KEY DEST | export --all DIR [--force] [--link]",
+        usage: "export URL|KEY DEST | export --all DIR [--force] [--link | --faststart]",
         discussion: """
         DEST is a file, or an existing folder (the name then comes from the URL's last path
         segment, made safe). The copy is written to a temp file beside DEST, checked against the
@@ -16,6 +16,7 @@ enum ExportCommand: VCacheCommand {
             .flag("all", "every complete entry into the folder DIR"),
             .flag("force", "overwrite an existing file"),
             .flag("link", "hard-link instead of copying (same filesystem only; the file then shares the cache's inode)"),
+            .flag("faststart", "MP4: write the moov in front of the media (as ffmpeg -movflags +faststart), offsets shifted"),
             .flag("json", "one JSON object per exported file"),
         ],
         minPositionals: 1, maxPositionals: 2)
@@ -25,6 +26,10 @@ enum ExportCommand: VCacheCommand {
         let p = args.positionals
         guard (all && p.count == 1) || (!all && p.count == 2) else {
             console.error(all ? "'export --all' takes one folder; usage: vcache \(spec.usage)" : "'export' takes URL|KEY and DEST; usage: vcache \(spec.usage)")
+            return 2
+        }
+        if args.flag("link") && args.flag("faststart") {
+            console.error("--link and --faststart exclude each other: a rewritten file cannot share the cache's inode")
             return 2
         }
         guard let store = openStore(args, console: console) else { return 1 }
@@ -60,12 +65,16 @@ enum ExportCommand: VCacheCommand {
         var failed = 0
         for job in jobs {
             do {
-                let done = try exporter.export(key: job.key, to: job.dest, force: args.flag("force"), link: args.flag("link"))
+                let done = try exporter.export(key: job.key, to: job.dest, force: args.flag("force"), link: args.flag("link"),
+                                               faststart: args.flag("faststart"))
                 if args.flag("json") {
-                    console.out(JSONLines.encode(["path": done.path, "bytes": done.bytes, "linked": done.linked, "key": job.key]) + "\n")
+                    var o: [String: Any] = ["path": done.path, "bytes": done.bytes, "linked": done.linked, "key": job.key]
+                    if let moved = done.movedMoov { o["moved_moov"] = moved }
+                    console.out(JSONLines.encode(o) + "\n")
                 } else {
                     let how = done.linked ? "linked (it shares the cache's inode: do not modify it in place)" : "exported"
-                    console.out("\(how) \(done.path) (\(Units.formatSize(done.bytes)))\n")
+                    let note = done.movedMoov.map { $0 ? ", moov moved to the front" : ", moov already in front" } ?? ""
+                    console.out("\(how) \(done.path) (\(Units.formatSize(done.bytes))\(note))\n")
                 }
             } catch {
                 failed += 1
