@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config
 TEST_DEPS   := nginx ffmpeg sqlite3 curl
 BENCH_DEPS  := time
 
-.PHONY: all build test demo install uninstall bench clean deps deps-test
+.PHONY: all build test demo install uninstall bench clean deps deps-test fuzz
 
 all: build
 
@@ -62,6 +62,29 @@ bench: deps-test
 	$(call ensure_packages,$(BENCH_DEPS))
 	$(SWIFT) build -c release --static-swift-stdlib
 	@bash Tests/Scripts/bench.sh "$$($(SWIFT) build -c release --show-bin-path)/vcache"
+
+# libFuzzer on the MP4 code (box walker + faststart; moov parser + sample mapper + planner), each
+# for FUZZ_SECONDS from the committed seed corpus (Tests/Fuzz/corpus, made by make-corpus.sh).
+# New inputs go to .build/fuzz/corpus-*; a crash leaves its input in .build/fuzz and fails.
+FUZZ_SECONDS ?= 60
+FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift \
+                Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift
+fuzz:
+	@mkdir -p .build/fuzz
+	@for t in Walker Mapper; do \
+	  echo "building fuzz-$$t"; \
+	  swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Fuzz$$t $(FUZZ_SOURCES) Tests/Fuzz/$$t.swift \
+	    -o .build/fuzz/fuzz-$$t || exit 1; \
+	done
+	@for t in Walker Mapper; do \
+	  mkdir -p .build/fuzz/corpus-$$t; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  (cd .build/fuzz && ./fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+	    -print_final_stats=1 corpus-$$t ../../Tests/Fuzz/corpus 2>&1 | grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY|crash-|timeout-|oom-") \
+	    || exit 1; \
+	  if [ -n "$$(find .build/fuzz -maxdepth 1 \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' \))" ]; then \
+	    echo "fuzz: a failing input is in .build/fuzz"; exit 1; fi; \
+	done
 
 clean:
 	rm -rf .build

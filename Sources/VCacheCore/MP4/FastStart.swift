@@ -22,10 +22,11 @@ public enum FastStart {
         var rebuilt = moovBytes
         for _ in 0...64 {
             let newSize = Int64(try rebuiltSize(moovBytes, upgrades: upgrades))
+            // Saturating: a hostile offset near 2^63 must not trap (the result is nonsense either way).
             let shift: (Int64) -> Int64 = { o in
                 if o < insert { return o }
-                if o < moov.offset { return o + newSize }
-                return o - moov.size + newSize
+                let (moved, overflow) = o.addingReportingOverflow(o < moov.offset ? newSize : newSize - moov.size)
+                return overflow ? .max : moved
             }
             var overflow = Set<Int>()
             rebuilt = try rebuild(moovBytes, at: 0, end: moovBytes.count, shift: shift, upgrades: upgrades, overflow: &overflow)

@@ -5,6 +5,13 @@ struct MP4Fragment {
     struct Run { var track: UInt32; var baseDecodeTime: Int64?; var duration: Int64 }
     var runs: [Run] = []
 
+    /// `a + b`, saturating at Int64.max (a hostile file's durations are nonsense, never a crash).
+    static func add(_ a: Int64, _ b: (partialValue: Int64, overflow: Bool)) -> Int64 {
+        if b.overflow { return .max }
+        let (sum, overflow) = a.addingReportingOverflow(b.partialValue)
+        return overflow ? .max : sum
+    }
+
     init(moof: MP4Box, bytes: [UInt8], movie: MP4Movie) throws {
         let base = moof.offset
         let walker = MP4Walker(length: moof.end) { offset, count in
@@ -38,12 +45,13 @@ struct MP4Fragment {
                     if flags & 0x04 != 0 { try c.skip(4) }
                     guard UInt64(n) * UInt64(perSample) <= UInt64(c.remaining) else { throw c.error("its sample count \(n) cannot fit in the box") }
                     let fallback = Int64(defaultDuration ?? movie.tracks.first { $0.id == run.track }?.defaultSampleDuration ?? 0)
+                    // Durations are at most 2^32 samples of 2^32 units: kept from overflowing.
                     if flags & 0x100 == 0 {
-                        run.duration += Int64(n) * fallback
+                        run.duration = Self.add(run.duration, Int64(n).multipliedReportingOverflow(by: fallback))
                         try c.skip(Int(n) * perSample)
                     } else {
                         for _ in 0..<n {
-                            run.duration += Int64(try c.u32())
+                            run.duration = Self.add(run.duration, (Int64(try c.u32()), false))
                             try c.skip(perSample - 4)
                         }
                     }

@@ -213,7 +213,10 @@ public struct MP4Track: Sendable {
                     sampleCount = n
                 } else {
                     sampleCount = Int(try c.u32())
-                    totalBytes = Int64(sampleCount) * Int64(uniformSize)
+                    // At most 2^32 samples of 2^32 bytes: 2^64 overflows, so check.
+                    let (total, overflow) = Int64(sampleCount).multipliedReportingOverflow(by: Int64(uniformSize))
+                    guard !overflow else { throw c.error("\(sampleCount) samples of \(uniformSize) bytes add up past any file") }
+                    totalBytes = total
                 }
             case "stz2":
                 _ = try c.fullBox()

@@ -130,8 +130,8 @@ public struct MP4Planner {
                 for run in fragment.runs {
                     guard let t = m.tracks.first(where: { $0.id == run.track }), t.timescale > 0 else { continue }
                     let base = run.baseDecodeTime ?? reached[run.track] ?? 0
-                    start = min(start, Double(base - t.mediaStart) / Double(t.timescale) + t.delay)
-                    reached[run.track] = base + run.duration
+                    start = min(start, (Double(base) - Double(t.mediaStart)) / Double(t.timescale) + t.delay)
+                    reached[run.track] = MP4Fragment.add(base, (run.duration, false))
                 }
                 if start >= seconds {
                     found.neededBytes = want.count

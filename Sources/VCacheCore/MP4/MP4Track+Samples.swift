@@ -19,6 +19,9 @@ extension MP4Track {
         guard !sampleToChunk.isEmpty, sampleToChunk[0].firstChunk == 1 else { throw bad("stsc", "it does not start at chunk 1") }
         guard !chunkOffsets.isEmpty else { throw bad("stco", "the track has samples but no chunk offsets") }
         guard uniformSize != 0 || sizes.count == sampleCount else { throw bad("stsz", "it lists \(sizes.count) sizes for \(sampleCount) samples") }
+        if let i = sampleToChunk.firstIndex(where: { Int($0.firstChunk) > chunkOffsets.count }) {
+            throw bad("stsc", "entry \(i + 1) points at chunk \(sampleToChunk[i].firstChunk), past the chunk table (\(chunkOffsets.count) chunks)")
+        }
 
         var sttsIndex = 0
         var sttsLeft = timeToSample.first.map { Int64($0.count) } ?? 0
@@ -35,11 +38,9 @@ extension MP4Track {
                 guard chunk < chunkOffsets.count else {
                     throw bad("stsc", "its chunks hold fewer samples than stsz lists (\(sample) of \(sampleCount)); the chunk table (stco) has \(chunkOffsets.count) entries")
                 }
-                if stscIndex + 1 < sampleToChunk.count && Int(sampleToChunk[stscIndex + 1].firstChunk) - 1 <= chunk {
+                // First-chunk numbers increase (checked when parsed) and lie inside the table.
+                if stscIndex + 1 < sampleToChunk.count && Int(sampleToChunk[stscIndex + 1].firstChunk) - 1 == chunk {
                     stscIndex += 1
-                    guard Int(sampleToChunk[stscIndex].firstChunk) - 1 == chunk else {
-                        throw bad("stsc", "entry \(stscIndex + 1) points at chunk \(sampleToChunk[stscIndex].firstChunk), past the chunk table (\(chunkOffsets.count) chunks)")
-                    }
                 }
                 leftInChunk = Int64(sampleToChunk[stscIndex].perChunk)
                 offset = chunkOffsets[chunk]
@@ -49,16 +50,17 @@ extension MP4Track {
                 guard sttsIndex < timeToSample.count else { throw bad("stts", "it gives decode times for fewer samples than stsz lists (\(sample) of \(sampleCount))") }
                 sttsLeft = Int64(timeToSample[sttsIndex].count)
             }
-            let time = Double(dts - mediaStart) / Double(timescale) + delay
+            let time = (Double(dts) - Double(mediaStart)) / Double(timescale) + delay
             if time >= limit { break }  // decode times only grow: nothing later is needed
             let size = Int64(uniformSize != 0 ? uniformSize : sizes[sample])
-            guard offset >= 0, offset + size <= fileLength else {
+            let (end, overflow) = offset.addingReportingOverflow(size)
+            guard offset >= 0, !overflow, end <= fileLength else {
                 throw bad("stco", "sample \(sample + 1) at offset \(offset) (\(size) bytes) lies outside the file (\(fileLength) bytes)")
             }
             if size > 0 { out.insert(ByteRange(offset, offset + size)) }
             offset += size
             leftInChunk -= 1
-            dts += Int64(timeToSample[sttsIndex].delta)
+            dts &+= Int64(timeToSample[sttsIndex].delta)  // at most 5M samples of 2^32: no overflow
             sttsLeft -= 1
         }
         return out
