@@ -6,6 +6,8 @@ cd "$(dirname "$0")"
 # A cut that starts between keyframes: `-c copy` keeps the frames the first shown one depends
 # on and adds an edit list whose media_time skips them (1.58 s into the media).
 ffmpeg -v error -y -ss 1.5 -i moov-at-end.mp4 -c copy -t 5 editlist.mp4
+# Fragmented with a segment index (one sidx per track, right after the moov).
+ffmpeg -v error -y -i moov-at-end.mp4 -c copy -movflags frag_keyframe+empty_moov+default_base_moof+global_sidx sidx.mp4
 # moov-at-front.mp4 with the first track's stsz sample count set to 0x7fffffff: a count whose
 # table cannot fit in its box.
 python3 - <<'PY'

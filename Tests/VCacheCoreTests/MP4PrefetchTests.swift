@@ -39,7 +39,7 @@ import VCacheTestSupport
         return ByteRange(box.offset, box.end)
     }
 
-    @Test(arguments: ["moov-at-end.mp4", "moov-at-front.mp4", "fragmented.mp4", "video-only.mp4", "quicktime.mov", "editlist.mp4"])
+    @Test(arguments: ["moov-at-end.mp4", "moov-at-front.mp4", "fragmented.mp4", "sidx.mp4", "video-only.mp4", "quicktime.mov", "editlist.mp4"])
     func everyPacketOfTheFirstSecondsIsCachedAndLittleElse(fixture: String) throws {
         let seconds = 2.0
         let nginx = try Nginx()
@@ -83,6 +83,16 @@ import VCacheTestSupport
         let entry = try #require(try cache.inspector.entry(url))
         // Nothing of the mdat beyond the first 5 s: the rest of it is not cached.
         #expect(entry.ranges == RangeSet([ByteRange(0, 131_077), ByteRange(286_439, 296_069)]))
+    }
+
+    @Test func aSegmentIndexListsTheFragmentsInOneRequest() throws {
+        let nginx = try Nginx()
+        let url = try nginx.publish("sidx.mp4", try Fixtures.data("sidx.mp4"))
+        let cache = try TestCache()
+        #expect(Prefetcher(store: cache.store, options: TestCache.fastOptions()).run([.seconds(url, 5)])[0].error == nil)
+        nginx.stop()
+        // The first 64 KiB hold ftyp, moov and both sidx boxes: the rest of 5 s is one request.
+        #expect(nginx.accessLog().filter { $0.path == "/sidx.mp4" }.map { $0.range ?? "-" } == ["bytes=0-65535", "bytes=65536-160330"])
     }
 
     @Test(arguments: [

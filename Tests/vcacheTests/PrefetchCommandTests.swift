@@ -62,6 +62,11 @@ import VCacheTestSupport
         #expect(batch.status == 1)
         #expect(batch.stderr.contains("cannot prefetch \(page): cannot map its MP4 for --seconds: not an MP4 or MOV file: its first bytes '<html></' are not an ISO BMFF box header (ftyp, moov, mdat...)"))
         #expect(try CacheInspector(directory: cache).entry(front)?.cachedBytes ?? 0 > 100_000)
+        // A head of a file that is not MP4 is just a head: no note about a moov.
+        let head = try VCacheBinary.run(["prefetch", page, "--bytes", "1K"], cacheDir: dir.file("plain"))
+        #expect(head.status == 0)
+        #expect(head.stderr.hasPrefix("fetched 1.0 KiB, 0 B already cached, in "))
+        #expect(!head.stderr.contains("note:"))
         let bad = try VCacheBinary.run(["prefetch", end, "--seconds", "soon"], cacheDir: cache)
         #expect(bad.status == 2)
         #expect(bad.stderr == "vcache: invalid duration 'soon' for --seconds; use e.g. 30s, 5m, 2h (at most 3650d)\n")

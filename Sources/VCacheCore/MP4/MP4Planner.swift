@@ -52,6 +52,38 @@ public struct MP4Planner {
     static let firstTypes: Set<String> = ["ftyp", "styp", "moov", "mdat", "free", "skip", "wide", "pdin", "sidx", "moof", "uuid", "junk", "pnot"]
     static let maxTopLevelBoxes = 100_000
 
+    /// The byte ranges of the segments a `sidx` (ISO/IEC 14496-12 §8.16.3) lists as starting
+    /// before `seconds` (counted from its earliest presentation time); nil when it points at
+    /// other sidx boxes (a hierarchy: the moof walk is used instead).
+    static func segments(sidx: MP4Box, bytes: [UInt8], before seconds: Double, length: Int64) throws -> RangeSet? {
+        var c = ByteCursor(Array(bytes[Int(sidx.headerSize)...]), box: sidx)
+        let (version, _) = try c.fullBox()
+        try c.skip(4)  // reference_ID
+        let timescale = try c.u32()
+        try c.skip(version == 0 ? 4 : 8)  // earliest_presentation_time
+        let firstOffset = version == 0 ? UInt64(try c.u32()) : try c.u64()
+        try c.skip(2)
+        let count = Int(try c.u16())
+        guard count * 12 <= c.remaining else { throw c.error("its reference count \(count) cannot fit in the box") }
+        guard timescale > 0 else { throw c.error("its timescale is 0") }
+        guard firstOffset <= UInt64(length) else { throw c.error("its first offset \(firstOffset) lies past the file") }
+        var anchor = sidx.end + Int64(firstOffset)
+        var elapsed: UInt64 = 0
+        var out = RangeSet()
+        for _ in 0..<count {
+            let word = try c.u32()
+            let duration = try c.u32()
+            try c.skip(4)
+            if word >> 31 == 1 { return nil }
+            let size = Int64(word & 0x7fff_ffff)
+            guard anchor + size <= length else { throw c.error("a segment of \(size) bytes at offset \(anchor) lies past the file") }
+            if Double(elapsed) / Double(timescale) < seconds { out.insert(ByteRange(anchor, anchor + size)) }
+            anchor += size
+            elapsed += UInt64(duration)
+        }
+        return out
+    }
+
     public func next() -> Step {
         do {
             return try walk()
@@ -81,6 +113,7 @@ public struct MP4Planner {
         // the last moof belongs to the first seconds.
         var reached: [UInt32: Int64] = [:]
         var takeNextMdat = false
+        var indexed = false  // a sidx has listed the fragments
         while at < length {
             // A header is 8 bytes, 16 with a 64-bit size (size field 1): fetch what it takes.
             let short = ByteRange(at, min(at + 8, length))
@@ -119,6 +152,19 @@ public struct MP4Planner {
                 }
             case "ftyp", "styp":
                 want.insert(whole)
+            case "sidx":
+                guard movie?.fragmented == true, case .seconds(let seconds) = goal else { break }
+                // The segment index, and the header after it (another sidx, or the first moof).
+                if !held(whole) { return .need(RangeSet([ByteRange(box.offset, min(box.end + 8, length))]), .fragment(at: box.offset)) }
+                if let segments = try Self.segments(sidx: box, bytes: try read(box.offset, Int(box.size)), before: seconds, length: length) {
+                    want.formUnion(segments)
+                    indexed = true
+                }
+            case _ where indexed:
+                // Every sidx read: they said which fragments the first seconds need.
+                found.neededBytes = want.count
+                let gaps = missing(want)
+                return gaps.isEmpty ? .done(found) : .need(gaps, .fragment(at: box.offset))
             case "moof":
                 guard let m = movie, case .seconds(let seconds) = goal else { break }
                 if !held(whole) {
@@ -153,6 +199,7 @@ public struct MP4Planner {
         guard movie != nil else {
             throw MP4Error.notMP4("no 'moov' box among its \(count) top-level boxes")
         }
+        _ = indexed
         found.neededBytes = want.count
         let gaps = missing(want)
         return gaps.isEmpty ? .done(found) : .need(gaps, .samples)

@@ -32,7 +32,8 @@ extension PrefetchJob {
         case .failed(let e):
             mp4Settled = true
             if case .seconds = goal { return finish(.mp4(e)) }
-            emit(.note(url: item.url, message: "no moov fetched: \(e.description)"))
+            // A head of any other file is just a head; only a broken MP4 is worth a note.
+            if case .notMP4 = e {} else { emit(.note(url: item.url, message: "no moov fetched: \(e.description)")) }
             complete()
         }
     }
