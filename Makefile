@@ -5,7 +5,7 @@
 PREFIX      ?= /usr/local
 SWIFT       ?= swift
 CONFIG      ?= debug
-BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config
+BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev pkg-config
 TEST_DEPS   := nginx ffmpeg sqlite3 curl
 BENCH_DEPS  := time
 

@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
-// vcache: a sparse-range HTTP video cache. No package dependencies: the toolchain plus three
-// system C libraries (libcurl, SQLite, libcrypto) reached through .systemLibrary targets.
+// vcache: a sparse-range HTTP video cache. No package dependencies: the toolchain plus four
+// system C libraries (libcurl, SQLite, libcrypto, libmicrohttpd) reached through .systemLibrary targets.
 import PackageDescription
 
 let package = Package(
@@ -29,10 +29,16 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        // Everything testable without a terminal: ranges, catalog, store, fetcher, prefetcher.
+        // libmicrohttpd: the HTTP/1.1 server of `serve`, plus fixed-argument wrappers for its variadics.
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]
+        ),
+        // Everything testable without a terminal: ranges, catalog, store, fetcher, prefetcher, MP4, serve.
         .target(
             name: "VCacheCore",
-            dependencies: ["CCurl", "CSQLite", .target(name: "CCrypto", condition: .when(platforms: [.linux]))]
+            dependencies: ["CCurl", "CSQLite", "CMicroHTTPD", .target(name: "CCrypto", condition: .when(platforms: [.linux]))]
         ),
         // The command-line tool: argument parsing, rendering, exit codes. No decisions.
         .executableTarget(

@@ -6,7 +6,7 @@ import VCacheCore
 struct VCache {
     static var commands: [any VCacheCommand.Type] {
         [PrefetchCommand.self, ListCommand.self, InfoCommand.self, EvictCommand.self, PinCommand.self, UnpinCommand.self,
-         VerifyCommand.self, ExportCommand.self, ConfigCommand.self]
+         VerifyCommand.self, ExportCommand.self, ServeCommand.self, UrlCommand.self, ConfigCommand.self]
     }
 
     static func main() {

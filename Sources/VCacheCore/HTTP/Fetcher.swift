@@ -121,10 +121,10 @@ public final class Fetcher {
 
     private var hasWork: Bool { !active.isEmpty || !timers.isEmpty || offloaded > 0 }
 
-    /// Drives transfers and timers until there is nothing left to do, or until stopped.
+    /// Drives transfers and timers until there is nothing left to do, until stopped, or until `done`.
     /// `tick` runs after every wake-up (checkpoints live there, never in a data callback).
-    public func run(tick: () -> Void = {}) {
-        while !isStopped && hasWork {
+    public func run(until done: () -> Bool = { false }, tick: () -> Void = {}) {
+        while !isStopped && hasWork && !done() {
             if let d = deadline, ContinuousClock.now >= d.at {
                 stop(reason: d.reason)
                 break

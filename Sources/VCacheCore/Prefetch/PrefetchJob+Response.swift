@@ -128,6 +128,7 @@ extension PrefetchJob {
         fetched += range.count
         transferBytes += range.count
         writeOffset = range.upperBound
+        options.onWrite?(key, range)
         if count < bytes.count { stoppedAtLimit = true }
         return count == bytes.count
     }

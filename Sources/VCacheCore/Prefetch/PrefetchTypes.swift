@@ -70,6 +70,9 @@ public struct PrefetchOptions: Sendable {
     /// Keep the cache at most this big (real disk use): least recently used entries other than
     /// this run's are evicted as the run goes and at its end.
     public var maxSize: Int64?
+    /// Told of every span written to an entry's `data` as it is written (before its checkpoint):
+    /// `serve` hands those bytes to the players waiting for them. Called on the fetch loop.
+    public var onWrite: (@Sendable (_ key: String, _ range: ByteRange) -> Void)?
 
     public init() {}
 }

@@ -94,7 +94,7 @@ public final class Prefetcher {
         // (1 MiB to 64 MiB) of new bytes, while the checkpoints keep disk use in the catalog current.
         let evictEvery = options.maxSize.map { max(1 << 20, min(64 << 20, $0 / 8)) }
         var lastEvictionAt: Int64 = 0
-        fetcher.run {
+        fetcher.run(tick: {
             var downloaded = finishedBytes
             for (_, r) in running {
                 r.job.tick()
@@ -104,7 +104,7 @@ public final class Prefetcher {
                 lastEvictionAt = downloaded
                 keepUnderCap(protecting: runKeys)
             }
-        }
+        })
         // Stopped: every job still running checkpoints and reports; the rest never started.
         let why: PrefetchError = fetcher.stopReason == Self.deadlineReason ? .deadline : .interrupted
         for (_, r) in running.sorted(by: { $0.value.index < $1.value.index }) {

@@ -1,0 +1,55 @@
+// libmicrohttpd for Swift: MHD_start_daemon and the info getters are C-variadic, which Swift
+// cannot call, so fixed-argument wrappers live here (as for libcurl in CCurl/shim.h).
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <microhttpd.h>
+
+/// Thread per connection, poll() (select() breaks past fd 1024), bound to `addr`, with every limit
+/// set explicitly (a memory limit of 0 is taken literally: every request would fail with 414).
+static inline struct MHD_Daemon *vc_mhd_start(const struct sockaddr *addr,
+                                              MHD_AccessHandlerCallback handler, void *handler_cls,
+                                              MHD_RequestCompletedCallback completed, void *completed_cls,
+                                              unsigned int timeout_seconds, unsigned int connection_limit,
+                                              unsigned int per_ip_limit, size_t memory_limit, size_t stack_size,
+                                              unsigned int ipv6) {
+    unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    if (ipv6) flags |= MHD_USE_IPv6;
+    return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_SOCK_ADDR, addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
+                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_limit,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
+                            MHD_OPTION_THREAD_STACK_SIZE, stack_size,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_END);
+}
+
+/// The port the daemon listens on (useful after binding port 0).
+static inline unsigned int vc_mhd_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : 0;
+}
+
+/// The connection's socket (to notice a client that left while a body callback waits).
+static inline int vc_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
+/// The client's address as text ("127.0.0.1"), into buf; empty when unknown.
+static inline void vc_mhd_client(struct MHD_Connection *connection, char *buf, socklen_t size) {
+    buf[0] = 0;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!info || !info->client_addr) return;
+    const struct sockaddr *sa = info->client_addr;
+    if (sa->sa_family == AF_INET) {
+        const unsigned char *b = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+        snprintf(buf, size, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+    } else if (sa->sa_family == AF_INET6) {
+        snprintf(buf, size, "[ipv6]");
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// A span of a video straight from the origin to a player, not stored: for a reader whose entry
+/// is being written elsewhere. Its response is judged like any other (`ResponseJudge`): only a
+/// 206 of exactly the asked bytes of the same version is passed on. Runs its own fetch loop on
+/// the reader's thread, only while the reader wants bytes, so at most what one loop turn
+/// receives is buffered.
+final class DirectStream: TransferDelegate {
+    private let fetcher = Fetcher()
+    private var buffer: [UInt8] = []
+    private var consumed = 0
+    private var done = false
+    private(set) var error: String?
+    private var transfer: CurlTransfer?
+    private let judge: ResponseJudge
+    private var remaining: Int64
+
+    init(url: String, span: ByteRange, validators: Validators, options: RequestOptions) {
+        judge = ResponseJudge(asked: .init(spec: span.httpSpec, start: span.lowerBound, end: span.upperBound), held: validators,
+                              hasBytes: true, wantedEnd: span.upperBound, weakPartsCombine: false)
+        remaining = span.count
+        do {
+            let t = try CurlTransfer(url: url, range: span.httpSpec, ifRange: validators.ifRange, options: options)
+            t.delegate = self
+            transfer = t
+            fetcher.add(t)
+        } catch {
+            self.error = "\(error)"
+        }
+    }
+
+    /// Copies the next bytes into `out`; nil when the stream failed or ended early.
+    func read(into out: UnsafeMutableRawBufferPointer) -> Int? {
+        while buffer.count == consumed {
+            if error != nil || done { return nil }
+            fetcher.run(until: { [unowned self] in buffer.count > consumed || error != nil })
+            if buffer.count == consumed && transfer == nil { done = true }
+        }
+        let n = min(out.count, buffer.count - consumed)
+        buffer.withUnsafeBytes { src in out.copyMemory(from: UnsafeRawBufferPointer(rebasing: src[consumed..<consumed + n])) }
+        consumed += n
+        if consumed == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            consumed = 0
+        }
+        return n
+    }
+
+    func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
+        switch judge.judge(head) {
+        case .accept(let offset, _, _) where offset == judge.asked.start:
+            return .proceed
+        case .reject(let e):
+            error = e.description
+        default:
+            error = "the origin sent another version, or bytes other than those asked"
+        }
+        return .stop
+    }
+
+    func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
+        let n = Int(min(Int64(bytes.count), remaining))
+        buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[0..<n]))
+        remaining -= Int64(n)
+        return n == bytes.count
+    }
+
+    func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
+        self.transfer = nil
+        if let error, self.error == nil { self.error = error.description }
+        if remaining > 0 && self.error == nil { self.error = "the origin ended the body early" }
+    }
+}

@@ -1,0 +1,225 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CMicroHTTPD
+import Foundation
+
+/// The HTTP/1.1 server of `serve`: libmicrohttpd in thread-per-connection mode, behind this one
+/// type (no other file imports CMicroHTTPD). It parses requests, keeps connections alive, answers
+/// HEAD from the same response, and sends files with sendfile(2); the handler only decides.
+///
+/// libmicrohttpd calls back on its own threads: into global functions (a closure written inside
+/// `@main` would be main-actor code and trap there), with this server and each request's state
+/// passed through `cls` pointers (Unmanaged, retained while libmicrohttpd holds them).
+public final class HTTPServer: @unchecked Sendable {
+    // @unchecked: `daemon` is set once in init and cleared once in stop (under `stopLock`); the
+    // handler is immutable; libmicrohttpd serialises what it calls per connection.
+
+    public struct Request: Sendable {
+        public var method: String
+        public var path: String
+        /// Request headers vcache acts on, names lower-cased (range, if-range, host, icy-metadata).
+        public var headers: [String: String]
+        public var client: String
+        /// The request came with a body (none is accepted).
+        public var hadBody: Bool
+    }
+
+    /// Bytes of a response body produced on demand, on the connection's thread (it may block).
+    public protocol Producer: AnyObject, Sendable {
+        /// Fills `buffer` with the bytes at `offset` (relative to the body's start); returns how many,
+        /// or nil when the body cannot be completed (the connection is then cut).
+        func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) -> Int?
+        /// The response ended (completed, or the client left).
+        func finished(completed: Bool)
+    }
+
+    public enum Body: @unchecked Sendable {
+        // @unchecked: a RawFile is Sendable; Producer is.
+        case none
+        /// A span of a file, sent with sendfile(2). The server duplicates the descriptor.
+        case file(RawFile, offset: Int64, length: Int64)
+        case stream(length: Int64, Producer)
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: Body
+        /// Called once the response is done or abandoned, with whether it went out whole.
+        public var completed: (@Sendable (Bool) -> Void)?
+
+        public init(status: Int, headers: [(String, String)] = [], body: Body = .none, completed: (@Sendable (Bool) -> Void)? = nil) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+            self.completed = completed
+        }
+    }
+
+    public struct Limits: Sendable {
+        /// Seconds a connection may stay idle.
+        public var idleTimeout: UInt32 = 30
+        public var connections: UInt32 = 256
+        /// Connections from one client address (0: no limit; loopback players are all 127.0.0.1).
+        public var perClient: UInt32 = 0
+        /// Bytes for one connection's request head and buffers (a bigger head gets 431).
+        public var connectionMemory = 64 * 1024
+        public init() {}
+    }
+
+    public typealias Handler = @Sendable (Request) -> Response
+
+    let handler: Handler
+    private var daemon: OpaquePointer?
+    private let stopLock = NSLock()
+    public private(set) var port: Int = 0
+
+    public enum StartError: Error, CustomStringConvertible {
+        case badAddress(String)
+        case cannotListen(String)
+        public var description: String {
+            switch self {
+            case .badAddress(let a): "'\(a)' is not an IPv4 or IPv6 address"
+            case .cannotListen(let a): "cannot listen on \(a): \(String(cString: strerror(errno))) (is the port in use?)"
+            }
+        }
+    }
+
+    public init(address: String, port: UInt16, limits: Limits = Limits(), handler: @escaping Handler) throws {
+        self.handler = handler
+        var v4 = sockaddr_in()
+        var v6 = sockaddr_in6()
+        let isV6: Bool
+        if inet_pton(AF_INET, address, &v4.sin_addr) == 1 {
+            v4.sin_family = sa_family_t(AF_INET)
+            v4.sin_port = port.bigEndian
+            isV6 = false
+        } else if inet_pton(AF_INET6, address, &v6.sin6_addr) == 1 {
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = port.bigEndian
+            isV6 = true
+        } else {
+            throw StartError.badAddress(address)
+        }
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let started: OpaquePointer? = isV6
+            ? withUnsafePointer(to: &v6) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: true) } }
+            : withUnsafePointer(to: &v4) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: false) } }
+        guard let started else { throw StartError.cannotListen("\(address):\(port)") }
+        daemon = started
+        self.port = Int(vc_mhd_port(started))
+    }
+
+    private func start(_ addr: UnsafePointer<sockaddr>, _ me: UnsafeMutableRawPointer, _ limits: Limits, ipv6: Bool) -> OpaquePointer? {
+        vc_mhd_start(addr, accessHandler, me, requestCompleted, me, limits.idleTimeout, limits.connections, limits.perClient,
+                     limits.connectionMemory, 256 * 1024, ipv6 ? 1 : 0)
+    }
+
+    /// Stops accepting, ends open connections (waiting for their threads), and returns.
+    public func stop() {
+        stopLock.lock()
+        defer { stopLock.unlock() }
+        guard let d = daemon else { return }
+        daemon = nil
+        MHD_stop_daemon(d)
+    }
+
+    deinit { stop() }
+}
+
+/// One request's state between libmicrohttpd's calls (`*con_cls`).
+private final class RequestState {
+    var hadBody = false
+    var completed: (@Sendable (Bool) -> Void)?
+}
+
+/// The access handler: called first with no state (make it), then with body chunks (discarded),
+/// then once more with none: the request is complete and the response is queued.
+private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
+                           _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
+                           _ uploadSize: UnsafeMutablePointer<Int>?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> MHD_Result {
+    guard let cls, let connection, let state else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    if state.pointee == nil {
+        state.pointee = Unmanaged.passRetained(RequestState()).toOpaque()
+        return .YES
+    }
+    let request = Unmanaged<RequestState>.fromOpaque(state.pointee!).takeUnretainedValue()
+    if let uploadSize, uploadSize.pointee > 0 {
+        request.hadBody = true
+        uploadSize.pointee = 0  // discard it
+        return .YES
+    }
+    var headers: [String: String] = [:]
+    for name in ["Range", "If-Range", "Host", "Icy-MetaData", "User-Agent"] {
+        // Case-insensitive; the value is copied at once.
+        if let v = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: v) }
+    }
+    var client = [CChar](repeating: 0, count: 64)
+    vc_mhd_client(connection, &client, socklen_t(client.count))
+    let req = HTTPServer.Request(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/",
+                                 headers: headers, client: String(cString: client), hadBody: request.hadBody)
+    let response = server.handler(req)
+    request.completed = response.completed
+    guard let mhd = makeResponse(response.body) else {
+        request.completed?(false)
+        request.completed = nil
+        return .NO
+    }
+    for (name, value) in response.headers { MHD_add_response_header(mhd, name, value) }
+    let queued = MHD_queue_response(connection, UInt32(response.status), mhd)
+    MHD_destroy_response(mhd)  // reference-counted: the queued response lives on
+    return queued
+}
+
+private func makeResponse(_ body: HTTPServer.Body) -> OpaquePointer? {
+    switch body {
+    case .none:
+        return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+    case .file(let file, let offset, let length):
+        // libmicrohttpd owns and closes the descriptor it is given: give it a duplicate (the
+        // LOCK_SH on the open file stays held until both are closed).
+        let fd = dup(file.fd)
+        guard fd >= 0 else { return nil }
+        guard let r = MHD_create_response_from_fd_at_offset64(UInt64(length), fd, UInt64(offset)) else {
+            close(fd)
+            return nil
+        }
+        return r
+    case .stream(let length, let producer):
+        let box = Unmanaged.passRetained(ProducerBox(producer)).toOpaque()
+        return MHD_create_response_from_callback(UInt64(length), 64 * 1024, produce, box, releaseProducer)
+    }
+}
+
+private final class ProducerBox {
+    let producer: HTTPServer.Producer
+    var done = false
+    init(_ p: HTTPServer.Producer) { producer = p }
+}
+
+/// libmicrohttpd asks for body bytes at `pos`; this may block (thread-per-connection mode).
+private func produce(_ cls: UnsafeMutableRawPointer?, _ pos: UInt64, _ buf: UnsafeMutablePointer<CChar>?, _ max: Int) -> Int {
+    guard let cls, let buf else { return -2 }
+    let box = Unmanaged<ProducerBox>.fromOpaque(cls).takeUnretainedValue()
+    guard let n = box.producer.read(at: Int64(pos), into: UnsafeMutableRawBufferPointer(start: buf, count: max)), n > 0 else {
+        return -2  // MHD_CONTENT_READER_END_WITH_ERROR: the connection is cut, never a short body
+    }
+    return n
+}
+
+private func releaseProducer(_ cls: UnsafeMutableRawPointer?) {
+    guard let cls else { return }
+    Unmanaged<ProducerBox>.fromOpaque(cls).release()
+}
+
+private func requestCompleted(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                              _ code: MHD_RequestTerminationCode) {
+    guard let state, let p = state.pointee else { return }
+    state.pointee = nil
+    let request = Unmanaged<RequestState>.fromOpaque(p).takeRetainedValue()
+    request.completed?(code == .REQUEST_TERMINATED_COMPLETED_OK)
+}

@@ -1,0 +1,76 @@
+import Foundation
+
+/// The proxy's URL scheme: `/v/<origin URL, base64url>/<file name>`. The origin URL travels in the
+/// path (no server-side table: any vcache serving the same cache understands it, and an HLS
+/// playlist rewrite can point each segment URI at the proxy the same way). The file name at the
+/// end is the origin's, because players pick the format from it.
+public enum ProxyURL {
+    /// The proxy URL for `origin` on the server at `base` (`http://127.0.0.1:8080`).
+    public static func make(origin: String, base: String) -> String {
+        let encoded = Data(origin.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let name = Exporter.fileName(for: origin, key: "video", contentType: nil)
+        let safeName = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#;"))) ?? "video.mp4"
+        return "\(base)/v/\(encoded)/\(safeName)"
+    }
+
+    /// The origin URL a proxy path names, or nil when the path is not one of ours.
+    public static func origin(path: String) -> String? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        guard parts.count == 3, parts[0] == "v" else { return nil }
+        var b64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.count % 4 != 0 { b64 += "=" }
+        guard b64.count <= 16 << 10, let data = Data(base64Encoded: b64), let url = String(data: data, encoding: .utf8) else { return nil }
+        return url
+    }
+
+    /// Content-Type for a file name, when the origin's says nothing useful (octet-stream or none).
+    public static func contentType(origin: String?, name: String) -> String {
+        if let o = origin, !o.isEmpty, !o.lowercased().hasPrefix("application/octet-stream") { return o }
+        switch (name as NSString).pathExtension.lowercased() {
+        case "mp4", "m4v": return "video/mp4"
+        case "m4a": return "audio/mp4"
+        case "mov": return "video/quicktime"
+        case "webm": return "video/webm"
+        case "mkv": return "video/x-matroska"
+        case "ts": return "video/mp2t"
+        case "m3u8": return "application/vnd.apple.mpegurl"
+        default: return "application/octet-stream"
+        }
+    }
+}
+
+/// A request's `Range` header against a representation of `length` bytes (RFC 9110 §14.1.2).
+public enum RangeHeader: Equatable, Sendable {
+    /// No Range, or one that is not valid syntax (ignored, as the RFC says): the whole, 200.
+    case whole
+    /// One span to send as 206. Several ranges are answered with the span that covers them all.
+    case span(ByteRange)
+    /// No range overlaps the representation: 416 with `Content-Range: bytes */length`.
+    case unsatisfiable
+
+    public init(_ header: String?, length: Int64) {
+        guard let header, header.lowercased().hasPrefix("bytes=") else { self = .whole; return }
+        var spans: [ByteRange] = []
+        for part in header.dropFirst(6).split(separator: ",") {
+            let t = part.trimmingCharacters(in: .whitespaces)
+            let ends = t.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard ends.count == 2 else { self = .whole; return }
+            if ends[0].isEmpty {
+                guard let n = Int64(ends[1]) else { self = .whole; return }
+                if n > 0 && length > 0 { spans.append(ByteRange(max(0, length - n), length)) }
+                continue
+            }
+            guard let a = Int64(ends[0]) else { self = .whole; return }
+            var b = length - 1
+            if !ends[1].isEmpty {
+                guard let x = Int64(ends[1]), x >= a else { self = .whole; return }
+                b = min(x, length - 1)
+            }
+            if a < length { spans.append(ByteRange(a, b + 1)) }
+        }
+        guard let first = spans.min(by: { $0.lowerBound < $1.lowerBound }) else { self = .unsatisfiable; return }
+        let last = spans.map(\.upperBound).max() ?? first.upperBound
+        self = .span(ByteRange(first.lowerBound, last))
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Synchronization
+
+/// Any byte range of a video, read through the cache: cached spans straight from `data`, missing
+/// spans fetched from the origin and handed over as they arrive. What is fetched is stored by a
+/// prefetch job (the same writer lock, checkpoints and `ResponseJudge` rules as `prefetch`; no
+/// second copy of them), one per entry at a time in this process: a reader that needs bytes that
+/// job is about to write waits for them instead of fetching them again (ExoPlayer's hole locking,
+/// across readers). A reader that needs bytes elsewhere while that job runs, or whose entry
+/// another process is writing, streams its span from the origin without storing it
+/// (`DirectStream`), so playback never waits behind another reader or a cron batch.
+///
+/// Memory stays bounded whatever the range: bytes go from the origin to `data` to the player.
+public final class ReadThrough: Sendable {
+    public let store: CacheStore
+    let options: PrefetchOptions
+    private let boards = Mutex<[String: EntryBoard]>([:])
+
+    /// How far ahead of a storing job's write position a reader waits for it rather than
+    /// streaming its span itself.
+    static let waitWindow: Int64 = 1 << 20
+
+    /// Stops every storing job and releases every waiting reader (the server is shutting down).
+    public func shutdown() {
+        let all = boards.withLock { Array($0.values) }
+        for board in all {
+            board.cond.lock()
+            board.closing = true
+            let stop = board.writer?.stop
+            board.cond.broadcast()
+            board.cond.unlock()
+            stop?()
+        }
+    }
+
+    public init(store: CacheStore, options: PrefetchOptions) {
+        self.store = store
+        self.options = options
+    }
+
+    public struct Video: Sendable, Equatable {
+        public var key: String
+        public var url: String
+        public var length: Int64
+        public var validators: Validators
+        public var contentType: String?
+        /// Known from the catalog: no origin round trip was needed.
+        public var fromCatalog: Bool
+    }
+
+    public enum OpenError: Error, Equatable, CustomStringConvertible {
+        /// The origin answered this status (passed on to the player as it is).
+        case origin(status: Int, reason: String)
+        /// The origin could not be reached or said something unusable: 502.
+        case unreachable(String)
+
+        public var description: String {
+            switch self {
+            case .origin(let s, let r): "origin answered \(s) \(r)"
+            case .unreachable(let why): why
+            }
+        }
+    }
+
+    /// What is known of `url`: from the catalog when its length is there (a cached video plays
+    /// with no origin round trip, and offline), else by caching its first 64 KiB.
+    public func open(_ url: String) throws(OpenError) -> Video {
+        let key = URL(string: url).map { options.keyRules.key(for: $0) } ?? SHA256Digest.hash(url)
+        if let e = (try? store.catalog.entry(key: key)) ?? nil, let length = e.length {
+            return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true)
+        }
+        var o = options
+        o.onWrite = nil
+        o.retries = 1
+        let result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)])])[0]
+        if let error = result.error {
+            switch error {
+            case .http(let status, let reason): throw .origin(status: status, reason: reason)
+            default: throw .unreachable(error.description)
+            }
+        }
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, let length = e.length else {
+            throw .unreachable("the origin did not say the video's length")
+        }
+        return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false)
+    }
+
+    /// The bytes `range` of `video`, read as the player asks for them.
+    public func reader(_ video: Video, range: ByteRange) throws -> RangeReader {
+        let board = boards.withLock { b in
+            if let x = b[video.key] { return x }
+            let x = EntryBoard()
+            b[video.key] = x
+            return x
+        }
+        let cached = (try? store.catalog.entry(key: video.key))??.ranges ?? RangeSet()
+        let data = try? store.openDataForReading(key: video.key)
+        return RangeReader(owner: self, board: board, video: video, range: range, cached: data == nil ? RangeSet() : cached, data: data)
+    }
+
+    /// Starts the entry's storing job for `span` on its own thread. The board's lock is held.
+    func startWriter(_ board: EntryBoard, video: Video, span: ByteRange) {
+        let writer = EntryBoard.Writer(start: span.lowerBound, end: span.upperBound)
+        board.writer = writer
+        let generation = board.generation
+        var o = options
+        o.waitForLock = false  // another process writing: stream instead of waiting behind it
+        o.onWrite = { [board] _, r in
+            board.cond.lock()
+            if board.generation == generation {
+                board.written.insert(r)
+                writer.position = max(writer.position, r.upperBound)
+            }
+            board.cond.broadcast()
+            board.cond.unlock()
+        }
+        let flag = Fetcher.StopFlag()
+        writer.stop = { flag.stop(reason: SIGTERM) }
+        let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)])
+        let store = self.store, options = o
+        Thread.detachNewThread {
+            let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
+                if case .videoChanged = event {
+                    // The bytes readers were promised belong to the old version: they must stop.
+                    board.cond.lock()
+                    board.generation += 1
+                    board.written = RangeSet()
+                    board.cond.broadcast()
+                    board.cond.unlock()
+                }
+            }
+            let result = prefetcher.run([item])[0]
+            board.cond.lock()
+            writer.finished = true
+            writer.error = result.error
+            if board.writer === writer { board.writer = nil }
+            board.cond.broadcast()
+            board.cond.unlock()
+            if result.error == nil { try? store.catalog.touch(key: video.key) }
+        }
+    }
+}
+
+/// What this process knows of one entry while it is served: bytes written since the readers
+/// opened it, the storing job, and the version's generation (bumped when the origin changed it).
+final class EntryBoard: @unchecked Sendable {
+    // @unchecked: every field is read and written with `cond` locked.
+    let cond = NSCondition()
+    var written = RangeSet()
+    var writer: Writer?
+    var generation = 0
+    /// The server is stopping: readers give up.
+    var closing = false
+    /// Readers in this process using the entry (the writer is stopped when none is left).
+    var readers = 0
+
+    final class Writer: @unchecked Sendable {
+        // @unchecked: guarded by the board's `cond`, like the board.
+        let start: Int64
+        let end: Int64
+        var position: Int64
+        var finished = false
+        var error: PrefetchError?
+        var stop: () -> Void = {}
+        init(start: Int64, end: Int64) {
+            self.start = start
+            self.end = end
+            position = start
+        }
+    }
+}

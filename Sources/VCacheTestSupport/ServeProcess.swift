@@ -1,0 +1,91 @@
+import Foundation
+
+/// `vcache serve --port 0` as a subprocess: its base URL (the first line it prints), its log
+/// (stderr, in a file), and a clean stop.
+public final class ServeProcess: @unchecked Sendable {
+    // Used from one test thread.
+    public let process = Process()
+    public let base: String
+    public let port: Int
+    private let logPath: String
+
+    public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = []) throws {
+        process.executableURL = URL(fileURLWithPath: VCacheBinary.path)
+        process.arguments = ["serve", "--port", "0"] + arguments
+        var env = ProcessInfo.processInfo.environment
+        env["VCACHE_DIR"] = cacheDir
+        process.environment = env
+        logPath = logDir.file("serve-\(UUID().uuidString.prefix(8)).log")
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // The first line is the base URL; it comes once the server listens.
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line += chunk
+        }
+        base = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        port = Int(base.split(separator: ":").last ?? "") ?? 0
+    }
+
+    /// The proxy URL of `origin` on this server.
+    public func url(_ origin: String) -> String { "\(base)/v/" + ProxyURLCoding.encode(origin) + "/" + (URL(string: origin)?.lastPathComponent ?? "video.mp4") }
+
+    /// The log so far, one line per request.
+    public var log: [String] {
+        (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+    }
+
+    /// SIGTERM, then the exit status (and whether it died by the signal).
+    @discardableResult
+    public func stop() -> (status: Int32, signalled: Bool) {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        process.waitUntilExit()
+        return (process.terminationStatus, process.terminationReason == .uncaughtSignal)
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
+
+/// The proxy path's encoding of an origin URL (base64url without padding), as `vcache url` makes it.
+public enum ProxyURLCoding {
+    public static func encode(_ s: String) -> String {
+        Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+/// Runs a tool (curl, ffmpeg, ffprobe) and captures its output.
+public enum Tool {
+    public static func run(_ path: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        let box = DataBox()
+        let group = DispatchGroup()
+        group.enter()
+        Thread.detachNewThread {
+            box.data = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        group.wait()
+        return (p.terminationStatus, o, String(decoding: box.data, as: UTF8.self))
+    }
+
+    final class DataBox: @unchecked Sendable {
+        // Written once by the reader thread before group.leave(); read after group.wait().
+        var data = Data()
+    }
+}

@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import VCacheCore
+
+/// `vcache serve`: a local HTTP proxy any player can read through; cached bytes from disk, the
+/// rest streamed from the origin and kept.
+enum ServeCommand: VCacheCommand {
+    static let defaultPort = 8089
+
+    static let spec = CommandSpec(
+        name: "serve",
+        abstract: "a local proxy players read through: cached bytes from disk, the rest streamed and kept",
+        usage: "serve [--port N] [--listen ADDR:PORT --allow-host HOST...] [--json]",
+        discussion: """
+        Listens on 127.0.0.1 (port \(defaultPort) unless --port; 0 picks a free one). The first line on
+        stdout is the server's base URL; 'vcache url ORIGIN_URL' prints a video's proxy URL. One
+        line per request on stderr. SIGINT/SIGTERM stop it cleanly.
+        """,
+        options: [
+            .value("port", "N", "port on 127.0.0.1 (default \(defaultPort); 0: any free port, printed)"),
+            .value("listen", "ADDR:PORT", "listen on another address (needs --allow-host): e.g. 0.0.0.0:8089"),
+            .repeated("allow-host", "HOST", "the only origin hosts the proxy contacts (repeatable; required with --listen)"),
+            .repeated("header", short: "H", "'NAME: VALUE'", "extra request header sent to origins (repeatable)"),
+            .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
+            .flag("json", "log JSON lines instead of text"),
+        ],
+        minPositionals: 0, maxPositionals: 0)
+
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        var address = "127.0.0.1"
+        var port = UInt16(defaultPort)
+        var allowed: Set<String>?
+        do {
+            if let p = args.value("port") {
+                guard let n = UInt16(p) else { throw UsageError("invalid port '\(p)' for --port; use 0 to 65535") }
+                port = n
+            }
+            if let l = args.value("listen") {
+                guard let colon = l.lastIndex(of: ":"), let n = UInt16(l[l.index(after: colon)...]) else {
+                    throw UsageError("invalid address '\(l)' for --listen; use ADDR:PORT, e.g. 0.0.0.0:\(defaultPort)")
+                }
+                address = String(l[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+                port = n
+            }
+            let hosts = args.all("allow-host")
+            if !hosts.isEmpty { allowed = Set(hosts) }
+            let loopback = address == "127.0.0.1" || address == "::1" || address.hasPrefix("127.")
+            if !loopback && allowed == nil {
+                throw UsageError("--listen \(address) reaches beyond this machine: name the origin hosts it may contact with --allow-host HOST, so it is never an open proxy")
+            }
+        } catch {
+            console.error("\(error)")
+            return 2
+        }
+        var options: PrefetchOptions
+        do { options = try PrefetchCommand.makeOptions(args) } catch { console.error("\(error)"); return 2 }
+        guard let store = openStore(args, console: console) else { return 1 }
+        do { try Settings.apply(store: store, args: args, to: &options) } catch { console.error("\(error)"); return 2 }
+
+        // Signals: blocked before the server's threads start (they inherit the mask), then
+        // waited for here. SIGPIPE from a player that left is ignored.
+        signal(SIGPIPE, SIG_IGN)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+
+        let json = args.flag("json")
+        let readThrough = ReadThrough(store: store, options: options)
+        let proxy = Proxy(readThrough: readThrough, allowedHosts: allowed) { line in console.err(render(line, json: json)) }
+        let server: HTTPServer
+        do {
+            var limits = HTTPServer.Limits()
+            if allowed != nil { limits.perClient = 16 }
+            server = try HTTPServer(address: address, port: port, limits: limits) { proxy.handle($0) }
+        } catch {
+            console.error("cannot serve: \(error)")
+            return 1
+        }
+        let host = address.contains(":") ? "[\(address)]" : address
+        console.out("http://\(host):\(server.port)\n")
+        console.err("vcache serve: listening on http://\(host):\(server.port) with the cache at \(store.directory); 'vcache url ORIGIN_URL --port \(server.port)' prints a video's proxy URL\n")
+        var caught: Int32 = 0
+        sigwait(&set, &caught)
+        console.err("vcache serve: stopping (\(caught == SIGINT ? "SIGINT" : "SIGTERM"))\n")
+        readThrough.shutdown()
+        server.stop()
+        // Die by the signal, as prefetch does (the shell sees 130/143; systemd a clean stop).
+        signal(caught, SIG_DFL)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        raise(caught)
+        return 128 + caught
+    }
+
+    static func render(_ l: Proxy.LogLine, json: Bool) -> String {
+        let time = ISO8601DateFormatter().string(from: l.time)
+        if json {
+            var o: [String: Any] = ["event": "request", "time": time, "client": l.client, "method": l.method, "url": l.url, "status": l.status,
+                                    "from_cache": l.fromCache, "from_origin": l.fromOrigin, "seconds": l.seconds]
+            if let r = l.range { o["range"] = r }
+            if let n = l.note { o["note"] = n }
+            return JSONLines.encode(o) + "\n"
+        }
+        let ms = String(format: "%.1fms", l.seconds * 1000)
+        return "\(time) \(l.client) \(l.method) \(l.url) \(l.range ?? "-") \(l.status) cache=\(l.fromCache) origin=\(l.fromOrigin) \(ms)"
+            + (l.note.map { " (\($0))" } ?? "") + "\n"
+    }
+}
+
+/// `vcache url ORIGIN_URL`: the proxy URL a player should open.
+enum UrlCommand: VCacheCommand {
+    static let spec = CommandSpec(
+        name: "url",
+        abstract: "print the proxy URL of a video for 'vcache serve'",
+        usage: "url ORIGIN_URL... [--port N]",
+        discussion: "The proxy URL ends with the origin's file name, so players recognise the format.",
+        options: [.value("port", "N", "the port serve listens on (default \(ServeCommand.defaultPort))")],
+        minPositionals: 1, maxPositionals: nil)
+
+    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+        var port = ServeCommand.defaultPort
+        if let p = args.value("port") {
+            guard let n = UInt16(p), n > 0 else {
+                console.error("invalid port '\(p)' for --port; use 1 to 65535")
+                return 2
+            }
+            port = Int(n)
+        }
+        for origin in args.positionals {
+            if let why = PrefetchItem.urlProblem(origin) {
+                console.error("cannot make a proxy URL for \(origin): \(why)")
+                return 2
+            }
+            console.out(ProxyURL.make(origin: origin, base: "http://127.0.0.1:\(port)") + "\n")
+        }
+        return 0
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// `vcache serve` end to end: a real nginx origin, the built binary as the proxy, and curl,
+/// ffprobe and ffmpeg as the players.
+@Suite struct ServeTests {
+    let dir = TempDirectory("vcache-serve")
+    var cache: String { dir.file("cache") }
+
+    /// curl with the response head on stdout before the body: (status, headers, body).
+    func curl(_ args: [String]) throws -> (status: Int, headers: [String: String], body: Data) {
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
+        #expect(r.status == 0, "curl \(args): \(r.err)")
+        let head = (try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? ""
+        var headers: [String: String] = [:]
+        var status = 0
+        for line in head.components(separatedBy: "\r\n") {
+            if line.hasPrefix("HTTP/") { status = Int(line.split(separator: " ")[1]) ?? 0; continue }
+            guard let c = line.firstIndex(of: ":") else { continue }
+            headers[line[..<c].lowercased()] = line[line.index(after: c)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
+    }
+
+    @Test func playersRangesHeadAndUnsatisfiableRangesGetExactAnswers() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-end.mp4")
+        let origin = try nginx.publish("clip.mp4", body)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin)
+        #expect(try VCacheBinary.run(["url", origin, "--port", "\(serve.port)"], cacheDir: cache).stdout == url + "\n")
+
+        let probe = try curl(["-r", "0-1", url])  // AVPlayer's first request
+        #expect(probe.status == 206)
+        #expect(probe.headers["content-range"] == "bytes 0-1/\(body.count)")
+        #expect(probe.headers["content-length"] == "2")
+        #expect(probe.headers["accept-ranges"] == "bytes")
+        #expect(probe.headers["content-type"] == "video/mp4")
+        #expect(probe.headers["transfer-encoding"] == nil)
+        #expect(probe.body == body[0..<2])
+
+        let from = try curl(["-r", "200000-", url])  // ffmpeg, mpv, VLC, Chrome, ExoPlayer
+        #expect(from.status == 206)
+        #expect(from.headers["content-range"] == "bytes 200000-\(body.count - 1)/\(body.count)")
+        #expect(from.body == body[200_000...])
+
+        let suffix = try curl(["-r", "-1000", url])
+        #expect(suffix.status == 206)
+        #expect(suffix.headers["content-range"] == "bytes \(body.count - 1000)-\(body.count - 1)/\(body.count)")
+        #expect(suffix.body == body[(body.count - 1000)...])
+
+        let head = try curl(["-I", url])
+        #expect(head.status == 200)
+        #expect(head.headers["content-length"] == "\(body.count)")
+        #expect(head.headers["etag"] == probe.headers["etag"])
+        #expect(head.headers["etag"] != nil && head.headers["last-modified"] != nil)
+
+        let whole = try curl([url])
+        #expect(whole.status == 200)
+        #expect(TestBytes.sha256(whole.body) == TestBytes.sha256(body))
+
+        let beyond = try curl(["-r", "999999999-", url])
+        #expect(beyond.status == 416)
+        #expect(beyond.headers["content-range"] == "bytes */\(body.count)")
+
+        let multi = try curl(["-r", "0-9,100-109", url])  // the covering span, never a wrong body
+        #expect(multi.status == 206)
+        #expect(multi.body == body[0..<110])
+
+        let stopped = serve.stop()
+        #expect(stopped.signalled && stopped.status == SIGTERM)
+        // Everything read went into the cache, byte for byte.
+        #expect(try CacheInspector(directory: cache).verifyClaims(origin, origin: body).mismatch == nil)
+        #expect(try CacheInspector(directory: cache).entry(origin)?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test func ffmpegDecodesAColdMoovAtEndVideoThroughTheProxyAndTheCacheKeepsIt() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-end.mp4")
+        let origin = try nginx.publish("cold.mp4", body)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin)
+        let probe = try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", url])
+        #expect(String(decoding: probe.out, as: UTF8.self).hasPrefix("10.0"), "\(probe.err)")
+        let decode = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", url, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.err.isEmpty, "\(decode.err)")
+        serve.stop()
+        let claims = try CacheInspector(directory: cache).verifyClaims(origin, origin: body)
+        #expect(claims.mismatch == nil)
+        #expect(claims.claimed > Int64(body.count) / 2)
+        // One request line per player request, with where the bytes came from.
+        #expect(serve.log.contains { $0.contains(" GET \(origin) ") && $0.contains(" 206 cache=") })
+    }
+
+    @Test func offlineACachedVideoStillPlaysAndUncachedBytesGet502() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-front.mp4")
+        let origin = try nginx.publish("off.mp4", body)
+        let other = try nginx.publish("never.mp4", body)
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", "-q", other, "--bytes", "1000", "--no-moov"], cacheDir: cache).status == 0)
+        nginx.stop()
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let decode = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(origin), "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.err.isEmpty, "\(decode.err)")
+        let cut = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", serve.url(other)])
+        // The head is there, the rest cannot be fetched: the connection is cut, never padded.
+        #expect(String(decoding: cut.out, as: UTF8.self).hasPrefix("200 1000"))
+        serve.stop()
+        #expect(serve.log.contains { $0.contains(other) && $0.contains("(") })
+    }
+
+    @Test func originErrorsReachThePlayerAsTheyAreAndNothingIsStored() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/gone.mp4", .init(body: Data(count: 10)))
+        var f = TestOrigin.Faults()
+        f.statuses = [(403, [:])]
+        origin.setFaults("/gone.mp4", f)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try curl([serve.url(origin.url("/missing.mp4"))]).status == 404)
+        #expect(try curl([serve.url(origin.url("/gone.mp4"))]).status == 403)
+        #expect(try curl([serve.url("http://127.0.0.1:9/refused.mp4")]).status == 502)
+        serve.stop()
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/missing.mp4")) == nil)
+        #expect(serve.log.contains { $0.contains("refused.mp4") && $0.contains(" 502 ") })
+    }
+
+    @Test func eightPlayersOnOneColdVideoGetExactBytesAndTheOriginSendsEachByteOnce() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(6 << 20, seed: 91)
+        origin.setResource("/eight.mp4", .init(body: body, etag: "\"8\""))
+        origin.throttle("/eight.mp4", to: 8 << 20)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin.url("/eight.mp4"))
+        let results = Mutex8()
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            let out = dir.file("p\(i).bin")
+            let r = try? Tool.run("/usr/bin/curl", ["-s", "-o", out, url])
+            results.set(i, r?.status == 0 ? TestBytes.sha256(file: out) : nil)
+        }
+        for i in 0..<8 { #expect(results.get(i) == TestBytes.sha256(body), "player \(i)") }
+        #expect(origin.bytesServedTwice("/eight.mp4") == 0)
+        serve.stop()
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/eight.mp4"))?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test func hostileRequestsAreRefusedAndTheServerKeepsServing() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-front.mp4")
+        let origin = try nginx.publish("ok.mp4", body)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try curl([serve.base + "/../../etc/passwd", "--path-as-is"]).status == 404)
+        #expect(try curl([serve.base + "/"]).status == 404)
+        #expect(try curl(["-X", "POST", "-d", "x=1", serve.url(origin)]).status == 405)
+        #expect(try curl(["-X", "DELETE", serve.url(origin)]).status == 405)
+        #expect(try curl([serve.url("file:///etc/passwd")]).status == 400)
+        #expect(try curl(["-H", "X-Big: " + String(repeating: "a", count: 100 << 10), serve.url(origin)]).status == 431)
+        #expect(try curl(["-H", "Transfer-Encoding: chunked", "--data-binary", "abc", "-X", "GET", serve.url(origin)]).status == 400)
+        let garbage = try Tool.run("/bin/bash", ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(serve.port); printf '\\x01\\x02\\x03 garbage\\r\\n\\r\\n' >&3; timeout 5 head -c 12 <&3"])
+        #expect(String(decoding: garbage.out, as: UTF8.self).hasPrefix("HTTP/1.1 400"))
+        // And a normal request afterwards.
+        let ok = try curl([serve.url(origin)])
+        #expect(ok.status == 200 && ok.body == body)
+        serve.stop()
+    }
+}
+
+/// Eight answers from concurrent players.
+final class Mutex8: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var values = [String?](repeating: nil, count: 8)
+    func set(_ i: Int, _ v: String?) { lock.lock(); values[i] = v; lock.unlock() }
+    func get(_ i: Int) -> String? { lock.lock(); defer { lock.unlock() }; return values[i] }
+}
