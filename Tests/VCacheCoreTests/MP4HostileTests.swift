@@ -29,6 +29,13 @@ import Testing
         } throws: { ($0 as? MP4Error)?.description.contains("samples of 4294967295 bytes add up past any file") == true }
     }
 
+    @Test func aBitrateOverATinyDurationDoesNotTrap() throws {
+        var t = try #require(try Self.parse(Self.moov(Self.stts + Self.stsc + Self.full("stsz", F.be(0xffff_ffff, 4) + F.be(0xffff, 4)))).tracks.first)
+        t.duration = 1
+        t.timescale = 0xffff_ffff
+        #expect(t.bitrate == 0)
+    }
+
     @Test func aChunkOffsetNear2To63IsOutsideTheFileNotATrap() throws {
         let sizes = Self.full("stsz", F.be(0, 4) + F.be(10, 4) + [UInt8](repeating: 0, count: 36) + F.be(100, 4))
         let co64 = Self.full("co64", F.be(1, 4) + F.be(UInt64(Int64.max - 50), 8))

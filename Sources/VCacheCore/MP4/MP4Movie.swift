@@ -102,7 +102,9 @@ public struct MP4Track: Sendable {
 
     /// Average bits per second over the track's duration (0 when unknown).
     public var bitrate: Int64 {
-        durationSeconds > 0 ? Int64(Double(totalBytes) * 8 / durationSeconds) : 0
+        guard durationSeconds > 0 else { return 0 }
+        let bits = Double(totalBytes) * 8 / durationSeconds
+        return bits < 9e18 ? Int64(bits) : 0  // a nonsense duration must not trap the conversion
     }
 
     init(trak: MP4Box, walker: MP4Walker, payload: (MP4Box) -> ByteCursor) throws {
