@@ -167,6 +167,39 @@ import VCacheTestSupport
     }
 }
 
+extension ServeTests {
+    @Test func aPrefetchOfTheSameVideoRunningMeanwhileNeverMakesPlaybackWait() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(8 << 20, seed: 92)
+        origin.setResource("/both.mp4", .init(body: body, etag: "\"b\""))
+        origin.throttle("/both.mp4", to: 2 << 20)  // the whole video takes 4 s
+        let batch = try VCacheBinary.start(["prefetch", "-q", origin.url("/both.mp4")], cacheDir: cache)
+        #expect(origin.waitUntilServed("/both.mp4", atLeast: 1 << 20))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        // The player wants 512 KiB past what the batch has: it streams them itself, not stored.
+        let part = try curl(["-r", "\(6 << 20)-\((6 << 20) + (512 << 10) - 1)", serve.url(origin.url("/both.mp4"))])
+        #expect(part.status == 206)
+        #expect(part.body == body[(6 << 20)..<((6 << 20) + (512 << 10))])
+        #expect(batch.process.isRunning, "the player had to wait for the batch")
+        let r = batch.finish()
+        #expect(r.status == 0)
+        serve.stop()
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/both.mp4"))?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test func beyondLoopbackTheOriginHostsMustBeNamed() throws {
+        let open = try VCacheBinary.run(["serve", "--listen", "0.0.0.0:0"], cacheDir: cache)
+        #expect(open.status == 2)
+        #expect(open.stderr == "vcache: --listen 0.0.0.0 reaches beyond this machine: name the origin hosts it may contact with --allow-host HOST, so it is never an open proxy\n")
+        let origin = try TestOrigin()
+        origin.setResource("/a.mp4", .init(body: Data(count: 100)))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--allow-host", "cdn.example"])
+        #expect(try curl([serve.url(origin.url("/a.mp4"))]).status == 403)
+        #expect(origin.requests("/a.mp4").isEmpty)
+        serve.stop()
+    }
+}
+
 /// Eight answers from concurrent players.
 final class Mutex8: @unchecked Sendable {
     // Guarded by `lock`.

@@ -72,7 +72,18 @@ public final class ReadThrough: Sendable {
         var o = options
         o.onWrite = nil
         o.retries = 1
+        o.waitForLock = false
         let result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)])])[0]
+        if result.error == .lockBusy {
+            // Another process is writing it and has not recorded the length yet: ask the origin
+            // for one byte rather than wait behind it.
+            switch OriginProbe.probe([url], known: [Validators(length: nil, etag: nil, lastModified: nil)], options: o.request)[0] {
+            case .validators(let v) where v.length != nil:
+                return Video(key: key, url: url, length: v.length!, validators: v, contentType: nil, fromCatalog: false)
+            case .failed(let why): throw .unreachable(why)
+            default: throw .unreachable("the origin did not say the video's length")
+            }
+        }
         if let error = result.error {
             switch error {
             case .http(let status, let reason): throw .origin(status: status, reason: reason)
