@@ -187,6 +187,26 @@ extension ServeTests {
         #expect(try CacheInspector(directory: cache).entry(origin.url("/both.mp4"))?.sha256 == TestBytes.sha256(body))
     }
 
+    /// A player that seeks into a cold video on a slow origin gets the middle without the origin
+    /// sending the whole file first.
+    @Test func aSeekOnAColdSlowOriginFetchesFarLessThanTheWholeFile() throws {
+        let video = dir.file("seek.mp4")
+        let made = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-t", "30",
+                                                   "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "3M", "-minrate", "3M", "-maxrate", "3M",
+                                                   "-bufsize", "1M", "-g", "50", "-pix_fmt", "yuv420p", "-movflags", "+faststart", video])
+        #expect(made.status == 0, "\(made.err)")
+        let body = try Data(contentsOf: URL(fileURLWithPath: video))
+        let origin = try TestOrigin()
+        origin.setResource("/seek.mp4", .init(body: body, etag: "\"s\""))
+        origin.throttle("/seek.mp4", to: 2 << 20)  // the whole file would take over 5 s
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let r = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-ss", "20", "-i", serve.url(origin.url("/seek.mp4")), "-t", "1", "-f", "null", "-"])
+        #expect(r.status == 0 && r.err.isEmpty, "\(r.err)")
+        serve.stop()
+        #expect(origin.servedBytes("/seek.mp4") < body.count / 2, "served \(origin.servedBytes("/seek.mp4")) of \(body.count)")
+        #expect(try CacheInspector(directory: cache).verifyClaims(origin.url("/seek.mp4"), origin: body).mismatch == nil)
+    }
+
     @Test func beyondLoopbackTheOriginHostsMustBeNamed() throws {
         let open = try VCacheBinary.run(["serve", "--listen", "0.0.0.0:0"], cacheDir: cache)
         #expect(open.status == 2)
