@@ -207,6 +207,32 @@ extension ServeTests {
         #expect(try CacheInspector(directory: cache).verifyClaims(origin.url("/seek.mp4"), origin: body).mismatch == nil)
     }
 
+    /// A video bigger than the cap still plays to the end; the cache stays under the cap (older
+    /// entries make room first, then the rest streams without being stored).
+    @Test func aVideoLargerThanTheCapPlaysAndTheCacheStaysUnderIt() throws {
+        let origin = try TestOrigin()
+        let old = TestBytes.make(1 << 20, seed: 93), big = TestBytes.make(8 << 20, seed: 94)
+        origin.setResource("/old.mp4", .init(body: old, etag: "\"o\""))
+        origin.setResource("/big.mp4", .init(body: big, etag: "\"b\""))
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/old.mp4")], cacheDir: cache).status == 0)
+        let cap: Int64 = 3 << 20
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--max-size", "3M"])
+        let played = try curl([serve.url(origin.url("/big.mp4"))])
+        #expect(played.status == 200)
+        #expect(TestBytes.sha256(played.body) == TestBytes.sha256(big))
+        serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(origin.url("/old.mp4")) == nil)  // least recently used, made room
+        var usage: Int64 = 0
+        let e = FileManager.default.enumerator(atPath: cache)
+        while let name = e?.nextObject() as? String {
+            if let st = FileSystem.status(cache + "/" + name), st.st_mode & S_IFMT == S_IFREG { usage += FileSystem.allocatedBytes(st) }
+        }
+        #expect(usage <= cap + (256 << 10), "the cache uses \(usage) bytes")
+        #expect(try inspector.verifyClaims(origin.url("/big.mp4"), origin: big).mismatch == nil)
+        #expect(try inspector.entry(origin.url("/big.mp4"))?.cachedBytes ?? 0 > 1 << 20)
+    }
+
     @Test func beyondLoopbackTheOriginHostsMustBeNamed() throws {
         let open = try VCacheBinary.run(["serve", "--listen", "0.0.0.0:0"], cacheDir: cache)
         #expect(open.status == 2)

@@ -85,7 +85,11 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 return startDirect(at: p, into: buffer, want: want)
             }
             writersStarted += 1
-            owner.startWriter(board, video: video, span: ByteRange(p, range.upperBound))
+            guard owner.startWriter(board, video: video, span: ByteRange(p, range.upperBound)) else {
+                // Nothing more fits under the cap: the rest plays, streamed, not stored.
+                board.cond.unlock()
+                return startDirect(at: p, into: buffer, want: want)
+            }
             board.cond.unlock()
         }
     }

@@ -109,13 +109,34 @@ public final class ReadThrough: Sendable {
         return RangeReader(owner: self, board: board, video: video, range: range, cached: data == nil ? RangeSet() : cached, data: data)
     }
 
-    /// Starts the entry's storing job for `span` on its own thread. The board's lock is held.
-    func startWriter(_ board: EntryBoard, video: Video, span: ByteRange) {
+    /// How many more bytes may be stored under the cap (nil: no cap), after evicting least
+    /// recently used entries other than `key` to make room for `wanted` of them (the video being
+    /// played is the most recently used; an entry being served is never evicted: its readers hold
+    /// `data` open).
+    func room(for key: String, wanted: Int64) -> Int64? {
+        guard let cap = options.maxSize else { return nil }
+        var c = Evictor.Criteria()
+        c.maxSize = max(0, cap - wanted)
+        c.protected = [key]
+        let usage = (try? Evictor(store: store).evict(c, dryRun: false))?.usageAfter ?? cap
+        return cap - usage
+    }
+
+    /// Starts the entry's storing job for `span` on its own thread, limited to what fits under
+    /// the cap; false when nothing fits (the reader then streams without storing). The board's
+    /// lock is held.
+    func startWriter(_ board: EntryBoard, video: Video, span wanted: ByteRange) -> Bool {
+        var span = wanted
+        if let room = room(for: video.key, wanted: wanted.count) {
+            guard room >= 64 << 10 else { return false }
+            span = ByteRange(wanted.lowerBound, min(wanted.upperBound, wanted.lowerBound + room))
+        }
         let writer = EntryBoard.Writer(start: span.lowerBound, end: span.upperBound)
         board.writer = writer
         let generation = board.generation
         var o = options
         o.waitForLock = false  // another process writing: stream instead of waiting behind it
+        o.maxSize = nil        // the room was made above; the job stores no more than fits
         o.onWrite = { [board] _, r in
             board.cond.lock()
             if board.generation == generation {
@@ -149,6 +170,7 @@ public final class ReadThrough: Sendable {
             board.cond.unlock()
             if result.error == nil { try? store.catalog.touch(key: video.key) }
         }
+        return true
     }
 }
 

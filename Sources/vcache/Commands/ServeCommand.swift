@@ -26,6 +26,7 @@ enum ServeCommand: VCacheCommand {
             .repeated("allow-host", "HOST", "the only origin hosts the proxy contacts (repeatable; required with --listen)"),
             .repeated("header", short: "H", "'NAME: VALUE'", "extra request header sent to origins (repeatable)"),
             .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
+            .value("max-size", "SIZE", "keep the cache under SIZE while serving (default: config max-size); a bigger video still plays"),
             .flag("json", "log JSON lines instead of text"),
         ],
         minPositionals: 0, maxPositionals: 0)
