@@ -9,6 +9,13 @@ public protocol TransferDelegate: AnyObject {
     func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool
     /// The transfer ended. `error` is nil when the body arrived whole or the delegate stopped it.
     func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?)
+    /// Before each piece of body: true holds the transfer (libcurl keeps the bytes) until
+    /// `Fetcher.release(_:)`, e.g. while the disk catches up with the checkpoints.
+    func transferShouldWait(_ transfer: CurlTransfer) -> Bool
+}
+
+extension TransferDelegate {
+    public func transferShouldWait(_ transfer: CurlTransfer) -> Bool { false }
 }
 
 /// What to do with a response once its head is judged.
@@ -140,6 +147,10 @@ public final class CurlTransfer {
                 held = true
                 return Int(CURL_WRITEFUNC_PAUSE)  // libcurl delivers these bytes again on release
             }
+        }
+        if delegate?.transferShouldWait(self) == true {
+            held = true
+            return Int(CURL_WRITEFUNC_PAUSE)
         }
         if let limiter, !limiter.take(bytes.count) {
             paused = true

@@ -61,6 +61,9 @@ final class Checkpointer: @unchecked Sendable {
 
     var committed: RangeSet { state.withLock { $0.committed } }
 
+    /// Bytes handed over and not yet committed (fsync and transaction still to come).
+    var inFlightBytes: Int64 { state.withLock { $0.inFlight.count } }
+
     var firstError: PrefetchError? { state.withLock { $0.error } }
 
     var addedBytes: Int64 { state.withLock { $0.added } }

@@ -105,6 +105,12 @@ extension PrefetchJob {
         }
     }
 
+    func transferShouldWait(_ transfer: CurlTransfer) -> Bool {
+        guard overCommitted else { return false }
+        checkpoint(wait: false)  // hand what is pending over now; tick releases the transfer
+        return overCommitted
+    }
+
     func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
         guard let data else { return false }
         var count = bytes.count

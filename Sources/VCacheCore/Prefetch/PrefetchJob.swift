@@ -209,6 +209,8 @@ final class PrefetchJob: TransferDelegate {
         // bytes that cannot be claimed are not worth downloading.
         if let e = checkpointer?.firstError { return abort(e) }
         guard !dropping else { return }
+        // Back-pressure: a transfer held because commits fell behind goes on once they caught up.
+        if let t = transfer, t.held, !overCommitted { fetcher.release(t) }
         let now = ContinuousClock.now
         if pendingBytes > 0 && (pendingBytes >= options.checkpointBytes || now - lastCheckpoint >= .milliseconds(Int64(options.checkpointInterval * 1000))) {
             checkpoint(wait: false)
@@ -217,6 +219,12 @@ final class PrefetchJob: TransferDelegate {
             lastProgress = now
             emitProgress()
         }
+    }
+
+    /// More than two checkpoint windows are written but not yet committed (the disk is slower
+    /// than the network): hold the transfer, so a crash never costs more than that.
+    var overCommitted: Bool {
+        pendingBytes + (checkpointer?.inFlightBytes ?? 0) > 2 * options.checkpointBytes
     }
 
     private func emitProgress() {

@@ -114,8 +114,16 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
         board.cond.lock()
         board.readers -= 1
-        // The last reader left: what it was fetching is not worth finishing for nobody.
-        let stop = board.readers == 0 ? board.writer?.stop : nil
+        // The last reader left: what is still to fetch is not worth it for nobody (a player that
+        // seeks away leaves no download behind). A job with at most 1 MiB left finishes: its last
+        // checkpoint, and the digest when the entry is now complete.
+        var stop: (() -> Void)?
+        if board.readers == 0, let w = board.writer, w.position < w.end {
+            var left = RangeSet([ByteRange(w.position, w.end)])
+            for r in cached.ranges { left.remove(r) }
+            for r in board.written.ranges { left.remove(r) }
+            if left.count > ReadThrough.waitWindow { stop = w.stop }
+        }
         board.cond.broadcast()
         board.cond.unlock()
         stop?()

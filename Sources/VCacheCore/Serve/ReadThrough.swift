@@ -66,6 +66,11 @@ public final class ReadThrough: Sendable {
     /// with no origin round trip, and offline), else by caching its first 64 KiB.
     public func open(_ url: String) throws(OpenError) -> Video {
         let key = URL(string: url).map { options.keyRules.key(for: $0) } ?? SHA256Digest.hash(url)
+        // Players opening the same new video at once: one fetches its head, the others wait for it
+        // here rather than asking the origin themselves.
+        let board = self.board(key)
+        board.opening.lock()
+        defer { board.opening.unlock() }
         if let e = (try? store.catalog.entry(key: key)) ?? nil, let length = e.length {
             return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true)
         }
@@ -97,13 +102,17 @@ public final class ReadThrough: Sendable {
     }
 
     /// The bytes `range` of `video`, read as the player asks for them.
-    public func reader(_ video: Video, range: ByteRange) throws -> RangeReader {
-        let board = boards.withLock { b in
-            if let x = b[video.key] { return x }
+    func board(_ key: String) -> EntryBoard {
+        boards.withLock { b in
+            if let x = b[key] { return x }
             let x = EntryBoard()
-            b[video.key] = x
+            b[key] = x
             return x
         }
+    }
+
+    public func reader(_ video: Video, range: ByteRange) throws -> RangeReader {
+        let board = self.board(video.key)
         let cached = (try? store.catalog.entry(key: video.key))??.ranges ?? RangeSet()
         let data = try? store.openDataForReading(key: video.key)
         return RangeReader(owner: self, board: board, video: video, range: range, cached: data == nil ? RangeSet() : cached, data: data)
@@ -179,6 +188,8 @@ public final class ReadThrough: Sendable {
 final class EntryBoard: @unchecked Sendable {
     // @unchecked: every field is read and written with `cond` locked.
     let cond = NSCondition()
+    /// Held while a video's head is fetched to open it (one opener per entry).
+    let opening = NSLock()
     var written = RangeSet()
     var writer: Writer?
     var generation = 0
