@@ -6,7 +6,7 @@ import Darwin
 import Foundation
 
 /// The few socket constants that differ between Glibc and Darwin.
-enum Sockets {
+public enum Sockets {
     #if canImport(Glibc)
     static let stream = Int32(SOCK_STREAM.rawValue)
     static let noSignal = Int32(MSG_NOSIGNAL)
@@ -24,6 +24,25 @@ enum Sockets {
         setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
         return Darwin.send(fd, p, n, 0)
         #endif
+    }
+
+    /// A TCP connection to 127.0.0.1:`port`, or -1.
+    public static func connectLoopback(_ port: Int) -> Int32 {
+        let fd = socket(AF_INET, stream, 0)
+        guard fd >= 0 else { return -1 }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        if ok != 0 { close(fd); return -1 }
+        return fd
+    }
+
+    /// Sends `text` on `fd` (errors ignored: the peer may have closed it).
+    public static func say(_ fd: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count) }
     }
 
     /// The path of the running executable.

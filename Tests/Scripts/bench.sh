@@ -87,3 +87,23 @@ v=$(measure evict env VCACHE_DIR="$work/cache" "$VCACHE" evict --lru --max-size 
 printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB  (target < 1 s)\n' $v
 left=$(sqlite3 "$work/cache/catalog.db" "SELECT COUNT(*) FROM entries")
 echo "entries left: $left"
+
+echo; echo "== serve: a cached ${SIZE_MB} MiB file through the proxy against nginx on the same file (median of $ROUNDS)"
+rm -rf "$work/cache"
+env VCACHE_DIR="$work/cache" "$VCACHE" prefetch -q "$base/big.bin"
+env VCACHE_DIR="$work/cache" "$VCACHE" serve --port 0 > "$work/serve.out" 2> "$work/serve.log" &
+serve_pid=$!
+for _ in $(seq 1 100); do [ -s "$work/serve.out" ] && break; sleep 0.05; done
+proxy=$(env VCACHE_DIR="$work/cache" "$VCACHE" url "$base/big.bin" --port "$(sed 's/.*://' "$work/serve.out" | head -1)")
+: > "$work/c.txt"; : > "$work/v.txt"
+for _ in $(seq 1 "$ROUNDS"); do
+  measure nginx curl -s -o /dev/null "$base/big.bin" >> "$work/c.txt"
+  measure vcache curl -s -o /dev/null "$proxy" >> "$work/v.txt"
+done
+c=$(median < "$work/c.txt"); v=$(median < "$work/v.txt")
+printf '%-8s wall %7.3fs\n' $(echo "$c" | cut -d' ' -f1-2) $(echo "$v" | cut -d' ' -f1-2)
+read -r _ nw _ _ <<<"$c"; read -r _ pw _ _ <<<"$v"
+awk -v nw="$nw" -v pw="$pw" 'BEGIN { printf "throughput proxy/nginx: %.2f (target >= 0.9)\n", nw / pw }'
+ttfb() { for _ in $(seq 1 200); do curl -s -o /dev/null -r 0-65535 -w '%{time_starttransfer}\n' "$1"; done | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] * 1000 }'; }
+printf 'time to first byte of a cached 64 KiB head, median of 200: nginx %s ms, proxy %s ms (target < 1 ms)\n' "$(ttfb "$base/big.bin")" "$(ttfb "$proxy")"
+kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true

@@ -233,6 +233,31 @@ extension ServeTests {
         #expect(try inspector.entry(origin.url("/big.mp4"))?.cachedBytes ?? 0 > 1 << 20)
     }
 
+    /// 64 slowloris sockets (a header byte at a time, never finished) and 500 connections at once:
+    /// a normal request is still answered, and answered afterwards.
+    @Test func slowClientsAndAFloodOfConnectionsDoNotStopTheServer() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-front.mp4")
+        let origin = try nginx.publish("s.mp4", body)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        var slow: [Int32] = []
+        for _ in 0..<64 {
+            let fd = Sockets.connectLoopback(serve.port)
+            #expect(fd >= 0)
+            Sockets.say(fd, "GET /v/")
+            slow.append(fd)
+        }
+        let during = try curl(["-r", "0-99", serve.url(origin)])
+        #expect(during.status == 206 && during.body == body[0..<100])
+        var flood: [Int32] = []
+        for _ in 0..<500 { flood.append(Sockets.connectLoopback(serve.port)) }
+        #expect(flood.filter { $0 >= 0 }.count >= 100)
+        for fd in flood + slow where fd >= 0 { close(fd) }
+        let after = try curl([serve.url(origin)])
+        #expect(after.status == 200 && after.body == body)
+        serve.stop()
+    }
+
     @Test func beyondLoopbackTheOriginHostsMustBeNamed() throws {
         let open = try VCacheBinary.run(["serve", "--listen", "0.0.0.0:0"], cacheDir: cache)
         #expect(open.status == 2)
