@@ -6,7 +6,7 @@ PREFIX      ?= /usr/local
 SWIFT       ?= swift
 CONFIG      ?= debug
 BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev pkg-config
-TEST_DEPS   := nginx ffmpeg sqlite3 curl
+TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl
 BENCH_DEPS  := time
 
 .PHONY: all build test demo install uninstall bench clean deps deps-test fuzz

@@ -94,6 +94,22 @@ import VCacheTestSupport
         #expect(serve.log.contains { $0.contains(" GET \(origin) ") && $0.contains(" 206 cache=") })
     }
 
+    @Test func mpvPlaysThreeSecondsAndASeekThroughTheProxy() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-end.mp4")
+        let origin = try nginx.publish("mpv.mp4", body)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin)
+        let mpv = ["--no-config", "--really-quiet", "--vo=null", "--ao=null", "--untimed"]
+        let play = try Tool.run("/usr/bin/mpv", mpv + ["--length=3", url])
+        #expect(play.status == 0, "\(play.err)")
+        let seek = try Tool.run("/usr/bin/mpv", mpv + ["--start=6", "--length=1", url])
+        #expect(seek.status == 0, "\(seek.err)")
+        serve.stop()
+        #expect(serve.log.filter { $0.contains(" GET \(origin) ") }.count >= 2)
+        #expect(try CacheInspector(directory: cache).verifyClaims(origin, origin: body).mismatch == nil)
+    }
+
     @Test func offlineACachedVideoStillPlaysAndUncachedBytesGet502() throws {
         let nginx = try Nginx()
         let body = try Fixtures.data("moov-at-front.mp4")
