@@ -118,6 +118,8 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["prefetch", "-q", origin], cacheDir: cache).status == 0)
         #expect(try VCacheBinary.run(["prefetch", "-q", other, "--bytes", "1000", "--no-moov"], cacheDir: cache).status == 0)
         nginx.stop()
+        let key = try #require(try CacheInspector(directory: cache).entry(origin)).key
+        _ = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", "UPDATE entries SET last_used = 1600000000 WHERE key = '\(key)';"])
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         let decode = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(origin), "-f", "null", "-"])
         #expect(decode.status == 0 && decode.err.isEmpty, "\(decode.err)")
@@ -126,6 +128,8 @@ import VCacheTestSupport
         #expect(String(decoding: cut.out, as: UTF8.self).hasPrefix("200 1000"))
         serve.stop()
         #expect(serve.log.contains { $0.contains(other) && $0.contains("(") })
+        // Serving is use: the LRU order sees it.
+        #expect(try #require(try CacheInspector(directory: cache).entry(origin)).lastUsed > Date(timeIntervalSince1970: 1_700_000_000))
     }
 
     @Test func originErrorsReachThePlayerAsTheyAreAndNothingIsStored() throws {

@@ -88,7 +88,7 @@ public final class Proxy: Sendable {
         } catch {
             return finish(500, "\(error)")
         }
-        try? readThrough.store.catalog.touch(key: video.key)  // serving is use
+        readThrough.markUsed(video.key)
         let body: HTTPServer.Body
         if request.method == "HEAD" || span.isEmpty {
             body = .stream(length: span.count, reader)

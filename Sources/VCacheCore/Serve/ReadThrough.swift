@@ -15,10 +15,29 @@ public final class ReadThrough: Sendable {
     public let store: CacheStore
     let options: PrefetchOptions
     private let boards = Mutex<[String: EntryBoard]>([:])
+    private let touched = Mutex<[String: ContinuousClock.Instant]>([:])
+    private let touchQueue = DispatchQueue(label: "vcache.serve.touch")
 
     /// How far ahead of a storing job's write position a reader waits for it rather than
     /// streaming its span itself.
     static let waitWindow: Int64 = 1 << 20
+
+    /// Serving is use: the entry's last use is set, off the request's path and at most every 30 s
+    /// per entry (a durable catalog write per request would cost a millisecond of latency each).
+    public func markUsed(_ key: String) {
+        let now = ContinuousClock.now
+        let due = touched.withLock { t -> Bool in
+            if let last = t[key], now - last < .seconds(30) { return false }
+            t[key] = now
+            return true
+        }
+        guard due else { return }
+        let catalog = store.catalog
+        touchQueue.async { try? catalog.touch(key: key) }
+    }
+
+    /// Waits for the last-use updates handed to the background (before the server exits).
+    public func flushUse() { touchQueue.sync {} }
 
     /// Stops every storing job and releases every waiting reader (the server is shutting down).
     public func shutdown() {

@@ -93,6 +93,7 @@ enum ServeCommand: VCacheCommand {
         console.err("vcache serve: stopping (\(caught == SIGINT ? "SIGINT" : "SIGTERM"))\n")
         readThrough.shutdown()
         server.stop()
+        readThrough.flushUse()
         // Die by the signal, as prefetch does (the shell sees 130/143; systemd a clean stop).
         signal(caught, SIG_DFL)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
