@@ -35,6 +35,11 @@ public final class Fetcher {
         }
 
         func attach(_ multi: UnsafeMutableRawPointer?) { waker.withLock { $0 = Int(bitPattern: multi) } }
+
+        /// Wakes the loop from any thread, so it looks again at what changed (a commit landed).
+        public func wake() {
+            waker.withLock { m in if let p = UnsafeMutableRawPointer(bitPattern: m) { curl_multi_wakeup(p) } }
+        }
     }
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
@@ -60,6 +65,9 @@ public final class Fetcher {
 
     public var isStopped: Bool { stopFlag.reason != 0 }
     public var stopReason: Int32 { stopFlag.reason }
+
+    /// Wakes the loop from any thread (see `StopFlag.wake`).
+    public var waker: @Sendable () -> Void { { [stopFlag] in stopFlag.wake() } }
 
     /// Interrupts `run` from any thread; `reason` is kept (e.g. the signal number).
     public func stop(reason: Int32) { stopFlag.stop(reason: reason) }

@@ -26,13 +26,23 @@ final class Checkpointer: @unchecked Sendable {
         /// Transactions committed by this run.
         var commits = 0
         var error: PrefetchError?
+        /// Handed over but not yet taken by a commit task; one task takes them all (group commit).
+        var queued = RangeSet()
+        var queuedValidators: Validators?
+        var queuedType: String?
+        var scheduled = false
     }
     private let state: Mutex<State>
     private var digest: (hasher: SHA256Digest, through: Int64)?
 
     /// `carrying`: a checkpointer this one replaces (after the video changed and `data` was
     /// replaced); its count of bytes added and commits made carry over.
-    init(catalog: Catalog, key: String, url: String, data: RawFile, committed: RangeSet, carrying previous: Checkpointer? = nil) {
+    /// Called on the queue after each commit (wakes the fetch loop: a held transfer may go on).
+    private let onCommit: @Sendable () -> Void
+
+    init(catalog: Catalog, key: String, url: String, data: RawFile, committed: RangeSet, carrying previous: Checkpointer? = nil,
+         onCommit: @escaping @Sendable () -> Void = {}) {
+        self.onCommit = onCommit
         self.catalog = catalog
         self.key = key
         self.url = url
@@ -71,10 +81,30 @@ final class Checkpointer: @unchecked Sendable {
     var commitCount: Int { state.withLock { $0.commits } }
 
     /// Hands `batch` (bytes already pwritten) to the queue, to be committed with `validators`.
+    /// Batches handed over while a commit is running are committed together by the next one (one
+    /// fsync and one transaction for all of them): when the disk is slower than the network,
+    /// commits grow instead of queueing up.
     func submit(_ batch: RangeSet, validators: Validators, contentType: String?) {
-        state.withLock { $0.inFlight.formUnion(batch) }
+        let schedule = state.withLock { s -> Bool in
+            s.inFlight.formUnion(batch)
+            s.queued.formUnion(batch)
+            s.queuedValidators = validators
+            if contentType != nil { s.queuedType = contentType }
+            if s.scheduled { return false }
+            s.scheduled = true
+            return true
+        }
+        guard schedule else { return }
         queue.async { [self] in
-            _ = commitNow(batch, validators: validators, contentType: contentType, sha256: nil)
+            let (all, v, type) = state.withLock { s -> (RangeSet, Validators?, String?) in
+                defer {
+                    s.queued = RangeSet()
+                    s.queuedType = nil
+                    s.scheduled = false
+                }
+                return (s.queued, s.queuedValidators, s.queuedType)
+            }
+            if let v { _ = commitNow(all, validators: v, contentType: type, sha256: nil) }
         }
     }
 
@@ -95,6 +125,7 @@ final class Checkpointer: @unchecked Sendable {
                 for r in batch.ranges { s.inFlight.remove(r) }
             }
             advanceDigest(over: all)
+            onCommit()
             return true
         } catch {
             let e: PrefetchError = (error as? SystemError).map(PrefetchError.disk) ?? .catalog("\(error)")

@@ -74,7 +74,7 @@ extension PrefetchJob {
             case .success(let fresh):
                 data = fresh
                 self.checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: fresh, committed: RangeSet(),
-                                                 carrying: checkpointer)
+                                                 carrying: checkpointer, onCommit: fetcher.waker)
                 validators = new
                 wasComplete = false
                 alreadyCached = 0

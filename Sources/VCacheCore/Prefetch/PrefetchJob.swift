@@ -114,7 +114,8 @@ final class PrefetchJob: TransferDelegate {
             contentType = entry?.contentType
             wasComplete = entry?.isComplete ?? false
             heldFromThisRunOnly = entry?.ranges.isEmpty ?? true
-            checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data, committed: entry?.ranges ?? RangeSet())
+            checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data, committed: entry?.ranges ?? RangeSet(),
+                                        onCommit: fetcher.waker)
             if let length = validators.length {
                 let target = targetRanges(length: length)
                 let cached = target.count - missing(length: length).reduce(0) { $0 + $1.count }
@@ -221,10 +222,12 @@ final class PrefetchJob: TransferDelegate {
         }
     }
 
-    /// More than two checkpoint windows are written but not yet committed (the disk is slower
-    /// than the network): hold the transfer, so a crash never costs more than that.
+    /// More than eight checkpoint windows (32 MiB) are written but not yet committed (the disk is
+    /// slower than the network): hold the transfer, so a crash never costs more than that. Each
+    /// commit wakes the loop, which lets the transfer go on as soon as it is back under. (Three
+    /// windows held a 1 GiB download to 2.6 s against 1.6 s unbounded; eight cost 2.0 s.)
     var overCommitted: Bool {
-        pendingBytes + (checkpointer?.inFlightBytes ?? 0) > 2 * options.checkpointBytes
+        pendingBytes + (checkpointer?.inFlightBytes ?? 0) > 8 * options.checkpointBytes
     }
 
     private func emitProgress() {
@@ -238,6 +241,7 @@ final class PrefetchJob: TransferDelegate {
     func checkpoint(wait: Bool) {
         guard let checkpointer else { return }
         if !pending.isEmpty {
+            for r in pending.ranges { data?.startWriteback(r) }
             checkpointer.submit(pending, validators: validators, contentType: contentType)
         }
         pending = RangeSet()
