@@ -4,10 +4,7 @@
 public func fuzzWalker(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     let length = Int64(bytes.count)
-    let read: MP4Walker.Read = { offset, count in
-        guard offset >= 0, count >= 0, offset + Int64(count) <= length else { throw MP4Error.truncatedHeader(at: offset) }
-        return Array(bytes[Int(offset)..<Int(offset) + count])
-    }
+    let read = MP4Walker(bytes: bytes).read
     let walker = MP4Walker(length: length, read: read)
     _ = try? walker.check()
     if let top = try? walker.topLevel() {

@@ -15,7 +15,7 @@ import Testing
 
     /// Reads the chunk offsets back out of a rebuilt moov.
     static func offsets(_ moov: [UInt8]) throws -> (type: String, values: [Int64]) {
-        let walker = MP4Walker(length: Int64(moov.count)) { o, n in Array(moov[Int(o)..<Int(o) + n]) }
+        let walker = MP4Walker(bytes: moov)
         let top = try #require(try walker.topLevel().first)
         let table = try #require(try (walker.find("stco", in: top) + walker.find("co64", in: top)).first)
         return (table.type, try walker.chunkOffsets(moov: top))

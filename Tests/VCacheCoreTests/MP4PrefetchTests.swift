@@ -10,14 +10,7 @@ import VCacheTestSupport
 
     /// Every packet of `file` with its presentation time, file position and size (ffprobe).
     static func packets(_ file: String) throws -> [Packet] {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/ffprobe")
-        p.arguments = ["-v", "error", "-show_entries", "packet=pts_time,pos,size", "-of", "compact=p=0", file]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        let data = try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "packet=pts_time,pos,size", "-of", "compact=p=0", file]).out
         var packets: [Packet] = []
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             var fields: [String: String] = [:]
@@ -34,7 +27,7 @@ import VCacheTestSupport
 
     /// The top-level `moov` of a file, read directly.
     static func moov(_ body: Data) throws -> ByteRange {
-        let walker = MP4Walker(length: Int64(body.count)) { offset, count in Array(body[Int(offset)..<Int(offset) + count]) }
+        let walker = MP4Walker(bytes: [UInt8](body))
         let box = try #require(try walker.topLevel().first { $0.type == "moov" })
         return ByteRange(box.offset, box.end)
     }

@@ -51,16 +51,8 @@ import VCacheTestSupport
     }
 
     func run(_ tool: String, _ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        let r = try Tool.run(tool, args)
+        return (r.status, String(decoding: r.out, as: UTF8.self), r.err)
     }
 
     @Test func faststartPutsTheMoovFirstAndTheMediaIsUntouched() throws {
@@ -73,7 +65,7 @@ import VCacheTestSupport
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == "exported \(out) (289 KiB, moov moved to the front)\n")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: out))
-        let walker = MP4Walker(length: Int64(bytes.count)) { o, n in Array(bytes[Int(o)..<Int(o) + n]) }
+        let walker = MP4Walker(bytes: [UInt8](bytes))
         #expect(try walker.topLevel().map(\.type) == ["ftyp", "free", "moov", "mdat"])
         let decode = try run("/usr/bin/ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"])
         #expect(decode.status == 0 && decode.err.isEmpty, "\(decode.err)")

@@ -14,11 +14,7 @@ struct MP4Fragment {
 
     init(moof: MP4Box, bytes: [UInt8], movie: MP4Movie) throws {
         let base = moof.offset
-        let walker = MP4Walker(length: moof.end) { offset, count in
-            let start = offset - base
-            guard start >= 0, count >= 0, start + Int64(count) <= Int64(bytes.count) else { throw MP4Error.truncatedHeader(at: offset) }
-            return Array(bytes[Int(start)..<Int(start) + count])
-        }
+        let walker = MP4Walker(bytes: bytes, base: base)
         func payload(_ b: MP4Box) -> ByteCursor { ByteCursor(Array(bytes[Int(b.payloadOffset - base)..<Int(b.end - base)]), box: b) }
         for traf in try walker.children(of: moof) where traf.type == "traf" {
             var run = Run(track: 0, baseDecodeTime: nil, duration: 0)

@@ -21,11 +21,7 @@ public struct MP4Movie: Sendable {
     public init(moov: MP4Box, bytes: [UInt8]) throws {
         guard Int64(bytes.count) == moov.size else { throw MP4Error.malformed(type: "moov", at: moov.offset, reason: "expected \(moov.size) bytes, got \(bytes.count)") }
         let base = moov.offset
-        let walker = MP4Walker(length: moov.end) { offset, count in
-            let start = offset - base
-            guard start >= 0, count >= 0, start + Int64(count) <= Int64(bytes.count) else { throw MP4Error.truncatedHeader(at: offset) }
-            return Array(bytes[Int(start)..<Int(start) + count])
-        }
+        let walker = MP4Walker(bytes: bytes, base: base)
         func payload(_ b: MP4Box) -> ByteCursor {
             ByteCursor(Array(bytes[Int(b.payloadOffset - base)..<Int(b.end - base)]), box: b)
         }

@@ -122,6 +122,18 @@ public struct MP4CheckError: Error, Equatable, CustomStringConvertible, Sendable
 }
 
 extension MP4Walker {
+    /// A walker over bytes in memory that stand at `base` in the file: the boxes of a moov or a
+    /// moof read whole, or a whole file (`base` 0). A read outside them throws.
+    public init<C: RandomAccessCollection & Sendable>(bytes: C, base: Int64 = 0) where C.Element == UInt8, C.Index == Int {
+        let count = Int64(bytes.count)
+        self.init(length: base + count) { offset, n in
+            let start = offset - base
+            guard start >= 0, n >= 0, start + Int64(n) <= count else { throw MP4Error.truncatedHeader(at: offset) }
+            let from = bytes.startIndex + Int(start)
+            return Array(bytes[from..<from + n])
+        }
+    }
+
     /// A walker over a file, reading with pread.
     public init(file: RawFile, length: Int64) {
         self.init(length: length) { offset, count in
