@@ -232,16 +232,22 @@ public final class Catalog: Sendable {
         }
     }
 
-    /// Removes the entry only if it is still as the evictor chose it: still unpinned (unless
-    /// `evenIfPinned`) and not used since `lastUsed` (to the millisecond: a Date round trip may move the last bits). Checked in the statement that deletes the row
-    /// (invariant 5), so a `pin` or a use landing after the choice wins. True when removed.
-    public func removeEntry(key: String, ifUnchangedSince lastUsed: Date, evenIfPinned: Bool) throws -> Bool {
-        try database.write { c in
-            let gone = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
-                                 .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
-            guard gone > 0 else { return false }
-            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
-            return true
+    /// Removes each entry only if it is still as the evictor chose it: still unpinned (unless
+    /// `evenIfPinned`) and not used since its `lastUsed` (to the millisecond: a Date round trip
+    /// may move the last bits). Checked in the statement that deletes the row (invariant 5), so a
+    /// `pin` or a use landing after the choice wins. One transaction; returns the keys removed.
+    public func removeEntries(_ chosen: [(key: String, lastUsed: Date)], evenIfPinned: Bool) throws -> Set<String> {
+        guard !chosen.isEmpty else { return [] }
+        return try database.write { c in
+            var gone = Set<String>()
+            for (key, lastUsed) in chosen {
+                let n = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
+                                  .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
+                guard n > 0 else { continue }
+                try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+                gone.insert(key)
+            }
+            return gone
         }
     }
 

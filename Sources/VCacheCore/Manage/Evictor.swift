@@ -60,8 +60,33 @@ public struct Evictor {
         let total = entries.reduce(catalogBytes()) { $0 + $1.diskBytes }
         out.usageBefore = total
         var usage = total
+        // Entries chosen but not yet removed: removed together, one transaction for up to 256
+        // (each catalog commit is a durable fsync; 5,000 of them cost seconds).
+        var batch: [CacheEntry] = []
+        let evenIfPinned = c.includePinned || c.keys != nil
+        func flush() throws {
+            guard !batch.isEmpty else { return }
+            for (e, removal) in try remove(batch, evenIfPinned: evenIfPinned) {
+                switch removal {
+                case .removed(let freed):
+                    out.evicted.append(e)
+                    out.freedBytes += freed
+                case .busy:
+                    out.skipped.append((e, "in use by another vcache process"))
+                    usage += e.diskBytes
+                case .changed:
+                    out.skipped.append((e, "pinned or used while evicting"))
+                    usage += e.diskBytes
+                }
+            }
+            batch = []
+        }
         for e in entries {
-            if let cap = c.maxSize, usage <= cap { break }
+            if let cap = c.maxSize, usage <= cap {
+                // What was counted as freed may not all be (busy, pinned meanwhile): check it.
+                try flush()
+                if usage <= cap { break }
+            }
             if let keys = c.keys, !keys.contains(e.key) { continue }
             if let age = c.olderThan, now.timeIntervalSince(e.lastUsed) <= age { continue }
             if c.partialOnly && e.isComplete { continue }
@@ -74,17 +99,11 @@ public struct Evictor {
                 usage -= e.diskBytes
                 continue
             }
-            switch try remove(e, evenIfPinned: c.includePinned || c.keys != nil) {
-            case .removed(let freed):
-                out.evicted.append(e)
-                out.freedBytes += freed
-                usage -= e.diskBytes
-            case .busy:
-                out.skipped.append((e, "in use by another vcache process"))
-            case .changed:
-                out.skipped.append((e, "pinned or used while evicting"))
-            }
+            batch.append(e)
+            usage -= e.diskBytes
+            if batch.count >= 256 { try flush() }
         }
+        try flush()
         out.usageAfter = dryRun ? usage : try store.catalog.totalDiskBytes() + catalogBytes()
         return out
     }
@@ -115,16 +134,34 @@ public struct Evictor {
         return held
     }
 
-    private func remove(_ e: CacheEntry, evenIfPinned: Bool) throws -> Removal {
-        guard let locks = try takeLocks(e.key) else { return .busy }
-        defer { locks.forEach { $0.close() } }
-        testPause("evict-before-delete", e.key)
-        let freed = store.diskUsage(key: e.key)
-        guard try store.catalog.removeEntry(key: e.key, ifUnchangedSince: e.lastUsed, evenIfPinned: evenIfPinned) else { return .changed }
-        // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.
-        testPause("evict-after-delete", e.key)
-        store.removeFiles(key: e.key)
-        return .removed(freed)
+    /// Removes `entries`: each one's locks first (a busy one is skipped), then every row in one
+    /// transaction (each deleted only if still unpinned and unused since it was chosen), then the
+    /// files of those whose rows went. A crash between leaves only orphan folders.
+    private func remove(_ entries: [CacheEntry], evenIfPinned: Bool) throws -> [(CacheEntry, Removal)] {
+        var outcome: [(CacheEntry, Removal)] = []
+        var locked: [(CacheEntry, [RawFile])] = []
+        defer { for (_, locks) in locked { locks.forEach { $0.close() } } }
+        for e in entries {
+            guard let locks = try takeLocks(e.key) else {
+                outcome.append((e, .busy))
+                continue
+            }
+            locked.append((e, locks))
+            testPause("evict-before-delete", e.key)
+        }
+        let freed = locked.map { store.diskUsage(key: $0.0.key) }
+        let gone = try store.catalog.removeEntries(locked.map { ($0.0.key, $0.0.lastUsed) }, evenIfPinned: evenIfPinned)
+        for (i, (e, _)) in locked.enumerated() {
+            guard gone.contains(e.key) else {
+                outcome.append((e, .changed))
+                continue
+            }
+            // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.
+            testPause("evict-after-delete", e.key)
+            store.removeFiles(key: e.key)
+            outcome.append((e, .removed(freed[i])))
+        }
+        return outcome
     }
 
     /// Entry folders with no catalog row and no lock holder (left by a crash between a row's
