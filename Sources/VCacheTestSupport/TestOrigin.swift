@@ -204,7 +204,10 @@ public final class TestOrigin: Sendable {
         guard parts.count >= 2 else { return false }
         let method = String(parts[0])
         // Resources, faults and counters are per path; the query (signed-URL tokens) is ignored.
-        let target = parts[1].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        // A proxy request names the whole URL (absolute form): serve its path, as a proxy would.
+        var requestTarget = Substring(parts[1])
+        if requestTarget.hasPrefix("http://"), let slash = requestTarget.dropFirst(7).firstIndex(of: "/") { requestTarget = requestTarget[slash...] }
+        let target = requestTarget.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let path = String(target[0])
         let query = target.count > 1 ? String(target[1]) : ""
         var headers: [String: String] = [:]

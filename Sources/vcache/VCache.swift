@@ -14,7 +14,29 @@ struct VCache {
         exit(run(Array(CommandLine.arguments.dropFirst()), console: console))
     }
 
-    static func run(_ args: [String], console: Console) -> Int32 {
+    /// Global options may come before the command too (`vcache --cache-dir X ls`): they are
+    /// moved behind it, where the command's declaration parses them.
+    static func hoistGlobalOptions(_ args: [String]) -> [String] {
+        var globals: [String] = []
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if a == "--cache-dir", i + 1 < args.count {
+                globals += [a, args[i + 1]]
+                i += 2
+            } else if a.hasPrefix("--cache-dir=") || ["-q", "--quiet", "--json"].contains(a) {
+                globals.append(a)
+                i += 1
+            } else {
+                break
+            }
+        }
+        guard !globals.isEmpty, i < args.count else { return args }
+        return [args[i]] + globals + args[(i + 1)...]
+    }
+
+    static func run(_ rawArgs: [String], console: Console) -> Int32 {
+        let args = hoistGlobalOptions(rawArgs)
         guard let first = args.first else {
             console.err(overview)
             return 2
@@ -24,7 +46,9 @@ struct VCache {
             console.out(overview)
             return 0
         case "--version", "-V", "version":
-            console.out("vcache \(VCacheVersion.string)\n")
+            var text = "vcache \(VCacheVersion.string)\n"
+            for (name, version) in VCacheVersion.libraries { text += "  \(name): \(version)\n" }
+            console.out(text)
             return 0
         case "help":
             guard args.count > 1 else { console.out(overview); return 0 }

@@ -29,10 +29,53 @@ import VCacheTestSupport
         #expect(a.stdout.contains("--range A-B"))
     }
 
-    @Test func versionPrintsTheVersion() throws {
+    @Test func versionPrintsTheVersionAndTheLibrariesItRunsOn() throws {
         let r = try vcache("--version")
         #expect(r.status == 0)
-        #expect(r.stdout.hasPrefix("vcache 0."))
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("vcache 0.") == true)
+        #expect(lines.contains { $0.hasPrefix("  libcurl: libcurl/") })
+        #expect(lines.contains { $0.hasPrefix("  SQLite: 3.") })
+        #expect(lines.contains { $0.hasPrefix("  crypto: OpenSSL 3") })
+        #expect(lines.contains { $0.hasPrefix("  libmicrohttpd: 0.9.") })
+    }
+
+    @Test func originRequestsGoThroughAProxyWhenAskedTo() throws {
+        let proxy = try TestOrigin()  // answers absolute-form requests as a forward proxy would
+        let body = TestBytes.make(40_000, seed: 9)
+        proxy.setResource("/p.mp4", .init(body: body, etag: "\"p\""))
+        let url = "http://origin.invalid/p.mp4"  // never resolved: the proxy is asked instead
+        let r = try vcache("prefetch", "-q", url, "--proxy", proxy.baseURL)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+    }
+
+    @Test func globalOptionsMayComeBeforeTheCommand() throws {
+        let r = try VCacheBinary.run(["--cache-dir", dir.file("other"), "ls"], cacheDir: nil)
+        #expect(r.status == 0)
+        #expect(r.stdout == "the cache at \(dir.file("other")) is empty; add videos with 'vcache prefetch URL'\n")
+    }
+
+    @Test func headersFromAFileAndResolveReachTheOriginAsCurlWouldSendThem() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(50_000, seed: 8)
+        origin.setResource("/r.mp4", .init(body: body, etag: "\"r\""))
+        try dir.write("headers.txt", Data("# secrets stay out of ps\nAuthorization: Bearer s3cret\n\nX-Device: kiosk-7\n".utf8))
+        // A name no DNS knows, pinned to the test origin: no traffic leaves 127.0.0.1.
+        let url = "http://video.test:\(origin.port)/r.mp4"
+        let r = try vcache("prefetch", "-q", url, "-H", "@" + dir.file("headers.txt"), "--resolve", "video.test:\(origin.port):127.0.0.1", "-4")
+        #expect(r.status == 0, "\(r.stderr)")
+        let sent = try #require(origin.headers("/r.mp4").first)
+        #expect(sent["authorization"] == "Bearer s3cret")
+        #expect(sent["x-device"] == "kiosk-7")
+        #expect(sent["host"] == "video.test:\(origin.port)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        let missing = try vcache("prefetch", url, "-H", "@" + dir.file("nope.txt"))
+        #expect(missing.status == 2)
+        #expect(missing.stderr == "vcache: cannot read headers from '\(dir.file("nope.txt"))' for -H @FILE: no such file or not readable\n")
+        let bad = try vcache("prefetch", url, "--resolve", "video.test")
+        #expect(bad.status == 2)
+        #expect(bad.stderr == "vcache: invalid value 'video.test' for --resolve; use HOST:PORT:ADDR, e.g. cdn.example:443:10.0.0.5\n")
     }
 
     @Test func aMistypedOptionSuggestsTheClosestAndExitsTwo() throws {

@@ -33,6 +33,9 @@ public final class Database: Sendable {
     /// How long a write waits for another process's transaction before giving up.
     public let busyTimeout: Duration
 
+    /// The SQLite library's version, e.g. "3.40.1".
+    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+
     /// 30 s, or `$VCACHE_CATALOG_TIMEOUT` seconds.
     public static var defaultBusyTimeout: Duration {
         let env = ProcessInfo.processInfo.environment["VCACHE_CATALOG_TIMEOUT"].flatMap(Double.init)

@@ -37,6 +37,7 @@ public final class CurlTransfer {
     public let range: String?
     weak var delegate: TransferDelegate?
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var resolveList: UnsafeMutablePointer<curl_slist>?
     private var headerLines: [String] = []
     private(set) var head: ResponseHead?
     private(set) var stoppedByDelegate = false
@@ -77,6 +78,15 @@ public final class CurlTransfer {
             vc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
         }
         if let range { vc_easy_setopt_str(easy, CURLOPT_RANGE, range) }
+        if let ca = options.caFile { vc_easy_setopt_str(easy, CURLOPT_CAINFO, ca) }
+        if let proxy = options.proxy { vc_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
+        if let v = options.ipVersion { vc_easy_setopt_long(easy, CURLOPT_IPRESOLVE, v == 6 ? Int(CURL_IPRESOLVE_V6) : Int(CURL_IPRESOLVE_V4)) }
+        if let netrc = options.netrcFile {
+            vc_easy_setopt_str(easy, CURLOPT_NETRC_FILE, netrc)
+            vc_easy_setopt_long(easy, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
+        }
+        for entry in options.resolve { resolveList = curl_slist_append(resolveList, entry) }
+        if resolveList != nil { vc_easy_setopt_slist(easy, CURLOPT_RESOLVE, resolveList) }
         var lines = options.headers
         if let ifRange, range != nil { lines.append("If-Range: \(ifRange)") }
         for line in lines { headerList = curl_slist_append(headerList, line) }
@@ -102,6 +112,7 @@ public final class CurlTransfer {
     deinit {
         curl_easy_cleanup(easy)
         curl_slist_free_all(headerList)
+        curl_slist_free_all(resolveList)
         errorBuffer.deallocate()
     }
 

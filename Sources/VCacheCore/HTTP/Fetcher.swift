@@ -63,6 +63,9 @@ public final class Fetcher {
         curl_multi_cleanup(multi)
     }
 
+    /// libcurl's version line, e.g. "libcurl/7.88.1 OpenSSL/3.0.17 zlib/1.2.13 ...".
+    public static var libraryVersion: String { String(cString: curl_version()) }
+
     public var isStopped: Bool { stopFlag.reason != 0 }
     public var stopReason: Int32 { stopFlag.reason }
 

@@ -10,10 +10,27 @@ public struct RequestOptions: Sendable, Equatable {
     public var maxRedirects: Int = 10
     /// Bytes per second for each transfer; nil for unlimited.
     public var maxReceiveRate: Int64? = nil
+    /// CA certificates to trust instead of the system's (`--cacert`).
+    public var caFile: String?
+    /// A proxy for origin requests (`--proxy`); libcurl also honours http_proxy, https_proxy,
+    /// all_proxy and no_proxy from the environment.
+    public var proxy: String?
+    /// 4 or 6: resolve host names to IPv4 or IPv6 addresses only (`-4`, `-6`).
+    public var ipVersion: Int?
+    /// `HOST:PORT:ADDR` entries that skip DNS for that host and port (`--resolve`).
+    public var resolve: [String] = []
+    /// A .netrc file with credentials per host (`--netrc-file`).
+    public var netrcFile: String?
 
     public init() {}
 }
 
 public enum VCacheVersion {
-    public static let string = "0.1.0"
+    public static let string = "0.2.0"
+
+    /// The system libraries this binary runs on, as `--version` shows them.
+    public static var libraries: [(name: String, version: String)] {
+        [("libcurl", Fetcher.libraryVersion), ("SQLite", Database.libraryVersion), ("crypto", SHA256Digest.libraryVersion),
+         ("libmicrohttpd", HTTPServer.libraryVersion)]
+    }
 }

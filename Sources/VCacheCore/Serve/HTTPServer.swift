@@ -72,6 +72,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     public typealias Handler = @Sendable (Request) -> Response
 
+    /// libmicrohttpd's version, e.g. "0.9.75".
+    public static var libraryVersion: String { MHD_get_version().map { String(cString: $0) } ?? "?" }
+
     let handler: Handler
     private var daemon: OpaquePointer?
     private let stopLock = NSLock()

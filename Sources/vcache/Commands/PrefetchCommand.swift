@@ -28,7 +28,7 @@ enum PrefetchCommand: VCacheCommand {
             .repeated("range", "A-B", "bytes A to B inclusive; A- to the end; -N the last N (repeatable)"),
             .value("input", short: "i", "FILE", "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s)"),
             .value("jobs", short: "j", "N", "parallel downloads (default 4)"),
-            .repeated("header", short: "H", "'NAME: VALUE'", "extra request header, e.g. auth or cookie (repeatable)"),
+            .repeated("header", short: "H", "'NAME: VALUE'", "extra request header, e.g. auth or cookie (repeatable); @FILE reads them from FILE"),
             .value("user-agent", "STRING", "User-Agent header (default vcache/\(VCacheVersion.string))"),
             .value("connect-timeout", "DURATION", "give up connecting after DURATION (default 15s)"),
             .value("timeout", "DURATION", "give up when no byte arrives for DURATION (default 30s)"),
@@ -39,6 +39,7 @@ enum PrefetchCommand: VCacheCommand {
             .flag("key-ignore-query", "URLs differing only in their query are one entry (signed URLs)"),
             .repeated("key-strip-param", "NAME", "ignore query parameter NAME when keying, e.g. token (repeatable)"),
             .flag("no-wait", "skip an entry another vcache process is writing instead of waiting"),
+        ] + originOptions + [
             .flag("json", "JSON-lines events on stdout"),
             .flag("quiet", short: "q", "print errors only"),
         ],
@@ -117,13 +118,54 @@ enum PrefetchCommand: VCacheCommand {
         return summary.failed == 0 && inputErrors.isEmpty ? 0 : 1
     }
 
+    /// What curl users behind a private CA, a proxy or split DNS need, for prefetch and serve.
+    static let originOptions: [OptionSpec] = [
+        .value("cacert", "FILE", "trust the CA certificates in FILE (PEM) instead of the system's"),
+        .value("proxy", "URL", "send origin requests through this proxy (http_proxy etc. are honoured too)"),
+        .value("netrc-file", "FILE", "credentials per host from a .netrc FILE"),
+        .repeated("resolve", "HOST:PORT:ADDR", "connect to ADDR for HOST:PORT, skipping DNS (repeatable)"),
+        .flag("ipv4", short: "4", "resolve names to IPv4 addresses only"),
+        .flag("ipv6", short: "6", "resolve names to IPv6 addresses only"),
+    ]
+
+    /// `-H` values: `Name: value`, or `@FILE` for such lines in a file (secrets out of `ps` and
+    /// crontab); blank lines and `#` comments in the file are skipped.
+    static func headers(_ values: [String]) throws -> [String] {
+        var out: [String] = []
+        for h in values {
+            var lines = [h]
+            if h.hasPrefix("@") {
+                let path = String(h.dropFirst())
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    throw UsageError("cannot read headers from '\(path)' for -H @FILE: no such file or not readable")
+                }
+                lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
+                    .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+            }
+            for line in lines {
+                guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
+                    throw UsageError("invalid header '\(line)' for -H; use 'Name: value'")
+                }
+                out.append(line)
+            }
+        }
+        return out
+    }
+
     static func makeOptions(_ args: ParsedArguments) throws -> PrefetchOptions {
         var o = PrefetchOptions()
-        o.request.headers = try args.all("header").map { h in
-            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex else {
-                throw UsageError("invalid header '\(h)' for -H; use 'Name: value'")
+        o.request.headers = try headers(args.all("header"))
+        o.request.caFile = args.value("cacert")
+        o.request.proxy = args.value("proxy")
+        o.request.netrcFile = args.value("netrc-file")
+        if args.flag("ipv4") && args.flag("ipv6") { throw UsageError("-4 and -6 exclude each other") }
+        o.request.ipVersion = args.flag("ipv4") ? 4 : args.flag("ipv6") ? 6 : nil
+        o.request.resolve = try args.all("resolve").map { r in
+            let parts = r.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count >= 3, !parts[0].isEmpty, Int(parts[1]) != nil, !parts[2...].joined(separator: ":").isEmpty else {
+                throw UsageError("invalid value '\(r)' for --resolve; use HOST:PORT:ADDR, e.g. cdn.example:443:10.0.0.5")
             }
-            return h
+            return r
         }
         if let ua = args.value("user-agent") { o.request.userAgent = ua }
         if let t = args.value("connect-timeout") { o.request.connectTimeout = try duration(t, "--connect-timeout") }

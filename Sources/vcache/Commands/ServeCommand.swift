@@ -28,7 +28,7 @@ enum ServeCommand: VCacheCommand {
             .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
             .value("max-size", "SIZE", "keep the cache under SIZE while serving (default: config max-size); a bigger video still plays"),
             .flag("json", "log JSON lines instead of text"),
-        ],
+        ] + PrefetchCommand.originOptions,
         minPositionals: 0, maxPositionals: 0)
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
