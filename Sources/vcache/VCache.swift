@@ -95,7 +95,7 @@ struct VCache {
             lines.append("  " + c.spec.name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + c.spec.abstract)
         }
         lines += ["", "'vcache help COMMAND' or 'vcache COMMAND --help' for a command's options.",
-                  "exit codes: 0 done, 1 some item failed, 2 usage error, 130/143 interrupted"]
+                  "exit codes: 0 done, 1 some item failed, 2 usage error, 3 try again later, 4 fix the origin or URL,", "            5 fix this machine (disk, catalog), 130/143 interrupted (see Docs/cli.md)"]
         return lines.joined(separator: "\n") + "\n"
     }
 }

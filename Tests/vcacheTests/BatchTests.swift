@@ -54,7 +54,7 @@ import VCacheTestSupport
         """
         let file = try dir.write("list.txt", Data(list.utf8))
         let r = try VCacheBinary.run(["prefetch", "-i", file], cacheDir: cache)
-        #expect(r.status == 1)
+        #expect(r.status == 4)
         #expect(r.stderr.contains("vcache: \(file):3: not an http(s) URL: 'not'; line skipped\n"))
         #expect(r.stderr.contains("vcache: cannot prefetch \(nginx.url("/missing-a.mp4")): origin answered 404 Not Found\n"))
         #expect(r.stderr.contains("vcache: cannot prefetch \(nginx.url("/missing-b.mp4")): origin answered 404 Not Found\n"))
@@ -81,7 +81,7 @@ import VCacheTestSupport
         let origin = try TestOrigin()
         origin.setResource("/a.mp4", .init(body: TestBytes.make(10_000)))
         let r = try VCacheBinary.run(["prefetch", "--json", origin.url("/a.mp4"), origin.url("/gone.mp4")], cacheDir: cache)
-        #expect(r.status == 1)
+        #expect(r.status == 4)
         let summary = try #require(lines(r).last)
         #expect(summary["event"] as? String == "summary")
         #expect(summary["done"] as? Int == 1)
@@ -130,13 +130,30 @@ import VCacheTestSupport
         #expect(retry["reason"] as? String == "origin answered 429 Too Many Requests")
     }
 
+    /// Exit codes by cause: 3 try later (a 503 past its retries), 4 fix the origin (a 404), 1 a bad
+    /// line; with several, the most pressing wins (4 over 1 over 3).
+    @Test func theExitCodeSaysWhetherToWaitOrToFix() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/busy.mp4", .init(body: Data(count: 1000)))
+        var f = TestOrigin.Faults()
+        f.statuses = Array(repeating: (503, [:]), count: 50)
+        origin.setFaults("/busy.mp4", f)
+        let busy = origin.url("/busy.mp4"), missing = origin.url("/missing.mp4")
+        func run(_ list: String) throws -> Int32 {
+            try VCacheBinary.run(["prefetch", "-q", "--retries", "1", "-i", "-"], cacheDir: cache, stdin: list).status
+        }
+        #expect(try run(busy) == 3)
+        #expect(try run(busy + "\nnot-a-url\n") == 1)
+        #expect(try run(busy + "\n" + missing + "\nnot-a-url\n") == 4)
+    }
+
     @Test func aClientErrorIsNotRetried() throws {
         let origin = try TestOrigin()
         var faults = TestOrigin.Faults()
         faults.statuses = [(403, [:])]
         origin.setFaults("/x.mp4", faults)
         let r = try VCacheBinary.run(["prefetch", origin.url("/x.mp4")], cacheDir: cache)
-        #expect(r.status == 1)
+        #expect(r.status == 4)
         #expect(origin.requests("/x.mp4").count == 1)
         #expect(r.stderr.contains("origin answered 403 Forbidden"))
     }
@@ -173,7 +190,7 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", "--no-wait", origin.url("/w.mp4")], cacheDir: cache)
         writer.kill(SIGTERM)
         _ = writer.finish()
-        #expect(r.status == 1)
+        #expect(r.status == 3)
         #expect(r.stderr.contains("vcache: cannot prefetch \(origin.url("/w.mp4")): another vcache process is writing this entry; skipped (--no-wait)\n"))
     }
 
@@ -266,7 +283,7 @@ import VCacheTestSupport
         origin.throttle("/long.mp4", to: 2 << 20)
         let url = origin.url("/long.mp4")
         let first = try VCacheBinary.run(["prefetch", url, "--max-time", "2s"], cacheDir: cache)
-        #expect(first.status == 1)
+        #expect(first.status == 3)
         #expect(first.stderr.contains("vcache: cannot prefetch \(url): stopped at the --max-time deadline; what arrived is saved and a rerun resumes\n"))
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil)

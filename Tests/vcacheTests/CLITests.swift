@@ -139,9 +139,9 @@ import VCacheTestSupport
         #expect(r.stderr == "vcache: invalid duration '1e300' for \(option); use e.g. 30s, 5m, 2h (at most 3650d)\n")
     }
 
-    @Test func aRefusedConnectionIsOneLineAndExitOne() throws {
+    @Test func aRefusedConnectionIsOneLineAndExitThreeTryLater() throws {
         let r = try vcache("prefetch", "http://127.0.0.1:9/x.mp4", "--retries", "0", "-q")
-        #expect(r.status == 1)
+        #expect(r.status == 3)
         #expect(r.stderr.hasPrefix("vcache: cannot prefetch http://127.0.0.1:9/x.mp4: cannot connect ("))
         #expect(r.stderr.split(separator: "\n").count == 1)
     }

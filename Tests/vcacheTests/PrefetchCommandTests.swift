@@ -59,7 +59,7 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(end)?.cachedBytes == 131_077 + 9_630)
         let list = "\(front) 5s\n\(page) 2s\n"
         let batch = try VCacheBinary.run(["prefetch", "-i", "-", "-q"], cacheDir: cache, stdin: list)
-        #expect(batch.status == 1)
+        #expect(batch.status == 4)
         #expect(batch.stderr.contains("cannot prefetch \(page): cannot map its MP4 for --seconds: not an MP4 or MOV file: its first bytes '<html></' are not an ISO BMFF box header (ftyp, moov, mdat...)"))
         #expect(try CacheInspector(directory: cache).entry(front)?.cachedBytes ?? 0 > 100_000)
         // A head of a file that is not MP4 is just a head: no note about a moov.
@@ -72,11 +72,11 @@ import VCacheTestSupport
         #expect(bad.stderr == "vcache: invalid duration 'soon' for --seconds; use e.g. 30s, 5m, 2h (at most 3650d)\n")
     }
 
-    @Test func a404IsOneClearLineAndExitOne() throws {
+    @Test func a404IsOneClearLineAndExitFourFixTheOrigin() throws {
         let nginx = try Nginx()
         let url = nginx.url("/nope.mp4")
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
-        #expect(r.status == 1)
+        #expect(r.status == 4)
         #expect(r.stderr.hasPrefix("vcache: cannot prefetch \(url): origin answered 404 Not Found\n"))
     }
 

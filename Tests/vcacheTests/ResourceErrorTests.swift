@@ -15,7 +15,7 @@ import VCacheTestSupport
         let url = origin.url("/full.mp4")
         // The debug build's test seam: writes to `data` fail with ENOSPC after 500000 bytes.
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache, environment: ["VCACHE_TEST_ENOSPC_AFTER": "500000"])
-        #expect(r.status == 1)
+        #expect(r.status == 5)
         let key = CacheKeyRules().key(for: URL(string: url)!)
         let data = "\(cache)/entries/\(key.prefix(2))/\(key)/data"
         #expect(r.stderr.hasPrefix("vcache: cannot prefetch \(url): cannot write '\(data)': No space left on device; free space or lower the cache size with 'vcache evict'\n"))
@@ -37,7 +37,7 @@ import VCacheTestSupport
         let reader = try VCacheBinary.run(["ls"], cacheDir: cache, environment: env)
         release()
 
-        #expect(blocked.status == 1)
+        #expect(blocked.status == 3)
         #expect(blocked.stderr.hasPrefix("vcache: cannot prefetch \(origin.url("/l.mp4")): the catalog stayed locked by another process for too long; try again later, or raise VCACHE_CATALOG_TIMEOUT (seconds)\n"))
         #expect(blocked.stderr.hasSuffix("0 done, 1 failed; nothing fetched\n") || blocked.stderr.contains("fetched 0 B"))
         #expect(reader.status == 0)
@@ -82,7 +82,7 @@ import VCacheTestSupport
         let release = try holdCatalogWriteLock()
         let r = try VCacheBinary.run(["prefetch", origin.url("/c.mp4")], cacheDir: cache, environment: ["VCACHE_CATALOG_TIMEOUT": "0.5"])
         release()
-        #expect(r.status == 1)
+        #expect(r.status == 3)
         #expect(r.stderr.contains("vcache: cannot prefetch \(origin.url("/c.mp4")): the catalog stayed locked by another process for too long"))
         #expect(origin.servedBytes("/c.mp4") < 6 << 20)
         #expect(try CacheInspector(directory: cache).verifyClaims(origin.url("/c.mp4"), origin: body).mismatch == nil)

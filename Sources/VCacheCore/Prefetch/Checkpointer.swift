@@ -128,7 +128,7 @@ final class Checkpointer: @unchecked Sendable {
             onCommit()
             return true
         } catch {
-            let e: PrefetchError = (error as? SystemError).map(PrefetchError.disk) ?? .catalog("\(error)")
+            let e = PrefetchError(error)
             state.withLock { s in
                 for r in batch.ranges { s.inFlight.remove(r) }
                 if s.error == nil { s.error = e }

@@ -34,7 +34,7 @@ extension PrefetchJob {
                 try data.sync()
                 digest = try checkpointer.finalDigest(length: length)
             } catch {
-                return .failed((error as? SystemError).map(PrefetchError.disk) ?? .catalog("\(error)"))
+                return .failed(PrefetchError(error))
             }
         }
         // Nothing new to record and this run already committed (so last use and the URL are

@@ -86,6 +86,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case noProgress
     case disk(SystemError)
     case catalog(String)
+    /// Another process held the catalog past the busy timeout.
+    case catalogBusy(String)
     case lockBusy
     /// The MP4 could not be walked or mapped (`--seconds`).
     case mp4(MP4Error)
@@ -99,7 +101,43 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case let e as PrefetchError: self = e
         case let e as SystemError: self = .disk(e)
         case let e as TransportError: self = .transport(e)
+        case let e as DatabaseError where e.isBusy: self = .catalogBusy(e.description)
         default: self = .catalog("\(error)")
+        }
+    }
+
+    /// What a failure asks of whoever runs vcache from cron (the exit code is chosen by it).
+    public enum Remedy: Int, Comparable, Sendable {
+        /// Nothing to fix: the network, a busy origin, a busy lock, or the deadline; a later run resumes.
+        case tryLater = 3
+        /// Something else failed for this item.
+        case other = 1
+        /// The origin refused or answered wrongly (4xx, a wrong Content-Range, a file that is not MP4).
+        case fixOrigin = 4
+        /// This machine: the disk (full, read-only, I/O errors) or the catalog.
+        case fixLocal = 5
+
+        /// Which code a run with several failures exits with: what needs fixing wins over what passes.
+        var severity: Int {
+            switch self {
+            case .tryLater: 0
+            case .other: 1
+            case .fixOrigin: 2
+            case .fixLocal: 3
+            }
+        }
+        public static func < (a: Remedy, b: Remedy) -> Bool { a.severity < b.severity }
+    }
+
+    public var remedy: Remedy {
+        switch self {
+        case .transport(let t): t.kind == .refusedScheme || t.kind == .tooManyRedirects ? .fixOrigin : .tryLater
+        case .http(let status, _): status >= 500 || status == 408 || status == 429 ? .tryLater : .fixOrigin
+        case .badContentRange, .missingLength, .noProgress, .mp4, .invalidURL: .fixOrigin
+        case .disk: .fixLocal
+        case .catalog: .fixLocal
+        case .catalogBusy: .tryLater
+        case .lockBusy, .interrupted, .deadline, .notStarted: .tryLater
         }
     }
 
@@ -121,7 +159,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .missingLength: "origin did not say the video's length (no Content-Range total or Content-Length)"
         case .noProgress: "origin sent no new bytes for the requested range"
         case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
-        case .catalog(let message): message
+        case .catalog(let message), .catalogBusy(let message): message
         case .lockBusy: "another vcache process is writing this entry; skipped (--no-wait)"
         case .mp4(let e): "cannot map its MP4 for --seconds: \(e.description)"
         case .interrupted: "interrupted; what arrived is saved and a rerun resumes"

@@ -115,7 +115,7 @@ enum PrefetchCommand: VCacheCommand {
         case .bars, .lines: console.err(summary.recap + summary.line + "\n")
         }
         if let signal = signals.caught, stopFlag.reason == signal { signals.dieBy(signal) }
-        return summary.failed == 0 && inputErrors.isEmpty ? 0 : 1
+        return summary.exitCode
     }
 
     /// What curl users behind a private CA, a proxy or split DNS need, for prefetch and serve.

@@ -7,6 +7,16 @@ struct Summary {
     var inputErrors: Int
 
     var failed: Int { results.filter { !$0.succeeded }.count }
+
+    /// 0 when every item succeeded; else by what the failures ask for (Docs/cli.md, exit codes):
+    /// 5 fix this machine, 4 fix the origin or the URL, 1 other (a bad line in the list), 3 try
+    /// later. The most pressing one wins.
+    var exitCode: Int32 {
+        var worst: PrefetchError.Remedy?
+        for r in results { if let e = r.error { worst = max(worst ?? e.remedy, e.remedy) } }
+        if inputErrors > 0 { worst = max(worst ?? .other, .other) }
+        return Int32(worst?.rawValue ?? 0)
+    }
     var fetched: Int64 { results.reduce(0) { $0 + $1.fetchedBytes } }
     var cached: Int64 { results.reduce(0) { $0 + $1.alreadyCachedBytes } }
 
