@@ -22,6 +22,23 @@ struct OptionSpec {
         return true
     }
 
+    /// What kind of value the option takes, read from its value name (one declaration serves
+    /// parsing, help, completion and the man page): `FILE`, `DIR`, `URL`, `a|b|c` choices...
+    enum Hint: Equatable { case none, file, folder, url, choices([String]), other }
+    var hint: Hint {
+        switch kind {
+        case .flag: return .none
+        case .value(let v), .repeated(let v):
+            if v.contains("|") { return .choices(v.split(separator: "|").map(String.init)) }
+            switch v {
+            case "FILE": return .file
+            case "DIR": return .folder
+            case "URL": return .url
+            default: return .other
+            }
+        }
+    }
+
     var synopsis: String {
         let names = (short.map { "-\($0), " } ?? "    ") + "--\(long)"
         switch kind {
