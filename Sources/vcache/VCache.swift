@@ -25,7 +25,7 @@ struct VCache {
             if a == "--cache-dir", i + 1 < args.count {
                 globals += [a, args[i + 1]]
                 i += 2
-            } else if a.hasPrefix("--cache-dir=") || ["-q", "--quiet", "--json"].contains(a) {
+            } else if a.hasPrefix("--cache-dir=") || ["-q", "--quiet", "--json", "-v", "--verbose"].contains(a) {
                 globals.append(a)
                 i += 1
             } else {

@@ -50,6 +50,19 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
     }
 
+    @Test func verboseShowsTheHeadsAndTheDecisions() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 10)
+        origin.setResource("/v.mp4", .init(body: body, etag: "\"v1\""))
+        let url = origin.url("/v.mp4")
+        #expect(try vcache("prefetch", "-q", url, "--bytes", "100000").status == 0)
+        let r = try VCacheBinary.run(["-v", "prefetch", "-q", url], cacheDir: cache)
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("\(url): > GET Range: bytes=100000-299999 If-Range: \"v1\"\n"))
+        #expect(r.stderr.contains("\(url): < 206 Partial Content Content-Range: bytes 100000-299999/300000 Content-Length: 200000 ETag: \"v1\"\n"))
+        #expect(r.stderr.contains("\(url): accepted: bytes go at offset 100000 up to 300000\n"))
+    }
+
     @Test func globalOptionsMayComeBeforeTheCommand() throws {
         let r = try VCacheBinary.run(["--cache-dir", dir.file("other"), "ls"], cacheDir: nil)
         #expect(r.status == 0)

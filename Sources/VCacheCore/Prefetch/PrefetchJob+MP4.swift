@@ -24,6 +24,7 @@ extension PrefetchJob {
             if goal == .moov, case .moov(let box) = reason {
                 emit(.note(url: item.url, message: "its moov (\(Units.formatSize(box.size)) at offset \(box.offset)) lies outside the requested bytes; fetching it too so playback can start (--no-moov skips it)"))
             }
+            trace("MP4 needs \(ranges) (\(reason))")
             mp4Ranges.formUnion(ranges)
             nextRequest()
         case .done:

@@ -6,7 +6,18 @@ import Foundation
 extension PrefetchJob {
     func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
         responseStatus = head.status
-        switch judge.judge(head) {
+        let verdict = judge.judge(head)
+        if options.verbose {
+            let fields = ["Content-Range", "Content-Length", "ETag", "Last-Modified", "Transfer-Encoding"].compactMap { n in head.header(n).map { "\(n): \($0)" } }
+            trace("< \(head.status) \(head.reason)" + (fields.isEmpty ? "" : " " + fields.joined(separator: " ")))
+            switch verdict {
+            case .accept(let offset, let limit, _): trace("accepted: bytes go at offset \(offset)" + (limit.map { " up to \($0)" } ?? ""))
+            case .replace(_, _, _, let reason): trace("another version: dropping the cached bytes first (\(reason))")
+            case .learnLength(let v, let drop): trace("length learned: \(v.length ?? -1)" + (drop ? ", a different version: dropped" : ""))
+            case .reject(let e): trace("refused: \(e.description)")
+            }
+        }
+        switch verdict {
         case .accept(let offset, let limit, let v):
             adopt(v, contentType: head.contentType)
             beginWriting(at: offset, limit: limit)

@@ -84,6 +84,11 @@ final class PrefetchJob: TransferDelegate {
 
     var requests: [RangeRequest] { item.requests.isEmpty ? [.whole] : item.requests }
 
+    /// A line of `--verbose` output (nothing unless asked for).
+    func trace(_ message: @autoclosure () -> String) {
+        if options.verbose { emit(.trace(url: item.url, message: message())) }
+    }
+
     // MARK: - Start and lock
 
     func start() {
@@ -191,8 +196,10 @@ final class PrefetchJob: TransferDelegate {
         responseStatus = 0
         guard let next = plan() else { return advanceMP4() }
         asked = next
+        let ifRange = hasAnyBytes ? validators.ifRange : nil
+        trace("> GET Range: bytes=\(next.spec)" + (ifRange.map { " If-Range: \($0)" } ?? ""))
         do {
-            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: hasAnyBytes ? validators.ifRange : nil, options: options.request)
+            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: options.request)
             t.delegate = self
             transfer = t
             fetcher.add(t)

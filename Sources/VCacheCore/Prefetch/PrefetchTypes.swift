@@ -73,6 +73,8 @@ public struct PrefetchOptions: Sendable {
     /// Told of every span written to an entry's `data` as it is written (before its checkpoint):
     /// `serve` hands those bytes to the players waiting for them. Called on the fetch loop.
     public var onWrite: (@Sendable (_ key: String, _ range: ByteRange) -> Void)?
+    /// Emit `.trace` events: request and response heads, and the decisions taken on them.
+    public var verbose = false
 
     public init() {}
 }
@@ -196,6 +198,8 @@ public enum PrefetchEvent: Sendable {
     case videoChanged(url: String, reason: String)
     /// Something the user should know about what was fetched and why (e.g. the moov fetched too).
     case note(url: String, message: String)
+    /// With `PrefetchOptions.verbose`: each request and response head, and each decision.
+    case trace(url: String, message: String)
     case retrying(url: String, attempt: Int, delay: Double, reason: String)
     /// Entries removed to stay under `maxSize`; `overCap` when this run's own entries exceed it.
     case evicted(urls: [String], freedBytes: Int64, usage: Int64, overCap: Bool)

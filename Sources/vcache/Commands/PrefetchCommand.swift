@@ -40,6 +40,7 @@ enum PrefetchCommand: VCacheCommand {
             .repeated("key-strip-param", "NAME", "ignore query parameter NAME when keying, e.g. token (repeatable)"),
             .flag("no-wait", "skip an entry another vcache process is writing instead of waiting"),
         ] + originOptions + [
+            .flag("verbose", short: "v", "each request and response head, and each decision, on stderr"),
             .flag("json", "JSON-lines events on stdout"),
             .flag("quiet", short: "q", "print errors only"),
         ],
@@ -179,6 +180,7 @@ enum PrefetchCommand: VCacheCommand {
             o.concurrency = n
         }
         o.waitForLock = !args.flag("no-wait")
+        o.verbose = args.flag("verbose")
         if let t = args.value("max-time") { o.maxTime = try duration(t, "--max-time") }
         if let r = args.value("limit-rate") { o.maxRate = try size(r, "--limit-rate", minimum: 1024) }
         return o

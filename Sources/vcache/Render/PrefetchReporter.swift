@@ -74,6 +74,11 @@ final class PrefetchReporter {
             case .bars, .lines: log("note: \(url): \(message)")
             case .quiet: break
             }
+        case .trace(let url, let message):
+            switch mode {
+            case .json: console.out(JSONLines.encode(["event": "trace", "url": url, "message": message]) + "\n")
+            case .bars, .lines, .quiet: console.err("\(url): \(message)\n")
+            }
         case .retrying(let url, let attempt, let delay, let reason):
             switch mode {
             case .json:
