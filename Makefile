@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev 
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl
 BENCH_DEPS  := time
 
-.PHONY: all build test demo install install-files uninstall bench clean deps deps-test fuzz
+.PHONY: all build test demo install install-files uninstall deb bench clean deps deps-test fuzz
 
 all: build
 
@@ -69,6 +69,12 @@ install-files:
 	chmod 0644 "$$root/share/man/man1/vcache.1" "$$root/share/bash-completion/completions/vcache" \
 	  "$$root/share/zsh/site-functions/_vcache" "$$root/share/fish/vendor_completions.d/vcache.fish" && \
 	echo "installed under $$root: $(INSTALLED)"
+
+# A Debian package in .build/deb: binary, man page, completions, Depends from what it links.
+deb: deps
+	$(call ensure_packages,binutils)
+	$(SWIFT) build -c release --static-swift-stdlib
+	@bash Tests/Scripts/deb.sh "$$($(SWIFT) build -c release --show-bin-path)/vcache" .build/deb
 
 uninstall:
 	cd "$(DESTDIR)$(PREFIX)" && rm -f $(INSTALLED)
