@@ -49,6 +49,24 @@ import VCacheTestSupport
         #expect(noMoov.stderr.hasPrefix("fetched 64.0 KiB, 0 B already cached, in "))
     }
 
+    @Test func aLongDownloadInALogPrintsPlainProgressLinesAtAnInterval() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(3 << 20, seed: 12)
+        origin.setResource("/slow.mp4", .init(body: body, etag: "\"s\""))
+        origin.throttle("/slow.mp4", to: 1 << 20)  // about 3 s
+        let url = origin.url("/slow.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, "--stats", "0.5s"], cacheDir: cache, environment: ["TERM": "dumb"])
+        #expect(r.status == 0)
+        let lines = r.stderr.split(separator: "\n").filter { $0.contains(" progress \(url): ") }
+        #expect(lines.count >= 2, "\(r.stderr)")
+        #expect(lines.allSatisfy { $0.contains(" of 3.0 MiB (") && $0.hasSuffix("/s") })
+        #expect(!r.stderr.contains("\u{1b}"))  // no escape codes in a log
+        let quiet = try VCacheBinary.run(["prefetch", origin.url("/slow.mp4"), "--progress", "none"], cacheDir: dir.file("c2"))
+        #expect(!quiet.stderr.contains("progress "))
+        #expect(quiet.stderr.hasPrefix("fetched 3.0 MiB"))
+        #expect(try VCacheBinary.run(["prefetch", url, "--progress", "fancy"], cacheDir: cache).status == 2)
+    }
+
     @Test func secondsFromTheCommandLineAndFromAListLine() throws {
         let nginx = try Nginx()
         let end = try nginx.publish("end.mp4", try Fixtures.data("moov-at-end.mp4"))

@@ -41,6 +41,8 @@ enum PrefetchCommand: VCacheCommand {
             .flag("no-wait", "skip an entry another vcache process is writing instead of waiting"),
         ] + originOptions + [
             .flag("verbose", short: "v", "each request and response head, and each decision, on stderr"),
+            .value("progress", "auto|bar|lines|none", "progress display: a bar on a terminal, plain lines in logs (default auto)"),
+            .value("stats", "DURATION", "with plain lines, a progress line per download this often (default 10s)"),
             .flag("json", "JSON-lines events on stdout"),
             .flag("quiet", short: "q", "print errors only"),
         ],
@@ -98,9 +100,28 @@ enum PrefetchCommand: VCacheCommand {
             return 2
         }
 
-        let mode: PrefetchReporter.Mode = args.flag("json") ? .json : args.flag("quiet") ? .quiet : console.stderrIsTTY ? .bars : .lines
+        var mode: PrefetchReporter.Mode = args.flag("json") ? .json : args.flag("quiet") ? .quiet : console.stderrIsTTY ? .bars : .lines
+        // TERM=dumb cannot redraw in place: plain lines.
+        if mode == .bars && ProcessInfo.processInfo.environment["TERM"] == "dumb" { mode = .lines }
+        var interval: Duration = .seconds(10)
+        switch args.value("progress") {
+        case nil, "auto": break
+        case "bar": if mode != .json && mode != .quiet { mode = .bars }
+        case "lines": if mode != .json && mode != .quiet { mode = .lines }
+        case "none":
+            // No bar and no progress lines; the ok/failure lines and the summary stay.
+            if mode == .bars { mode = .lines }
+            interval = .seconds(Int64(Units.maxDuration))
+        case let other?:
+            console.error("invalid value '\(other)' for --progress; use auto, bar, lines or none")
+            return 2
+        }
+        if let s = args.value("stats") {
+            do { interval = .milliseconds(Int64(try duration(s, "--stats") * 1000)) } catch { console.error("\(error)"); return 2 }
+        }
         let reporter = PrefetchReporter(mode: mode, console: console)
         reporter.expectedCount = items.count
+        reporter.progressInterval = interval
         let stopFlag = Fetcher.StopFlag()
         let prefetcher = Prefetcher(store: store, options: options, stopFlag: stopFlag) { reporter.handle($0) }
         let signals = SignalTrap { stopFlag.stop(reason: $0) }

@@ -21,6 +21,9 @@ final class PrefetchReporter {
     private var drawnLines = 0
     private var lastDraw = ContinuousClock.now - .seconds(1)
     private var lastJSONProgress: [String: ContinuousClock.Instant] = [:]
+    private var lastProgressLine: [String: ContinuousClock.Instant] = [:]
+    /// In `lines` mode, a plain progress line per download this often (rclone's `--stats`).
+    var progressInterval: Duration = .seconds(10)
     private let runStart = ContinuousClock.now
     private(set) var totalFetched: Int64 = 0
     private var finishedCount = 0
@@ -59,6 +62,16 @@ final class PrefetchReporter {
                     var o: [String: Any] = ["event": "progress", "url": url, "fetched": fetched]
                     if let toFetch { o["to_fetch"] = toFetch }
                     console.out(JSONLines.encode(o) + "\n")
+                }
+            }
+            if mode == .lines, let a = active[url] {
+                let now = ContinuousClock.now
+                let last = lastProgressLine[url] ?? a.started
+                if now - last >= progressInterval {
+                    lastProgressLine[url] = now
+                    let seconds = max(0.001, (now - a.started).inSeconds)
+                    let of = toFetch.map { t in " of \(Units.formatSize(t)) (\(t > 0 ? Int(Double(fetched) * 100 / Double(t)) : 100)%)" } ?? ""
+                    log("progress \(url): \(Units.formatSize(fetched))\(of), \(Units.formatSize(Int64(Double(fetched) / seconds)))/s")
                 }
             }
             redraw(force: false)
