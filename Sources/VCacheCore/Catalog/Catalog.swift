@@ -251,13 +251,6 @@ public final class Catalog: Sendable {
         }
     }
 
-    public func removeEntry(key: String) throws {
-        try database.write { c in
-            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
-            try c.run("DELETE FROM entries WHERE key = ?", .text(key))
-        }
-    }
-
     // MARK: - Config
 
     public func config(_ name: String) throws -> String? {

@@ -30,6 +30,11 @@ public struct ResponseJudge: Equatable, Sendable {
             self.end = end
             self.suffix = suffix
         }
+
+        /// Exactly the bytes of `range`.
+        public init(_ range: ByteRange) {
+            self.init(spec: range.httpSpec, start: range.lowerBound, end: range.upperBound)
+        }
     }
 
     public enum Verdict: Equatable, Sendable {

@@ -168,7 +168,7 @@ final class PrefetchJob: TransferDelegate {
     func plan() -> ResponseJudge.Asked? {
         if let length = validators.length {
             let gaps = RangeSet.coalesce(missing(length: length), within: options.coalesceGap)
-            return gaps.first.map { ResponseJudge.Asked(spec: $0.httpSpec, start: $0.lowerBound, end: $0.upperBound) }
+            return gaps.first.map(ResponseJudge.Asked.init)
         }
         let have = held
         return requests.lazy.compactMap { $0.firstMissing(in: have) }.first

@@ -41,22 +41,12 @@ public enum RangeRequest: Equatable, Sendable, CustomStringConvertible {
         return r.isEmpty ? nil : r
     }
 
-    /// The `Range` header value (without `bytes=`) for a first request, when the length is unknown.
-    public var httpSpec: String? {
-        switch self {
-        case .whole: "0-"
-        case .head(let n): n > 0 ? "0-\(n - 1)" : nil
-        case .span(let a, let b): b.map { "\(a)-\($0)" } ?? "\(a)-"
-        case .suffix(let n): "-\(n)"
-        }
-    }
-
     /// While the length is unknown: the first part of this request not in `have`, as a request, or
     /// nil when all of it is there. An open end (`A-`, the whole video) is never known to be there;
     /// a suffix is always asked as is.
     public func firstMissing(in have: RangeSet) -> ResponseJudge.Asked? {
         func bounded(_ r: ByteRange) -> ResponseJudge.Asked? {
-            have.missing(in: r).first.map { ResponseJudge.Asked(spec: $0.httpSpec, start: $0.lowerBound, end: $0.upperBound) }
+            have.missing(in: r).first.map(ResponseJudge.Asked.init)
         }
         func open(from a: Int64) -> ResponseJudge.Asked {
             let start = have.contiguousEnd(from: a)

@@ -16,7 +16,7 @@ final class DirectStream: TransferDelegate {
     private var remaining: Int64
 
     init(url: String, span: ByteRange, validators: Validators, options: RequestOptions) {
-        judge = ResponseJudge(asked: .init(spec: span.httpSpec, start: span.lowerBound, end: span.upperBound), held: validators,
+        judge = ResponseJudge(asked: .init(span), held: validators,
                               hasBytes: true, wantedEnd: span.upperBound, weakPartsCombine: false)
         remaining = span.count
         do {
