@@ -65,6 +65,8 @@ public final class ReadThrough: Sendable {
         public var contentType: String?
         /// Known from the catalog: no origin round trip was needed.
         public var fromCatalog: Bool
+        /// The ranges the catalog claimed when the video was opened (what its readers start from).
+        public var cached = RangeSet()
     }
 
     public enum OpenError: Error, Equatable, CustomStringConvertible {
@@ -91,7 +93,8 @@ public final class ReadThrough: Sendable {
         board.opening.lock()
         defer { board.opening.unlock() }
         if let e = (try? store.catalog.entry(key: key)) ?? nil, let length = e.length {
-            return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true)
+            return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true,
+                         cached: e.ranges)
         }
         var o = options
         o.onWrite = nil
@@ -117,10 +120,10 @@ public final class ReadThrough: Sendable {
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, let length = e.length else {
             throw .unreachable("the origin did not say the video's length")
         }
-        return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false)
+        return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false,
+                     cached: e.ranges)
     }
 
-    /// The bytes `range` of `video`, read as the player asks for them.
     func board(_ key: String) -> EntryBoard {
         boards.withLock { b in
             if let x = b[key] { return x }
@@ -130,11 +133,12 @@ public final class ReadThrough: Sendable {
         }
     }
 
+    /// The bytes `range` of `video`, read as the player asks for them. Starts from the ranges
+    /// `open` read (no second catalog read on the request's path).
     public func reader(_ video: Video, range: ByteRange) throws -> RangeReader {
         let board = self.board(video.key)
-        let cached = (try? store.catalog.entry(key: video.key))??.ranges ?? RangeSet()
         let data = try? store.openDataForReading(key: video.key)
-        return RangeReader(owner: self, board: board, video: video, range: range, cached: data == nil ? RangeSet() : cached, data: data)
+        return RangeReader(owner: self, board: board, video: video, range: range, cached: data == nil ? RangeSet() : video.cached, data: data)
     }
 
     /// How many more bytes may be stored under the cap (nil: no cap), after evicting least
