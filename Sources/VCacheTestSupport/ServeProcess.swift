@@ -8,6 +8,8 @@ public final class ServeProcess: @unchecked Sendable {
     public let base: String
     public let port: Int
     private let logPath: String
+    private let stdoutPath: String
+    private let drained = DispatchSemaphore(value: 0)
 
     public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: VCacheBinary.path)
@@ -22,15 +24,45 @@ public final class ServeProcess: @unchecked Sendable {
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        // The first line is the base URL; it comes once the server listens.
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = out.fileHandleForReading.availableData
+        // The first line is the base URL (with --json, the `listening` event that carries it); it
+        // comes once the server listens. The rest of stdout is drained into a file, so the
+        // server never blocks on a full pipe.
+        let reader = out.fileHandleForReading
+        var buffered = Data()
+        while !buffered.contains(UInt8(ascii: "\n")) {
+            let chunk = reader.availableData
             if chunk.isEmpty { break }
-            line += chunk
+            buffered += chunk
         }
-        base = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) ?? buffered.endIndex
+        let first = String(decoding: buffered[..<newline], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if first.hasPrefix("{"), let data = first.data(using: .utf8),
+           let event = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let url = event["url"] as? String {
+            base = url
+        } else {
+            base = first
+        }
         port = Int(base.split(separator: ":").last ?? "") ?? 0
+        stdoutPath = logPath + ".stdout"
+        _ = FileManager.default.createFile(atPath: stdoutPath, contents: buffered)
+        let sink = FileHandle(forWritingAtPath: stdoutPath)
+        sink?.seekToEndOfFile()
+        let done = drained
+        let drain = Thread {
+            while true {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                sink?.write(chunk)
+            }
+            try? sink?.close()
+            done.signal()
+        }
+        drain.start()
+    }
+
+    /// Everything the server printed on stdout so far, a line each (with --json: its events).
+    public var stdoutLines: [String] {
+        (try? String(contentsOfFile: stdoutPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
     }
 
     /// The proxy URL of `origin` on this server.
@@ -46,6 +78,8 @@ public final class ServeProcess: @unchecked Sendable {
     public func stop() -> (status: Int32, signalled: Bool) {
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
         process.waitUntilExit()
+        // All of stdout is in its file once the pipe's other end is closed.
+        if drained.wait(timeout: .now() + 10) == .success { drained.signal() }
         return (process.terminationStatus, process.terminationReason == .uncaughtSignal)
     }
 

@@ -8,6 +8,22 @@ public struct VCacheRun: Sendable {
     /// True when the process was killed by a signal (then `status` is the signal number).
     public var signalled: Bool
 
+    public init(status: Int32, stdout: String, stderr: String, signalled: Bool) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+        self.signalled = signalled
+    }
+
+    /// stderr a line each, the ISO-8601 time that starts a log line removed.
+    public var stderrLines: [String] {
+        stderr.split(separator: "\n").map { line in
+            let s = String(line)
+            guard let r = s.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ "#, options: .regularExpression) else { return s }
+            return String(s[r.upperBound...])
+        }
+    }
+
     /// Killed by a signal, or died the way a Swift runtime trap does.
     public var signalledOrCrashed: Bool { signalled || status == 132 || status == 133 || status == 134 || status == 139 }
 }

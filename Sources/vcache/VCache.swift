@@ -38,6 +38,7 @@ struct VCache {
 
     static func run(_ rawArgs: [String], console: Console) -> Int32 {
         let args = hoistGlobalOptions(rawArgs)
+        var console = console
         guard let first = args.first else {
             console.err(overview)
             return 2
@@ -54,7 +55,7 @@ struct VCache {
         case "help":
             guard args.count > 1 else { console.out(overview); return 0 }
             guard let command = commands.first(where: { $0.spec.name == args[1] }) else {
-                console.error(unknownCommand(args[1]))
+                console.usage(unknownCommand(args[1]))
                 return 2
             }
             console.out(command.spec.helpText)
@@ -63,20 +64,25 @@ struct VCache {
             break
         }
         guard let command = commands.first(where: { $0.spec.name == first }) else {
-            console.error(unknownCommand(first))
+            console.usage(unknownCommand(first))
             return 2
+        }
+        // With --json, even a bad command line is reported as an `error` event.
+        if command.spec.options.contains(where: { $0.long == "json" }), args.contains("--json") {
+            console.jsonCommand = command.spec.name
         }
         let parsed: ParsedArguments
         do {
             parsed = try ArgumentParser.parse(Array(args.dropFirst()), spec: command.spec)
         } catch {
-            console.error("\(error)")
+            console.error(error)
             return 2
         }
         if parsed.flag("help") {
             console.out(command.spec.helpText)
             return 0
         }
+        if parsed.flag("json") { console.jsonCommand = command.spec.name }
         return command.run(parsed, console: console)
     }
 
@@ -113,7 +119,7 @@ extension VCacheCommand {
         do {
             return try CacheStore(directory: dir)
         } catch {
-            console.error("\(error)")
+            console.error(error)
             return nil
         }
     }

@@ -86,8 +86,16 @@ import VCacheTestSupport
         #expect(summary["event"] as? String == "summary")
         #expect(summary["done"] as? Int == 1)
         #expect(summary["failed"] as? Int == 1)
-        let failures = try #require(summary["failures"] as? [[String: String]])
-        #expect(failures == [["url": origin.url("/gone.mp4"), "error": "origin answered 404 Not Found"]])
+        let failures = try #require(summary["failures"] as? [[String: Any]])
+        #expect(failures.count == 1)
+        #expect(failures.first?["url"] as? String == origin.url("/gone.mp4"))
+        let error = try #require(failures.first?["error"] as? [String: Any])
+        #expect(error["kind"] as? String == "http")
+        #expect(error["http_status"] as? Int == 404)
+        #expect(error["exit_code"] as? Int == 4)
+        #expect(error["message"] as? String == "origin answered 404 Not Found")
+        let failed = try #require(lines(r).first { $0["event"] as? String == "failed" })
+        #expect((failed["error"] as? [String: Any])?["http_status"] as? Int == 404)
     }
 
     @Test func urlsFromStdinAndDuplicatesAreFetchedOnce() throws {
@@ -126,7 +134,7 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", origin.url("/r.mp4"), "--json"], cacheDir: cache)
         #expect(r.status == 0)
         let retry = try #require(lines(r).first { $0["event"] as? String == "retry" })
-        #expect(retry["delay"] as? Double == 1)
+        #expect(retry["delay_seconds"] as? Double == 1)
         #expect(retry["reason"] as? String == "origin answered 429 Too Many Requests")
     }
 
@@ -255,7 +263,7 @@ import VCacheTestSupport
         // Each resume went out with the newest URL's token, not the one the entry was made with.
         #expect(origin.queries("/s.mp4") == ["token=aaa&q=1", "token=bbb&q=1", "q=1&token=ccc"])
         let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
-        let entries = lines(ls).filter { $0["key"] != nil }
+        let entries = lines(ls).filter { $0["event"] as? String == "entry" }
         #expect(entries.count == 1)
         #expect(entries.first?["latest_url"] as? String == u3)
         #expect(entries.first?["sha256"] as? String == TestBytes.sha256(body))

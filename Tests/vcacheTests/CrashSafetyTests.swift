@@ -136,7 +136,7 @@ import VCacheTestSupport
         #expect(rerun.status == 0)
         let done = rerun.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             .first { $0["event"] as? String == "done" }
-        #expect(done?["fetched"] as? Int64 == Int64(total) - claims.claimed)
+        #expect(done?["fetched_bytes"] as? Int64 == Int64(total) - claims.claimed)
         #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
     }
 

@@ -46,7 +46,7 @@ import VCacheTestSupport
         let need = try #require(mp4["bytes_for_seconds"] as? [String: Any])
         // ftyp, moov and the samples of the first 2 s: more than the moov, no more than what --seconds 2 cached.
         let two = try #require(need["2"] as? Int)
-        #expect(two > mp4["moov_size"] as? Int ?? .max)
+        #expect(two > mp4["moov_bytes"] as? Int ?? .max)
         let cached = try #require(try CacheInspector(directory: cache).entry(url)).cachedBytes
         #expect(Int64(two) <= cached)
     }

@@ -103,6 +103,7 @@ import VCacheTestSupport
         #expect(r.status == 0)
         let first = try #require(r.stdout.split(separator: "\n").first)
         let obj = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+        #expect(obj["event"] as? String == "checked")
         #expect(obj["state"] as? String == "skipped")
         #expect(obj["problems"] as? [String] == ["another vcache process is writing it"])
     }

@@ -11,6 +11,8 @@ struct Console: Sendable {
     var stderrIsTTY: Bool
     var stdoutIsTTY: Bool
     var color: Bool
+    /// With `--json`: the command whose events go to stdout in the envelope of Docs/json.md.
+    var jsonCommand: String?
 
     static func current() -> Console {
         let env = ProcessInfo.processInfo.environment
@@ -22,8 +24,28 @@ struct Console: Sendable {
     func out(_ text: String) { Self.write(1, text) }
     func err(_ text: String) { Self.write(2, text) }
 
-    /// `vcache: <message>` on stderr.
-    func error(_ message: String) { err("vcache: \(message)\n") }
+    /// A failure: `vcache: <message>` on stderr and, with `--json`, an `error` event on stdout.
+    func error(_ failure: FailureInfo) {
+        err("vcache: \(failure.message)\n")
+        event("error", ["error": failure.json])
+    }
+
+    /// A failure the command met itself, with its machine-readable kind (Docs/json.md).
+    func error(_ message: String, kind: String, exitCode: Int32 = 1) {
+        error(FailureInfo(kind: kind, message: message, exitCode: exitCode))
+    }
+
+    /// A bad command line: exit code 2.
+    func usage(_ message: String) { error(message, kind: "usage", exitCode: 2) }
+
+    /// An error thrown by the core, classified by its type; `context` goes before its text.
+    func error(_ error: any Error, context: String? = nil) { self.error(FailureInfo(error, context: context)) }
+
+    /// One `--json` event on stdout (nothing without `--json`).
+    func event(_ name: String, _ fields: [String: Any]) {
+        guard let jsonCommand else { return }
+        out(JSONEvents.line(command: jsonCommand, event: name, fields))
+    }
 
     static func write(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)

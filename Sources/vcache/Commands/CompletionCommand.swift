@@ -22,7 +22,7 @@ enum CompletionCommand: VCacheCommand {
         case "zsh": console.out(zsh())
         case "fish": console.out(fish())
         default:
-            console.error("unknown shell '\(args.positionals[0])'; use bash, zsh or fish")
+            console.usage("unknown shell '\(args.positionals[0])'; use bash, zsh or fish")
             return 2
         }
         return 0

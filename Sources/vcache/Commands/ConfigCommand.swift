@@ -17,13 +17,13 @@ enum ConfigCommand: VCacheCommand {
         func known(_ name: String) -> Settings.Known? {
             if let k = Settings.known.first(where: { $0.name == name }) { return k }
             let hint = ArgumentParser.suggestion(for: name, among: names).map { "; did you mean '\($0)'?" } ?? "; known: \(names.joined(separator: ", "))"
-            console.error("unknown setting '\(name)'\(hint)")
+            console.usage("unknown setting '\(name)'\(hint)")
             return nil
         }
         switch (verb, p.count) {
         case ("get", 1), ("get", 2), ("set", 3), ("unset", 2): break
         default:
-            console.error("usage: vcache \(spec.usage)")
+            console.usage("usage: vcache \(spec.usage)")
             return 2
         }
         var setting: Settings.Known?
@@ -32,7 +32,7 @@ enum ConfigCommand: VCacheCommand {
             setting = k
         }
         if verb == "set", let setting, let problem = setting.validate(p[2]) {
-            console.error("invalid value '\(p[2])' for \(setting.name): \(problem)")
+            console.usage("invalid value '\(p[2])' for \(setting.name): \(problem)")
             return 2
         }
         guard let store = openStore(args, console: console) else { return 1 }
@@ -48,7 +48,7 @@ enum ConfigCommand: VCacheCommand {
                 }
             }
         } catch {
-            console.error("cannot \(verb) config in \(store.directory): \(error)")
+            console.error(error, context: "cannot \(verb) config in \(store.directory)")
             return 1
         }
         return 0

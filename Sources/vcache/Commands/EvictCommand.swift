@@ -31,25 +31,25 @@ enum EvictCommand: VCacheCommand {
             if let v = args.value("max-size") { c.maxSize = try PrefetchCommand.size(v, "--max-size") }
             if let v = args.value("older-than") { c.olderThan = try PrefetchCommand.duration(v, "--older-than") }
         } catch {
-            console.error("\(error)")
+            console.error(error)
             return 2
         }
         c.partialOnly = args.flag("partial")
         c.all = args.flag("all")
         c.includePinned = args.flag("include-pinned")
         if args.flag("lru") && c.maxSize == nil {
-            console.error("--lru needs --max-size SIZE (the size to evict down to)")
+            console.usage("--lru needs --max-size SIZE (the size to evict down to)")
             return 2
         }
         guard c.maxSize != nil || c.olderThan != nil || c.partialOnly || c.all || !args.positionals.isEmpty else {
-            console.error("nothing selected: give --max-size, --older-than, --partial, --all, or URLs or keys")
+            console.usage("nothing selected: give --max-size, --older-than, --partial, --all, or URLs or keys")
             return 2
         }
         guard let store = openStore(args, console: console) else { return 1 }
         if !args.positionals.isEmpty {
             switch EntryLookup.keys(for: args.positionals, store: store) {
             case .success(let keys): c.keys = Set(keys)
-            case .failure(let e): console.error(e.message); return 1
+            case .failure(let e): console.error(e.message, kind: "not_found"); return 1
             }
         }
         let dry = args.flag("dry-run")
@@ -59,21 +59,23 @@ enum EvictCommand: VCacheCommand {
             if !dry { try evictor.sweepOrphans() }
             out = try evictor.evict(c, dryRun: dry)
         } catch {
-            console.error("cannot evict from \(store.directory): \(error)")
+            console.error(error, context: "cannot evict from \(store.directory)")
             return 1
         }
         let verb = dry ? "would evict" : "evicted"
         if args.flag("json") {
             for e in out.evicted {
-                console.out(JSONLines.encode(["event": dry ? "would_evict" : "evicted", "key": e.key, "url": e.latestURL, "disk_bytes": e.diskBytes]) + "\n")
+                console.event(dry ? "would_evict" : "evicted", ["key": e.key, "url": e.latestURL, "disk_bytes": e.diskBytes,
+                                                                 "last_used": Timestamp.iso8601(e.lastUsed)])
             }
             for (e, why) in out.skipped {
-                console.out(JSONLines.encode(["event": "skipped", "key": e.key, "url": e.latestURL, "reason": why]) + "\n")
+                console.event("skipped", ["key": e.key, "url": e.latestURL, "reason": why])
             }
-            var summary: [String: Any] = ["event": "summary", "evicted": out.evicted.count, "skipped": out.skipped.count,
-                                          "freed_bytes": out.freedBytes, "usage_bytes": out.usageAfter, "dry_run": dry]
-            if let cap = c.maxSize { summary["max_size"] = cap }
-            console.out(JSONLines.encode(summary) + "\n")
+            let over = c.maxSize.map { out.usageAfter > $0 } ?? false
+            var summary: [String: Any] = ["evicted": out.evicted.count, "skipped": out.skipped.count, "freed_bytes": out.freedBytes,
+                                          "usage_bytes": out.usageAfter, "dry_run": dry, "exit_code": over ? 1 : 0]
+            if let cap = c.maxSize { summary["max_size_bytes"] = cap }
+            console.event("summary", summary)
         } else {
             if !out.evicted.isEmpty {
                 var rows = [["", "DISK", "LAST USED", "URL"]]
@@ -86,7 +88,7 @@ enum EvictCommand: VCacheCommand {
             console.out(line + "\n")
         }
         if let cap = c.maxSize, out.usageAfter > cap {
-            console.error("the cache is still over \(Units.formatSize(cap)): the rest is pinned or in use")
+            console.error("the cache is still over \(Units.formatSize(cap)): the rest is pinned or in use", kind: "over_cap")
             return 1
         }
         return 0

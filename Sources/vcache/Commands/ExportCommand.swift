@@ -17,7 +17,7 @@ enum ExportCommand: VCacheCommand {
             .flag("force", "overwrite an existing file"),
             .flag("link", "hard-link instead of copying (same filesystem only; the file then shares the cache's inode)"),
             .flag("faststart", "MP4: write the moov in front of the media (as ffmpeg -movflags +faststart), offsets shifted"),
-            .flag("json", "one JSON object per exported file"),
+            .flag("json", "an exported or failed event per file, then a summary (Docs/json.md)"),
         ],
         minPositionals: 1, maxPositionals: 2)
 
@@ -25,11 +25,11 @@ enum ExportCommand: VCacheCommand {
         let all = args.flag("all")
         let p = args.positionals
         guard (all && p.count == 1) || (!all && p.count == 2) else {
-            console.error(all ? "'export --all' takes one folder; usage: vcache \(spec.usage)" : "'export' takes URL|KEY and DEST; usage: vcache \(spec.usage)")
+            console.usage(all ? "'export --all' takes one folder; usage: vcache \(spec.usage)" : "'export' takes URL|KEY and DEST; usage: vcache \(spec.usage)")
             return 2
         }
         if args.flag("link") && args.flag("faststart") {
-            console.error("--link and --faststart exclude each other: a rewritten file cannot share the cache's inode")
+            console.usage("--link and --faststart exclude each other: a rewritten file cannot share the cache's inode")
             return 2
         }
         guard let store = openStore(args, console: console) else { return 1 }
@@ -37,7 +37,7 @@ enum ExportCommand: VCacheCommand {
         var jobs: [(key: String, dest: String)] = []
         if all {
             guard let st = FileSystem.status(p[0]), (st.st_mode & S_IFMT) == S_IFDIR else {
-                console.error("folder '\(p[0])' does not exist; create it first")
+                console.error("folder '\(p[0])' does not exist; create it first", kind: "not_found")
                 return 1
             }
             do {
@@ -52,12 +52,12 @@ enum ExportCommand: VCacheCommand {
                     jobs.append((e.key, (p[0] as NSString).appendingPathComponent(name)))
                 }
             } catch {
-                console.error("cannot list \(store.directory): \(error)")
+                console.error(error, context: "cannot list \(store.directory)")
                 return 1
             }
         } else {
             guard let key = EntryLookup.key(for: p[0], store: store) else {
-                console.error("not in the cache: \(p[0]); see 'vcache ls'")
+                console.error("not in the cache: \(p[0]); see 'vcache ls'", kind: "not_found")
                 return 1
             }
             jobs.append((key, p[1]))
@@ -68,9 +68,9 @@ enum ExportCommand: VCacheCommand {
                 let done = try exporter.export(key: job.key, to: job.dest, force: args.flag("force"), link: args.flag("link"),
                                                faststart: args.flag("faststart"))
                 if args.flag("json") {
-                    var o: [String: Any] = ["path": done.path, "bytes": done.bytes, "linked": done.linked, "key": job.key]
+                    var o: [String: Any] = ["path": done.path, "size_bytes": done.bytes, "linked": done.linked, "key": job.key]
                     if let moved = done.movedMoov { o["moved_moov"] = moved }
-                    console.out(JSONLines.encode(o) + "\n")
+                    console.event("exported", o)
                 } else {
                     let how = done.linked ? "linked (it shares the cache's inode: do not modify it in place)" : "exported"
                     let note = done.movedMoov.map { $0 ? ", moov moved to the front" : ", moov already in front" } ?? ""
@@ -78,10 +78,13 @@ enum ExportCommand: VCacheCommand {
                 }
             } catch {
                 failed += 1
-                console.error("cannot export to '\(job.dest)': \(error)")
+                let failure = FailureInfo(error, context: "cannot export to '\(job.dest)'")
+                console.err("vcache: \(failure.message)\n")
+                console.event("failed", ["path": job.dest, "key": job.key, "error": failure.json])
             }
         }
-        if all && jobs.isEmpty { console.out("no complete entries to export\n") }
+        if all && jobs.isEmpty && !args.flag("json") { console.out("no complete entries to export\n") }
+        console.event("summary", ["exported": jobs.count - failed, "failed": failed, "exit_code": failed == 0 ? 0 : 1])
         return failed == 0 ? 0 : 1
     }
 }

@@ -25,38 +25,34 @@ enum InfoCommand: VCacheCommand {
         if args.flag("probe") {
             let url = EntryLookup.key(for: target, store: store).flatMap { (try? store.catalog.entry(key: $0)) ?? nil }?.latestURL ?? target
             guard PrefetchItem.urlProblem(url) == nil else {
-                console.error("not in the cache: \(target); give its URL to probe it")
+                console.error("not in the cache: \(target); give its URL to probe it", kind: "not_found")
                 return 1
             }
             // The first 4 KiB (ftyp and the headers after it), then one hop at a time to the moov.
             let result = Prefetcher(store: store, options: PrefetchOptions()).run([PrefetchItem(url: url, requests: [.head(4096)], mp4: .moov)])[0]
             if let error = result.error {
-                console.error("cannot probe \(url): \(error)")
+                console.error(error, context: "cannot probe \(url)")
                 return 1
             }
         }
         guard let key = EntryLookup.key(for: target, store: store),
               let e = (try? store.catalog.entry(key: key)) ?? nil else {
-            console.error("not in the cache: \(target); see 'vcache ls', or add --probe")
+            console.error("not in the cache: \(target); see 'vcache ls', or add --probe", kind: "not_found")
             return 1
         }
         let facts = mp4Facts(e, store: store)
         let layout = facts?.layout ?? "unknown (nothing cached)"
         let disk = store.diskUsage(key: key)
-        let iso = ISO8601DateFormatter()
         if args.flag("json") {
-            var o: [String: Any] = ["key": e.key, "url": e.url, "latest_url": e.latestURL, "state": e.isComplete ? "complete" : "partial",
-                                    "cached_bytes": e.cachedBytes, "disk_bytes": disk, "pinned": e.pinned,
-                                    "created": iso.string(from: e.created), "last_used": iso.string(from: e.lastUsed),
-                                    "ranges": e.ranges.ranges.map { [$0.lowerBound, $0.upperBound - 1] }, "mp4_layout": layout]
-            if let v = e.length { o["length"] = v }
+            var o = entryJSON(e)
+            o["disk_bytes"] = disk
+            o["ranges"] = rangesJSON(e.ranges)
+            o["mp4_layout"] = layout
             if let v = e.etag { o["etag"] = v }
             if let v = e.lastModified { o["last_modified"] = v }
             if let v = e.contentType { o["content_type"] = v }
-            if let v = e.completed { o["completed"] = iso.string(from: v) }
-            if let v = e.sha256 { o["sha256"] = v }
             if let facts, facts.moov != nil { o["mp4"] = mp4JSON(facts) }
-            console.out(JSONLines.encode(o) + "\n")
+            console.event("entry", o)
             return 0
         }
         let percent = e.length.map { $0 > 0 ? " (\(Int(Double(e.cachedBytes) * 100 / Double($0)))%)" : "" } ?? ""
@@ -72,9 +68,9 @@ enum InfoCommand: VCacheCommand {
             ("etag", e.etag ?? "-"),
             ("last-modified", e.lastModified ?? "-"),
             ("content type", e.contentType ?? "-"),
-            ("created", iso.string(from: e.created)),
-            ("last used", iso.string(from: e.lastUsed)),
-            ("completed", e.completed.map { iso.string(from: $0) } ?? "-"),
+            ("created", Timestamp.iso8601(e.created)),
+            ("last used", Timestamp.iso8601(e.lastUsed)),
+            ("completed", e.completed.map { Timestamp.iso8601($0) } ?? "-"),
             ("sha-256", e.sha256 ?? "-"),
             ("mp4 layout", layout),
         ]
@@ -114,10 +110,10 @@ enum InfoCommand: VCacheCommand {
 
     static func mp4JSON(_ f: MP4Facts) -> [String: Any] {
         var o: [String: Any] = [:]
-        if let m = f.moov { o["moov_offset"] = m.offset; o["moov_size"] = m.size }
+        if let m = f.moov { o["moov_offset"] = m.offset; o["moov_bytes"] = m.size }
         if let v = f.fragmented { o["fragmented"] = v }
-        if let v = f.duration { o["duration"] = v }
-        o["tracks"] = f.tracks.map { ["id": Int($0.id), "kind": $0.kind, "codec": $0.codec, "timescale": Int($0.timescale), "samples": $0.samples, "bitrate": $0.bitrate] as [String: Any] }
+        if let v = f.duration { o["duration_seconds"] = v }
+        o["tracks"] = f.tracks.map { ["id": Int($0.id), "kind": $0.kind, "codec": $0.codec, "timescale": Int($0.timescale), "samples": $0.samples, "bitrate_bps": $0.bitrate] as [String: Any] }
         var need: [String: Any] = [:]
         for (s, b) in f.bytesForSeconds { need["\(Int(s))"] = b ?? NSNull() }
         o["bytes_for_seconds"] = need

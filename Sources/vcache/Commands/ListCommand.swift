@@ -13,22 +13,22 @@ enum ListCommand: VCacheCommand {
             .flag("partial", "only incomplete entries"),
             .flag("ranges", "each entry's cached ranges (a coverage bar on a terminal)"),
             .value("max-size", "SIZE", "show usage against this cap (default: config max-size)"),
-            .flag("json", "one JSON object per entry, then a totals object"),
+            .flag("json", "an entry event per entry, then a summary event (Docs/json.md)"),
         ])
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
         let sort = args.value("sort") ?? "lru"
         guard ["lru", "size", "url"].contains(sort) else {
-            console.error("invalid order '\(sort)' for --sort; use lru, size or url")
+            console.usage("invalid order '\(sort)' for --sort; use lru, size or url")
             return 2
         }
         if args.flag("complete") && args.flag("partial") {
-            console.error("--complete and --partial exclude each other; give one")
+            console.usage("--complete and --partial exclude each other; give one")
             return 2
         }
         var cap: Int64?
         if let v = args.value("max-size") {
-            do { cap = try PrefetchCommand.size(v, "--max-size") } catch { console.error("\(error)"); return 2 }
+            do { cap = try PrefetchCommand.size(v, "--max-size") } catch { console.error(error); return 2 }
         }
         guard let store = openStore(args, console: console) else { return 1 }
         var entries: [CacheEntry]
@@ -39,7 +39,7 @@ enum ListCommand: VCacheCommand {
                 for i in entries.indices { entries[i].ranges = try store.catalog.entry(key: entries[i].key)?.ranges ?? RangeSet() }
             }
         } catch {
-            console.error("cannot list \(store.directory): \(error)")
+            console.error(error, context: "cannot list \(store.directory)")
             return 1
         }
         if args.flag("complete") { entries = entries.filter(\.isComplete) }
@@ -52,19 +52,14 @@ enum ListCommand: VCacheCommand {
         let disk = entries.reduce(Int64(0)) { $0 + $1.diskBytes }
         let cached = entries.reduce(Int64(0)) { $0 + $1.cachedBytes }
         if args.flag("json") {
-            let iso = ISO8601DateFormatter()
             for e in entries {
-                var o: [String: Any] = ["key": e.key, "url": e.url, "latest_url": e.latestURL, "state": e.isComplete ? "complete" : "partial",
-                                        "cached_bytes": e.cachedBytes, "disk_bytes": e.diskBytes,
-                                        "last_used": iso.string(from: e.lastUsed), "pinned": e.pinned]
-                if let l = e.length { o["length"] = l }
-                if let s = e.sha256 { o["sha256"] = s }
-                if args.flag("ranges") { o["ranges"] = e.ranges.ranges.map { [$0.lowerBound, $0.upperBound - 1] } }
-                console.out(JSONLines.encode(o) + "\n")
+                var o = entryJSON(e)
+                if args.flag("ranges") { o["ranges"] = rangesJSON(e.ranges) }
+                console.event("entry", o)
             }
-            var totals: [String: Any] = ["entries": entries.count, "cached_bytes": cached, "disk_bytes": disk]
-            if let cap { totals["max_size"] = cap }
-            console.out(JSONLines.encode(["totals": totals]) + "\n")
+            var summary: [String: Any] = ["entries": entries.count, "cached_bytes": cached, "disk_bytes": disk, "exit_code": 0]
+            if let cap { summary["max_size_bytes"] = cap }
+            console.event("summary", summary)
             return 0
         }
         guard !entries.isEmpty else {
@@ -97,3 +92,17 @@ enum ListCommand: VCacheCommand {
     }
 }
 
+
+/// The keys an entry has in `ls --json` and `info --json` (Docs/json.md, event `entry`).
+func entryJSON(_ e: CacheEntry) -> [String: Any] {
+    var o: [String: Any] = ["key": e.key, "url": e.url, "latest_url": e.latestURL, "state": e.isComplete ? "complete" : "partial",
+                            "cached_bytes": e.cachedBytes, "disk_bytes": e.diskBytes, "pinned": e.pinned,
+                            "created": Timestamp.iso8601(e.created), "last_used": Timestamp.iso8601(e.lastUsed)]
+    if let v = e.length { o["length_bytes"] = v }
+    if let v = e.sha256 { o["sha256"] = v }
+    if let v = e.completed { o["completed"] = Timestamp.iso8601(v) }
+    return o
+}
+
+/// Cached ranges as `[first, last]` byte pairs, both inclusive (as in an HTTP Range).
+func rangesJSON(_ r: RangeSet) -> [[Int64]] { r.ranges.map { [$0.lowerBound, $0.upperBound - 1] } }

@@ -19,13 +19,13 @@ private func setPinned(_ pinned: Bool, _ args: ParsedArguments, _ console: Conso
     guard let store = PinCommand.openStore(args, console: console) else { return 1 }
     switch EntryLookup.keys(for: args.positionals, store: store) {
     case .failure(let e):
-        console.error(e.message)
+        console.error(e.message, kind: "not_found")
         return 1
     case .success(let keys):
         do {
             for k in keys { _ = try store.catalog.setPinned(key: k, pinned) }
         } catch {
-            console.error("cannot \(pinned ? "pin" : "unpin"): \(error)")
+            console.error(error, context: "cannot \(pinned ? "pin" : "unpin")")
             return 1
         }
         return 0

@@ -81,22 +81,26 @@ enum PrefetchCommand: VCacheCommand {
             guard !list.isEmpty || !inputErrors.isEmpty else {
                 if let input = args.value("input") {
                     // An empty list is a quiet night for cron, not a usage error.
-                    if !args.flag("quiet") { console.err("no URLs in \(input == "-" ? "stdin" : input); nothing to do\n") }
+                    if args.flag("json") {
+                        console.event("summary", Summary(results: [], elapsed: 0, inputErrors: 0).json)
+                    } else if !args.flag("quiet") {
+                        console.err("no URLs in \(input == "-" ? "stdin" : input); nothing to do\n")
+                    }
                     return 0
                 }
                 throw UsageError("'prefetch' needs a URL (or -i FILE); usage: vcache \(spec.usage)")
             }
             items = list
         } catch {
-            console.error("\(error)")
+            console.error(error)
             return 2
         }
-        for e in inputErrors { console.error(e) }
+        for e in inputErrors { console.error(e, kind: "bad_input") }
         guard let store = openStore(args, console: console) else { return 1 }
         do {
             try Settings.apply(store: store, args: args, to: &options)
         } catch {
-            console.error("\(error)")
+            console.error(error)
             return 2
         }
 
@@ -113,11 +117,11 @@ enum PrefetchCommand: VCacheCommand {
             if mode == .bars { mode = .lines }
             interval = .seconds(Int64(Units.maxDuration))
         case let other?:
-            console.error("invalid value '\(other)' for --progress; use auto, bar, lines or none")
+            console.usage("invalid value '\(other)' for --progress; use auto, bar, lines or none")
             return 2
         }
         if let s = args.value("stats") {
-            do { interval = .milliseconds(Int64(try duration(s, "--stats") * 1000)) } catch { console.error("\(error)"); return 2 }
+            do { interval = .milliseconds(Int64(try duration(s, "--stats") * 1000)) } catch { console.error(error); return 2 }
         }
         let reporter = PrefetchReporter(mode: mode, console: console)
         reporter.expectedCount = items.count
@@ -132,7 +136,7 @@ enum PrefetchCommand: VCacheCommand {
         let elapsed = (ContinuousClock.now - start).inSeconds
         let summary = Summary(results: results, elapsed: elapsed, inputErrors: inputErrors.count)
         switch mode {
-        case .json: console.out(summary.json + "\n")
+        case .json: console.event("summary", summary.json)
         case .quiet: break
         case .bars, .lines: console.err(summary.recap + summary.line + "\n")
         }

@@ -27,7 +27,7 @@ enum ServeCommand: VCacheCommand {
             .repeated("header", short: "H", "'NAME: VALUE'", "extra request header sent to origins (repeatable)"),
             .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
             .value("max-size", "SIZE", "keep the cache under SIZE while serving (default: config max-size); a bigger video still plays"),
-            .flag("json", "log JSON lines instead of text"),
+            .flag("json", "JSON events on stdout: listening (with the base URL), one per request, stopping"),
         ] + PrefetchCommand.originOptions,
         minPositionals: 0, maxPositionals: 0)
 
@@ -54,15 +54,15 @@ enum ServeCommand: VCacheCommand {
                 throw UsageError("--listen \(address) reaches beyond this machine: name the origin hosts it may contact with --allow-host HOST, so it is never an open proxy")
             }
         } catch {
-            console.error("\(error)")
+            console.error(error)
             return 2
         }
         var options: PrefetchOptions
-        do { options = try PrefetchCommand.makeOptions(args) } catch { console.error("\(error)"); return 2 }
+        do { options = try PrefetchCommand.makeOptions(args) } catch { console.error(error); return 2 }
         // With a list of origin hosts, a redirect could lead anywhere: none is followed.
         if allowed != nil { options.request.maxRedirects = 0 }
         guard let store = openStore(args, console: console) else { return 1 }
-        do { try Settings.apply(store: store, args: args, to: &options) } catch { console.error("\(error)"); return 2 }
+        do { try Settings.apply(store: store, args: args, to: &options) } catch { console.error(error); return 2 }
 
         // Signals: blocked before the server's threads start (they inherit the mask), then
         // waited for here. SIGPIPE from a player that left is ignored.
@@ -75,22 +75,30 @@ enum ServeCommand: VCacheCommand {
 
         let json = args.flag("json")
         let readThrough = ReadThrough(store: store, options: options)
-        let proxy = Proxy(readThrough: readThrough, allowedHosts: allowed) { line in console.err(render(line, json: json)) }
+        let proxy = Proxy(readThrough: readThrough, allowedHosts: allowed) { line in
+            if json { console.event("request", fields(line)) } else { console.err(render(line)) }
+        }
         let server: HTTPServer
         do {
             var limits = HTTPServer.Limits()
             if allowed != nil { limits.perClient = 16 }
             server = try HTTPServer(address: address, port: port, limits: limits) { proxy.handle($0) }
         } catch {
-            console.error("cannot serve: \(error)")
+            console.error(error, context: "cannot serve")
             return 1
         }
         let host = address.contains(":") ? "[\(address)]" : address
-        console.out("http://\(host):\(server.port)\n")
-        console.err("vcache serve: listening on http://\(host):\(server.port) with the cache at \(store.directory); 'vcache url ORIGIN_URL --port \(server.port)' prints a video's proxy URL\n")
+        let base = "http://\(host):\(server.port)"
+        if json {
+            console.event("listening", ["url": base, "cache_dir": store.directory])
+        } else {
+            console.out(base + "\n")
+            console.err("vcache serve: listening on \(base) with the cache at \(store.directory); 'vcache url ORIGIN_URL --port \(server.port)' prints a video's proxy URL\n")
+        }
         var caught: Int32 = 0
         sigwait(&set, &caught)
-        console.err("vcache serve: stopping (\(caught == SIGINT ? "SIGINT" : "SIGTERM"))\n")
+        let name = caught == SIGINT ? "SIGINT" : "SIGTERM"
+        if json { console.event("stopping", ["signal": name]) } else { console.err("vcache serve: stopping (\(name))\n") }
         readThrough.shutdown()
         server.stop()
         readThrough.flushUse()
@@ -101,15 +109,19 @@ enum ServeCommand: VCacheCommand {
         return 128 + caught
     }
 
-    static func render(_ l: Proxy.LogLine, json: Bool) -> String {
-        let time = ISO8601DateFormatter().string(from: l.time)
-        if json {
-            var o: [String: Any] = ["event": "request", "time": time, "client": l.client, "method": l.method, "url": l.url, "status": l.status,
-                                    "from_cache": l.fromCache, "from_origin": l.fromOrigin, "seconds": l.seconds]
-            if let r = l.range { o["range"] = r }
-            if let n = l.note { o["note"] = n }
-            return JSONLines.encode(o) + "\n"
-        }
+    /// A request's `request` event (Docs/json.md).
+    static func fields(_ l: Proxy.LogLine) -> [String: Any] {
+        var o: [String: Any] = ["client": l.client, "method": l.method, "url": l.url, "http_status": l.status,
+                                "from_cache_bytes": l.fromCache, "from_origin_bytes": l.fromOrigin,
+                                "elapsed_seconds": (l.seconds * 1_000_000).rounded() / 1_000_000,
+                                "started": Timestamp.iso8601(l.time, milliseconds: true)]
+        if let r = l.range { o["range"] = r }
+        if let n = l.note { o["note"] = n }
+        return o
+    }
+
+    static func render(_ l: Proxy.LogLine) -> String {
+        let time = Timestamp.iso8601(l.time)
         let ms = String(format: "%.1fms", l.seconds * 1000)
         return "\(time) \(l.client) \(l.method) \(l.url) \(l.range ?? "-") \(l.status) cache=\(l.fromCache) origin=\(l.fromOrigin) \(ms)"
             + (l.note.map { " (\($0))" } ?? "") + "\n"
@@ -130,14 +142,14 @@ enum UrlCommand: VCacheCommand {
         var port = ServeCommand.defaultPort
         if let p = args.value("port") {
             guard let n = UInt16(p), n > 0 else {
-                console.error("invalid port '\(p)' for --port; use 1 to 65535")
+                console.usage("invalid port '\(p)' for --port; use 1 to 65535")
                 return 2
             }
             port = Int(n)
         }
         for origin in args.positionals {
             if let why = PrefetchItem.urlProblem(origin) {
-                console.error("cannot make a proxy URL for \(origin): \(why)")
+                console.usage("cannot make a proxy URL for \(origin): \(why)")
                 return 2
             }
             console.out(ProxyURL.make(origin: origin, base: "http://127.0.0.1:\(port)") + "\n")

@@ -41,7 +41,7 @@ enum VerifyCommand: VCacheCommand {
             }
         } catch CacheStore.OpenError.corruptCatalog(let path, let reason) {
             guard fix else {
-                console.error("the catalog '\(path)' is corrupt (\(reason)); 'vcache verify --fix' sets it aside and starts a new one")
+                console.error("the catalog '\(path)' is corrupt (\(reason)); 'vcache verify --fix' sets it aside and starts a new one", kind: "corrupt_catalog", exitCode: 5)
                 return 1
             }
             do {
@@ -50,18 +50,18 @@ enum VerifyCommand: VCacheCommand {
                 let removed = try Evictor(store: store).sweepOrphans()
                 catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)', started a new empty one and removed the \(removed.count) data folders it described"
             } catch {
-                console.error("cannot set the corrupt catalog aside: \(error)")
+                console.error(error, context: "cannot set the corrupt catalog aside")
                 return 1
             }
         } catch {
-            console.error("\(error)")
+            console.error(error)
             return 1
         }
         var keys: [String]?
         if !args.positionals.isEmpty {
             switch EntryLookup.keys(for: args.positionals, store: store) {
             case .success(let k): keys = k
-            case .failure(let e): console.error(e.message); return 1
+            case .failure(let e): console.error(e.message, kind: "not_found"); return 1
             }
         }
         var options = Verifier.Options()
@@ -73,18 +73,19 @@ enum VerifyCommand: VCacheCommand {
             reports = try Verifier(store: store).verify(keys: keys, options: options)
             if fix && keys == nil { orphans = try Evictor(store: store).sweepOrphans() }
         } catch {
-            console.error("cannot verify \(dir): \(error)")
+            console.error(error, context: "cannot verify \(dir)")
             return 1
         }
         let bad = reports.filter { $0.state == .problem || $0.state == .fixed }
+        let code: Int32 = bad.isEmpty && catalogNote == nil && orphans.isEmpty ? 0 : 1
         if args.flag("json") {
             for r in reports {
-                console.out(JSONLines.encode(["key": r.key, "url": r.url, "state": r.state.rawValue, "problems": r.problems, "actions": r.actions]) + "\n")
+                console.event("checked", ["key": r.key, "url": r.url, "state": r.state.rawValue, "problems": r.problems, "actions": r.actions])
             }
-            var summary: [String: Any] = ["event": "summary", "entries": reports.count, "problems": bad.count,
-                                          "fixed": reports.filter { $0.state == .fixed }.count, "orphans_removed": orphans.count]
+            var summary: [String: Any] = ["entries": reports.count, "problems": bad.count, "fixed": reports.filter { $0.state == .fixed }.count,
+                                          "orphans_removed": orphans.count, "exit_code": Int(code)]
             if let catalogNote { summary["catalog"] = catalogNote }
-            console.out(JSONLines.encode(summary) + "\n")
+            console.event("summary", summary)
         } else {
             if let catalogNote { console.out(catalogNote + "\n") }
             if !reports.isEmpty {
@@ -99,6 +100,6 @@ enum VerifyCommand: VCacheCommand {
             let fixedCount = reports.filter { $0.state == .fixed }.count
             console.out("\(reports.count) \(reports.count == 1 ? "entry" : "entries") checked, \(bad.count) with problems" + (fix ? ", \(fixedCount) fixed" : "") + "\n")
         }
-        return bad.isEmpty && catalogNote == nil && orphans.isEmpty ? 0 : 1
+        return code
     }
 }

@@ -40,15 +40,15 @@ final class PrefetchReporter {
             active[url] = Active(url: url, toFetch: toFetch)
             order.append(url)
             if mode == .json {
-                var o: [String: Any] = ["event": "start", "url": url, "key": key, "already_cached": cached]
-                if let length { o["length"] = length }
-                if let toFetch { o["to_fetch"] = toFetch }
-                console.out(JSONLines.encode(o) + "\n")
+                var o: [String: Any] = ["url": url, "key": key, "already_cached_bytes": cached]
+                if let length { o["length_bytes"] = length }
+                if let toFetch { o["to_fetch_bytes"] = toFetch }
+                console.event("start", o)
             }
             redraw(force: true)
         case .waitingForLock(let url):
             switch mode {
-            case .json: console.out(JSONLines.encode(["event": "waiting", "url": url]) + "\n")
+            case .json: console.event("waiting", ["url": url])
             case .bars, .lines: log("waiting: another vcache process is writing \(url)")
             case .quiet: break
             }
@@ -59,9 +59,9 @@ final class PrefetchReporter {
                 let now = ContinuousClock.now
                 if now - (lastJSONProgress[url] ?? runStart - .seconds(1)) >= .milliseconds(250) {
                     lastJSONProgress[url] = now
-                    var o: [String: Any] = ["event": "progress", "url": url, "fetched": fetched]
-                    if let toFetch { o["to_fetch"] = toFetch }
-                    console.out(JSONLines.encode(o) + "\n")
+                    var o: [String: Any] = ["url": url, "fetched_bytes": fetched]
+                    if let toFetch { o["to_fetch_bytes"] = toFetch }
+                    console.event("progress", o)
                 }
             }
             if mode == .lines, let a = active[url] {
@@ -77,37 +77,37 @@ final class PrefetchReporter {
             redraw(force: false)
         case .videoChanged(let url, let reason):
             switch mode {
-            case .json: console.out(JSONLines.encode(["event": "changed", "url": url, "reason": reason]) + "\n")
+            case .json: console.event("changed", ["url": url, "reason": reason])
             case .bars, .lines: log("note: \(url) changed on the origin (\(reason)); cached bytes of the old version were dropped")
             case .quiet: break
             }
         case .note(let url, let message):
             switch mode {
-            case .json: console.out(JSONLines.encode(["event": "note", "url": url, "message": message]) + "\n")
+            case .json: console.event("note", ["url": url, "message": message])
             case .bars, .lines: log("note: \(url): \(message)")
             case .quiet: break
             }
         case .trace(let url, let message):
             switch mode {
-            case .json: console.out(JSONLines.encode(["event": "trace", "url": url, "message": message]) + "\n")
+            case .json: console.event("trace", ["url": url, "message": message])
             case .bars, .lines, .quiet: console.err("\(url): \(message)\n")
             }
         case .retrying(let url, let attempt, let delay, let reason):
             switch mode {
             case .json:
-                console.out(JSONLines.encode(["event": "retry", "url": url, "attempt": attempt, "delay": delay, "reason": reason]) + "\n")
+                console.event("retry", ["url": url, "attempt": attempt, "delay_seconds": Self.seconds(delay), "reason": reason])
             case .bars, .lines: log("retry \(attempt) in \(Units.formatDuration(delay)): \(url): \(reason)")
             case .quiet: break
             }
         case .evicted(let urls, let freed, let usage, let overCap):
             switch mode {
             case .json:
-                console.out(JSONLines.encode(["event": "evicted", "urls": urls, "freed": freed, "usage": usage, "over_cap": overCap]) + "\n")
+                console.event("evicted", ["urls": urls, "freed_bytes": freed, "usage_bytes": usage, "over_cap": overCap])
             case .bars, .lines:
                 if !urls.isEmpty { log("evicted \(urls.count) least recently used \(urls.count == 1 ? "entry" : "entries") (\(Units.formatSize(freed))) to stay under --max-size") }
                 if overCap { log("warning: the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much") }
             case .quiet:
-                if overCap { console.error("the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much") }
+                if overCap { console.err("vcache: the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much\n") }
             }
         case .finished(let r):
             active.removeValue(forKey: r.url)
@@ -121,22 +121,21 @@ final class PrefetchReporter {
     private func finished(_ r: PrefetchResult) {
         switch mode {
         case .json:
-            var o: [String: Any] = ["event": r.error == nil ? "done" : "error", "url": r.url, "key": r.key,
-                                    "fetched": r.fetchedBytes, "already_cached": r.alreadyCachedBytes,
-                                    "complete": r.complete, "elapsed": (r.elapsed * 1000).rounded() / 1000]
-            if let length = r.length { o["length"] = length }
-            if let e = r.error { o["error"] = e.description }
-            console.out(JSONLines.encode(o) + "\n")
+            var o: [String: Any] = ["url": r.url, "key": r.key, "fetched_bytes": r.fetchedBytes, "already_cached_bytes": r.alreadyCachedBytes,
+                                    "complete": r.complete, "elapsed_seconds": Self.seconds(r.elapsed)]
+            if let length = r.length { o["length_bytes"] = length }
+            if let e = r.error { o["error"] = FailureInfo(prefetch: e).json }
+            console.event(r.error == nil ? "done" : "failed", o)
         case .quiet:
-            if let e = r.error { console.error("cannot prefetch \(r.url): \(e)") }
+            if let e = r.error { console.err("vcache: cannot prefetch \(r.url): \(e)\n") }
         case .bars, .lines:
             if let e = r.error {
                 clearBars()
-                // A batch logged by cron gets the time on every line, failures included.
-                let stamp = mode == .lines && expectedCount > 1 ? Self.timestamp() + " " : ""
+                // A run logged by cron gets the time on every line, failures included.
+                let stamp = mode == .lines ? Self.timestamp() + " " : ""
                 console.err("\(stamp)vcache: cannot prefetch \(r.url): \(e)\n")
                 redraw(force: true)
-            } else if expectedCount > 1 {
+            } else if mode == .lines || expectedCount > 1 {
                 let state = r.complete ? "complete" : "partial"
                 log("ok \(r.url): fetched \(Units.formatSize(r.fetchedBytes)), \(Units.formatSize(r.alreadyCachedBytes)) already cached, \(state), \(Units.formatDuration(r.elapsed))")
             }
@@ -154,11 +153,10 @@ final class PrefetchReporter {
         }
     }
 
-    static func timestamp() -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: Date())
-    }
+    static func timestamp() -> String { Timestamp.iso8601(Date()) }
+
+    /// Seconds with millisecond precision, for JSON.
+    static func seconds(_ s: Double) -> Double { (s * 1000).rounded() / 1000 }
 
     private func clearBars() {
         guard mode == .bars, drawnLines > 0 else { return }

@@ -29,6 +29,9 @@ struct Summary {
         if fetched == 0 && failed == 0 {
             return head + "nothing to fetch: \(Units.formatSize(cached)) already cached (\(Units.formatDuration(elapsed)))"
         }
+        if fetched == 0 {
+            return head + "nothing fetched, \(Units.formatSize(cached)) already cached, in \(Units.formatDuration(elapsed))"
+        }
         return head + "fetched \(Units.formatSize(fetched)), \(Units.formatSize(cached)) already cached, in \(Units.formatDuration(elapsed)) (\(rate))"
     }
 
@@ -40,9 +43,9 @@ struct Summary {
         return "failed:\n" + failures.map { "  \($0.url): \($0.error.map(\.description) ?? "")\n" }.joined()
     }
 
-    var json: String {
-        JSONLines.encode(["event": "summary", "done": results.count - failed, "failed": failed, "fetched": fetched,
-                          "already_cached": cached, "elapsed": (elapsed * 1000).rounded() / 1000, "bad_input_lines": inputErrors,
-                          "failures": results.compactMap { r in r.error.map { ["url": r.url, "error": $0.description] } }])
+    var json: [String: Any] {
+        ["done": results.count - failed, "failed": failed, "fetched_bytes": fetched, "already_cached_bytes": cached,
+         "elapsed_seconds": PrefetchReporter.seconds(elapsed), "bad_input_lines": inputErrors, "exit_code": Int(exitCode),
+         "failures": results.compactMap { r in r.error.map { ["url": r.url, "error": FailureInfo(prefetch: $0).json] } }]
     }
 }
