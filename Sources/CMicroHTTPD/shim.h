@@ -12,6 +12,7 @@
 static inline struct MHD_Daemon *vc_mhd_start(const struct sockaddr *addr,
                                               MHD_AccessHandlerCallback handler, void *handler_cls,
                                               MHD_RequestCompletedCallback completed, void *completed_cls,
+                                              MHD_NotifyConnectionCallback notify, void *notify_cls,
                                               unsigned int timeout_seconds, unsigned int connection_limit,
                                               unsigned int per_ip_limit, size_t memory_limit, size_t stack_size,
                                               unsigned int ipv6) {
@@ -25,6 +26,7 @@ static inline struct MHD_Daemon *vc_mhd_start(const struct sockaddr *addr,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
                             MHD_OPTION_THREAD_STACK_SIZE, stack_size,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
                             MHD_OPTION_END);
 }
 

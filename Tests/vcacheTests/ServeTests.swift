@@ -278,6 +278,37 @@ extension ServeTests {
         serve.stop()
     }
 
+    /// A client that drips its request head a byte at a time is never idle, so the idle timeout
+    /// cannot stop it: the head deadline cuts it. A response that takes longer than that deadline
+    /// still goes out whole (the deadline is for the head only), and others are served meanwhile.
+    @Test(.timeLimit(.minutes(1)))
+    func aClientDrippingItsHeadIsCutAtTheHeadDeadlineAndSlowResponsesAreNot() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 31)
+        origin.setResource("/slow.mp4", .init(body: body, etag: "\"slow\""))
+        origin.throttle("/slow.mp4", to: 150_000)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--header-timeout", "1s"])
+        let fd = Sockets.connectLoopback(serve.port)
+        #expect(fd >= 0)
+        Sockets.say(fd, "GET /v/")
+        let start = Date()
+        var cut = false
+        while !cut && Date().timeIntervalSince(start) < 20 {
+            Sockets.say(fd, "A")
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 200) > 0 {
+                var b = [UInt8](repeating: 0, count: 64)
+                cut = recv(fd, &b, b.count, 0) <= 0
+            }
+        }
+        close(fd)
+        #expect(cut, "a client dripping its head for 20 s kept its connection")
+        let slow = try curl([serve.url(origin.url("/slow.mp4"))])
+        #expect(slow.status == 200)
+        #expect(TestBytes.sha256(slow.body) == TestBytes.sha256(body))
+        serve.stop()
+    }
+
     @Test func beyondLoopbackTheOriginHostsMustBeNamed() throws {
         let open = try VCacheBinary.run(["serve", "--listen", "0.0.0.0:0"], cacheDir: cache)
         #expect(open.status == 2)

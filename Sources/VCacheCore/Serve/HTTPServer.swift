@@ -67,6 +67,10 @@ public final class HTTPServer: @unchecked Sendable {
         public var perClient: UInt32 = 0
         /// Bytes for one connection's request head and buffers (a bigger head gets 431).
         public var connectionMemory = 64 * 1024
+        /// Time a new connection has to send its whole request head (nginx's
+        /// client_header_timeout). The idle timeout alone cannot stop a client that sends one
+        /// header byte every few seconds. The next head on a kept-alive connection has `idleTimeout`.
+        public var headTimeout: Duration = .seconds(10)
         public init() {}
     }
 
@@ -76,6 +80,7 @@ public final class HTTPServer: @unchecked Sendable {
     public static var libraryVersion: String { MHD_get_version().map { String(cString: $0) } ?? "?" }
 
     let handler: Handler
+    let heads: HeadDeadlines
     private var daemon: OpaquePointer?
     private let stopLock = NSLock()
     public private(set) var port: Int = 0
@@ -93,6 +98,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     public init(address: String, port: UInt16, limits: Limits = Limits(), handler: @escaping Handler) throws {
         self.handler = handler
+        heads = HeadDeadlines(head: limits.headTimeout, next: .seconds(Int64(limits.idleTimeout)))
         var v4 = sockaddr_in()
         var v6 = sockaddr_in6()
         let isV6: Bool
@@ -111,13 +117,16 @@ public final class HTTPServer: @unchecked Sendable {
         let started: OpaquePointer? = isV6
             ? withUnsafePointer(to: &v6) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: true) } }
             : withUnsafePointer(to: &v4) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: false) } }
-        guard let started else { throw StartError.cannotListen("\(address):\(port)") }
+        guard let started else {
+            heads.stop()
+            throw StartError.cannotListen("\(address):\(port)")
+        }
         daemon = started
         self.port = Int(vc_mhd_port(started))
     }
 
     private func start(_ addr: UnsafePointer<sockaddr>, _ me: UnsafeMutableRawPointer, _ limits: Limits, ipv6: Bool) -> OpaquePointer? {
-        vc_mhd_start(addr, accessHandler, me, requestCompleted, me, limits.idleTimeout, limits.connections, limits.perClient,
+        vc_mhd_start(addr, accessHandler, me, requestCompleted, me, notifyConnection, me, limits.idleTimeout, limits.connections, limits.perClient,
                      limits.connectionMemory, 256 * 1024, ipv6 ? 1 : 0)
     }
 
@@ -128,7 +137,11 @@ public final class HTTPServer: @unchecked Sendable {
         guard let d = daemon else { return }
         daemon = nil
         MHD_stop_daemon(d)
+        heads.stop()
     }
+
+    /// Connections cut so far for not sending their request head in time.
+    public var headTimeouts: Int { heads.cut }
 
     deinit { stop() }
 }
@@ -147,6 +160,8 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
     guard let cls, let connection, let state else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     if state.pointee == nil {
+        // The whole head is in: its deadline is met.
+        server.heads.headArrived(connection)
         state.pointee = Unmanaged.passRetained(RequestState()).toOpaque()
         return .YES
     }
@@ -221,8 +236,89 @@ private func releaseProducer(_ cls: UnsafeMutableRawPointer?) {
 
 private func requestCompleted(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                               _ code: MHD_RequestTerminationCode) {
+    if let cls, let connection { Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().heads.responded(connection) }
     guard let state, let p = state.pointee else { return }
     state.pointee = nil
     let request = Unmanaged<RequestState>.fromOpaque(p).takeRetainedValue()
     request.completed?(code == .REQUEST_TERMINATED_COMPLETED_OK)
+}
+
+private func notifyConnection(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+                              _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_ConnectionNotificationCode) {
+    guard let cls, let connection else { return }
+    let heads = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().heads
+    if code == .CONNECTION_NOTIFY_STARTED {
+        heads.opened(connection, fd: vc_mhd_connection_fd(connection))
+    } else {
+        heads.closed(connection)
+    }
+}
+
+/// Request-head deadlines. libmicrohttpd's connection timeout counts idle time, so a client that
+/// sends one header byte every few seconds (slowloris) would keep its connection and its thread
+/// for ever. Each connection gets a deadline for its request head: `head` from when it opens,
+/// `next` after each response (a kept-alive connection waiting for its next request). A watchdog
+/// thread shuts down the socket of a connection that misses it; libmicrohttpd then closes it.
+/// libmicrohttpd reports a connection closed before it closes the socket, and both the report and
+/// the shutdown happen under `condition`, so a descriptor is never shut down after its reuse.
+final class HeadDeadlines: @unchecked Sendable {
+    // @unchecked: every field is guarded by `condition`.
+    private let condition = NSCondition()
+    private var open: [OpaquePointer: (fd: Int32, deadline: ContinuousClock.Instant?)] = [:]
+    private var stopping = false
+    private var cutCount = 0
+    private let head: Duration
+    private let next: Duration
+
+    init(head: Duration, next: Duration) {
+        self.head = head
+        self.next = next
+        let thread = Thread { [self] in watch() }
+        thread.name = "vcache-head-deadlines"
+        thread.start()
+    }
+
+    var cut: Int { condition.lock(); defer { condition.unlock() }; return cutCount }
+
+    func opened(_ c: OpaquePointer, fd: Int32) { set(c, fd: fd, deadline: .now + head) }
+    func headArrived(_ c: OpaquePointer) { set(c, fd: nil, deadline: nil) }
+    func responded(_ c: OpaquePointer) { set(c, fd: nil, deadline: .now + next) }
+
+    func closed(_ c: OpaquePointer) {
+        condition.lock()
+        open[c] = nil
+        condition.unlock()
+    }
+
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func set(_ c: OpaquePointer, fd: Int32?, deadline: ContinuousClock.Instant?) {
+        condition.lock()
+        if let fd {
+            open[c] = (fd, deadline)
+        } else if open[c] != nil {
+            open[c]!.deadline = deadline
+        }
+        condition.unlock()
+    }
+
+    private func watch() {
+        condition.lock()
+        defer { condition.unlock() }
+        while !stopping {
+            let now = ContinuousClock.now
+            for (c, entry) in open {
+                guard let d = entry.deadline, d <= now, entry.fd >= 0 else { continue }
+                shutdown(entry.fd, Int32(SHUT_RDWR))
+                open[c]!.deadline = nil
+                cutCount += 1
+            }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.25))
+        }
+    }
 }

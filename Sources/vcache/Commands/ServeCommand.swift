@@ -26,6 +26,7 @@ enum ServeCommand: VCacheCommand {
             .repeated("allow-host", "HOST", "the only origin hosts the proxy contacts (repeatable; required with --listen)"),
             .repeated("header", short: "H", "'NAME: VALUE'", "extra request header sent to origins (repeatable)"),
             .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
+            .value("header-timeout", "DURATION", "cut a player's connection that has not sent its request head within DURATION (default 10s)"),
             .value("max-size", "SIZE", "keep the cache under SIZE while serving (default: config max-size); a bigger video still plays"),
             .flag("json", "JSON events on stdout: listening (with the base URL), one per request, stopping"),
         ] + PrefetchCommand.originOptions,
@@ -33,6 +34,7 @@ enum ServeCommand: VCacheCommand {
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
         var address = "127.0.0.1"
+        var headTimeout: Duration = .seconds(10)
         var port = UInt16(defaultPort)
         var allowed: Set<String>?
         do {
@@ -46,6 +48,9 @@ enum ServeCommand: VCacheCommand {
                 }
                 address = String(l[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
                 port = n
+            }
+            if let t = args.value("header-timeout") {
+                headTimeout = .milliseconds(Int64(try PrefetchCommand.duration(t, "--header-timeout") * 1000))
             }
             let hosts = args.all("allow-host")
             if !hosts.isEmpty { allowed = Set(hosts) }
@@ -82,6 +87,7 @@ enum ServeCommand: VCacheCommand {
         do {
             var limits = HTTPServer.Limits()
             if allowed != nil { limits.perClient = 16 }
+            limits.headTimeout = headTimeout
             server = try HTTPServer(address: address, port: port, limits: limits) { proxy.handle($0) }
         } catch {
             console.error(error, context: "cannot serve")
