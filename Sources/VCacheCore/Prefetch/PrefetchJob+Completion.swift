@@ -6,6 +6,7 @@ extension PrefetchJob {
     /// whole, and the catalog commit all run on the checkpoint queue; the loop carries on.
     func complete() {
         guard let checkpointer, let data else { return finish(nil) }
+        if let e = writeStaged() { return finish(e) }
         let batch = pending
         pending = RangeSet()
         pendingBytes = 0

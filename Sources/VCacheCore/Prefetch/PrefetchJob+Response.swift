@@ -66,6 +66,7 @@ extension PrefetchJob {
     func dropVersion(to new: Validators, reason: String, then: @escaping () -> Void) {
         guard let checkpointer, let old = data else { return finish(.catalog("no entry to drop")) }
         dropping = true
+        stage.discard()
         pending = RangeSet()
         pendingBytes = 0
         checkpointer.streamDigest(false)
@@ -132,22 +133,43 @@ extension PrefetchJob {
             }
             count = Int(min(Int64(count), limit - writeOffset))
         }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[0..<count])
-        do {
-            try data.write(slice, toAbsoluteOffset: writeOffset)
-        } catch {
-            transferFailure = PrefetchError(error)
+        _ = data
+        // A new response elsewhere in the file: what is staged goes out first.
+        if !stage.isEmpty && stage.end != writeOffset, let e = writeStaged() {
+            transferFailure = e
             return false
         }
-        let range = ByteRange(writeOffset, writeOffset + Int64(count))
-        pending.insert(range)
-        pendingBytes += range.count
-        fetched += range.count
-        transferBytes += range.count
-        writeOffset = range.upperBound
-        options.onWrite?(key, range)
+        var rest = UnsafeRawBufferPointer(rebasing: bytes[0..<count])
+        while !rest.isEmpty {
+            let n = stage.append(rest, at: writeOffset)
+            writeOffset += Int64(n)
+            fetched += Int64(n)
+            transferBytes += Int64(n)
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+            if stage.isDue, let e = writeStaged() {
+                transferFailure = e
+                return false
+            }
+        }
         if count < bytes.count { stoppedAtLimit = true }
         return count == bytes.count
+    }
+
+    /// Writes the staged bytes (StagedWrite.swift) to `data`; from then on they are pending, to
+    /// be claimed by the next checkpoint. Returns the error when the write failed (those bytes
+    /// are then never claimed).
+    func writeStaged() -> PrefetchError? {
+        guard let data, let (bytes, offset) = stage.take() else { return nil }
+        do {
+            try data.write(bytes, toAbsoluteOffset: offset)
+        } catch {
+            return PrefetchError(error)
+        }
+        let range = ByteRange(offset, offset + Int64(bytes.count))
+        pending.insert(range)
+        pendingBytes += range.count
+        options.onWrite?(key, range)
+        return nil
     }
 
     func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {

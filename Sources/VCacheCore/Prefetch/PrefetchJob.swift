@@ -42,6 +42,10 @@ final class PrefetchJob: TransferDelegate {
     /// Written to `data` but not yet handed to the checkpointer.
     var pending = RangeSet()
     var pendingBytes: Int64 = 0
+    /// Received bytes not yet written: one aligned write per `stageBytes`.
+    var stage: StagedWrite
+    /// A staged write that failed outside a data callback; the loop's next tick stops the entry.
+    var stageError: PrefetchError?
     var lastCheckpoint = ContinuousClock.now
     var fetched: Int64 = 0
     var alreadyCached: Int64?
@@ -77,6 +81,7 @@ final class PrefetchJob: TransferDelegate {
         self.fetcher = fetcher
         self.emit = emit
         self.onFinish = onFinish
+        stage = StagedWrite(capacity: options.stageBytes)
         let parsed = URL(string: item.url)
         url = parsed
         key = parsed.map { options.keyRules.key(for: $0) } ?? SHA256Digest.hash(item.url)
@@ -215,10 +220,12 @@ final class PrefetchJob: TransferDelegate {
         guard result == nil else { return }
         // A checkpoint that failed (disk full, fsync EIO, catalog busy too long) stops the entry:
         // bytes that cannot be claimed are not worth downloading.
-        if let e = checkpointer?.firstError { return abort(e) }
+        if let e = checkpointer?.firstError ?? stageError { return abort(e) }
         guard !dropping else { return }
         // Back-pressure: a transfer held because commits fell behind goes on once they caught up.
         if let t = transfer, t.held, !overCommitted { fetcher.release(t) }
+        // Readers in this process (serve) wait for bytes: they get them at every wake-up.
+        if options.onWrite != nil, !stage.isEmpty, let e = writeStaged() { return abort(e) }
         let now = ContinuousClock.now
         if pendingBytes > 0 && (pendingBytes >= options.checkpointBytes || now - lastCheckpoint >= .milliseconds(Int64(options.checkpointInterval * 1000))) {
             checkpoint(wait: false)
@@ -247,6 +254,7 @@ final class PrefetchJob: TransferDelegate {
 
     func checkpoint(wait: Bool) {
         guard let checkpointer else { return }
+        if let e = writeStaged(), stageError == nil { stageError = e }
         if !pending.isEmpty {
             for r in pending.ranges { data?.startWriteback(r) }
             checkpointer.submit(pending, validators: validators, contentType: contentType)

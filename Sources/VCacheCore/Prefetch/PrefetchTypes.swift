@@ -59,6 +59,8 @@ public struct PrefetchOptions: Sendable {
     public var checkpointBytes: Int64 = 4 << 20
     /// ...or after this many seconds, whichever comes first.
     public var checkpointInterval = 1.0
+    /// Received bytes are written in aligned blocks of this size (StagedWrite.swift).
+    public var stageBytes = 256 << 10
     /// Gaps closer than this are fetched in one request.
     public var coalesceGap: Int64 = 64 << 10
     /// Downloads running at once.
