@@ -1,109 +1,178 @@
 #!/usr/bin/env bash
-# make bench: vcache against curl and aria2 on the same nginx, in one run, reported as ratios.
-# Timings are wall / CPU (user+sys) / peak RSS from /usr/bin/time. Nothing here is a pass/fail test.
+# make bench: vcache against curl and aria2 (and nginx for serve) on the same local nginx, in one
+# run, reported as ratios. Timings are wall / CPU (user+sys) / peak RSS from /usr/bin/time, medians
+# of alternating rounds, each tool from a clean, synced state. Nothing here is a pass/fail test: the
+# script fails only when the harness itself breaks (a tool missing, a download that went wrong).
+# BENCH_QUICK=1 (make bench-quick) runs every workload at about 1/20 of the size, in under a minute.
 set -euo pipefail
 VCACHE=${1:?usage: bench.sh PATH-TO-VCACHE}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nginx-origin.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-bench-XXXXXX")
 trap 'stop_origin; rm -rf "$work"' EXIT
-mkdir -p "$work/www/heads"
-SIZE_MB=${BENCH_SIZE_MB:-1024}
-HEADS=${BENCH_HEADS:-500}
-echo "preparing: a ${SIZE_MB} MiB file and $HEADS URLs of 4 MiB videos"
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  SIZE_MB=${BENCH_SIZE_MB:-52}; HEADS=${BENCH_HEADS:-25}; ROUNDS=${BENCH_ROUNDS:-3}
+  ENTRIES=${BENCH_ENTRIES:-1000}; RESUME_MB=16; RSS_SIZES="16 52"; TTFB_N=40
+else
+  SIZE_MB=${BENCH_SIZE_MB:-1024}; HEADS=${BENCH_HEADS:-500}; ROUNDS=${BENCH_ROUNDS:-5}
+  ENTRIES=${BENCH_ENTRIES:-10000}; RESUME_MB=256; RSS_SIZES="64 1024 4096"; TTFB_N=200
+fi
+for tool in curl aria2c nginx sqlite3 /usr/bin/time; do
+  command -v "$tool" >/dev/null || [ -x "$tool" ] || { echo "bench: $tool is missing (make bench installs it)" >&2; exit 1; }
+done
+mkdir -p "$work/www/heads" "$work/www/small"
+echo "vcache $("$VCACHE" --version | head -1 | cut -d' ' -f2), $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(date -u +%Y-%m-%d)"
+echo "preparing: a ${SIZE_MB} MiB file, $HEADS URLs of 4 MiB videos, a ${RESUME_MB} MiB file"
 head -c $((SIZE_MB << 20)) /dev/urandom > "$work/www/big.bin"
+head -c $((RESUME_MB << 20)) /dev/urandom > "$work/www/resume.bin"
 head -c $((4 << 20)) /dev/urandom > "$work/www/heads/v.mp4"
-for i in $(seq 1 "$HEADS"); do ln -s v.mp4 "$work/www/heads/v$i.mp4"; done
+head -c $((1 << 20)) "$work/www/heads/v.mp4" > "$work/www/small/v.mp4"
+for i in $(seq 1 "$HEADS"); do ln -s v.mp4 "$work/www/heads/v$i.mp4"; ln -s v.mp4 "$work/www/small/v$i.mp4"; done
+for t in curl aria2 vcache; do ln -s resume.bin "$work/www/resume-$t.bin"; done
 start_origin "$work/nginx" "$work/www"
 base="http://127.0.0.1:$ORIGIN_PORT"
 T=/usr/bin/time
+V() { env VCACHE_DIR="$work/cache" "$VCACHE" "$@"; }
 
-measure() { # label, command...: prints "wall cpu rss_kib"
+# measure LABEL COMMAND...: prints "LABEL wall cpu rss_kib"
+measure() {
   local out; out=$("$T" -f '%e %U %S %M' "${@:2}" 2>&1 >/dev/null | tail -1)
   awk -v l="$1" '{printf "%s %.3f %.3f %d\n", l, $1, $2+$3, $4}' <<<"$out"
 }
-# The page cache and the disk's writeback dominate single runs on a small VM, so the two tools
-# are run alternately, each from a clean, synced state, and the median of each is reported.
-ROUNDS=${BENCH_ROUNDS:-5}
+clean() { rm -rf "$work/cache" "$work/out"; mkdir -p "$work/out"; sync; }
 median() { sort -k2 -n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'; }
-duel() { # curl-command ||| vcache-command: sets C and V to the medians
-  local split=0 cmd_c=() cmd_v=()
-  for a in "$@"; do
-    if [ "$a" = "|||" ]; then split=1; continue; fi
-    if [ $split = 0 ]; then cmd_c+=("$a"); else cmd_v+=("$a"); fi
-  done
-  : > "$work/c.txt"; : > "$work/v.txt"
+# race LABEL1 'COMMAND1' LABEL2 'COMMAND2' ...: ROUNDS alternating rounds, each from a clean state;
+# sets R[LABEL] to "wall cpu rss" medians.
+declare -A R
+race() {
+  local -a labels=() cmds=()
+  while [ $# -gt 0 ]; do labels+=("$1"); cmds+=("$2"); shift 2; done
+  for l in "${labels[@]}"; do : > "$work/r-$l.txt"; done
   for _ in $(seq 1 "$ROUNDS"); do
-    rm -rf "$work/cache" "$work/out"; mkdir -p "$work/out"; sync
-    measure curl "${cmd_c[@]}" >> "$work/c.txt"
-    rm -rf "$work/cache" "$work/out"; mkdir -p "$work/out"; sync
-    measure vcache "${cmd_v[@]}" >> "$work/v.txt"
+    for i in "${!labels[@]}"; do clean; measure "${labels[$i]}" sh -c "${cmds[$i]}" >> "$work/r-${labels[$i]}.txt"; done
   done
-  C=$(median < "$work/c.txt"); V=$(median < "$work/v.txt")
+  for l in "${labels[@]}"; do R[$l]=$(median < "$work/r-$l.txt" | cut -d' ' -f2-); done
 }
+row() { # LABEL: one line of the race's medians
+  read -r w c m <<<"${R[$1]}"
+  printf '  %-26s wall %7.3fs  cpu %7.3fs  rss %6.1f MiB\n' "$1" "$w" "$c" "$(awk -v m="$m" 'BEGIN{print m/1024}')"
+}
+f() { cut -d' ' -f"$2" <<<"${R[$1]}"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+summary=()
 
-echo; echo "== one ${SIZE_MB} MiB download (median of $ROUNDS, alternating; vcache includes SHA-256 and its fsyncs)"
-duel curl -s -o "$work/out/big" "$base/big.bin" "|||" env VCACHE_DIR="$work/cache" "$VCACHE" prefetch -q "$base/big.bin"
-c=$C v=$V
-printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB\n' $c
-printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB\n' $v
-read -r _ cw cc cr <<<"$c"; read -r _ vw vc vr <<<"$v"
-# curl leaves the file in dirty pages; vcache's checkpoints make every byte durable (invariant 1),
-# so it also waits for the disk. curl followed by an fsync of its file is the like-for-like figure.
-duel sh -c "curl -s -o '$work/out/big' '$base/big.bin' && sync '$work/out/big'" "|||" true
-cs=$C
-printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB\n' curl+fsync $(echo "$cs" | cut -d' ' -f2-)
-read -r _ csw _ _ <<<"$cs"
-awk -v cw="$cw" -v vw="$vw" -v cc="$cc" -v vc="$vc" -v vr="$vr" -v csw="$csw" 'BEGIN {
-  printf "throughput vcache/curl: %.2f (target >= 1.0)\n", cw / vw
-  printf "throughput vcache/(curl+fsync): %.2f\n", csw / vw
-  printf "CPU per byte vcache/curl: %.2f (target <= 1.3)\n", vc / cc
-  printf "peak RSS vcache: %.1f MiB (target < 32)\n", vr / 1024 }'
+echo; echo "== 1. one ${SIZE_MB} MiB download (median of $ROUNDS alternating rounds)"
+VC="env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q '$base/big.bin'"
+race curl "curl -s -o '$work/out/big' '$base/big.bin'" \
+     curl+fsync "curl -s -o '$work/out/big' '$base/big.bin' && sync '$work/out/big'" \
+     aria2-x1 "aria2c -q -x1 -s1 -d '$work/out' -o big '$base/big.bin'" \
+     vcache "$VC" \
+     vcache-no-sha "VCACHE_BENCH_NO_SHA=1 $VC" \
+     vcache-no-fsync "VCACHE_BENCH_NO_FSYNC=1 $VC" \
+     aria2-x4-s4 "aria2c -q -x4 -s4 -d '$work/out' -o big '$base/big.bin'"
+for l in curl curl+fsync aria2-x1 vcache vcache-no-sha vcache-no-fsync aria2-x4-s4; do row "$l"; done
+echo "  throughput vcache/curl: $(ratio "$(f curl 1)" "$(f vcache 1)") (target >= 1.0); vcache/(curl+fsync): $(ratio "$(f curl+fsync 1)" "$(f vcache 1)"); vcache/aria2 -x1: $(ratio "$(f aria2-x1 1)" "$(f vcache 1)")"
+echo "  CPU vcache/curl: $(ratio "$(f vcache 2)" "$(f curl 2)") (target <= 1.3); SHA-256 costs $(awk -v a="$(f vcache 2)" -v b="$(f vcache-no-sha 2)" 'BEGIN{printf "%.2f", a-b}') s of CPU, the fsyncs $(awk -v a="$(f vcache 1)" -v b="$(f vcache-no-fsync 1)" 'BEGIN{printf "%.2f", a-b}') s of wall"
+summary+=("| one ${SIZE_MB} MiB download, wall | curl $(f curl 1) s, curl+fsync $(f curl+fsync 1) s, aria2 -x1 $(f aria2-x1 1) s | $(f vcache 1) s | $(ratio "$(f curl 1)" "$(f vcache 1)")x curl's throughput | >= 1.0 |")
+summary+=("| same, CPU (SHA-256 included) | curl $(f curl 2) s | $(f vcache 2) s (no SHA: $(f vcache-no-sha 2) s) | $(ratio "$(f vcache 2)" "$(f curl 2)")x | <= 1.3 |")
+summary+=("| same, without fsyncs (bench-only switch) | | $(f vcache-no-fsync 1) s | $(ratio "$(f curl 1)" "$(f vcache-no-fsync 1)")x | |")
 
-echo; echo "== $HEADS heads of 1 MiB, 8 at a time (median of $ROUNDS, alternating)"
-: > "$work/urls.txt"; : > "$work/curl.cfg"
+echo; echo "== 2. $HEADS heads of 1 MiB, 8 at a time (median of $ROUNDS alternating rounds)"
+: > "$work/urls.txt"; : > "$work/curl.cfg"; : > "$work/aria2.txt"
 for i in $(seq 1 "$HEADS"); do
   echo "$base/heads/v$i.mp4" >> "$work/urls.txt"
   printf 'url = "%s"\noutput = "%s/out/v%s"\nrange = "0-1048575"\n' "$base/heads/v$i.mp4" "$work" "$i" >> "$work/curl.cfg"
+  printf '%s\n  out=v%s\n' "$base/small/v$i.mp4" "$i" >> "$work/aria2.txt"
 done
-duel curl -s --parallel --parallel-max 8 -K "$work/curl.cfg" "|||" env VCACHE_DIR="$work/cache" "$VCACHE" prefetch -q -j 8 --bytes 1M -i "$work/urls.txt"
-c=$C v=$V
-printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB\n' $c
-printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB\n' $v
-read -r _ cw _ _ <<<"$c"; read -r _ vw _ _ <<<"$v"
-awk -v cw="$cw" -v vw="$vw" 'BEGIN { printf "wall vcache/curl: %.2f (target <= 1.0)\n", vw / cw }'
+race curl "curl -s --parallel --parallel-max 8 -K '$work/curl.cfg'" \
+     aria2 "aria2c -q -j 8 -d '$work/out' -i '$work/aria2.txt'" \
+     vcache "env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q -j 8 --bytes 1M -i '$work/urls.txt'"
+for l in curl aria2 vcache; do row "$l"; done
+echo "  wall vcache/curl: $(ratio "$(f vcache 1)" "$(f curl 1)") (target <= 1.0); vcache/aria2: $(ratio "$(f vcache 1)" "$(f aria2 1)")"
+summary+=("| $HEADS heads of 1 MiB, 8 at a time, wall | curl $(f curl 1) s, aria2 $(f aria2 1) s | $(f vcache 1) s | $(ratio "$(f vcache 1)" "$(f curl 1)")x curl's wall | <= 1.0 |")
 
-echo; echo "== ls over 10,000 entries"
-rm -rf "$work/cache"; env VCACHE_DIR="$work/cache" "$VCACHE" ls >/dev/null
-sqlite3 "$work/cache/catalog.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 10000)
+echo; echo "== 3. resume after SIGKILL half-way through ${RESUME_MB} MiB (bytes asked for again over the file's size)"
+# Each tool runs rate-limited so the kill lands near the middle, then again to the end, unlimited.
+rate=$((RESUME_MB / 2))M
+half=1
+resume() { # LABEL PATH FIRST-COMMAND SECOND-COMMAND OUTPUT-FILE
+  clean
+  sh -c "exec $3" & local pid=$!  # exec: the kill must reach the tool, not a shell
+  sleep "$half"; kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+  sh -c "$4" >/dev/null 2>&1
+  local sent first; sent=$(awk -v p="$2" '$2 == p { s += $5 } END { print s + 0 }' "$work/nginx/access.log")
+  first=$(awk -v p="$2" '$2 == p { print $5; exit }' "$work/nginx/access.log")
+  local ok=mismatch; [ "$(sha256sum < "$5")" = "$(sha256sum < "$work/www/resume.bin")" ] && ok=byte-exact
+  local extra=$((sent - (RESUME_MB << 20)))
+  printf '  %-8s killed after %6.1f MiB sent, re-requested %6.1f MiB (%s)\n' "$1" "$(awk -v e="$first" 'BEGIN{print e/1048576}')" \
+    "$(awk -v e="$extra" 'BEGIN{print e/1048576}')" "$ok"
+  [ "$ok" = byte-exact ] || { echo "bench: $1's resumed file differs from the origin's" >&2; exit 1; }
+  RES[$1]=$(awk -v e="$extra" 'BEGIN{printf "%.1f", e/1048576}')
+}
+declare -A RES
+: > "$work/nginx/access.log"
+resume curl /resume-curl.bin "curl -s --limit-rate $rate -o '$work/out/r' '$base/resume-curl.bin'" \
+  "curl -s -C - -o '$work/out/r' '$base/resume-curl.bin'" "$work/out/r"
+resume aria2 /resume-aria2.bin "aria2c -q --max-download-limit=$rate -d '$work/out' -o r '$base/resume-aria2.bin'" \
+  "aria2c -q -c -d '$work/out' -o r '$base/resume-aria2.bin'" "$work/out/r"
+resume vcache /resume-vcache.bin "env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q --limit-rate $rate '$base/resume-vcache.bin'" \
+  "env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q '$base/resume-vcache.bin' && env VCACHE_DIR='$work/cache' '$VCACHE' export '$base/resume-vcache.bin' '$work/out/r'" "$work/out/r"
+summary+=("| resume after SIGKILL half-way through ${RESUME_MB} MiB: bytes asked again | curl -C - ${RES[curl]} MiB (nothing fsynced), aria2 ${RES[aria2]} MiB | ${RES[vcache]} MiB | | <= 16 MiB (32 MiB window) |")
+
+echo; echo "== 4. the catalog at $ENTRIES entries"
+clean; V ls >/dev/null
+sqlite3 "$work/cache/catalog.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < $ENTRIES)
   INSERT INTO entries (key, url, latest_url, length, created, last_used, cached_bytes, disk_bytes)
   SELECT printf('%064x', i), 'https://cdn.example/v/' || i || '.mp4', 'https://cdn.example/v/' || i || '.mp4', 4194304, 1.7e9, 1.7e9 + i, 1048576, 1048576 FROM n;"
-v=$(measure ls env VCACHE_DIR="$work/cache" "$VCACHE" ls)
-printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB  (target < 0.5 s)\n' $v
+declare -A C
+for w in "ls" "ls --json"; do
+  read -r _ wall _ rss <<<"$(measure list env VCACHE_DIR="$work/cache" "$VCACHE" $w)"
+  printf '  %-26s wall %7.3fs  rss %6.1f MiB (target < 0.5 s)\n' "$w" "$wall" "$(awk -v m="$rss" 'BEGIN{print m/1024}')"; C[$w]=$wall
+done
+# The synthetic rows each claim 1 MiB on disk: a cap of half of them evicts the older half.
+read -r _ wall _ _ <<<"$(measure evict env VCACHE_DIR="$work/cache" "$VCACHE" evict --lru --max-size "$((ENTRIES / 2))M")"
+printf '  %-26s wall %7.3fs (target < 1 s); entries left: %s\n' "evict --lru to half" "$wall" "$(sqlite3 "$work/cache/catalog.db" "SELECT COUNT(*) FROM entries")"; C[evict]=$wall
+# verify over the rest: rows without data files, so this is the catalog pass and a stat per entry.
+read -r _ wall _ _ <<<"$(measure verify sh -c "env VCACHE_DIR='$work/cache' '$VCACHE' verify >/dev/null || true")"
+printf '  %-26s wall %7.3fs (synthetic rows with no data: each is reported)\n' "verify of what is left" "$wall"; C[verify]=$wall
+summary+=("| \`ls\` / \`ls --json\` over $ENTRIES entries | | ${C[ls]} s / ${C[ls --json]} s | | < 0.5 s |")
+summary+=("| evict half of $ENTRIES entries; verify the rest | | ${C[evict]} s; ${C[verify]} s | | < 1 s |")
 
-echo; echo "== evict half of 10,000 entries to a cap"
-# The synthetic rows each claim 1 MiB on disk; a cap of 5,000 MiB evicts the 5,000 least recently used.
-v=$(measure evict env VCACHE_DIR="$work/cache" "$VCACHE" evict --lru --max-size 5000M)
-printf '%-8s wall %7.3fs  cpu %7.3fs  rss %6d KiB  (target < 1 s)\n' $v
-left=$(sqlite3 "$work/cache/catalog.db" "SELECT COUNT(*) FROM entries")
-echo "entries left: $left"
+echo; echo "== 5. peak RSS of one download by size"
+rss_row=""
+for mb in $RSS_SIZES; do
+  head -c $((mb << 20)) /dev/zero > "$work/www/rss-$mb.bin"
+  clean
+  read -r _ _ _ rss <<<"$(measure rss env VCACHE_DIR="$work/cache" "$VCACHE" prefetch -q "$base/rss-$mb.bin")"
+  printf '  %5s MiB: %6.1f MiB\n' "$mb" "$(awk -v m="$rss" 'BEGIN{print m/1024}')"
+  rss_row+="$(awk -v m="$rss" -v s="$mb" 'BEGIN{printf "%s MiB: %.1f MiB; ", s, m/1024}')"
+  rm -f "$work/www/rss-$mb.bin"
+done
+summary+=("| peak RSS by download size | | ${rss_row%; } | | < 32 MiB, flat |")
 
-echo; echo "== serve: a cached ${SIZE_MB} MiB file through the proxy against nginx on the same file (median of $ROUNDS)"
-rm -rf "$work/cache"
-env VCACHE_DIR="$work/cache" "$VCACHE" prefetch -q "$base/big.bin"
+echo; echo "== 6. serve: a cached ${SIZE_MB} MiB file through the proxy against nginx on the same file (median of $ROUNDS)"
+clean
+V prefetch -q "$base/big.bin"
 env VCACHE_DIR="$work/cache" "$VCACHE" serve --port 0 > "$work/serve.out" 2> "$work/serve.log" &
 serve_pid=$!
 for _ in $(seq 1 100); do [ -s "$work/serve.out" ] && break; sleep 0.05; done
-proxy=$(env VCACHE_DIR="$work/cache" "$VCACHE" url "$base/big.bin" --port "$(sed 's/.*://' "$work/serve.out" | head -1)")
+proxy=$(V url "$base/big.bin" --port "$(sed 's/.*://' "$work/serve.out" | head -1)")
 : > "$work/c.txt"; : > "$work/v.txt"
 for _ in $(seq 1 "$ROUNDS"); do
   measure nginx curl -s -o /dev/null "$base/big.bin" >> "$work/c.txt"
   measure vcache curl -s -o /dev/null "$proxy" >> "$work/v.txt"
 done
 c=$(median < "$work/c.txt"); v=$(median < "$work/v.txt")
-printf '%-8s wall %7.3fs\n' $(echo "$c" | cut -d' ' -f1-2) $(echo "$v" | cut -d' ' -f1-2)
 read -r _ nw _ _ <<<"$c"; read -r _ pw _ _ <<<"$v"
-awk -v nw="$nw" -v pw="$pw" 'BEGIN { printf "throughput proxy/nginx: %.2f (target >= 0.9)\n", nw / pw }'
-ttfb() { for _ in $(seq 1 200); do curl -s -o /dev/null -r 0-65535 -w '%{time_starttransfer}\n' "$1"; done | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] * 1000 }'; }
-printf 'time to first byte of a cached 64 KiB head, median of 200: nginx %s ms, proxy %s ms (target < 1 ms)\n' "$(ttfb "$base/big.bin")" "$(ttfb "$proxy")"
+printf '  nginx wall %7.3fs, proxy wall %7.3fs: throughput proxy/nginx %s (target >= 0.9)\n' "$nw" "$pw" "$(ratio "$nw" "$pw")"
+ttfb() { for _ in $(seq 1 "$TTFB_N"); do curl -s -o /dev/null -r 0-65535 -w '%{time_starttransfer}\n' "$1"; done | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] * 1000 }'; }
+tn=$(ttfb "$base/big.bin"); tp=$(ttfb "$proxy")
+printf '  time to first byte of a cached 64 KiB head, median of %s: nginx %s ms, proxy %s ms (target < 1 ms)\n' "$TTFB_N" "$tn" "$tp"
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+summary+=("| serve: a cached ${SIZE_MB} MiB file, wall | nginx $nw s | $pw s | $(ratio "$nw" "$pw")x nginx's throughput | >= 0.9 |")
+summary+=("| serve: time to first byte of a cached 64 KiB head, median of $TTFB_N | nginx $tn ms | $tp ms | | < 1 ms |")
+
+echo; echo "== the table for Docs/performance.md"
+echo "| workload | peers | vcache | ratio | target |"
+echo "|---|---|---|---|---|"
+printf '%s\n' "${summary[@]}"

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VCacheCore
 import VCacheTestSupport
+@testable import vcache
 
 /// Docs/json.md is the contract of every `--json` line: this runs every command that has
 /// `--json` through the events it can produce and checks each line against the document's tables.
@@ -119,6 +120,27 @@ import VCacheTestSupport
         }
         #expect(!objects.isEmpty, "no JSON from \(command): \(r.stderr)", sourceLocation: sourceLocation)
         return objects
+    }
+
+    /// The hand-written encoder (JSONSerialization's sorted keys were too slow) against the parser.
+    @Test func theEncoderWritesWhatAParserReadsBack() throws {
+        let nasty = "quote \" backslash \\ newline \n tab \t bell \u{07} nul \u{00} é 🎬 /path"
+        let object: [String: Any] = ["s": nasty, "i": 42, "big": Int64(1) << 40, "neg": -7, "d": 0.125, "whole": 2.0,
+                                     "t": true, "f": false, "null": NSNull(), "a": [1, "two", [3]] as [Any],
+                                     "o": ["z": 1, "a": [[0, 65535]] as [[Int64]]] as [String: Any], "B": 1, "é": 2]
+        let line = JSONLines.encode(object)
+        #expect(!line.contains("\n"))
+        let back = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(back["s"] as? String == nasty)
+        #expect(back["i"] as? Int == 42 && back["big"] as? Int64 == 1 << 40 && back["neg"] as? Int == -7)
+        #expect(back["d"] as? Double == 0.125 && back["whole"] as? Double == 2)
+        #expect(Self.matches(back["t"]!, "boolean") && back["t"] as? Bool == true && back["f"] as? Bool == false)
+        #expect(Self.matches(back["i"]!, "integer") && !Self.matches(back["i"]!, "boolean"))
+        #expect(back["null"] is NSNull)
+        #expect(((back["o"] as? [String: Any])?["a"] as? [[Int]]) == [[0, 65535]])
+        // Keys in byte order, so lines diff cleanly.
+        #expect(line.hasPrefix(#"{"B":1,"a":[1,"two",[3]],"big":"#))
+        #expect(line.hasSuffix(#","é":2}"#))
     }
 
     @Test(.timeLimit(.minutes(2)))

@@ -67,7 +67,7 @@ public final class Database: Sendable {
         // roll a commit back), while the unlink that follows a commit (evict, a dropped version,
         // verify --fix) reaches the disk with the next journal commit: rows first, files second
         // holds only if the rows' removal is durable first. Cost: Docs/performance.md.
-        try connection.execute("PRAGMA synchronous=FULL")
+        try connection.execute(BenchSwitches.noFsync ? "PRAGMA synchronous=OFF" : "PRAGMA synchronous=FULL")
         try connection.execute("PRAGMA foreign_keys=ON")
     }
 

@@ -89,6 +89,7 @@ public final class RawFile: Sendable {
     /// fsync(2): the data written so far is durable.
     public func sync() throws {
         let fd = try liveDescriptor()
+        if BenchSwitches.noFsync { return }
         while fsync(fd) != 0 {
             if errno == EINTR { continue }
             throw SystemError("sync", path: path, errno: errno)
