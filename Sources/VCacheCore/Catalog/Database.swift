@@ -92,9 +92,7 @@ public final class Database: Sendable {
     @discardableResult
     public func write<T>(_ body: (Connection) throws -> T) throws -> T {
         try lock.withLock { _ in
-            // BEGIN IMMEDIATE waits in the busy handler; a rare immediate BUSY (lock upgrade
-            // deadlock avoidance, WAL recovery) is retried here.
-            try Self.retryingBusy(for: busyTimeout) { try connection.execute("BEGIN IMMEDIATE") }
+            try Self.begin(connection, busyTimeout)
             do {
                 let result = try body(connection)
                 try connection.execute("COMMIT")
@@ -104,6 +102,31 @@ public final class Database: Sendable {
                 throw error
             }
         }
+    }
+
+    /// Runs `body` holding the connection's lock, outside any transaction; the `transaction` it
+    /// is given runs its work in one (rolled back on throw). For group commit: a follower finds
+    /// its work already done there, without a transaction of its own.
+    public func locked<T: Sendable>(_ body: (Connection, _ transaction: (() throws -> Void) throws -> Void) throws -> T) throws -> T {
+        try lock.withLock { _ in
+            let c = connection, timeout = busyTimeout
+            return try body(c) { work in
+                try Self.begin(c, timeout)
+                do {
+                    try work()
+                    try c.execute("COMMIT")
+                } catch {
+                    try? c.execute("ROLLBACK")
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// BEGIN IMMEDIATE waits in the busy handler; a rare immediate BUSY (lock upgrade deadlock
+    /// avoidance, WAL recovery) is retried here.
+    private static func begin(_ c: Connection, _ timeout: Duration) throws {
+        try retryingBusy(for: timeout) { try c.execute("BEGIN IMMEDIATE") }
     }
 
     /// Runs `body` with the connection outside an explicit transaction (each statement its own snapshot),

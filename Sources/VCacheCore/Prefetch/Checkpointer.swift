@@ -7,13 +7,29 @@ import Synchronization
 /// catalog never claims a byte that is not durably in `data`. One serial queue per entry, so
 /// commits land in order while the loop keeps downloading.
 ///
-/// It also keeps the entry's SHA-256 running, when asked to: after each commit it hashes the
-/// newly committed bytes that extend the contiguous prefix from offset 0, read back from the page
-/// cache. So a whole-file download is hashed while it streams, on this queue's thread rather than
-/// the fetch loop's, and completion needs no second pass over the file.
+/// It also keeps the entry's SHA-256 running, when asked to, on a queue of its own (in parallel
+/// with the fsyncs): the fetch loop hands it a copy of each block it writes (`feedDigest`), and
+/// after each commit whatever extends the hashed prefix from offset 0 and was not fed (a resumed
+/// entry's cached part, blocks skipped while the hasher was behind) is read back from `data`. So a
+/// whole-file download is hashed from the bytes as they arrive, not read back, and completion
+/// needs no second pass over the file. (Read back from the page cache after each commit, the
+/// digest cost 1.04 s of CPU and 0.7 s of wall on a 1 GiB download; Docs/performance.md.)
 final class Checkpointer: @unchecked Sendable {
-    // @unchecked: `digest` is touched only on `queue`; everything else is immutable or in `state`.
+    // @unchecked: `digest` is touched only on `digestQueue`; everything else is immutable, in
+    // `state`, or atomic.
     let queue: DispatchQueue
+    private let digestQueue: DispatchQueue
+    /// The running digest is on (the loop reads it to decide whether to copy blocks for it).
+    private let feeding = Atomic<Bool>(false)
+    /// Buffers for the copies handed to the hasher: at most `feedBuffers` of `feedBufferSize`,
+    /// allocated as needed and reused (no allocation per block), so a slow hasher costs a
+    /// read-back later rather than memory now.
+    private let feedLock = NSLock()
+    // Guarded by `feedLock`.
+    private var feedFree: [UnsafeMutableRawBufferPointer] = []
+    private var feedAllocated = 0
+    static let feedBuffers = 4
+    static let feedBufferSize = 256 << 10
     private let catalog: Catalog
     let key: String
     private let url: String
@@ -48,6 +64,7 @@ final class Checkpointer: @unchecked Sendable {
         self.url = url
         self.data = data
         self.queue = DispatchQueue(label: "vcache.checkpoint")
+        self.digestQueue = DispatchQueue(label: "vcache.digest")
         var s = State(committed: committed)
         if let previous {
             previous.drain()
@@ -124,7 +141,7 @@ final class Checkpointer: @unchecked Sendable {
                 s.committed = all
                 for r in batch.ranges { s.inFlight.remove(r) }
             }
-            advanceDigest(over: all)
+            digestQueue.async { [self] in advanceDigest(over: all) }
             onCommit()
             return true
         } catch {
@@ -139,12 +156,48 @@ final class Checkpointer: @unchecked Sendable {
 
     /// Keep (or stop keeping) the running digest; set when this run can complete the video.
     func streamDigest(_ on: Bool) {
-        queue.async { [self] in
-            if !on || BenchSwitches.noDigest { digest = nil } else if digest == nil { digest = (SHA256Digest(), 0) }
+        let on = on && !BenchSwitches.noDigest
+        feeding.store(on, ordering: .relaxed)
+        digestQueue.async { [self] in
+            if !on { digest = nil } else if digest == nil { digest = (SHA256Digest(), 0) }
         }
     }
 
-    /// On the queue: hash whatever extends the contiguous prefix from 0 within `covered`.
+    /// From the fetch loop, right after `bytes` were written at `offset`: a copy goes to the
+    /// hasher, which uses it when it extends the hashed prefix (and drops it otherwise: those
+    /// bytes are read back once committed). Skipped while the hasher is more than
+    /// `maxFedBacklog` behind.
+    func feedDigest(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+        guard feeding.load(ordering: .relaxed), bytes.count <= Self.feedBufferSize else { return }
+        feedLock.lock()
+        var buffer = feedFree.popLast()
+        if buffer == nil && feedAllocated < Self.feedBuffers {
+            feedAllocated += 1
+            buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.feedBufferSize, alignment: 64)
+        }
+        feedLock.unlock()
+        guard let buffer else { return }  // the hasher is behind: these bytes are read back later
+        buffer.copyMemory(from: bytes)
+        let count = bytes.count
+        nonisolated(unsafe) let copy = buffer
+        digestQueue.async { [self] in
+            if let d = digest, d.through == offset {
+                d.hasher.update(UnsafeRawBufferPointer(rebasing: copy[0..<count]))
+                digest = (d.hasher, offset + Int64(count))
+            }
+            feedLock.lock()
+            feedFree.append(copy)
+            feedLock.unlock()
+        }
+    }
+
+    deinit {
+        // Every queued hash holds a reference to this checkpointer: all buffers are back.
+        for b in feedFree { b.deallocate() }
+    }
+
+    /// On the digest queue: hash whatever extends the contiguous prefix from 0 within `covered`
+    /// and was not fed, read back from `data` (committed, so durable and final).
     private func advanceDigest(over covered: RangeSet) {
         guard let d = digest else { return }
         let end = covered.contiguousEnd(from: d.through)
@@ -162,10 +215,13 @@ final class Checkpointer: @unchecked Sendable {
     func finalDigest(length: Int64) throws -> String {
         dispatchPrecondition(condition: .onQueue(queue))
         if BenchSwitches.noDigest { return String(repeating: "0", count: 64) }
-        let d = digest ?? (SHA256Digest(), 0)
-        digest = nil
-        try d.hasher.update(from: data, ByteRange(min(d.through, length), length))
-        return d.hasher.finalize()
+        return try digestQueue.sync { [self] in
+            let d = digest ?? (SHA256Digest(), 0)
+            digest = nil
+            feeding.store(false, ordering: .relaxed)
+            try d.hasher.update(from: data, ByteRange(min(d.through, length), length))
+            return d.hasher.finalize()
+        }
     }
 
     /// Waits for every submitted batch to be committed.

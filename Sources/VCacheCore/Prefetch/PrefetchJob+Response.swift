@@ -165,6 +165,7 @@ extension PrefetchJob {
         } catch {
             return PrefetchError(error)
         }
+        checkpointer?.feedDigest(bytes, at: offset)
         let range = ByteRange(offset, offset + Int64(bytes.count))
         pending.insert(range)
         pendingBytes += range.count
