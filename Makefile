@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev 
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl
 BENCH_DEPS  := time aria2
 
-.PHONY: all build test demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz
+.PHONY: all build test demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build
 
 all: build
 
@@ -96,14 +96,16 @@ bench-quick: deps-test
 # New inputs go to .build/fuzz/corpus-*; a crash leaves its input in .build/fuzz and fails.
 FUZZ_SECONDS ?= 60
 FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift \
-                Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift
-fuzz:
+                Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift \
+                Sources/VCacheCore/Support/BenchSwitches.swift
+fuzz-build:
 	@mkdir -p .build/fuzz
 	@for t in Walker Mapper; do \
 	  echo "building fuzz-$$t"; \
 	  swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Fuzz$$t $(FUZZ_SOURCES) Tests/Fuzz/$$t.swift \
 	    -o .build/fuzz/fuzz-$$t || exit 1; \
 	done
+fuzz: fuzz-build
 	@for t in Walker Mapper; do \
 	  mkdir -p .build/fuzz/corpus-$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
