@@ -1,9 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 import Testing
-@testable import VCacheCore
+@testable import vcache
 
-/// `serve` refuses libmicrohttpd's TCP_CORK (HTTPServer.swift says why): in this process a
+/// `serve` refuses libmicrohttpd's TCP_CORK (NoCork.swift says why): in the vcache process a
 /// setsockopt(TCP_CORK) succeeds and leaves the socket uncorked, while every other option still
 /// reaches the C library.
 @Suite struct SocketOptionTests {
