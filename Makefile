@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev 
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl
 BENCH_DEPS  := time aria2
 
-.PHONY: all build test demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build
+.PHONY: all build test demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run
 
 all: build
 
@@ -105,7 +105,9 @@ fuzz-build:
 	  swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Fuzz$$t $(FUZZ_SOURCES) Tests/Fuzz/$$t.swift \
 	    -o .build/fuzz/fuzz-$$t || exit 1; \
 	done
-fuzz: fuzz-build
+fuzz: fuzz-build fuzz-run
+# Runs the fuzzers fuzz-build made (CI builds them as a step that must pass, then runs them).
+fuzz-run:
 	@for t in Walker Mapper; do \
 	  mkdir -p .build/fuzz/corpus-$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
