@@ -80,9 +80,9 @@ public final class SHA256Digest {
         return String(decoding: chars, as: UTF8.self)
     }
 
-    /// Reads `range` of `file` (1 MiB at a time, pread) into the digest.
+    /// Reads `range` of `file` (256 KiB at a time, pread) into the digest.
     public func update(from file: RawFile, _ range: ByteRange) throws {
-        let chunk = 1 << 20
+        let chunk = 256 << 10
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
         var offset = range.lowerBound
