@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import VCacheCore
 import VCacheTestSupport
@@ -24,6 +25,30 @@ import VCacheTestSupport
         #expect(e.etag == "\"e\"")
         #expect(try c.storedRanges(key: "k").map { [$0.start, $0.end] } == [[0, 200], [500, 600]])
         #expect(try c.allEntries().count == 1)
+    }
+
+    /// Group commit: eight threads committing at once (as eight downloads' checkpoints do) share
+    /// transactions, and every caller gets back a range set holding its own update, and all of
+    /// them land.
+    @Test func concurrentCommitsAllLandAndEachCallerSeesItsOwn() throws {
+        let c = try Catalog(path: dir.file("g.db"))
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { t in
+            for i in 0..<50 {
+                let r = ByteRange(Int64(i) * 10, Int64(i) * 10 + 5)
+                do {
+                    let all = try c.commit(update("k\(t)", [r]))
+                    if !all.contains(r) { failures.withLock { $0.append("k\(t) \(i): \(all)") } }
+                } catch {
+                    failures.withLock { $0.append("k\(t) \(i): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty)
+        for t in 0..<8 {
+            let e = try #require(try c.entry(key: "k\(t)"))
+            #expect(e.ranges.ranges.count == 50 && e.cachedBytes == 250)
+        }
     }
 
     @Test func invalidationDropsRangesCompletionAndDigest() throws {
