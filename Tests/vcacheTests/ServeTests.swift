@@ -166,6 +166,75 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(origin.url("/eight.mp4"))?.sha256 == TestBytes.sha256(body))
     }
 
+    /// Two players on one cold video, far apart (a player reading from the start, another that
+    /// seeks to the second half): the second gets a storing job of its own, the first job stops
+    /// where the second began, so both spans are kept and no byte is fetched twice.
+    @Test(.timeLimit(.minutes(1)))
+    func twoPlayersFarApartBothKeepTheirSpansAndNoByteIsFetchedTwice() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(16 << 20, seed: 95)
+        origin.setResource("/two.mp4", .init(body: body, etag: "\"two\""))
+        origin.throttle("/two.mp4", to: 8 << 20)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin.url("/two.mp4"))
+        let first = Mutex8()
+        let done = DispatchSemaphore(value: 0)
+        let whole = dir.file("whole.bin")
+        DispatchQueue.global().async {
+            let r = try? Tool.run("/usr/bin/curl", ["-s", "-o", whole, url])
+            first.set(0, r?.status == 0 ? TestBytes.sha256(file: whole) : nil)
+            done.signal()
+        }
+        #expect(origin.waitUntilServed("/two.mp4", atLeast: 2 << 20))
+        let second = try curl(["-r", "\(8 << 20)-", url])
+        done.wait()
+        #expect(second.status == 206)
+        #expect(TestBytes.sha256(second.body) == TestBytes.sha256(body[(8 << 20)...]))
+        #expect(first.get(0) == TestBytes.sha256(body))
+        // Streamed unstored, the second half would have come twice (8 MiB); what is left is what
+        // was in flight when the first job stopped.
+        #expect(origin.bytesServedTwice("/two.mp4") <= 512 << 10, "\(origin.bytesServedTwice("/two.mp4")) bytes twice")
+        serve.stop()
+        let entry = try CacheInspector(directory: cache).entry(origin.url("/two.mp4"))
+        #expect(entry?.sha256 == TestBytes.sha256(body))
+    }
+
+    /// The same two players while the video changes on the origin: whatever the players get, the
+    /// cache afterwards claims only bytes of the version it records (two jobs sharing the entry
+    /// never drop a version under each other).
+    @Test(.timeLimit(.minutes(1)))
+    func aVideoChangingUnderTwoStoringJobsLeavesTheCacheTrue() throws {
+        let origin = try TestOrigin()
+        let old = TestBytes.make(16 << 20, seed: 96), new = TestBytes.make(16 << 20, seed: 97)
+        origin.setResource("/ch.mp4", .init(body: old, etag: "\"v1\""))
+        origin.throttle("/ch.mp4", to: 8 << 20)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin.url("/ch.mp4"))
+        let group = DispatchGroup()
+        for (i, range) in ["0-", "\(8 << 20)-"].enumerated() {
+            if i == 1 { #expect(origin.waitUntilServed("/ch.mp4", atLeast: 2 << 20)) }
+            DispatchQueue.global().async(group: group) {
+                _ = try? Tool.run("/usr/bin/curl", ["-s", "-o", dir.file("ch\(i).bin"), "-r", range, url])
+            }
+        }
+        #expect(origin.waitUntilServed("/ch.mp4", atLeast: 4 << 20))
+        origin.setResource("/ch.mp4", .init(body: new, etag: "\"v2\""))
+        group.wait()
+        // A player asking again gets bytes of one version, never a mix: all of them, or a
+        // response cut short when the change is found mid-way (the player then asks again).
+        let againPath = dir.file("again.bin")
+        let again = try Tool.run("/usr/bin/curl", ["-s", "-o", againPath, url])
+        let got = (try? Data(contentsOf: URL(fileURLWithPath: againPath))) ?? Data()
+        #expect(got == old.prefix(got.count) || got == new.prefix(got.count), "a mix of versions")
+        if again.status == 0 { #expect(got.count == old.count) }
+        serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        let entry = try #require(try inspector.entry(origin.url("/ch.mp4")))
+        let version = entry.etag == "\"v2\"" ? new : old
+        #expect(try inspector.verifyClaims(origin.url("/ch.mp4"), origin: version).mismatch == nil, "etag \(entry.etag ?? "-")")
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
     @Test func hostileRequestsAreRefusedAndTheServerKeepsServing() throws {
         let nginx = try Nginx()
         let body = try Fixtures.data("moov-at-front.mp4")

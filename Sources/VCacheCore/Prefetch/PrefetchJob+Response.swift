@@ -23,6 +23,10 @@ extension PrefetchJob {
             beginWriting(at: offset, limit: limit)
             return .proceed
         case .replace(let offset, let limit, let v, let reason):
+            guard mayDropVersion() else {
+                transferFailure = .lockBusy
+                return .stop
+            }
             if let type = head.contentType { contentType = type }
             dropVersion(to: v, reason: reason) { [self] in
                 // Still held (a body is waiting): write it where the verdict said.
@@ -34,6 +38,10 @@ extension PrefetchJob {
             return .hold
         case .learnLength(let v, let drop):
             if drop {
+                guard mayDropVersion() else {
+                    transferFailure = .lockBusy
+                    return .stop
+                }
                 dropVersion(to: v, reason: "its length changed") {}
             } else {
                 adopt(v, contentType: nil)
@@ -81,6 +89,7 @@ extension PrefetchJob {
             }
         }, then: { [self] outcome in
             dropping = false
+            options.sharedLock?.endExclusive()
             guard result == nil else { return }
             switch outcome {
             case .success(let fresh):
@@ -126,7 +135,8 @@ extension PrefetchJob {
     func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
         guard let data else { return false }
         var count = bytes.count
-        if let limit = writeLimit {
+        let limit = min(writeLimit ?? .max, options.stopAt?() ?? .max)
+        if limit < .max {
             if writeOffset >= limit {
                 stoppedAtLimit = true
                 return false

@@ -104,16 +104,19 @@ final class PrefetchJob: TransferDelegate {
     private func acquireLock() {
         guard !fetcher.isStopped, result == nil else { return }
         do {
-            guard let lock = try store.tryLockWriter(key: key) else {
-                guard options.waitForLock else { return finish(.lockBusy) }
-                if !reportedWaiting {
-                    reportedWaiting = true
-                    emit(.waitingForLock(url: item.url))
+            // With a shared lock the caller holds the entry for this job (and others).
+            if options.sharedLock == nil {
+                guard let lock = try store.tryLockWriter(key: key) else {
+                    guard options.waitForLock else { return finish(.lockBusy) }
+                    if !reportedWaiting {
+                        reportedWaiting = true
+                        emit(.waitingForLock(url: item.url))
+                    }
+                    fetcher.after(0.05) { [self] in acquireLock() }
+                    return
                 }
-                fetcher.after(0.05) { [self] in acquireLock() }
-                return
+                self.lock = lock
             }
-            self.lock = lock
             let data = try store.openDataForWriting(key: key)
             self.data = data
             // Read only now, under the lock: another writer may have filled it meanwhile.
@@ -136,6 +139,7 @@ final class PrefetchJob: TransferDelegate {
             }
             if !heldFromThisRunOnly && !validators.hasStrongValidator && plan() != nil {
                 // Parts without a strong validator are never combined across runs.
+                guard mayDropVersion() else { return finish(.lockBusy) }
                 return dropVersion(to: validators, reason: "the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones") { [self] in
                     nextRequest()
                 }
@@ -151,8 +155,14 @@ final class PrefetchJob: TransferDelegate {
     func targetRanges(length: Int64) -> RangeSet {
         var all = RangeSet(requests.compactMap { $0.resolve(length: length) })
         all.formUnion(mp4Ranges)
+        // Another job took over the rest of this one's span.
+        if let stop = options.stopAt?(), stop < length { all.remove(ByteRange(max(0, stop), length)) }
         return all
     }
+
+    /// Whether this job may drop the entry's version now: always, unless it shares the entry's
+    /// lock with other jobs (then only when it is alone; see SharedWriterLock).
+    func mayDropVersion() -> Bool { options.sharedLock?.beginExclusive() ?? true }
 
     /// Everything held: committed, on its way to the catalog, or just written.
     var held: RangeSet {

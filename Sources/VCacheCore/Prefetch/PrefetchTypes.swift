@@ -75,6 +75,12 @@ public struct PrefetchOptions: Sendable {
     /// Told of every span written to an entry's `data` as it is written (before its checkpoint):
     /// `serve` hands those bytes to the players waiting for them. Called on the fetch loop.
     public var onWrite: (@Sendable (_ key: String, _ range: ByteRange) -> Void)?
+    /// The entry's writer lock, already held by the caller and shared with other jobs on the same
+    /// entry (`serve`); the job neither takes nor releases a lock of its own.
+    public var sharedLock: SharedWriterLock?
+    /// Where the job must stop writing, read as it goes (`serve` moves it when another job takes
+    /// over the rest of the span); nil: no such limit.
+    public var stopAt: (@Sendable () -> Int64)?
     /// Emit `.trace` events: request and response heads, and the decisions taken on them.
     public var verbose = false
 

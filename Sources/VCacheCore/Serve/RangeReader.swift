@@ -69,18 +69,16 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 if fromSnapshot > p { fromCache.add(Int64(n), ordering: .relaxed) } else { fromOrigin.add(Int64(n), ordering: .relaxed) }
                 return n
             }
-            if let w = board.writer, !w.finished {
-                if data != nil && w.start <= p && p < w.end && p <= w.position + ReadThrough.waitWindow {
-                    // The storing job will write these bytes soon: wait for them, not fetch them twice.
-                    _ = board.cond.wait(until: Date().addingTimeInterval(1))
-                    board.cond.unlock()
-                    if closed.load(ordering: .relaxed) { return nil }
-                    continue
-                }
+            if data != nil, board.writers.contains(where: { !$0.finished && $0.start <= p && p < $0.effectiveEnd && p <= $0.position + ReadThrough.waitWindow }) {
+                // A storing job will write these bytes soon: wait for them, not fetch them twice.
+                _ = board.cond.wait(until: Date().addingTimeInterval(1))
                 board.cond.unlock()
-                return startDirect(at: p, into: buffer, want: want)
+                if closed.load(ordering: .relaxed) { return nil }
+                continue
             }
-            if data == nil || writersStarted >= 2 {
+            // Otherwise a job of its own for the bytes from here (one that covers them but is far
+            // behind hands them over), or, when none can start, the origin unstored.
+            if data == nil || writersStarted >= 3 {
                 board.cond.unlock()
                 return startDirect(at: p, into: buffer, want: want)
             }
@@ -117,16 +115,18 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         // The last reader left: what is still to fetch is not worth it for nobody (a player that
         // seeks away leaves no download behind). A job with at most 1 MiB left finishes: its last
         // checkpoint, and the digest when the entry is now complete.
-        var stop: (() -> Void)?
-        if board.readers == 0, let w = board.writer, w.position < w.end {
-            var left = RangeSet([ByteRange(w.position, w.end)])
-            for r in cached.ranges { left.remove(r) }
-            for r in board.written.ranges { left.remove(r) }
-            if left.count > ReadThrough.waitWindow { stop = w.stop }
+        var stops: [() -> Void] = []
+        if board.readers == 0 {
+            for w in board.writers where w.position < w.effectiveEnd {
+                var left = RangeSet([ByteRange(w.position, w.effectiveEnd)])
+                for r in cached.ranges { left.remove(r) }
+                for r in board.written.ranges { left.remove(r) }
+                if left.count > ReadThrough.waitWindow { stops.append(w.stop) }
+            }
         }
         board.cond.broadcast()
         board.cond.unlock()
-        stop?()
+        for s in stops { s() }
         data?.close()
     }
 }

@@ -4,11 +4,11 @@ import Synchronization
 /// Any byte range of a video, read through the cache: cached spans straight from `data`, missing
 /// spans fetched from the origin and handed over as they arrive. What is fetched is stored by a
 /// prefetch job (the same writer lock, checkpoints and `ResponseJudge` rules as `prefetch`; no
-/// second copy of them), one per entry at a time in this process: a reader that needs bytes that
-/// job is about to write waits for them instead of fetching them again (ExoPlayer's hole locking,
-/// across readers). A reader that needs bytes elsewhere while that job runs, or whose entry
-/// another process is writing, streams its span from the origin without storing it
-/// (`DirectStream`), so playback never waits behind another reader or a cron batch.
+/// second copy of them). A reader that needs bytes a job is about to write waits for them instead
+/// of fetching them again (ExoPlayer's hole locking, across readers); a reader far from every
+/// job gets a job of its own, on a span no other job fetches (`startWriter`). A reader whose
+/// entry another process is writing streams its span from the origin without storing it
+/// (`DirectStream`), so playback never waits behind a cron batch.
 ///
 /// Memory stays bounded whatever the range: bytes go from the origin to `data` to the player.
 public final class ReadThrough: Sendable {
@@ -45,10 +45,10 @@ public final class ReadThrough: Sendable {
         for board in all {
             board.cond.lock()
             board.closing = true
-            let stop = board.writer?.stop
+            let stops = board.writers.map(\.stop)
             board.cond.broadcast()
             board.cond.unlock()
-            stop?()
+            for stop in stops { stop() }
         }
     }
 
@@ -154,20 +154,46 @@ public final class ReadThrough: Sendable {
         return cap - usage
     }
 
-    /// Starts the entry's storing job for `span` on its own thread, limited to what fits under
-    /// the cap; false when nothing fits (the reader then streams without storing). The board's
-    /// lock is held.
+    /// Starts a storing job for the bytes from `wanted.lowerBound` on its own thread, limited to
+    /// what fits under the cap; false when none can start (the reader then streams without
+    /// storing). Jobs of one entry never fetch the same byte: a job whose span covers that point
+    /// but is far behind it stops there and the new job takes over the rest of its span, and the
+    /// new job stops where a later one began. They share the entry's writer lock (taken here if
+    /// no job holds it; another process holding it means no job). The board's lock is held.
     func startWriter(_ board: EntryBoard, video: Video, span wanted: ByteRange) -> Bool {
-        var span = wanted
-        if let room = room(for: video.key, wanted: wanted.count) {
+        let p = wanted.lowerBound
+        var end = wanted.upperBound
+        let active = board.writers.filter { !$0.finished }
+        let overtaken = active.filter { $0.start <= p && p < $0.effectiveEnd }
+        for w in overtaken { end = max(end, w.effectiveEnd) }
+        for w in active where w.start > p { end = min(end, w.start) }
+        guard end > p else { return false }
+        var span = ByteRange(p, end)
+        if var room = room(for: video.key, wanted: span.count) {
+            // What the running jobs are still to store is not in the catalog's usage yet: count
+            // their whole spans (what they stored already is then counted twice: the cap errs
+            // on the safe side).
+            for w in active where !overtaken.contains(where: { $0 === w }) { room -= w.effectiveEnd - w.start }
+            for w in overtaken { room -= p - w.start }
             guard room >= 64 << 10 else { return false }
-            span = ByteRange(wanted.lowerBound, min(wanted.upperBound, wanted.lowerBound + room))
+            span = ByteRange(p, min(end, p + room))
         }
+        let shared: SharedWriterLock
+        if let s = board.shared, s.join() {
+            shared = s
+        } else {
+            guard let lock = try? store.tryLockWriter(key: video.key) else { return false }
+            shared = SharedWriterLock(lock)
+            _ = shared.join()
+            board.shared = shared
+        }
+        for w in overtaken { w.limit.store(p, ordering: .relaxed) }
         let writer = EntryBoard.Writer(start: span.lowerBound, end: span.upperBound)
-        board.writer = writer
+        board.writers.append(writer)
         let generation = board.generation
         var o = options
-        o.waitForLock = false  // another process writing: stream instead of waiting behind it
+        o.sharedLock = shared
+        o.stopAt = { writer.limit.load(ordering: .relaxed) }
         o.maxSize = nil        // the room was made above; the job stores no more than fits
         o.onWrite = { [board] _, r in
             board.cond.lock()
@@ -197,9 +223,10 @@ public final class ReadThrough: Sendable {
             board.cond.lock()
             writer.finished = true
             writer.error = result.error
-            if board.writer === writer { board.writer = nil }
+            board.writers.removeAll { $0 === writer }
             board.cond.broadcast()
             board.cond.unlock()
+            shared.leave()
             if result.error == nil { try? store.catalog.touch(key: video.key) }
         }
         return true
@@ -214,7 +241,10 @@ final class EntryBoard: @unchecked Sendable {
     /// Held while a video's head is fetched to open it (one opener per entry).
     let opening = NSLock()
     var written = RangeSet()
-    var writer: Writer?
+    /// This process's storing jobs on the entry, on disjoint spans.
+    var writers: [Writer] = []
+    /// The entry's writer lock while any of them runs.
+    var shared: SharedWriterLock?
     var generation = 0
     /// The server is stopping: readers give up.
     var closing = false
@@ -225,13 +255,17 @@ final class EntryBoard: @unchecked Sendable {
         // @unchecked: guarded by the board's `cond`, like the board.
         let start: Int64
         let end: Int64
+        /// Where it stops: `end`, or where a later job took over the rest (read by the job).
+        let limit: Atomic<Int64>
         var position: Int64
         var finished = false
         var error: PrefetchError?
         var stop: () -> Void = {}
+        var effectiveEnd: Int64 { min(end, limit.load(ordering: .relaxed)) }
         init(start: Int64, end: Int64) {
             self.start = start
             self.end = end
+            limit = Atomic(end)
             position = start
         }
     }
