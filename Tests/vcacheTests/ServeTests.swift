@@ -147,13 +147,18 @@ import VCacheTestSupport
         #expect(serve.log.contains { $0.contains("refused.mp4") && $0.contains(" 502 ") })
     }
 
-    @Test func eightPlayersOnOneColdVideoGetExactBytesAndTheOriginSendsEachByteOnce() throws {
+    /// A cold video on an in-process origin sending 8 MiB/s, and a proxy in front of it.
+    func coldThrottledVideo(_ path: String, _ body: Data, etag: String) throws -> (origin: TestOrigin, serve: ServeProcess, url: String) {
         let origin = try TestOrigin()
-        let body = TestBytes.make(6 << 20, seed: 91)
-        origin.setResource("/eight.mp4", .init(body: body, etag: "\"8\""))
-        origin.throttle("/eight.mp4", to: 8 << 20)
+        origin.setResource(path, .init(body: body, etag: etag))
+        origin.throttle(path, to: 8 << 20)
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let url = serve.url(origin.url("/eight.mp4"))
+        return (origin, serve, serve.url(origin.url(path)))
+    }
+
+    @Test func eightPlayersOnOneColdVideoGetExactBytesAndTheOriginSendsEachByteOnce() throws {
+        let body = TestBytes.make(6 << 20, seed: 91)
+        let (origin, serve, url) = try coldThrottledVideo("/eight.mp4", body, etag: "\"8\"")
         let results = Mutex8()
         DispatchQueue.concurrentPerform(iterations: 8) { i in
             let out = dir.file("p\(i).bin")
@@ -171,12 +176,8 @@ import VCacheTestSupport
     /// where the second began, so both spans are kept and no byte is fetched twice.
     @Test(.timeLimit(.minutes(1)))
     func twoPlayersFarApartBothKeepTheirSpansAndNoByteIsFetchedTwice() throws {
-        let origin = try TestOrigin()
         let body = TestBytes.make(16 << 20, seed: 95)
-        origin.setResource("/two.mp4", .init(body: body, etag: "\"two\""))
-        origin.throttle("/two.mp4", to: 8 << 20)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let url = serve.url(origin.url("/two.mp4"))
+        let (origin, serve, url) = try coldThrottledVideo("/two.mp4", body, etag: "\"two\"")
         let first = Mutex8()
         let done = DispatchSemaphore(value: 0)
         let whole = dir.file("whole.bin")
@@ -204,12 +205,8 @@ import VCacheTestSupport
     /// never drop a version under each other).
     @Test(.timeLimit(.minutes(1)))
     func aVideoChangingUnderTwoStoringJobsLeavesTheCacheTrue() throws {
-        let origin = try TestOrigin()
         let old = TestBytes.make(16 << 20, seed: 96), new = TestBytes.make(16 << 20, seed: 97)
-        origin.setResource("/ch.mp4", .init(body: old, etag: "\"v1\""))
-        origin.throttle("/ch.mp4", to: 8 << 20)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let url = serve.url(origin.url("/ch.mp4"))
+        let (origin, serve, url) = try coldThrottledVideo("/ch.mp4", old, etag: "\"v1\"")
         let group = DispatchGroup()
         for (i, range) in ["0-", "\(8 << 20)-"].enumerated() {
             if i == 1 { #expect(origin.waitUntilServed("/ch.mp4", atLeast: 2 << 20)) }
