@@ -108,6 +108,21 @@ import VCacheTestSupport
         #expect(obj["problems"] as? [String] == ["another vcache process is writing it"])
     }
 
+    /// An entry whose folder is gone is reported as it is: checking makes no folder (only --fix,
+    /// which takes the writer lock, may), and --fix then drops its claims.
+    @Test func aMissingEntryFolderIsReportedWithoutBeingMade() throws {
+        let (url, _, data) = try cached("/gone.mp4", TestBytes.make(50_000, seed: 88))
+        let folder = (data as NSString).deletingLastPathComponent
+        try FileManager.default.removeItem(atPath: folder)
+        let r = try vcache(["verify"])
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("problem  \(url)  its data file is missing"))
+        #expect(!FileManager.default.fileExists(atPath: folder))
+        #expect(try vcache(["verify", "--fix"]).status == 1)
+        #expect(try vcache(["verify"]).status == 0)
+        #expect(try CacheInspector(directory: cache).entry(url)?.cachedBytes == 0)
+    }
+
     @Test func fixRemovesOrphanFoldersAndJSONSaysSo() throws {
         let (url, _, _) = try cached("/o.mp4", TestBytes.make(100_000, seed: 86))
         let orphan = String(repeating: "ab", count: 32)

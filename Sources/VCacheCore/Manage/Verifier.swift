@@ -60,6 +60,23 @@ public struct Verifier {
     private func verifyEntry(_ listed: CacheEntry, origin: OriginProbe.Answer?, fix: Bool) -> EntryReport {
         var report = EntryReport(key: listed.key, url: listed.latestURL, state: .ok, problems: [], actions: [])
         testPause("verify-before-lock", listed.key)
+        // No folder: no writer and no `data`. Without --fix that is reported as it is, rather than
+        // making the folder to lock it (checking does not change the cache).
+        if !fix && FileSystem.status(store.entryDirectory(listed.key)) == nil {
+            do {
+                guard let e = try store.catalog.entry(key: listed.key) else {
+                    report.state = .skipped
+                    report.problems.append("evicted while verifying")
+                    return report
+                }
+                report.url = e.latestURL
+                _ = try check(e, into: &report)
+            } catch {
+                report.problems.append("\(error)")
+            }
+            if !report.problems.isEmpty { report.state = .problem }
+            return report
+        }
         guard let lock = try? store.tryLockWriter(key: listed.key) else {
             report.state = .skipped
             report.problems.append("another vcache process is writing it")
