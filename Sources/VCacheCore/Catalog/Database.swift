@@ -91,17 +91,9 @@ public final class Database: Sendable {
     /// and a busy catalog is waited for by the busy timeout, not failed mid-way). Rolls back on throw.
     @discardableResult
     public func write<T>(_ body: (Connection) throws -> T) throws -> T {
-        try lock.withLock { _ in
-            try Self.begin(connection, busyTimeout)
-            do {
-                let result = try body(connection)
-                try connection.execute("COMMIT")
-                return result
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
-            }
-        }
+        var result: T?
+        try lock.withLock { _ in try Self.transaction(connection, busyTimeout) { result = try body(connection) } }
+        return result!
     }
 
     /// Runs `body` holding the connection's lock, outside any transaction; the `transaction` it
@@ -110,23 +102,22 @@ public final class Database: Sendable {
     public func locked<T: Sendable>(_ body: (Connection, _ transaction: (() throws -> Void) throws -> Void) throws -> T) throws -> T {
         try lock.withLock { _ in
             let c = connection, timeout = busyTimeout
-            return try body(c) { work in
-                try Self.begin(c, timeout)
-                do {
-                    try work()
-                    try c.execute("COMMIT")
-                } catch {
-                    try? c.execute("ROLLBACK")
-                    throw error
-                }
-            }
+            return try body(c) { work in try Self.transaction(c, timeout, work) }
         }
     }
 
-    /// BEGIN IMMEDIATE waits in the busy handler; a rare immediate BUSY (lock upgrade deadlock
-    /// avoidance, WAL recovery) is retried here.
-    private static func begin(_ c: Connection, _ timeout: Duration) throws {
+    /// `work` between BEGIN IMMEDIATE and COMMIT, rolled back on throw. BEGIN IMMEDIATE waits in
+    /// the busy handler; a rare immediate BUSY (lock upgrade deadlock avoidance, WAL recovery) is
+    /// retried here. Called with `lock` held.
+    private static func transaction(_ c: Connection, _ timeout: Duration, _ work: () throws -> Void) throws {
         try retryingBusy(for: timeout) { try c.execute("BEGIN IMMEDIATE") }
+        do {
+            try work()
+            try c.execute("COMMIT")
+        } catch {
+            try? c.execute("ROLLBACK")
+            throw error
+        }
     }
 
     /// Runs `body` with the connection outside an explicit transaction (each statement its own snapshot),
