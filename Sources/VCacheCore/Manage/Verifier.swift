@@ -60,33 +60,24 @@ public struct Verifier {
     private func verifyEntry(_ listed: CacheEntry, origin: OriginProbe.Answer?, fix: Bool) -> EntryReport {
         var report = EntryReport(key: listed.key, url: listed.latestURL, state: .ok, problems: [], actions: [])
         testPause("verify-before-lock", listed.key)
-        // No folder: no writer and no `data`. Without --fix that is reported as it is, rather than
+        // No folder: no writer and no `data`. Without --fix it is checked as it is, rather than
         // making the folder to lock it (checking does not change the cache).
+        let lock: EntryLock?
         if !fix && FileSystem.status(store.entryDirectory(listed.key)) == nil {
-            do {
-                guard let e = try store.catalog.entry(key: listed.key) else {
-                    report.state = .skipped
-                    report.problems.append("evicted while verifying")
-                    return report
-                }
-                report.url = e.latestURL
-                _ = try check(e, into: &report)
-            } catch {
-                report.problems.append("\(error)")
+            lock = nil
+        } else {
+            guard let held = try? store.tryLockWriter(key: listed.key) else {
+                report.state = .skipped
+                report.problems.append("another vcache process is writing it")
+                return report
             }
-            if !report.problems.isEmpty { report.state = .problem }
-            return report
+            lock = held
         }
-        guard let lock = try? store.tryLockWriter(key: listed.key) else {
-            report.state = .skipped
-            report.problems.append("another vcache process is writing it")
-            return report
-        }
-        defer { lock.release() }
+        defer { lock?.release() }
         do {
             guard let e = try store.catalog.entry(key: listed.key) else {
-                // Evicted meanwhile; the folder tryLockWriter made is an empty orphan.
-                store.removeFiles(key: listed.key)
+                // Evicted meanwhile; a folder tryLockWriter made is an empty orphan.
+                if lock != nil { store.removeFiles(key: listed.key) }
                 report.state = .skipped
                 report.problems.append("evicted while verifying")
                 return report
