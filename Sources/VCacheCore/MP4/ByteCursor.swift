@@ -49,6 +49,20 @@ struct ByteCursor {
         return (UInt8(v >> 24), v & 0xff_ffff)
     }
 
+    /// A time or duration: 64 bits in a version-1 full box, 32 bits otherwise.
+    mutating func time(version: UInt8) throws -> UInt64 {
+        version == 1 ? try u64() : UInt64(try u32())
+    }
+
+    /// The head `mvhd` and `mdhd` share: a full box, the creation and modification times
+    /// (skipped), the timescale and the duration.
+    mutating func timescaleAndDuration() throws -> (timescale: UInt32, duration: UInt64) {
+        let (version, _) = try fullBox()
+        try skip(version == 1 ? 16 : 8)
+        let timescale = try u32()
+        return (timescale, try time(version: version))
+    }
+
     /// An entry count whose `entrySize`-byte entries must fit in what is left of the box.
     mutating func count(entrySize: Int, what: String) throws -> Int {
         let n = try u32()

@@ -30,7 +30,7 @@ struct MP4Fragment {
                     if flags & 0x08 != 0 { defaultDuration = try c.u32() }
                 case "tfdt":
                     let (version, _) = try c.fullBox()
-                    let t = version == 1 ? try c.u64() : UInt64(try c.u32())
+                    let t = try c.time(version: version)
                     guard t <= UInt64(Int64.max) else { throw c.error("decode time \(t) is out of range") }
                     run.baseDecodeTime = Int64(t)
                 case "trun":

@@ -33,10 +33,7 @@ public struct MP4Movie: Sendable {
             switch child.type {
             case "mvhd":
                 var c = payload(child)
-                let (version, _) = try c.fullBox()
-                try c.skip(version == 1 ? 16 : 8)
-                timescale = try c.u32()
-                duration = version == 1 ? try c.u64() : UInt64(try c.u32())
+                (timescale, duration) = try c.timescaleAndDuration()
             case "trak":
                 tracks.append(try MP4Track(trak: child, walker: walker, payload: payload))
             case "mvex":
@@ -130,7 +127,7 @@ public struct MP4Track: Sendable {
         let n = try c.count(entrySize: version == 1 ? 20 : 12, what: "edit")
         var emptyDuration: UInt64 = 0
         for _ in 0..<n {
-            let segment = version == 1 ? try c.u64() : UInt64(try c.u32())
+            let segment = try c.time(version: version)
             let mediaTime = version == 1 ? try c.i64() : Int64(try c.i32())
             try c.skip(4)  // rate
             if mediaTime == -1 {
@@ -150,10 +147,7 @@ public struct MP4Track: Sendable {
             switch b.type {
             case "mdhd":
                 var c = payload(b)
-                let (version, _) = try c.fullBox()
-                try c.skip(version == 1 ? 16 : 8)
-                timescale = try c.u32()
-                duration = version == 1 ? try c.u64() : UInt64(try c.u32())
+                (timescale, duration) = try c.timescaleAndDuration()
             case "hdlr":
                 var c = payload(b)
                 _ = try c.fullBox()
