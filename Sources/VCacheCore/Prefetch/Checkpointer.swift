@@ -165,8 +165,7 @@ final class Checkpointer: @unchecked Sendable {
 
     /// From the fetch loop, right after `bytes` were written at `offset`: a copy goes to the
     /// hasher, which uses it when it extends the hashed prefix (and drops it otherwise: those
-    /// bytes are read back once committed). Skipped while the hasher is more than
-    /// `maxFedBacklog` behind.
+    /// bytes are read back once committed). Skipped while all `feedBuffers` are with the hasher.
     func feedDigest(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
         guard feeding.load(ordering: .relaxed), bytes.count <= Self.feedBufferSize else { return }
         feedLock.lock()

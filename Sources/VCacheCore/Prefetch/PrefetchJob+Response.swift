@@ -133,7 +133,7 @@ extension PrefetchJob {
     }
 
     func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let data else { return false }
+        guard data != nil else { return false }
         var count = bytes.count
         let limit = min(writeLimit ?? .max, options.stopAt?() ?? .max)
         if limit < .max {
@@ -143,7 +143,6 @@ extension PrefetchJob {
             }
             count = Int(min(Int64(count), limit - writeOffset))
         }
-        _ = data
         // A new response elsewhere in the file: what is staged goes out first.
         if !stage.isEmpty && stage.end != writeOffset, let e = writeStaged() {
             transferFailure = e

@@ -90,9 +90,7 @@ public final class Proxy: Sendable {
         }
         readThrough.markUsed(video.key)
         let body: HTTPServer.Body
-        if request.method == "HEAD" || span.isEmpty {
-            body = .stream(length: span.count, reader)
-        } else if reader.isCached, let data = reader.data {
+        if request.method != "HEAD", !span.isEmpty, reader.isCached, let data = reader.data {
             body = .file(data, offset: span.lowerBound, length: span.count)
         } else {
             body = .stream(length: span.count, reader)

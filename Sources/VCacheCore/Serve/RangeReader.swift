@@ -2,8 +2,9 @@ import Foundation
 import Synchronization
 
 /// One response's bytes: a span of a video, produced in order as the player reads. Cached bytes
-/// come from `data`; missing ones from the entry's storing job (waited for), or, when that job is
-/// busy elsewhere or cannot run, from a `DirectStream` that is not stored. Runs on the
+/// come from `data`; missing ones from a storing job (one about to write them is waited for,
+/// otherwise one is started for them), or, when none can run (another process writes the entry,
+/// or nothing more fits under the cap), from a `DirectStream` that is not stored. Runs on the
 /// connection's thread and may block there (libmicrohttpd's thread-per-connection mode).
 public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     // @unchecked: used by one connection thread at a time; the board has its own lock, and the
@@ -84,7 +85,8 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             }
             writersStarted += 1
             guard owner.startWriter(board, video: video, span: ByteRange(p, range.upperBound)) else {
-                // Nothing more fits under the cap: the rest plays, streamed, not stored.
+                // Another process writes the entry, or nothing more fits under the cap: the rest
+                // plays, streamed, not stored.
                 board.cond.unlock()
                 return startDirect(at: p, into: buffer, want: want)
             }

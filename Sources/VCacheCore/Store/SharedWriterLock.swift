@@ -50,11 +50,4 @@ public final class SharedWriterLock: @unchecked Sendable {
         exclusive = false
         mutex.unlock()
     }
-
-    /// The lock is still held (jobs may join).
-    public var isHeld: Bool {
-        mutex.lock()
-        defer { mutex.unlock() }
-        return lock != nil
-    }
 }

@@ -7,17 +7,6 @@ import Foundation
 
 /// Incremental SHA-256 over the system's crypto library: libcrypto's EVP interface on Linux
 /// (uses the CPU's SHA extensions), CommonCrypto on macOS. Not thread-safe; one owner at a time.
-extension SHA256Digest {
-    /// The crypto library in use, e.g. "OpenSSL 3.0.17 1 Jul 2025".
-    public static var libraryVersion: String {
-        #if canImport(CommonCrypto)
-        return "CommonCrypto"
-        #else
-        return String(cString: OpenSSL_version(OPENSSL_VERSION))
-        #endif
-    }
-}
-
 public final class SHA256Digest {
     #if canImport(CommonCrypto)
     private var context = CC_SHA256_CTX()
@@ -102,4 +91,15 @@ public final class SHA256Digest {
     }
 
     public static func hash(_ string: String) -> String { hash(Data(string.utf8)) }
+}
+
+extension SHA256Digest {
+    /// The crypto library in use, e.g. "OpenSSL 3.0.17 1 Jul 2025".
+    public static var libraryVersion: String {
+        #if canImport(CommonCrypto)
+        return "CommonCrypto"
+        #else
+        return String(cString: OpenSSL_version(OPENSSL_VERSION))
+        #endif
+    }
 }

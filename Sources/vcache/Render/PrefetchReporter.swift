@@ -107,7 +107,7 @@ final class PrefetchReporter {
                 if !urls.isEmpty { log("evicted \(urls.count) least recently used \(urls.count == 1 ? "entry" : "entries") (\(Units.formatSize(freed))) to stay under --max-size") }
                 if overCap { log("warning: the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much") }
             case .quiet:
-                if overCap { console.err("vcache: the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much\n") }
+                if overCap { console.error("the cache uses \(Units.formatSize(usage)), over --max-size, because this run's own entries need that much", kind: "over_cap") }
             }
         case .finished(let r):
             active.removeValue(forKey: r.url)
@@ -127,7 +127,7 @@ final class PrefetchReporter {
             if let e = r.error { o["error"] = FailureInfo(prefetch: e).json }
             console.event(r.error == nil ? "done" : "failed", o)
         case .quiet:
-            if let e = r.error { console.err("vcache: cannot prefetch \(r.url): \(e)\n") }
+            if let e = r.error { console.error(e, context: "cannot prefetch \(r.url)") }
         case .bars, .lines:
             if let e = r.error {
                 clearBars()
