@@ -24,12 +24,26 @@ import VCacheTestSupport
         return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
     }
 
-    @Test func playersRangesHeadAndUnsatisfiableRangesGetExactAnswers() throws {
+    /// A real MP4 fixture published by a fresh nginx, and a proxy in front of it. Keep the value
+    /// for the whole test: the origin stops with its `nginx`.
+    struct ProxiedFixture {
+        let nginx: Nginx
+        let body: Data
+        let origin: String
+        let serve: ServeProcess
+        var url: String { serve.url(origin) }
+    }
+
+    func fixtureBehindProxy(_ fixture: String, as name: String) throws -> ProxiedFixture {
         let nginx = try Nginx()
-        let body = try Fixtures.data("moov-at-end.mp4")
-        let origin = try nginx.publish("clip.mp4", body)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let url = serve.url(origin)
+        let body = try Fixtures.data(fixture)
+        let origin = try nginx.publish(name, body)
+        return ProxiedFixture(nginx: nginx, body: body, origin: origin, serve: try ServeProcess(cacheDir: cache, logDir: dir))
+    }
+
+    @Test func playersRangesHeadAndUnsatisfiableRangesGetExactAnswers() throws {
+        let f = try fixtureBehindProxy("moov-at-end.mp4", as: "clip.mp4")
+        let (body, origin, serve, url) = (f.body, f.origin, f.serve, f.url)
         #expect(try VCacheBinary.run(["url", origin, "--port", "\(serve.port)"], cacheDir: cache).stdout == url + "\n")
 
         let probe = try curl(["-r", "0-1", url])  // AVPlayer's first request
@@ -77,11 +91,8 @@ import VCacheTestSupport
     }
 
     @Test func ffmpegDecodesAColdMoovAtEndVideoThroughTheProxyAndTheCacheKeepsIt() throws {
-        let nginx = try Nginx()
-        let body = try Fixtures.data("moov-at-end.mp4")
-        let origin = try nginx.publish("cold.mp4", body)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let url = serve.url(origin)
+        let f = try fixtureBehindProxy("moov-at-end.mp4", as: "cold.mp4")
+        let (body, origin, serve, url) = (f.body, f.origin, f.serve, f.url)
         let probe = try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", url])
         #expect(String(decoding: probe.out, as: UTF8.self).hasPrefix("10.0"), "\(probe.err)")
         let decode = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", url, "-f", "null", "-"])
@@ -95,11 +106,8 @@ import VCacheTestSupport
     }
 
     @Test func mpvPlaysThreeSecondsAndASeekThroughTheProxy() throws {
-        let nginx = try Nginx()
-        let body = try Fixtures.data("moov-at-end.mp4")
-        let origin = try nginx.publish("mpv.mp4", body)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let url = serve.url(origin)
+        let f = try fixtureBehindProxy("moov-at-end.mp4", as: "mpv.mp4")
+        let (body, origin, serve, url) = (f.body, f.origin, f.serve, f.url)
         let mpv = ["--no-config", "--really-quiet", "--vo=null", "--ao=null", "--untimed"]
         let play = try Tool.run("/usr/bin/mpv", mpv + ["--length=3", url])
         #expect(play.status == 0, "\(play.err)")
@@ -233,10 +241,8 @@ import VCacheTestSupport
     }
 
     @Test func hostileRequestsAreRefusedAndTheServerKeepsServing() throws {
-        let nginx = try Nginx()
-        let body = try Fixtures.data("moov-at-front.mp4")
-        let origin = try nginx.publish("ok.mp4", body)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let f = try fixtureBehindProxy("moov-at-front.mp4", as: "ok.mp4")
+        let (body, origin, serve) = (f.body, f.origin, f.serve)
         #expect(try curl([serve.base + "/../../etc/passwd", "--path-as-is"]).status == 404)
         #expect(try curl([serve.base + "/"]).status == 404)
         #expect(try curl(["-X", "POST", "-d", "x=1", serve.url(origin)]).status == 405)
@@ -322,10 +328,8 @@ extension ServeTests {
     /// 64 slowloris sockets (a header byte at a time, never finished) and 500 connections at once:
     /// a normal request is still answered, and answered afterwards.
     @Test func slowClientsAndAFloodOfConnectionsDoNotStopTheServer() throws {
-        let nginx = try Nginx()
-        let body = try Fixtures.data("moov-at-front.mp4")
-        let origin = try nginx.publish("s.mp4", body)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let f = try fixtureBehindProxy("moov-at-front.mp4", as: "s.mp4")
+        let (body, origin, serve) = (f.body, f.origin, f.serve)
         var slow: [Int32] = []
         for _ in 0..<64 {
             let fd = Sockets.connectLoopback(serve.port)
