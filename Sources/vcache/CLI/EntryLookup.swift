@@ -10,12 +10,18 @@ enum EntryLookup {
         return ((try? store.catalog.entry(key: key)) ?? nil) != nil ? key : nil
     }
 
-    /// Keys for all arguments, or the one-line error naming the first that is not cached.
-    static func keys(for args: [String], store: CacheStore) -> Result<[String], UsageError> {
+    /// An argument that names no cached entry (exit 1, error kind `not_found`).
+    struct NotCached: Error, CustomStringConvertible {
+        var argument: String
+        var description: String { "not in the cache: \(argument); see 'vcache ls'" }
+    }
+
+    /// Keys for all arguments, or the error naming the first that is not cached.
+    static func keys(for args: [String], store: CacheStore) -> Result<[String], NotCached> {
         var keys: [String] = []
         for a in args {
             guard let k = key(for: a, store: store) else {
-                return .failure(UsageError("not in the cache: \(a); see 'vcache ls'"))
+                return .failure(NotCached(argument: a))
             }
             keys.append(k)
         }

@@ -46,6 +46,8 @@ struct FailureInfo {
         case let e as PrefetchError:
             self.init(prefetch: e)
             message = text
+        case is EntryLookup.NotCached:
+            self.init(kind: "not_found", message: text, exitCode: 1)
         case is UsageError:
             self.init(kind: "usage", message: text, exitCode: 2)
         case let e as SystemError:

@@ -49,7 +49,7 @@ enum EvictCommand: VCacheCommand {
         if !args.positionals.isEmpty {
             switch EntryLookup.keys(for: args.positionals, store: store) {
             case .success(let keys): c.keys = Set(keys)
-            case .failure(let e): console.error(e.message, kind: "not_found"); return 1
+            case .failure(let e): console.error(e); return 1
             }
         }
         let dry = args.flag("dry-run")

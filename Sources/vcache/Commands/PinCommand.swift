@@ -19,7 +19,7 @@ private func setPinned(_ pinned: Bool, _ args: ParsedArguments, _ console: Conso
     guard let store = PinCommand.openStore(args, console: console) else { return 1 }
     switch EntryLookup.keys(for: args.positionals, store: store) {
     case .failure(let e):
-        console.error(e.message, kind: "not_found")
+        console.error(e)
         return 1
     case .success(let keys):
         do {

@@ -61,7 +61,7 @@ enum VerifyCommand: VCacheCommand {
         if !args.positionals.isEmpty {
             switch EntryLookup.keys(for: args.positionals, store: store) {
             case .success(let k): keys = k
-            case .failure(let e): console.error(e.message, kind: "not_found"); return 1
+            case .failure(let e): console.error(e); return 1
             }
         }
         var options = Verifier.Options()
