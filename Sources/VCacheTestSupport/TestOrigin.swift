@@ -68,28 +68,31 @@ public final class TestOrigin: Sendable {
     private let changed = Condition()
     private let listener: Int32
     public let port: Int
+    public let address: String
 
-    public init() throws {
+    /// `address`: the loopback address to listen on (127.0.0.2 stands for another host).
+    public init(address: String = "127.0.0.1") throws {
         let fd = socket(AF_INET, Sockets.stream, 0)
         guard fd >= 0 else { throw SystemError("create socket", path: "127.0.0.1", errno: errno) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_addr.s_addr = inet_addr(address)
         addr.sin_port = 0
         let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, 64) == 0 else { close(fd); throw SystemError("listen", path: "127.0.0.1", errno: errno) }
+        guard bound == 0, listen(fd, 64) == 0 else { close(fd); throw SystemError("listen", path: address, errno: errno) }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
         listener = fd
+        self.address = address
         port = Int(UInt16(bigEndian: addr.sin_port))
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
     deinit { stop() }
 
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    public var baseURL: String { "http://\(address):\(port)" }
     public func url(_ path: String) -> String { baseURL + path }
 
     public func setResource(_ path: String, _ resource: Resource) { state.withLock { $0.resources[path] = resource } }

@@ -145,6 +145,16 @@ extension Validators {
 
     /// RFC 9110 §8.8.3.2 strong comparison, with Last-Modified standing in when neither side has
     /// an ETag; a known length that differs always means another version.
+    /// Whether a response with validators `v` carries bytes of the version `self` names, for a
+    /// reader that promised `self` to a player: the same strong validator, or, when neither side
+    /// has one, exactly the same weak ETag, Last-Modified and length (within one run; see
+    /// Docs/cache-format.md, "Versions").
+    public func admits(_ v: Validators) -> Bool {
+        if Validators.strongMatch(self, v) { return true }
+        guard !hasStrongValidator, !v.hasStrongValidator else { return false }
+        return etag == v.etag && lastModified == v.lastModified && length != nil && length == v.length
+    }
+
     public static func strongMatch(_ a: Validators, _ b: Validators) -> Bool {
         if let x = a.length, let y = b.length, x != y { return false }
         if let x = a.etag, let y = b.etag { return !x.hasPrefix("W/") && x == y }

@@ -6,7 +6,11 @@ import Foundation
 extension PrefetchJob {
     func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
         responseStatus = head.status
-        let verdict = judge.judge(head)
+        var verdict = judge.judge(head)
+        if case .accept(let offset, let limit, let v) = verdict, let promised = options.expectedVersion, !promised.admits(v) {
+            // Readers of this file were promised another version: never into their file.
+            verdict = .replace(offset: offset, limit: limit, validators: v, reason: "the origin's version is not the one being served")
+        }
         if options.verbose {
             let fields = ["Content-Range", "Content-Length", "ETag", "Last-Modified", "Transfer-Encoding"].compactMap { n in head.header(n).map { "\(n): \($0)" } }
             trace("< \(head.status) \(head.reason)" + (fields.isEmpty ? "" : " " + fields.joined(separator: " ")))
@@ -176,9 +180,10 @@ extension PrefetchJob {
         }
         checkpointer?.feedDigest(bytes, at: offset)
         let range = ByteRange(offset, offset + Int64(bytes.count))
+        writtenToData.insert(range)
         pending.insert(range)
         pendingBytes += range.count
-        options.onWrite?(key, range)
+        if let id = dataID { options.onWrite?(id, range) }
         return nil
     }
 

@@ -25,11 +25,19 @@ final class PrefetchJob: TransferDelegate {
     let emit: (PrefetchEvent) -> Void
     let onFinish: (PrefetchJob) -> Void
     let key: String
-    private let url: URL?
     private let startTime = ContinuousClock.now
 
     var lock: EntryLock?
-    var data: RawFile?
+    var data: RawFile? {
+        didSet {
+            dataID = try? data?.identity()
+            writtenToData = RangeSet()
+        }
+    }
+    /// Every span this job wrote into `data` (claimed or not): what a failure gives back.
+    var writtenToData = RangeSet()
+    /// The file `data` is (serve routes each written span to the readers of that very file).
+    var dataID: FileID?
     var checkpointer: Checkpointer?
     private(set) var result: PrefetchResult?
 
@@ -82,9 +90,7 @@ final class PrefetchJob: TransferDelegate {
         self.emit = emit
         self.onFinish = onFinish
         stage = StagedWrite(capacity: options.stageBytes)
-        let parsed = URL(string: item.url)
-        url = parsed
-        key = parsed.map { options.keyRules.key(for: $0) } ?? SHA256Digest.hash(item.url)
+        key = options.keyRules.key(for: item.url)
     }
 
     var requests: [RangeRequest] { item.requests.isEmpty ? [.whole] : item.requests }
@@ -117,16 +123,20 @@ final class PrefetchJob: TransferDelegate {
                 }
                 self.lock = lock
             }
+            // Known before anything can fail: a failure must not remove files this job did not
+            // create (a complete entry's `data` that could not be opened, say for EMFILE).
+            existedBefore = FileSystem.exists(store.dataPath(key))
             let data = try store.openDataForWriting(key: key)
             self.data = data
             // Read only now, under the lock: another writer may have filled it meanwhile.
             var entry = try store.catalog.entry(key: key)
             if let e = entry { entry = try store.dropClaimsBeyondData(e, data: data) }
-            existedBefore = entry != nil
+            existedBefore = existedBefore || entry != nil
             validators = entry?.validators ?? validators
             contentType = entry?.contentType
             wasComplete = entry?.isComplete ?? false
-            heldFromThisRunOnly = entry?.ranges.isEmpty ?? true
+            // serve vouches that every held byte came from its own run (it wrote them itself).
+            heldFromThisRunOnly = options.heldBytesAreThisRuns || (entry?.ranges.isEmpty ?? true)
             checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data, committed: entry?.ranges ?? RangeSet(),
                                         onCommit: fetcher.waker)
             if let length = validators.length {
@@ -304,6 +314,14 @@ final class PrefetchJob: TransferDelegate {
             url: item.url, key: key, length: validators.length, fetchedBytes: checkpointer?.addedBytes ?? 0,
             alreadyCachedBytes: alreadyCached ?? 0, requestedBytes: requested, complete: wasComplete,
             elapsed: (ContinuousClock.now - startTime).inSeconds, error: error)
+        if let data, error != nil {
+            // Space written must be claimed or given back: bytes this job wrote that no
+            // checkpoint could claim (a full disk, an fsync error) would otherwise take room that
+            // neither the catalog, ls nor evict can see.
+            var unclaimed = writtenToData
+            for r in (checkpointer?.committed ?? RangeSet()).ranges { unclaimed.remove(r) }
+            for r in unclaimed.ranges { data.punchHole(r) }
+        }
         data?.close()
         data = nil
         if lock != nil && !existedBefore && (checkpointer?.commitCount ?? 0) == 0 {

@@ -72,9 +72,18 @@ public struct PrefetchOptions: Sendable {
     /// Keep the cache at most this big (real disk use): least recently used entries other than
     /// this run's are evicted as the run goes and at its end.
     public var maxSize: Int64?
-    /// Told of every span written to an entry's `data` as it is written (before its checkpoint):
-    /// `serve` hands those bytes to the players waiting for them. Called on the fetch loop.
-    public var onWrite: (@Sendable (_ key: String, _ range: ByteRange) -> Void)?
+    /// Told of every span written to an entry's `data` as it is written (before its checkpoint),
+    /// with the identity of the file it went into: `serve` hands those bytes to the players
+    /// reading that same file. Called on the fetch loop.
+    public var onWrite: (@Sendable (_ file: FileID, _ range: ByteRange) -> Void)?
+    /// The bytes the entry holds were all written by this same run (serve, which wrote them
+    /// itself, says so): parts under a weak validator may then be combined (Docs/cache-format.md,
+    /// "Versions"), as within one prefetch run.
+    public var heldBytesAreThisRuns = false
+    /// The version readers of this entry's `data` were promised (serve): a response of any other
+    /// version is never written into that file, even when it holds no byte yet; the job gives
+    /// the entry a new `data` for it instead, which those readers never read.
+    public var expectedVersion: Validators?
     /// The entry's writer lock, already held by the caller and shared with other jobs on the same
     /// entry (`serve`); the job neither takes nor releases a lock of its own.
     public var sharedLock: SharedWriterLock?

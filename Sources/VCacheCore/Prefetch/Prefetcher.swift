@@ -30,7 +30,7 @@ public final class Prefetcher {
         var slot: [Int] = []
         var indexByKey: [String: Int] = [:]
         for item in items {
-            let key = URL(string: item.url).map { options.keyRules.key(for: $0) } ?? item.url
+            let key = options.keyRules.key(for: item.url)
             if let i = indexByKey[key] {
                 let merged = unique[i].requests.isEmpty || item.requests.isEmpty ? [] : unique[i].requests + item.requests
                 unique[i].requests = merged
@@ -85,7 +85,7 @@ public final class Prefetcher {
             }
         }
 
-        let runKeys = Set(items.compactMap { URL(string: $0.url).map { options.keyRules.key(for: $0) } })
+        let runKeys = Set(items.map { options.keyRules.key(for: $0.url) })
         if let maxTime = options.maxTime {
             fetcher.setDeadline(.now + .milliseconds(Int64(maxTime * 1000)), reason: Self.deadlineReason)
         }
@@ -112,7 +112,7 @@ public final class Prefetcher {
         }
         keepUnderCap(protecting: runKeys, final: true)
         for i in results.indices where results[i] == nil {
-            let key = URL(string: items[i].url).map { options.keyRules.key(for: $0) } ?? ""
+            let key = options.keyRules.key(for: items[i].url)
             results[i] = PrefetchResult(url: items[i].url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
                                         requestedBytes: nil, complete: false, elapsed: 0, error: why == .deadline ? .deadline : .notStarted)
         }

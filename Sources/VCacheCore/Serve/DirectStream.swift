@@ -11,13 +11,20 @@ final class DirectStream: TransferDelegate {
     private var consumed = 0
     private var done = false
     private(set) var error: String?
+    /// The origin's status when it refused with an HTTP error.
+    private(set) var status: Int?
     private var transfer: CurlTransfer?
     private let judge: ResponseJudge
+    private let promised: Validators
     private var remaining: Int64
 
     init(url: String, span: ByteRange, validators: Validators, options: RequestOptions) {
+        // Under a weak validator (or none) the response must carry exactly the promised weak
+        // ETag, Last-Modified and length: the reader only asks for that when the bytes already
+        // sent are this run's own, or none (`ServeDecision`).
         judge = ResponseJudge(asked: .init(span), held: validators,
-                              hasBytes: true, wantedEnd: span.upperBound, weakPartsCombine: false)
+                              hasBytes: true, wantedEnd: span.upperBound, weakPartsCombine: true)
+        promised = validators
         remaining = span.count
         do {
             let t = try CurlTransfer(url: url, range: span.httpSpec, ifRange: validators.ifRange, options: options)
@@ -48,10 +55,11 @@ final class DirectStream: TransferDelegate {
 
     func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
         switch judge.judge(head) {
-        case .accept(let offset, _, _) where offset == judge.asked.start:
+        case .accept(let offset, _, let v) where offset == judge.asked.start && promised.admits(v):
             return .proceed
         case .reject(let e):
             error = e.description
+            if case .http(let s, _) = e { status = s }
         default:
             error = "the origin sent another version, or bytes other than those asked"
         }

@@ -76,6 +76,13 @@ public final class HTTPServer: @unchecked Sendable {
 
     public typealias Handler = @Sendable (Request) -> Response
 
+    /// Connections to accept with `descriptors` open files allowed: each costs one, a cold one up
+    /// to four (the player's socket, `data`, a socket to the origin, the storing job's catalog
+    /// and lock), and 64 are kept for the rest; at most 1,024 (a thread each).
+    public static func connectionLimit(descriptors: Int) -> UInt32 {
+        UInt32(max(16, min(1024, (descriptors - 64) / 4)))
+    }
+
     /// libmicrohttpd's version, e.g. "0.9.75".
     public static var libraryVersion: String { MHD_get_version().map { String(cString: $0) } ?? "?" }
 
@@ -162,7 +169,16 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
     if state.pointee == nil {
         // The whole head is in: its deadline is met.
         server.heads.headArrived(connection)
-        state.pointee = Unmanaged.passRetained(RequestState()).toOpaque()
+        let request = RequestState()
+        state.pointee = Unmanaged.passRetained(request).toOpaque()
+        // A request announcing a body is answered at once, without reading it: a client dripping
+        // a body would otherwise hold its connection (and thread) past every head deadline.
+        let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length").map { String(cString: $0) }
+        let chunked = MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding") != nil
+        if chunked || (length.flatMap { Int64($0) } ?? 0) > 0 || (length != nil && Int64(length!) == nil) {
+            request.hadBody = true
+            return respondNow(server, connection, request, method: method, url: url, status: 400)
+        }
         return .YES
     }
     let request = Unmanaged<RequestState>.fromOpaque(state.pointee!).takeUnretainedValue()
@@ -190,6 +206,24 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
     for (name, value) in response.headers { MHD_add_response_header(mhd, name, value) }
     let queued = MHD_queue_response(connection, UInt32(response.status), mhd)
     MHD_destroy_response(mhd)  // reference-counted: the queued response lives on
+    return queued
+}
+
+/// Asks the handler for the answer to a request whose body is refused (it logs it) and queues
+/// it with `Connection: close`, before any of the body is read.
+private func respondNow(_ server: HTTPServer, _ connection: OpaquePointer, _ request: RequestState, method: UnsafePointer<CChar>?,
+                        url: UnsafePointer<CChar>?, status: Int) -> MHD_Result {
+    var client = [CChar](repeating: 0, count: 64)
+    vc_mhd_client(connection, &client, socklen_t(client.count))
+    let req = HTTPServer.Request(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/",
+                                 headers: [:], client: String(cString: client), hadBody: true)
+    let response = server.handler(req)
+    request.completed = response.completed
+    guard let mhd = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) else { return .NO }
+    for (name, value) in response.headers { MHD_add_response_header(mhd, name, value) }
+    MHD_add_response_header(mhd, "Connection", "close")
+    let queued = MHD_queue_response(connection, UInt32(response.status), mhd)
+    MHD_destroy_response(mhd)
     return queued
 }
 

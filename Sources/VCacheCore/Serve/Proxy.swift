@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What `serve` answers a player: the HTTP rules of the issue in one place, in front of
 /// `ReadThrough`. GET and HEAD only; a Range (`A-B`, `A-`, `-N`; several ranges get the span
@@ -20,15 +21,28 @@ public final class Proxy: Sendable {
     }
 
     public let readThrough: ReadThrough
-    /// The only origin hosts contacted (nil: any, for a proxy that listens on loopback only).
-    public let allowedHosts: Set<String>?
+    /// The only origins contacted (nil: any, for a proxy that listens on loopback only).
+    public let allowedOrigins: AllowedOrigins?
+    /// The names a request's Host may carry (the proxy's own; anything else is refused: DNS
+    /// rebinding). Set once the server listens (its port is known then); until then nothing is served.
+    private let names = Mutex<ServerNames?>(nil)
+    public var serverNames: ServerNames? {
+        get { names.withLock { $0 } }
+        set { names.withLock { $0 = newValue } }
+    }
     private let log: @Sendable (LogLine) -> Void
 
-    public init(readThrough: ReadThrough, allowedHosts: Set<String>? = nil, log: @escaping @Sendable (LogLine) -> Void) {
+    public init(readThrough: ReadThrough, allowedOrigins: AllowedOrigins? = nil, serverNames: ServerNames? = nil,
+                log: @escaping @Sendable (LogLine) -> Void) {
         self.readThrough = readThrough
-        self.allowedHosts = allowedHosts.map { Set($0.map { $0.lowercased() }) }
+        self.allowedOrigins = allowedOrigins
         self.log = log
+        names.withLock { $0 = serverNames }
     }
+
+    /// Headers on every answer: no answer of the proxy is ever an active document (an origin's
+    /// HTML would otherwise run script with the proxy's origin).
+    static let inert: [(String, String)] = [("X-Content-Type-Options", "nosniff"), ("Content-Security-Policy", "sandbox")]
 
     public func handle(_ request: HTTPServer.Request) -> HTTPServer.Response {
         let start = ContinuousClock.now
@@ -40,18 +54,23 @@ public final class Proxy: Sendable {
             line.note = note
             line.seconds = (ContinuousClock.now - start).inSeconds
             log(line)
-            return HTTPServer.Response(status: status, headers: headers)
+            return HTTPServer.Response(status: status, headers: headers + Self.inert)
         }
         guard request.method == "GET" || request.method == "HEAD" else {
             return finish(405, "only GET and HEAD", headers: [("Allow", "GET, HEAD")])
         }
         guard !request.hadBody else { return finish(400, "a request body is not accepted") }
+        guard let serverNames else { return finish(503, "not listening yet") }
+        if let host = request.headers["host"], !serverNames.accepts(host) {
+            return finish(403, "Host '\(host)' is not a name of this proxy (add it with --server-name)")
+        }
         guard let origin = ProxyURL.origin(path: request.path) else { return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)") }
         line.url = origin
+        if let why = OriginTarget.controlProblem(origin) { return finish(400, "origin URL \(why)") }
         if let why = PrefetchItem.urlProblem(origin) { return finish(400, "origin \(why)") }
-        if let allowed = allowedHosts {
-            let host = URL(string: origin)?.host?.lowercased() ?? ""
-            guard allowed.contains(host) else { return finish(403, "origin host '\(host)' is not in --allow-host") }
+        guard let target = OriginTarget.of(origin) else { return finish(400, "origin URL is not one libcurl accepts") }
+        if let allowed = allowedOrigins, !allowed.allows(target) {
+            return finish(403, "origin \(target) is not allowed by --allow-host")
         }
         let video: ReadThrough.Video
         do {
@@ -64,15 +83,21 @@ public final class Proxy: Sendable {
             }
         }
         let name = (request.path as NSString).lastPathComponent.removingPercentEncoding ?? ""
+        let etag = ProxyURL.etag(video)
         var headers: [(String, String)] = [
             ("Accept-Ranges", "bytes"),
-            ("Content-Type", ProxyURL.contentType(origin: video.contentType, name: name)),
-            ("ETag", video.validators.etag ?? "\"vcache-\(video.key.prefix(16))-\(video.length)\""),
+            ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: video.contentType, name: name))),
+            ("ETag", etag),
         ]
         if let lm = video.validators.lastModified { headers.append(("Last-Modified", lm)) }
         let span: ByteRange
         var status = 200
-        switch RangeHeader(request.headers["range"], length: video.length) {
+        var rangeHeader = request.headers["range"]
+        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
+        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: video.validators.lastModified) {
+            rangeHeader = nil
+        }
+        switch RangeHeader(rangeHeader, length: video.length) {
         case .whole:
             span = ByteRange(0, video.length)
         case .span(let r):
@@ -82,30 +107,85 @@ public final class Proxy: Sendable {
         case .unsatisfiable:
             return finish(416, nil, headers: headers + [("Content-Range", "bytes */\(video.length)")])
         }
-        let reader: RangeReader
-        do {
-            reader = try readThrough.reader(video, range: span)
-        } catch {
-            return finish(500, "\(error)")
-        }
+        let reader = readThrough.reader(video, range: span)
         readThrough.markUsed(video.key)
+        let isHead = request.method == "HEAD"
+        if !isHead, let problem = reader.prepare() {
+            // Nothing could be read where the response begins: a status now, not a 200 cut at once.
+            reader.finished(completed: false)
+            return finish(problem.status, problem.reason)
+        }
         let body: HTTPServer.Body
-        if request.method != "HEAD", !span.isEmpty, reader.isCached, let data = reader.data {
+        if !isHead, !span.isEmpty, let data = reader.cachedFile {
             body = .file(data, offset: span.lowerBound, length: span.count)
         } else {
             body = .stream(length: span.count, reader)
         }
         let sendfileBytes: Int64 = { if case .file = body { return span.count } else { return 0 } }()
-        let base = line, finalStatus = status, isHead = request.method == "HEAD"
-        return HTTPServer.Response(status: status, headers: headers, body: body) { completed in
+        let base = line, finalStatus = status
+        return HTTPServer.Response(status: status, headers: headers + Self.inert, body: body) { completed in
             reader.finished(completed: completed)
             var done = base
             done.status = finalStatus
-            done.fromCache = isHead ? 0 : sendfileBytes + reader.fromCache.load(ordering: .relaxed)
+            // A file body abandoned midway: how much of it the client got is unknown, so none is counted.
+            done.fromCache = isHead || !completed ? reader.fromCache.load(ordering: .relaxed) : sendfileBytes + reader.fromCache.load(ordering: .relaxed)
             done.fromOrigin = reader.fromOrigin.load(ordering: .relaxed)
             done.seconds = (ContinuousClock.now - start).inSeconds
-            if !completed { done.note = reader.failure ?? "the client left before the end" }
+            var notes: [String] = []
+            if let p = reader.fileProblem { notes.append(p) }
+            if !completed { notes.append(reader.failure ?? "the client left before the end") }
+            done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
             log(done)
         }
+    }
+}
+
+/// The names the proxy answers to: loopback names and its listening address, plus any given with
+/// `--server-name`, on its port. A page whose own name was rebound to 127.0.0.1 sends its own
+/// name as Host and is refused (DNS rebinding).
+public struct ServerNames: Sendable, Equatable {
+    public var names: Set<String>
+    public var port: Int
+
+    public init(listening address: String, port: Int, extra: [String] = []) {
+        var n: Set<String> = ["localhost", "127.0.0.1", "::1", OriginTarget.canonicalHost(address)]
+        for e in extra { n.insert(OriginTarget.canonicalHost(e)) }
+        names = n
+        self.port = port
+    }
+
+    /// Whether a Host header names this proxy (a missing port means 80).
+    public func accepts(_ host: String) -> Bool {
+        let h = host.trimmingCharacters(in: .whitespaces)
+        var name = h
+        var port = 80
+        if h.hasPrefix("[") {
+            guard let close = h.firstIndex(of: "]") else { return false }
+            name = String(h[h.index(after: h.startIndex)..<close])
+            let rest = h[h.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":"), let p = Int(rest.dropFirst()) else { return false }
+                port = p
+            }
+        } else if let colon = h.lastIndex(of: ":") {
+            guard let p = Int(h[h.index(after: colon)...]) else { return false }
+            name = String(h[..<colon])
+            port = p
+        }
+        return port == self.port && names.contains(OriginTarget.canonicalHost(name))
+    }
+}
+
+/// `If-Range` (RFC 9110 §13.1.5): an entity tag matches only by strong comparison, a date only
+/// when it is exactly the Last-Modified sent.
+public enum IfRange {
+    public static func matches(_ value: String, etag: String?, lastModified: String?) -> Bool {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        if v.hasPrefix("\"") || v.hasPrefix("W/") {
+            guard let etag, !v.hasPrefix("W/"), !etag.hasPrefix("W/") else { return false }
+            return v == etag
+        }
+        guard let lastModified else { return false }
+        return v == lastModified
     }
 }

@@ -1,51 +1,125 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import Synchronization
 
-/// One response's bytes: a span of a video, produced in order as the player reads. Cached bytes
-/// come from `data`; missing ones from a storing job (one about to write them is waited for,
-/// otherwise one is started for them), or, when none can run (another process writes the entry,
-/// or nothing more fits under the cap), from a `DirectStream` that is not stored. Runs on the
-/// connection's thread and may block there (libmicrohttpd's thread-per-connection mode).
+/// One response's bytes: a span of a video, produced in order as the player reads. What it sends
+/// from the cache is justified by the file it holds (`ServeDecision`): the catalog's claims read
+/// while that file was the entry's `data` and of the promised version, or bytes this process
+/// wrote into that same file. Missing bytes come from a storing job (one about to write them is
+/// waited for, otherwise one is started), or, when none can run (another process writes the
+/// entry, nothing more fits under the cap, the file was evicted or replaced), from a
+/// `DirectStream` that is not stored. Runs on the connection's thread and may block there
+/// (libmicrohttpd's thread-per-connection mode).
 public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
-    // @unchecked: used by one connection thread at a time; the board has its own lock, and the
-    // counters are atomics read by the log line at the end.
+    // @unchecked: used by one connection thread at a time (the job-start path reads `fileID`
+    // and `claims` with the board locked, from that same thread); the board has its own lock,
+    // and the counters are atomics read by the log line at the end.
     let owner: ReadThrough
     let board: EntryBoard
     public let video: ReadThrough.Video
     public let range: ByteRange
-    let cached: RangeSet
-    let data: RawFile?
-    let generation: Int
+    private var file: RawFile?
+    private(set) var fileID: FileID?
+    /// Claims justified for `file` (they only grow: a claim about a file stays true of it).
+    private var claims: RangeSet
+    /// What was claimed when the response began (bytes counted as from the cache).
+    private let claimedAtStart: RangeSet
+    /// Where the reader last read the catalog at a gap (nil: not at this gap yet).
+    private var refreshedAt: Int64?
+    /// Parts under a weak validator may be combined: every cached byte of the file is this
+    /// process's own (Docs/cache-format.md, "Versions").
+    let weakPartsCombine: Bool
+    /// Bytes of another run under a weak validator may go out: then nothing else may follow.
+    private let foreignWeak: Bool
+    /// The whole span comes from one origin response (`ServeDecision.Start.streamWhole`).
+    private let streamWhole: Bool
+    private var mayStore: Bool
     private var direct: DirectStream?
-    private var writersStarted = 0
+    private var jobsStarted = 0
+    /// The first bytes, read before the response head goes out (`prepare`).
+    private var primed: [UInt8] = []
+    private var primedAt: Int64 = 0
+    private var preparing = false
     /// Bytes sent from what was cached when the response began, and from the origin since.
     public let fromCache = Atomic<Int64>(0)
     public let fromOrigin = Atomic<Int64>(0)
     /// Why the response was cut short, if it was.
     public private(set) var failure: String?
+    /// The origin's HTTP status when that is why the response could not begin.
+    public private(set) var failureStatus: Int?
+    /// Why `data` could not be opened (logged with the request), if it could not.
+    public let fileProblem: String?
     private let closed = Atomic<Bool>(false)
 
-    init(owner: ReadThrough, board: EntryBoard, video: ReadThrough.Video, range: ByteRange, cached: RangeSet, data: RawFile?) {
+    init(owner: ReadThrough, board: EntryBoard, video: ReadThrough.Video, range: ByteRange, snapshot: ReadThrough.Snapshot,
+         weakPartsCombine: Bool, streamWhole: Bool = false) {
         self.owner = owner
         self.board = board
         self.video = video
         self.range = range
-        self.cached = cached
-        self.data = data
+        file = snapshot.file
+        fileID = snapshot.fileID
+        claims = snapshot.claims
+        claimedAtStart = snapshot.claims
+        fileProblem = snapshot.problem
+        self.weakPartsCombine = weakPartsCombine
+        self.streamWhole = streamWhole
+        foreignWeak = !video.validators.hasStrongValidator && !weakPartsCombine
+        mayStore = snapshot.problem == nil && !foreignWeak && !streamWhole
+        refreshedAt = range.lowerBound  // the claims were read just now
         board.cond.lock()
         board.readers += 1
-        generation = board.generation
+        board.hold(fileID)
         board.cond.unlock()
     }
 
-    /// Every byte of the span is cached now: it can go out by sendfile.
-    public var isCached: Bool { data != nil && cached.contains(range) }
+    /// Every byte of the span is cached in the reader's file: it can go out by sendfile.
+    public var isCached: Bool { file != nil && !streamWhole && claims.contains(range) }
+
+    /// The file to send from when `isCached`.
+    public var cachedFile: RawFile? { isCached ? file : nil }
+
+    /// Makes the first bytes ready before the response head goes out, so a response that cannot
+    /// begin gets a status (the origin's, or 502) rather than a 200 cut at once. Nil when ready.
+    public func prepare() -> (status: Int, reason: String)? {
+        guard !range.isEmpty, !isCached else { return nil }
+        preparing = true
+        defer { preparing = false }
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        let n = buffer.withUnsafeMutableBytes { read(at: 0, into: $0) }
+        guard let n, n > 0 else {
+            var why = failure ?? "the origin sent nothing"
+            if let fileProblem { why = "\(fileProblem); \(why)" }
+            return (failureStatus ?? 502, why)
+        }
+        primed = Array(buffer[0..<n])
+        primedAt = 0
+        return nil
+    }
 
     public func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        guard !closed.load(ordering: .relaxed) else { return nil }
+        if !primed.isEmpty && offset == primedAt {
+            let n = min(buffer.count, primed.count)
+            primed.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            primed.removeFirst(n)
+            primedAt += Int64(n)
+            return n
+        }
         let p = range.lowerBound + offset
-        guard p < range.upperBound, !closed.load(ordering: .relaxed) else { return nil }
+        guard p < range.upperBound else { return nil }
         let want = Int(min(Int64(buffer.count), range.upperBound - p))
-        if let direct { return pass(direct.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]))) }
+        let out = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
+        if let direct { return pass(direct.read(into: out)) }
+        // The common case first: claimed bytes of the reader's own file.
+        if file != nil, !streamWhole {
+            let end = claims.contiguousEnd(from: p)
+            if end > p { return readFile(p, upTo: end, into: out) }
+        }
         while true {
             board.cond.lock()
             if board.closing {
@@ -53,61 +127,141 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 failure = "the server is stopping"
                 return nil
             }
-            if board.generation != generation {
-                board.cond.unlock()
-                failure = "the video changed on the origin while it was served"
-                return nil
+            var justified = claims
+            justified.formUnion(board.trustedWrites(fileID))
+            let jobs = board.writers.filter { !$0.finished }.map {
+                ServeDecision.Job(start: $0.start, end: $0.effectiveEnd, position: $0.position, writesReadersFile: $0.file != nil && $0.file == fileID)
             }
-            let fromSnapshot = cached.contiguousEnd(from: p)
-            let end = max(fromSnapshot, board.written.contiguousEnd(from: p))
-            if end > p, let data {
+            let decision = ServeDecision.Read(position: p, end: range.upperBound, justified: justified, refreshed: refreshedAt == p,
+                                              hasFile: file != nil && !streamWhole, jobs: jobs, jobsStarted: jobsStarted, mayStore: mayStore)
+            switch decision.step {
+            case .read(let upTo):
                 board.cond.unlock()
-                let n = Int(min(Int64(want), end - p))
-                guard (try? data.readExactly(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), fromAbsoluteOffset: p)) != nil else {
-                    failure = "cannot read the cached bytes"
+                return readFile(p, upTo: upTo, into: out)
+            case .refresh:
+                board.cond.unlock()
+                refresh(at: p)
+            case .wait:
+                if preparing, let trouble = board.writers.first(where: { $0.trouble != nil && $0.start <= p && p < $0.effectiveEnd })?.trouble {
+                    // About to answer: a job retrying the origin means the origin is not there now.
+                    board.cond.unlock()
+                    failure = trouble
                     return nil
                 }
-                if fromSnapshot > p { fromCache.add(Int64(n), ordering: .relaxed) } else { fromOrigin.add(Int64(n), ordering: .relaxed) }
-                return n
-            }
-            if data != nil, board.writers.contains(where: { !$0.finished && $0.start <= p && p < $0.effectiveEnd && p <= $0.position + ReadThrough.waitWindow }) {
-                // A storing job will write these bytes soon: wait for them, not fetch them twice.
-                _ = board.cond.wait(until: Date().addingTimeInterval(1))
+                let signalled = board.cond.wait(until: Date().addingTimeInterval(1))
                 board.cond.unlock()
                 if closed.load(ordering: .relaxed) { return nil }
-                continue
-            }
-            // Otherwise a job of its own for the bytes from here (one that covers them but is far
-            // behind hands them over), or, when none can start, the origin unstored.
-            if data == nil || writersStarted >= 3 {
+                if !signalled { refreshedAt = nil }
+            case .startJob(let span):
+                if jobsStarted > 0, let failed = board.failure(covering: p) {
+                    // A job of this response failed here already: the origin's answer stands
+                    // (a 404 is not asked for three times), and a response not yet begun gets it.
+                    board.cond.unlock()
+                    if preparing {
+                        noteFailure(failed)
+                        return nil
+                    }
+                    mayStore = false
+                    continue
+                }
+                jobsStarted += 1
+                let started = owner.startWriter(board, reader: self, span: span)
                 board.cond.unlock()
-                return startDirect(at: p, into: buffer, want: want)
-            }
-            writersStarted += 1
-            guard owner.startWriter(board, video: video, span: ByteRange(p, range.upperBound)) else {
-                // Another process writes the entry, or nothing more fits under the cap: the rest
-                // plays, streamed, not stored.
+                if !started {
+                    // Another process writes the entry, nothing more fits under the cap, or the
+                    // file is not the entry's any more: the rest plays, streamed, not stored.
+                    mayStore = false
+                } else {
+                    refreshedAt = nil
+                }
+            case .stream(let span):
+                let failed = jobsStarted > 0 ? board.failure(covering: p) : nil
                 board.cond.unlock()
-                return startDirect(at: p, into: buffer, want: want)
+                if let failed, preparing {
+                    // A job of this response failed where it begins: that is the answer.
+                    noteFailure(failed)
+                    return nil
+                }
+                if foreignWeak && p > range.lowerBound {
+                    // Bytes of another run under a weak validator went out: nothing proves the
+                    // origin's are the same version, so they are not joined.
+                    failure = "the cached bytes have no strong validator and cannot be joined with the origin's"
+                    return nil
+                }
+                return startDirect(span, into: out)
             }
-            board.cond.unlock()
         }
     }
 
-    /// Streams the rest of the span straight from the origin, not stored.
-    private func startDirect(at p: Int64, into buffer: UnsafeMutableRawBufferPointer, want: Int) -> Int? {
-        let d = DirectStream(url: video.url, span: ByteRange(p, range.upperBound), validators: video.validators, options: owner.options.request)
+    private func readFile(_ p: Int64, upTo end: Int64, into out: UnsafeMutableRawBufferPointer) -> Int? {
+        guard let file else { return nil }
+        let n = Int(min(Int64(out.count), end - p))
+        do {
+            try file.readExactly(into: UnsafeMutableRawBufferPointer(rebasing: out[0..<n]), fromAbsoluteOffset: p)
+        } catch {
+            failure = "cannot read the cached bytes: \(error)"
+            return nil
+        }
+        if claimedAtStart.contains(ByteRange(p, p + Int64(n))) { fromCache.add(Int64(n), ordering: .relaxed) } else { fromOrigin.add(Int64(n), ordering: .relaxed) }
+        return n
+    }
+
+    /// Reads what the catalog claims now; the claims count for the reader's file only while the
+    /// path still names it and the catalog's version is the promised one.
+    private func refresh(at p: Int64) {
+        refreshedAt = p
+        guard let fileID else { return }
+        guard let entry = (try? owner.store.catalog.entry(key: video.key)) ?? nil else { return }
+        guard FileSystem.identity(owner.store.dataPath(video.key)) == fileID, video.validators.admits(entry.validators) else { return }
+        claims.formUnion(entry.ranges)
+    }
+
+    /// For a storing job about to start (the writer lock and the board's lock held): the file it
+    /// will write into, which must be the reader's. A reader without a file gets the one the job
+    /// will use (created now, under the lock). Nil when the job would write elsewhere: the entry's
+    /// `data` is another file now, or the catalog holds another version.
+    func adoptFileForJob() -> FileID? {
+        let store = owner.store
+        let entry = (try? store.catalog.entry(key: video.key)) ?? nil
+        if let entry, !video.validators.admits(entry.validators) { return nil }
+        if let fileID {
+            return FileSystem.identity(store.dataPath(video.key)) == fileID ? fileID : nil
+        }
+        guard fileProblem == nil else { return nil }
+        do {
+            try store.openDataForWriting(key: video.key).close()
+            let f = try store.openDataForReading(key: video.key)
+            let id = try f.identity()
+            file = f
+            fileID = id
+            board.hold(id)
+            if let entry { claims.formUnion(entry.ranges) }
+            return id
+        } catch {
+            return nil
+        }
+    }
+
+    /// Streams a span straight from the origin, not stored.
+    private func startDirect(_ span: ByteRange, into out: UnsafeMutableRawBufferPointer) -> Int? {
+        let d = DirectStream(url: video.url, span: span, validators: video.validators, options: owner.options.request)
         direct = d
-        return pass(d.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])))
+        return pass(d.read(into: out))
     }
 
     private func pass(_ n: Int?) -> Int? {
         guard let n, n > 0 else {
             failure = failure ?? direct?.error ?? "the origin stopped sending"
+            if failureStatus == nil { failureStatus = direct?.status }
             return nil
         }
         fromOrigin.add(Int64(n), ordering: .relaxed)
         return n
+    }
+
+    private func noteFailure(_ e: PrefetchError) {
+        failure = e.description
+        if case .http(let status, _) = e { failureStatus = status }
     }
 
     public func finished(completed: Bool) {
@@ -121,14 +275,23 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         if board.readers == 0 {
             for w in board.writers where w.position < w.effectiveEnd {
                 var left = RangeSet([ByteRange(w.position, w.effectiveEnd)])
-                for r in cached.ranges { left.remove(r) }
-                for r in board.written.ranges { left.remove(r) }
-                if left.count > ReadThrough.waitWindow { stops.append(w.stop) }
+                for r in claims.ranges { left.remove(r) }
+                for r in board.trustedWrites(w.file).ranges { left.remove(r) }
+                if left.count > ServeDecision.waitWindow { stops.append(w.stop) }
             }
         }
+        board.unhold(fileID)
         board.cond.broadcast()
         board.cond.unlock()
         for s in stops { s() }
-        data?.close()
+        file?.close()
+        owner.release(board)
+    }
+}
+
+extension EntryBoard {
+    /// The error of the last job of this process that ended failing over `p` (`cond` held).
+    func failure(covering p: Int64) -> PrefetchError? {
+        failures.last(where: { $0.span.lowerBound <= p && p < $0.span.upperBound })?.error
     }
 }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import Synchronization
 
@@ -10,6 +15,11 @@ import Synchronization
 /// entry another process is writing streams its span from the origin without storing it
 /// (`DirectStream`), so playback never waits behind a cron batch.
 ///
+/// What a reader sends from the cache is justified by the file it holds open (`ServeDecision`):
+/// claims are trusted only while that file is still the entry's `data` and of the promised
+/// version, and this process's own writes only into that same file. Boards are per entry and
+/// forgotten when no reader or job uses them (a web page requesting endless URLs cannot grow them).
+///
 /// Memory stays bounded whatever the range: bytes go from the origin to `data` to the player.
 public final class ReadThrough: Sendable {
     public let store: CacheStore
@@ -17,10 +27,9 @@ public final class ReadThrough: Sendable {
     private let boards = Mutex<[String: EntryBoard]>([:])
     private let touched = Mutex<[String: ContinuousClock.Instant]>([:])
     private let touchQueue = DispatchQueue(label: "vcache.serve.touch")
-
-    /// How far ahead of a storing job's write position a reader waits for it rather than
-    /// streaming its span itself.
-    static let waitWindow: Int64 = 1 << 20
+    /// Idle boards kept (what this process wrote stays known for a while: a weak-ETag video it
+    /// stored itself can be resumed); beyond this the least recently used are forgotten.
+    static let idleBoards = 256
 
     /// Serving is use: the entry's last use is set, off the request's path and at most every 30 s
     /// per entry (a durable catalog write per request would cost a millisecond of latency each).
@@ -28,6 +37,7 @@ public final class ReadThrough: Sendable {
         let now = ContinuousClock.now
         let due = touched.withLock { t -> Bool in
             if let last = t[key], now - last < .seconds(30) { return false }
+            if t.count >= 1024 { t = t.filter { now - $0.value < .seconds(30) } }
             t[key] = now
             return true
         }
@@ -57,7 +67,10 @@ public final class ReadThrough: Sendable {
         self.options = options
     }
 
-    public struct Video: Sendable, Equatable {
+    /// Boards held now (for tests: they must not grow with every URL ever asked for).
+    public var boardCount: Int { boards.withLock { $0.count } }
+
+    public struct Video: Sendable {
         public var key: String
         public var url: String
         public var length: Int64
@@ -65,8 +78,20 @@ public final class ReadThrough: Sendable {
         public var contentType: String?
         /// Known from the catalog: no origin round trip was needed.
         public var fromCatalog: Bool
-        /// The ranges the catalog claimed when the video was opened (what its readers start from).
-        public var cached = RangeSet()
+        /// The entry's `data` as it was when the video was opened, with the claims justified for it.
+        let snapshot: Snapshot
+    }
+
+    /// The entry's `data` held open (LOCK_SH) and what the catalog claims for that very file.
+    final class Snapshot: @unchecked Sendable {
+        // @unchecked: set up once, then handed to one reader.
+        var file: RawFile?
+        var fileID: FileID?
+        var claims = RangeSet()
+        var entry: CacheEntry?
+        /// Why `data` could not be opened (not ENOENT): logged with the request.
+        var problem: String?
+        init() {}
     }
 
     public enum OpenError: Error, Equatable, CustomStringConvertible {
@@ -83,21 +108,63 @@ public final class ReadThrough: Sendable {
         }
     }
 
+    /// Opens `data` (if any) and reads the catalog, in that order, then checks that the path still
+    /// names the opened file: the claims read are then about that file. Tried a few times when
+    /// another process replaces `data` in between.
+    func snapshot(_ key: String) -> Snapshot {
+        let s = Snapshot()
+        let path = store.dataPath(key)
+        for _ in 0..<4 {
+            s.file?.close()
+            s.file = nil
+            s.fileID = nil
+            s.problem = nil
+            do {
+                let f = try store.openDataForReading(key: key)
+                s.file = f
+                s.fileID = try f.identity()
+            } catch let e as SystemError where e.errno == ENOENT {
+            } catch {
+                s.problem = "cannot open \(path): \((error as? SystemError).map { String(cString: strerror($0.errno)) } ?? "\(error)")"
+            }
+            s.entry = (try? store.catalog.entry(key: key)) ?? nil
+            guard let id = s.fileID else {
+                s.claims = RangeSet()
+                return s
+            }
+            if FileSystem.identity(path) == id {
+                s.claims = s.entry?.ranges ?? RangeSet()
+                return s
+            }
+        }
+        // Replaced again and again: read nothing from it.
+        s.file?.close()
+        s.file = nil
+        s.fileID = nil
+        s.claims = RangeSet()
+        return s
+    }
+
     /// What is known of `url`: from the catalog when its length is there (a cached video plays
     /// with no origin round trip, and offline), else by caching its first 64 KiB.
     public func open(_ url: String) throws(OpenError) -> Video {
-        let key = URL(string: url).map { options.keyRules.key(for: $0) } ?? SHA256Digest.hash(url)
+        let key = options.keyRules.key(for: url)
         // Players opening the same new video at once: one fetches its head, the others wait for it
         // here rather than asking the origin themselves.
         let board = self.board(key)
         board.opening.lock()
-        defer { board.opening.unlock() }
-        if let e = (try? store.catalog.entry(key: key)) ?? nil, let length = e.length {
-            return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true,
-                         cached: e.ranges)
+        defer {
+            board.opening.unlock()
+            release(board)
         }
+        var snap = snapshot(key)
+        if let e = snap.entry, let length = e.length {
+            return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true, snapshot: snap)
+        }
+        snap.file?.close()
         var o = options
-        o.onWrite = nil
+        let headWrites = HeadWrites()
+        o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1
         o.waitForLock = false
         let result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)])])[0]
@@ -106,7 +173,7 @@ public final class ReadThrough: Sendable {
             // for one byte rather than wait behind it.
             switch OriginProbe.probe([url], known: [Validators(length: nil, etag: nil, lastModified: nil)], options: o.request)[0] {
             case .validators(let v) where v.length != nil:
-                return Video(key: key, url: url, length: v.length!, validators: v, contentType: nil, fromCatalog: false)
+                return Video(key: key, url: url, length: v.length!, validators: v, contentType: nil, fromCatalog: false, snapshot: Snapshot())
             case .failed(let why): throw .unreachable(why)
             default: throw .unreachable("the origin did not say the video's length")
             }
@@ -117,28 +184,121 @@ public final class ReadThrough: Sendable {
             default: throw .unreachable(error.description)
             }
         }
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, let length = e.length else {
+        snap = snapshot(key)
+        if let id = snap.fileID, let mine = headWrites.ranges(id), snap.claims.contains(mine) {
+            // The head this process just stored, in the very file the reader holds (its claims
+            // cover it): its own run's bytes. The reader's hold keeps the record true.
+            board.cond.lock()
+            board.written[id, default: RangeSet()].formUnion(mine)
+            board.cond.unlock()
+        }
+        guard let e = snap.entry, let length = e.length else {
+            snap.file?.close()
             throw .unreachable("the origin did not say the video's length")
         }
-        return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false,
-                     cached: e.ranges)
+        return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false, snapshot: snap)
     }
 
+    /// The entry's board, made when missing (and counted in use until `release`).
     func board(_ key: String) -> EntryBoard {
         boards.withLock { b in
-            if let x = b[key] { return x }
+            if let x = b[key] {
+                x.holders.add(1, ordering: .relaxed)
+                return x
+            }
+            if b.count >= 2 * Self.idleBoards { prune(&b) }
             let x = EntryBoard()
+            x.holders.add(1, ordering: .relaxed)
             b[key] = x
             return x
         }
     }
 
-    /// The bytes `range` of `video`, read as the player asks for them. Starts from the ranges
-    /// `open` read (no second catalog read on the request's path).
-    public func reader(_ video: Video, range: ByteRange) throws -> RangeReader {
+    /// One holder of the board is done with it.
+    func release(_ board: EntryBoard) {
+        board.cond.lock()
+        board.lastUsed = .now
+        board.cond.unlock()
+        board.holders.subtract(1, ordering: .relaxed)
+    }
+
+    /// Forgets idle boards (no reader, opener or job), least recently used first, down to `idleBoards`.
+    private func prune(_ b: inout [String: EntryBoard]) {
+        var idle: [(String, ContinuousClock.Instant)] = []
+        for (key, board) in b {
+            board.cond.lock()
+            if board.holders.load(ordering: .relaxed) == 0 && board.writers.isEmpty && !(board.shared?.isHeld ?? false) {
+                idle.append((key, board.lastUsed))
+            }
+            board.cond.unlock()
+        }
+        let excess = b.count - Self.idleBoards
+        guard excess > 0 else { return }
+        for (key, _) in idle.sorted(by: { $0.1 < $1.1 }).prefix(excess) { b[key] = nil }
+    }
+
+    /// Records what a job writes, into the board of the file it went into.
+    func recorder(_ board: EntryBoard, writer: EntryBoard.Writer?) -> @Sendable (FileID, ByteRange) -> Void {
+        { [board] file, range in
+            board.cond.lock()
+            board.written[file, default: RangeSet()].insert(range)
+            if let writer {
+                if writer.file != file {
+                    board.unhold(writer.file)
+                    board.hold(file)
+                    writer.file = file
+                }
+                writer.position = max(writer.position, range.upperBound)
+            }
+            board.cond.broadcast()
+            board.cond.unlock()
+        }
+    }
+
+    /// The bytes `range` of `video`, read as the player asks for them, from the file `open` holds.
+    public func reader(_ video: Video, range: ByteRange) -> RangeReader {
         let board = self.board(video.key)
-        let data = try? store.openDataForReading(key: video.key)
-        return RangeReader(owner: self, board: board, video: video, range: range, cached: data == nil ? RangeSet() : video.cached, data: data)
+        let snap = video.snapshot
+        var own = false
+        if let id = snap.fileID {
+            board.cond.lock()
+            own = (board.written[id] ?? RangeSet()).contains(snap.claims)
+            board.cond.unlock()
+        }
+        let decision = ServeDecision.Open(validators: video.validators, span: range, claims: snap.claims, claimsAreOwn: own,
+                                          canTakeEntry: true)
+        switch decision.start {
+        case .readThrough(let combine):
+            return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: combine)
+        case .startOver:
+            if startOver(board, video: video) {
+                snap.file?.close()
+                return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snapshot(video.key), weakPartsCombine: true)
+            }
+            return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: false, streamWhole: true)
+        case .streamWhole:
+            return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: false, streamWhole: true)
+        }
+    }
+
+    /// A video without a strong validator whose cached bytes came from another run: those bytes
+    /// are never combined with new ones, so the entry gets a new, empty `data` (the catalog keeps
+    /// its validators, the promised version) before this process stores anything in it. False
+    /// when the entry cannot be taken now (another process or a job of this one writes it).
+    private func startOver(_ board: EntryBoard, video: Video) -> Bool {
+        board.cond.lock()
+        let busy = board.shared?.isHeld ?? false
+        board.cond.unlock()
+        guard !busy, let lock = try? store.tryLockWriter(key: video.key) else { return false }
+        defer { lock.release() }
+        guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, video.validators.admits(e.validators) else { return false }
+        do {
+            try store.catalog.invalidate(key: video.key, validators: video.validators)
+            try store.replaceData(key: video.key, closing: nil).close()
+            return true
+        } catch {
+            return false
+        }
     }
 
     /// How many more bytes may be stored under the cap (nil: no cap), after evicting least
@@ -154,13 +314,29 @@ public final class ReadThrough: Sendable {
         return cap - usage
     }
 
+    /// The disk filled while storing: least recently used entries other than `key` (never one in
+    /// use) are evicted to free `wanted` bytes, the cap's rules without a cap. True when some
+    /// space was freed (a new job may then try again).
+    func makeRoom(for key: String, wanted: Int64) -> Bool {
+        let evictor = Evictor(store: store)
+        guard let before = try? evictor.evict(Evictor.Criteria(), dryRun: true) else { return false }
+        var c = Evictor.Criteria()
+        c.maxSize = max(0, before.usageBefore - wanted)
+        c.protected = [key]
+        return ((try? evictor.evict(c, dryRun: false))?.freedBytes ?? 0) > 0
+    }
+
     /// Starts a storing job for the bytes from `wanted.lowerBound` on its own thread, limited to
     /// what fits under the cap; false when none can start (the reader then streams without
-    /// storing). Jobs of one entry never fetch the same byte: a job whose span covers that point
-    /// but is far behind it stops there and the new job takes over the rest of its span, and the
-    /// new job stops where a later one began. They share the entry's writer lock (taken here if
-    /// no job holds it; another process holding it means no job). The board's lock is held.
-    func startWriter(_ board: EntryBoard, video: Video, span wanted: ByteRange) -> Bool {
+    /// storing). The job writes into the reader's file: the entry's `data` must still be that
+    /// file, and the catalog's version the promised one (checked under the writer lock); a reader
+    /// without a file gets the one the job creates. Jobs of one entry never fetch the same byte:
+    /// a job whose span covers that point but is far behind it stops there and the new job takes
+    /// over the rest of its span, and the new job stops where a later one began. They share the
+    /// entry's writer lock (taken here if no job holds it; another process holding it means no
+    /// job). The board's lock is held.
+    func startWriter(_ board: EntryBoard, reader: RangeReader, span wanted: ByteRange) -> Bool {
+        let video = reader.video
         let p = wanted.lowerBound
         var end = wanted.upperBound
         let active = board.writers.filter { !$0.finished }
@@ -187,69 +363,120 @@ public final class ReadThrough: Sendable {
             _ = shared.join()
             board.shared = shared
         }
+        // Under the writer lock nobody else replaces `data` or changes the version.
+        guard let fileID = reader.adoptFileForJob() else {
+            shared.leave()
+            return false
+        }
         for w in overtaken { w.limit.store(p, ordering: .relaxed) }
-        let writer = EntryBoard.Writer(start: span.lowerBound, end: span.upperBound)
+        let writer = EntryBoard.Writer(start: span.lowerBound, end: span.upperBound, file: fileID)
         board.writers.append(writer)
-        let generation = board.generation
+        board.hold(fileID)
         var o = options
         o.sharedLock = shared
         o.stopAt = { writer.limit.load(ordering: .relaxed) }
         o.maxSize = nil        // the room was made above; the job stores no more than fits
-        o.onWrite = { [board] _, r in
-            board.cond.lock()
-            if board.generation == generation {
-                board.written.insert(r)
-                writer.position = max(writer.position, r.upperBound)
-            }
-            board.cond.broadcast()
-            board.cond.unlock()
-        }
+        o.onWrite = recorder(board, writer: writer)
+        o.expectedVersion = video.validators
+        o.heldBytesAreThisRuns = reader.weakPartsCombine
         let flag = Fetcher.StopFlag()
         writer.stop = { flag.stop(reason: SIGTERM) }
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)])
-        let store = self.store, options = o
-        Thread.detachNewThread {
+        let options = o, jobSpan = span
+        Thread.detachNewThread { [self] in
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
-                if case .videoChanged = event {
-                    // The bytes readers were promised belong to the old version: they must stop.
+                switch event {
+                case .videoChanged:
+                    // It writes into a new `data` now: no reader of the old file waits for it.
                     board.cond.lock()
-                    board.generation += 1
-                    board.written = RangeSet()
+                    board.unhold(writer.file)
+                    writer.file = nil
                     board.cond.broadcast()
                     board.cond.unlock()
+                case .retrying(_, _, _, let reason):
+                    board.cond.lock()
+                    writer.trouble = reason
+                    board.cond.broadcast()
+                    board.cond.unlock()
+                default:
+                    break
                 }
             }
             let result = prefetcher.run([item])[0]
+            if case .disk(let e) = result.error, e.isNoSpace {
+                _ = makeRoom(for: video.key, wanted: jobSpan.count)
+            }
             board.cond.lock()
             writer.finished = true
             writer.error = result.error
             board.writers.removeAll { $0 === writer }
+            board.unhold(writer.file)
+            if let e = result.error {
+                board.failures.append((jobSpan, e))
+                if board.failures.count > 8 { board.failures.removeFirst() }
+            }
             board.cond.broadcast()
             board.cond.unlock()
             shared.leave()
             if result.error == nil { try? store.catalog.touch(key: video.key) }
+            release(board)
         }
+        board.holders.add(1, ordering: .relaxed)  // the job's; released when it ends
         return true
     }
 }
 
-/// What this process knows of one entry while it is served: bytes written since the readers
-/// opened it, the storing job, and the version's generation (bumped when the origin changed it).
+/// What this process knows of one entry while it is served: the bytes it wrote into each of the
+/// entry's files, its storing jobs, and who uses it.
 final class EntryBoard: @unchecked Sendable {
-    // @unchecked: every field is read and written with `cond` locked.
+    // @unchecked: every field is read and written with `cond` locked (`holders` is atomic).
     let cond = NSCondition()
     /// Held while a video's head is fetched to open it (one opener per entry).
     let opening = NSLock()
-    var written = RangeSet()
+    /// Bytes this process wrote into each file (by identity) of the entry.
+    var written: [FileID: RangeSet] = [:]
     /// This process's storing jobs on the entry, on disjoint spans.
     var writers: [Writer] = []
     /// The entry's writer lock while any of them runs.
     var shared: SharedWriterLock?
-    var generation = 0
     /// The server is stopping: readers give up.
     var closing = false
-    /// Readers in this process using the entry (the writer is stopped when none is left).
+    /// Readers in this process using the entry (the writers are stopped when none is left).
     var readers = 0
+    /// Openers, readers and jobs using the board: it is forgotten only at zero.
+    let holders = Atomic<Int>(0)
+    var lastUsed = ContinuousClock.now
+    /// The last jobs that failed, with their spans (what a reader about to answer reports).
+    var failures: [(span: ByteRange, error: PrefetchError)] = []
+
+    /// Readers and jobs of this process holding each file open. An inode number is reused once
+    /// no one holds its file, so what this process wrote into a file is forgotten when its last
+    /// holder here lets go (a new file with the same number must not inherit it). `cond` held.
+    var holds: [FileID: Int] = [:]
+
+    func hold(_ file: FileID?) {
+        guard let file else { return }
+        holds[file, default: 0] += 1
+    }
+
+    func unhold(_ file: FileID?) {
+        guard let file else { return }
+        let n = (holds[file] ?? 1) - 1
+        if n <= 0 {
+            holds[file] = nil
+            written[file] = nil
+        } else {
+            holds[file] = n
+        }
+    }
+
+    /// This process's own writes into `file` that a reader may trust: only while this process
+    /// holds the entry (afterwards they are claimed in the catalog, or another writer may reuse
+    /// the file's unclaimed space).
+    func trustedWrites(_ file: FileID?) -> RangeSet {
+        guard let file, shared?.isHeld ?? false else { return RangeSet() }
+        return written[file] ?? RangeSet()
+    }
 
     final class Writer: @unchecked Sendable {
         // @unchecked: guarded by the board's `cond`, like the board.
@@ -258,15 +485,37 @@ final class EntryBoard: @unchecked Sendable {
         /// Where it stops: `end`, or where a later job took over the rest (read by the job).
         let limit: Atomic<Int64>
         var position: Int64
+        /// The file it writes into (nil after it dropped the version: a file no reader holds).
+        var file: FileID?
         var finished = false
         var error: PrefetchError?
+        /// Why it is retrying, if it is (a reader about to answer gives up on it).
+        var trouble: String?
         var stop: () -> Void = {}
         var effectiveEnd: Int64 { min(end, limit.load(ordering: .relaxed)) }
-        init(start: Int64, end: Int64) {
+        init(start: Int64, end: Int64, file: FileID?) {
             self.start = start
             self.end = end
+            self.file = file
             limit = Atomic(end)
             position = start
         }
+    }
+}
+
+/// What the head fetch of `open` wrote, by file (its job's loop thread writes, the opener reads after).
+final class HeadWrites: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    private let lock = NSLock()
+    private var byFile: [FileID: RangeSet] = [:]
+    func add(_ file: FileID, _ range: ByteRange) {
+        lock.lock()
+        byFile[file, default: RangeSet()].insert(range)
+        lock.unlock()
+    }
+    func ranges(_ file: FileID) -> RangeSet? {
+        lock.lock()
+        defer { lock.unlock() }
+        return byFile[file]
     }
 }

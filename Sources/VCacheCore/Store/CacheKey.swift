@@ -32,4 +32,10 @@ public struct CacheKeyRules: Equatable, Sendable {
     public func key(for url: URL) -> String {
         SHA256Digest.hash(normalise(url))
     }
+
+    /// The key of a URL as given: normalised when it parses, else the hash of the text itself
+    /// (such a URL is refused before any request, but still has one stable key).
+    public func key(for url: String) -> String {
+        URL(string: url).map { key(for: $0) } ?? SHA256Digest.hash(url)
+    }
 }

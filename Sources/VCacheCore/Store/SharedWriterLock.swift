@@ -25,6 +25,13 @@ public final class SharedWriterLock: @unchecked Sendable {
         return true
     }
 
+    /// The lock is held by this process now (some job still writes under it).
+    public var isHeld: Bool {
+        mutex.lock()
+        defer { mutex.unlock() }
+        return lock != nil
+    }
+
     /// A job ended; the last one releases the lock.
     public func leave() {
         mutex.lock()

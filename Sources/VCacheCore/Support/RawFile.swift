@@ -134,6 +134,28 @@ public final class RawFile: Sendable {
         return st
     }
 
+    /// The file this descriptor refers to (device and inode): what it holds stays the same file's
+    /// bytes even after its path is unlinked or given to a new file.
+    public func identity() throws -> FileID { FileID(try status()) }
+
+    /// fallocate(2) PUNCH_HOLE|KEEP_SIZE (Linux): gives the blocks of `range` back to the file
+    /// system, so bytes that were written but will never be claimed do not take space. Elsewhere
+    /// (and on file systems without holes) it does nothing.
+    public func punchHole(_ range: ByteRange) {
+        #if os(Linux)
+        guard fd >= 0, !range.isEmpty, let call = Self.fallocateCall else { return }
+        _ = call(fd, 0x02 | 0x01, off_t(range.lowerBound), off_t(range.count))  // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+        #endif
+    }
+
+    #if os(Linux)
+    private typealias Fallocate = @convention(c) (Int32, Int32, off_t, off_t) -> Int32
+    private static let fallocateCall: Fallocate? = {
+        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "fallocate") else { return nil }
+        return unsafeBitCast(symbol, to: Fallocate.self)
+    }()
+    #endif
+
     /// flock(2). Returns false when `nonBlocking` and the lock is held elsewhere.
     public func lock(exclusive: Bool, nonBlocking: Bool) throws -> Bool {
         let fd = try liveDescriptor()
@@ -148,7 +170,27 @@ public final class RawFile: Sendable {
 
 }
 
+/// One file on one device: what a descriptor or a path refers to. An inode number is not reused
+/// while any descriptor still holds the file, so a reader holding `data` open can compare it with
+/// the path's to learn whether the catalog's claims are about its file.
+public struct FileID: Hashable, Sendable, CustomStringConvertible {
+    public var device: UInt64
+    public var inode: UInt64
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+    public init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+    }
+    public var description: String { "\(device):\(inode)" }
+}
+
 public enum FileSystem {
+    /// The file a path names now (not following a symlink); nil when there is none.
+    public static func identity(_ path: String) -> FileID? { status(path).map(FileID.init) }
+
     /// lstat(2); nil when the path does not exist.
     public static func status(_ path: String) -> stat? {
         var st = stat()

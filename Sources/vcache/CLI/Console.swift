@@ -38,6 +38,20 @@ struct Console: Sendable {
     /// A bad command line: exit code 2.
     func usage(_ message: String) { error(message, kind: "usage", exitCode: 2) }
 
+    /// Text from outside (a URL, a header) made safe for one log line: control characters and
+    /// backslashes written as `\xNN`, so a CR or LF can never start a forged line.
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for u in text.unicodeScalars {
+            if u.value < 0x20 || u.value == 0x7F || u == "\\" || (0x80...0x9F).contains(u.value) {
+                out += String(format: "\\x%02X", u.value)
+            } else {
+                out.unicodeScalars.append(u)
+            }
+        }
+        return out
+    }
+
     /// An error thrown by the core, classified by its type; `context` goes before its text.
     func error(_ error: any Error, context: String? = nil) { self.error(FailureInfo(error, context: context)) }
 

@@ -23,7 +23,8 @@ enum ServeCommand: VCacheCommand {
         options: [
             .value("port", "N", "port on 127.0.0.1 (default \(defaultPort); 0: any free port, printed)"),
             .value("listen", "ADDR:PORT", "listen on another address (needs --allow-host): e.g. 0.0.0.0:8089"),
-            .repeated("allow-host", "HOST", "the only origin hosts the proxy contacts (repeatable; required with --listen)"),
+            .repeated("allow-host", "HOST[:PORT]", "the only origin hosts (and ports) the proxy contacts (repeatable; required with --listen)"),
+            .repeated("server-name", "NAME", "another name players use for this proxy in their Host header (repeatable; loopback names and the --listen address are always accepted)"),
             .repeated("header", short: "H", "'NAME: VALUE'", "extra request header sent to origins (repeatable)"),
             .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
             .value("header-timeout", "DURATION", "cut a player's connection that has not sent its request head within DURATION (default 10s)"),
@@ -36,7 +37,7 @@ enum ServeCommand: VCacheCommand {
         var address = "127.0.0.1"
         var headTimeout: Duration = .seconds(10)
         var port = UInt16(defaultPort)
-        var allowed: Set<String>?
+        var allowed: AllowedOrigins?
         do {
             if let p = args.value("port") {
                 guard let n = UInt16(p) else { throw UsageError("invalid port '\(p)' for --port; use 0 to 65535") }
@@ -53,7 +54,16 @@ enum ServeCommand: VCacheCommand {
                 headTimeout = .milliseconds(Int64(try PrefetchCommand.duration(t, "--header-timeout") * 1000))
             }
             let hosts = args.all("allow-host")
-            if !hosts.isEmpty { allowed = Set(hosts) }
+            if !hosts.isEmpty {
+                var a = AllowedOrigins()
+                for h in hosts {
+                    guard let rule = AllowedOrigins.rule(h) else {
+                        throw UsageError("invalid host '\(Console.escaped(h))' for --allow-host; use HOST or HOST:PORT, e.g. cdn.example.com:443")
+                    }
+                    a.add(host: rule.host, port: rule.port)
+                }
+                allowed = a
+            }
             let loopback = address == "127.0.0.1" || address == "::1" || address.hasPrefix("127.")
             if !loopback && allowed == nil {
                 throw UsageError("--listen \(address) reaches beyond this machine: name the origin hosts it may contact with --allow-host HOST, so it is never an open proxy")
@@ -80,19 +90,23 @@ enum ServeCommand: VCacheCommand {
 
         let json = args.flag("json")
         let readThrough = ReadThrough(store: store, options: options)
-        let proxy = Proxy(readThrough: readThrough, allowedHosts: allowed) { line in
+        let proxy = Proxy(readThrough: readThrough, allowedOrigins: allowed) { line in
             if json { console.event("request", fields(line)) } else { console.err(render(line)) }
         }
         let server: HTTPServer
         do {
             var limits = HTTPServer.Limits()
             if allowed != nil { limits.perClient = 16 }
+            // Each connection costs a descriptor, a cold one a few more (its storing job's `data`,
+            // sockets to the origin): sized from the descriptor limit, raised first as nginx does.
+            limits.connections = HTTPServer.connectionLimit(descriptors: Resources.raiseDescriptorLimit())
             limits.headTimeout = headTimeout
             server = try HTTPServer(address: address, port: port, limits: limits) { proxy.handle($0) }
         } catch {
             console.error(error, context: "cannot serve")
             return 1
         }
+        proxy.serverNames = ServerNames(listening: address, port: server.port, extra: args.all("server-name"))
         let host = address.contains(":") ? "[\(address)]" : address
         let base = "http://\(host):\(server.port)"
         if json {
@@ -129,8 +143,9 @@ enum ServeCommand: VCacheCommand {
     static func render(_ l: Proxy.LogLine) -> String {
         let time = Timestamp.iso8601(l.time)
         let ms = String(format: "%.1fms", l.seconds * 1000)
-        return "\(time) \(l.client) \(l.method) \(l.url) \(l.range ?? "-") \(l.status) cache=\(l.fromCache) origin=\(l.fromOrigin) \(ms)"
-            + (l.note.map { " (\($0))" } ?? "") + "\n"
+        // What a client sent is escaped: a CR or LF in a URL must not forge a log line.
+        return "\(time) \(l.client) \(l.method) \(Console.escaped(l.url)) \(Console.escaped(l.range ?? "-")) \(l.status) cache=\(l.fromCache) origin=\(l.fromOrigin) \(ms)"
+            + (l.note.map { " (\(Console.escaped($0)))" } ?? "") + "\n"
     }
 }
 

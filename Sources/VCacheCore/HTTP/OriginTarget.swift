@@ -1,0 +1,98 @@
+import CCurl
+import Foundation
+
+/// The host and port libcurl will actually contact for a URL, read by libcurl's own URL parser
+/// (`curl_url`), so an allow-list is checked on exactly what the transfer uses, never on another
+/// parser's idea of the URL (Foundation and libcurl disagree on userinfo, NUL bytes and more).
+public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
+    /// Lower-cased; an IPv6 literal without brackets; a trailing dot removed.
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = OriginTarget.canonicalHost(host)
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    static func canonicalHost(_ h: String) -> String {
+        var host = h.lowercased()
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.hasSuffix(".") { host.removeLast() }
+        return host
+    }
+
+    /// Why `url` must never reach libcurl as it is: a control character (NUL, CR, LF, ...) or a
+    /// space. libcurl reads a C string, so a NUL would end the URL it contacts early. Nil when clean.
+    public static func controlProblem(_ url: String) -> String? {
+        for u in url.unicodeScalars where u.value < 0x21 || (0x7F...0x9F).contains(u.value) {
+            return String(format: "contains the character U+%04X, which a URL must not hold raw", u.value)
+        }
+        return nil
+    }
+
+    /// What libcurl would connect to for `url`, or nil when it would refuse the URL.
+    public static func of(_ url: String) -> OriginTarget? {
+        guard controlProblem(url) == nil, let h = curl_url() else { return nil }
+        defer { curl_url_cleanup(h) }
+        guard curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        func part(_ p: CURLUPart, _ flags: UInt32) -> String? {
+            var out: UnsafeMutablePointer<CChar>?
+            guard curl_url_get(h, p, &out, flags) == CURLUE_OK, let out else { return nil }
+            defer { curl_free(out) }
+            return String(cString: out)
+        }
+        // Credentials that decode to control characters (`%00`) are refused too: libcurl would
+        // fail on them later, after the check; better a clear refusal now.
+        for p in [CURLUPART_USER, CURLUPART_PASSWORD] where part(p, 0) != nil {
+            guard let v = part(p, 64), controlProblem(v.replacingOccurrences(of: " ", with: "_")) == nil else { return nil }  // 64: CURLU_URLDECODE
+        }
+        guard let host = part(CURLUPART_HOST, 0), !host.isEmpty,
+              let port = part(CURLUPART_PORT, 1).flatMap({ Int($0) }) else { return nil }  // 1: CURLU_DEFAULT_PORT
+        return OriginTarget(host: host, port: port)
+    }
+}
+
+/// `--allow-host HOST[:PORT]`: the origins a proxy reachable beyond loopback may contact.
+public struct AllowedOrigins: Sendable, Equatable {
+    /// Host and, when given, the one port allowed for it (nil: any port of that host).
+    public var rules: [(host: String, port: Int?)] {
+        get { entries.map { ($0.host, $0.port) } }
+        set { entries = newValue.map { Rule(host: OriginTarget.canonicalHost($0.host), port: $0.port) } }
+    }
+    private struct Rule: Equatable, Sendable { var host: String; var port: Int? }
+    private var entries: [Rule] = []
+
+    public init() {}
+
+    /// Parses `HOST`, `HOST:PORT`, `[V6]`, `[V6]:PORT`; nil when malformed.
+    public static func rule(_ text: String) -> (host: String, port: Int?)? {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        guard !t.isEmpty, OriginTarget.controlProblem(t) == nil, !t.contains("/"), !t.contains("@") else { return nil }
+        if t.hasPrefix("[") {
+            guard let close = t.firstIndex(of: "]") else { return nil }
+            let host = String(t[t.index(after: t.startIndex)..<close])
+            let rest = t[t.index(after: close)...]
+            if rest.isEmpty { return (host, nil) }
+            guard rest.hasPrefix(":"), let p = Int(rest.dropFirst()), (1...65535).contains(p) else { return nil }
+            return (host, p)
+        }
+        let parts = t.split(separator: ":", omittingEmptySubsequences: false)
+        switch parts.count {
+        case 1: return (t, nil)
+        case 2:
+            guard !parts[0].isEmpty, let p = Int(parts[1]), (1...65535).contains(p) else { return nil }
+            return (String(parts[0]), p)
+        default: return (t, nil)  // an IPv6 literal without brackets
+        }
+    }
+
+    public mutating func add(host: String, port: Int?) { entries.append(Rule(host: OriginTarget.canonicalHost(host), port: port)) }
+
+    public func allows(_ target: OriginTarget) -> Bool {
+        entries.contains { $0.host == target.host && ($0.port == nil || $0.port == target.port) }
+    }
+
+    public static func == (a: AllowedOrigins, b: AllowedOrigins) -> Bool { a.entries == b.entries }
+}

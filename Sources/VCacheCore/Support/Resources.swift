@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Process limits a long-running server sets for itself.
+public enum Resources {
+    /// Raises the soft limit on open descriptors to the hard limit (as nginx's
+    /// `worker_rlimit_nofile` does; systemd units set the hard limit with `LimitNOFILE=`), and
+    /// returns the soft limit now in force.
+    @discardableResult
+    public static func raiseDescriptorLimit() -> Int {
+        var r = rlimit()
+        #if canImport(Glibc)
+        let which = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let which = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(which, &r) == 0 else { return 1024 }
+        if r.rlim_cur < r.rlim_max {
+            var raised = r
+            // macOS refuses more than OPEN_MAX for the soft limit; 1 << 20 is plenty anywhere.
+            raised.rlim_cur = min(r.rlim_max, 1 << 20)
+            if setrlimit(which, &raised) == 0 { r = raised }
+        }
+        return Int(min(r.rlim_cur, 1 << 20))  // RLIM_INFINITY is the largest value: capped too
+    }
+}
