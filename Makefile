@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev 
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl
 BENCH_DEPS  := time aria2
 
-.PHONY: all build test demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run
+.PHONY: all build test stress demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run
 
 all: build
 
@@ -42,6 +42,14 @@ build: deps
 test: deps-test
 	$(SWIFT) build
 	$(SWIFT) test
+
+# The interleaving test for longer: four workers running players through serve, prefetch, evict,
+# verify --fix, origin version changes and serve restarts on one cache for SECONDS seconds
+# (SEED=N reruns a schedule). make test runs the same test for a few hundred operations.
+SECONDS ?= 600
+stress: deps-test
+	$(SWIFT) build
+	VCACHE_STRESS_SECONDS=$(SECONDS) $(if $(SEED),VCACHE_STRESS_SEED=$(SEED)) $(SWIFT) test --filter InterleavingTests
 
 demo: deps-test
 	$(SWIFT) build

@@ -1,0 +1,263 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// serve under every interleaving: a seeded random schedule of real processes on one cache
+/// (players reading whole videos and random ranges through `serve` with curl, `prefetch` of
+/// random ranges, `evict --all` and `evict --max-size`, `verify --fix`, the origin changing a
+/// video's version under a strong ETag, a weak ETag and none, serve restarted), run by four
+/// workers at once. Every body that arrives with 200/206 is compared with the bytes of the
+/// version its headers name; a response may be cut (a player retries) but never wrong; the
+/// cache verifies clean at the end.
+///
+/// `VCACHE_STRESS_SEED=N` reruns a schedule; `VCACHE_STRESS_SECONDS=S` runs for S seconds
+/// (`make stress SECONDS=600`) instead of `VCACHE_STRESS_OPS` operations (default 240).
+@Suite struct InterleavingTests {
+    let dir = TempDirectory("vcache-interleave")
+    var cache: String { dir.file("cache") }
+
+    /// A video's versions on the origin: each has its own bytes and its own length (so a version
+    /// without validators is still named by the length in the response's headers).
+    final class Videos: @unchecked Sendable {
+        // @unchecked: guarded by `lock`.
+        struct Version {
+            var body: Data
+            var etag: String?
+        }
+        enum Kind: String, CaseIterable { case strong, weak, none }
+        private let lock = NSLock()
+        private var versions: [String: [Version]] = [:]
+        let origin: TestOrigin
+        let kinds: [String: Kind]
+
+        init(origin: TestOrigin) {
+            self.origin = origin
+            var k: [String: Kind] = [:]
+            for kind in Kind.allCases { k["/\(kind.rawValue).mp4"] = kind }
+            kinds = k
+            for path in k.keys.sorted() { bump(path) }
+        }
+
+        var paths: [String] { kinds.keys.sorted() }
+
+        /// Publishes a new version of `path`.
+        func bump(_ path: String) {
+            lock.lock()
+            let n = versions[path, default: []].count
+            let seed = path.utf8.reduce(UInt64(n)) { $0 &* 31 &+ UInt64($1) }
+            let body = TestBytes.make((3 << 20) + n * 4099 + (path == "/weak.mp4" ? 17 : path == "/none.mp4" ? 29 : 0), seed: seed)
+            let etag: String? = switch kinds[path]! {
+            case .strong: "\"v\(n)\""
+            case .weak: "W/\"v\(n)\""
+            case .none: nil
+            }
+            versions[path, default: []].append(Version(body: body, etag: etag))
+            lock.unlock()
+            origin.setResource(path, .init(body: body, etag: etag))
+        }
+
+        /// The version a response names: by its ETag, else by its total length.
+        func version(_ path: String, etag: String?, length: Int) -> Version? {
+            lock.lock()
+            defer { lock.unlock() }
+            let all = versions[path] ?? []
+            if let etag, let v = all.first(where: { $0.etag == etag }) { return v }
+            return all.first { $0.etag == nil && $0.body.count == length }
+        }
+    }
+
+    /// The running proxy, replaced when the schedule restarts it.
+    final class Proxy: @unchecked Sendable {
+        // @unchecked: `serve` is swapped under the write lock and used under the read lock.
+        private let rw = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+        private var serve: ServeProcess
+        private let cache: String
+        private let dir: TempDirectory
+        init(cache: String, dir: TempDirectory) throws {
+            self.cache = cache
+            self.dir = dir
+            serve = try ServeProcess(cacheDir: cache, logDir: dir)
+            pthread_rwlock_init(rw, nil)
+        }
+        func use<T>(_ body: (ServeProcess) throws -> T) rethrows -> T {
+            pthread_rwlock_rdlock(rw)
+            defer { pthread_rwlock_unlock(rw) }
+            return try body(serve)
+        }
+        func restart() throws {
+            pthread_rwlock_wrlock(rw)
+            defer { pthread_rwlock_unlock(rw) }
+            _ = serve.stop()
+            serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        }
+        func stop() {
+            pthread_rwlock_wrlock(rw)
+            _ = serve.stop()
+            pthread_rwlock_unlock(rw)
+        }
+    }
+
+    /// A splitmix64 generator: the schedule is a function of the seed.
+    struct Random {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    }
+
+    final class Failures: @unchecked Sendable {
+        // @unchecked: guarded by `lock`.
+        private let lock = NSLock()
+        private(set) var lines: [String] = []
+        private(set) var played = 0
+        private(set) var cut = 0
+        func add(_ s: String) { lock.lock(); lines.append(s); lock.unlock() }
+        func count(cut wasCut: Bool) { lock.lock(); played += 1; if wasCut { cut += 1 }; lock.unlock() }
+    }
+
+    @Test(.timeLimit(.minutes(15)))
+    func everyBodyServedUnderARandomScheduleIsTheOriginsBytes() throws {
+        let env = ProcessInfo.processInfo.environment
+        let seed = env["VCACHE_STRESS_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        let seconds = env["VCACHE_STRESS_SECONDS"].flatMap { Double($0) }
+        let ops = env["VCACHE_STRESS_OPS"].flatMap { Int($0) } ?? 240
+        let tag = "seed \(seed) (rerun: VCACHE_STRESS_SEED=\(seed))"
+
+        let origin = try TestOrigin()
+        let videos = Videos(origin: origin)
+        for p in videos.paths { origin.throttle(p, to: 48 << 20) }  // transfers overlap the other operations
+        let proxy = try Proxy(cache: cache, dir: dir)
+        let failures = Failures()
+        let deadline = seconds.map { Date().addingTimeInterval($0) }
+        let workers = 4
+        let group = DispatchGroup()
+        for w in 0..<workers {
+            DispatchQueue.global().async(group: group) {
+                var rng = Random(state: seed &+ UInt64(w) &* 0x1234_5678_9ABC)
+                var i = 0
+                while deadline.map({ Date() < $0 }) ?? (i < ops / workers) {
+                    i += 1
+                    let path = videos.paths[rng.below(videos.paths.count)]
+                    let url = origin.url(path)
+                    let roll = rng.below(100)
+                    let op: String
+                    var args: [String] = []
+                    switch roll {
+                    case 0..<55:
+                        // A player: the whole video, a range, a tail, or a suffix.
+                        let a = rng.below(3 << 20), b = a + rng.below(2 << 20)
+                        switch rng.below(4) {
+                        case 0: args = []
+                        case 1: args = ["-r", "\(a)-\(b)"]
+                        case 2: args = ["-r", "\(a)-"]
+                        default: args = ["-r", "-\(1 + rng.below(1 << 20))"]
+                        }
+                        op = "play \(path) \(args.joined(separator: " "))"
+                        play(proxy: proxy, path: path, url: url, args: args, videos: videos, failures: failures, op: op, tag: tag)
+                        continue
+                    case 55..<70:
+                        let a = rng.below(3 << 20), b = a + rng.below(1 << 20)
+                        args = ["prefetch", url, "--range", "\(a)-\(b)", "-q"]
+                    case 70..<76: args = ["evict", "--all"]
+                    case 76..<82: args = ["evict", "--lru", "--max-size", "\(2 + rng.below(8))M"]
+                    case 82..<88: args = ["verify", "--fix"]
+                    case 88..<97:
+                        videos.bump(path)
+                        continue
+                    default:
+                        do { try proxy.restart() } catch { failures.add("\(tag): serve did not restart: \(error)") }
+                        continue
+                    }
+                    op = "vcache " + args.joined(separator: " ")
+                    guard let r = try? VCacheBinary.run(args, cacheDir: cache) else {
+                        failures.add("\(tag): \(op) did not run")
+                        continue
+                    }
+                    if r.signalledOrCrashed || r.stderr.contains("Fatal error") {
+                        failures.add("\(tag): \(op) crashed: exit \(r.status) \(r.stderr)")
+                    }
+                }
+            }
+        }
+        group.wait()
+        proxy.stop()
+        for line in failures.lines.prefix(20) { Issue.record("\(line)") }
+        #expect(failures.lines.isEmpty, "\(failures.lines.count) failures; \(tag)")
+        #expect(failures.played > 0)
+        print("interleaving: \(tag): \(failures.played) plays, \(failures.cut) cut, no wrong byte" )
+
+        // The cache claims only bytes of the version each entry records, and verifies clean.
+        let inspector = try CacheInspector(directory: cache)
+        for path in videos.paths {
+            guard let e = try inspector.entry(origin.url(path)), let length = e.length else { continue }
+            guard let v = videos.version(path, etag: e.etag, length: Int(length)) else {
+                Issue.record("\(tag): \(path) records a version the origin never had (etag \(e.etag ?? "-"), length \(length))")
+                continue
+            }
+            #expect(try inspector.verifyClaims(origin.url(path), origin: v.body).mismatch == nil, "\(path) \(tag)")
+        }
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0, "verify: \(verify.stdout) \(verify.stderr) \(tag)")
+    }
+
+    func play(proxy: Proxy, path: String, url: String, args: [String], videos: Videos, failures: Failures, op: String, tag: String) {
+        let id = UUID().uuidString.prefix(8)
+        let h = dir.file("h-\(id)"), b = dir.file("b-\(id)")
+        defer {
+            try? FileManager.default.removeItem(atPath: h)
+            try? FileManager.default.removeItem(atPath: b)
+        }
+        let run: (status: Int32, out: Data, err: String)? = proxy.use { serve in
+            try? Tool.run("/usr/bin/curl", ["-s", "--max-time", "60", "-D", h, "-o", b] + args + [serve.url(url)])
+        }
+        guard let run else { return failures.add("\(tag): \(op): curl did not run") }
+        let head = (try? String(contentsOfFile: h, encoding: .utf8)) ?? ""
+        var headers: [String: String] = [:]
+        var status = 0
+        for line in head.components(separatedBy: "\r\n") {
+            if line.hasPrefix("HTTP/") { status = Int(line.split(separator: " ")[1]) ?? 0; continue }
+            guard let c = line.firstIndex(of: ":") else { continue }
+            headers[line[..<c].lowercased()] = line[line.index(after: c)...].trimmingCharacters(in: .whitespaces)
+        }
+        let body = (try? Data(contentsOf: URL(fileURLWithPath: b))) ?? Data()
+        guard status == 200 || status == 206 else {
+            // Statuses other than a body (a 502 while the origin changed, a stopping server) are
+            // allowed; a body is what must never be wrong.
+            failures.count(cut: true)
+            return
+        }
+        var start = 0, total = 0
+        if status == 206 {
+            let cr = headers["content-range"] ?? ""
+            let parts = cr.replacingOccurrences(of: "bytes ", with: "").split(whereSeparator: { $0 == "-" || $0 == "/" })
+            guard parts.count == 3, let a = Int(parts[0]), let t = Int(parts[2]) else {
+                return failures.add("\(tag): \(op): 206 with Content-Range '\(cr)'")
+            }
+            start = a
+            total = t
+        } else {
+            total = Int(headers["content-length"] ?? "") ?? -1
+        }
+        let etag = headers["etag"].flatMap { $0.contains("vcache-") ? nil : $0 }
+        guard let version = videos.version(path, etag: etag, length: total) else {
+            return failures.add("\(tag): \(op): \(status) names no version of the origin (etag \(headers["etag"] ?? "-"), length \(total))")
+        }
+        let expected = version.body[start..<min(version.body.count, start + body.count)]
+        if body != expected {
+            var at = 0
+            while at < body.count && at < expected.count && body[at] == expected[expected.startIndex + at] { at += 1 }
+            return failures.add("\(tag): \(op): WRONG BYTES at offset \(start + at) of \(status) (etag \(headers["etag"] ?? "-"), length \(total)), \(body.count) bytes received")
+        }
+        let complete = run.status == 0
+        if complete, let cl = headers["content-length"].flatMap({ Int($0) }), cl != body.count {
+            failures.add("\(tag): \(op): curl exit 0 with \(body.count) of \(cl) bytes")
+        }
+        failures.count(cut: !complete)
+    }
+}
