@@ -11,9 +11,15 @@ public final class ServeProcess: @unchecked Sendable {
     private let stdoutPath: String
     private let drained = DispatchSemaphore(value: 0)
 
-    public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = []) throws {
-        process.executableURL = URL(fileURLWithPath: VCacheBinary.path)
-        process.arguments = ["serve", "--port", "0"] + arguments
+    /// `user`: run serve as this user (through runuser; the test runs as root).
+    public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil) throws {
+        if let user {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            process.arguments = ["-u", user, "--", VCacheBinary.path, "serve", "--port", "0"] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: VCacheBinary.path)
+            process.arguments = ["serve", "--port", "0"] + arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["VCACHE_DIR"] = cacheDir
         process.environment = env

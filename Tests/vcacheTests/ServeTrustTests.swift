@@ -81,7 +81,7 @@ import VCacheTestSupport
         let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--max-size", "20M"])
         for (path, bytes) in [("/a.mp4", a), ("/b.mp4", b), ("/a.mp4", a), ("/b.mp4", b)] {
             let got = try fetch([serve.url(origin.url(path))])
-            #expect(got.exit == 0 && got.status == 200 && got.body == bytes, "\(path)")
+            #expect(got.exit == 0 && got.status == 200 && got.body == bytes, "\(path): exit \(got.exit) \(got.status) \(serve.log.suffix(3))")
         }
         _ = serve.stop()
         #expect(try vcache(["verify"]).status == 0)
@@ -96,11 +96,12 @@ import VCacheTestSupport
         origin.setResource("/weak.mp4", .init(body: weak, etag: "W/\"w1\""))
         origin.setResource("/none.mp4", .init(body: none))
         // Another run cached the first 4 MiB of the one without validators.
-        #expect(try vcache(["prefetch", origin.url("/none.mp4"), "--range", "0-4194303"]).status == 0)
+        let warm = try vcache(["prefetch", origin.url("/none.mp4"), "--range", "0-4194303"])
+        #expect(warm.status == 0, "\(warm.stderr)")
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         for (path, bytes) in [("/weak.mp4", weak), ("/weak.mp4", weak), ("/none.mp4", none), ("/none.mp4", none)] {
             let got = try fetch([serve.url(origin.url(path))])
-            #expect(got.exit == 0 && got.status == 200 && got.body == bytes, "\(path): exit \(got.exit), \(got.body.count) bytes")
+            #expect(got.exit == 0 && got.status == 200 && got.body == bytes, "\(path): exit \(got.exit), \(got.body.count) bytes \(serve.log.suffix(3))")
         }
         let part = try fetch(["-r", "5000000-5999999", serve.url(origin.url("/none.mp4"))])
         #expect(part.status == 206 && part.body == none[5_000_000..<6_000_000])
@@ -295,4 +296,81 @@ import VCacheTestSupport
 final class ResultBox<T>: @unchecked Sendable {
     // @unchecked: written once before the semaphore is signalled, read after it is waited for.
     var value: T?
+}
+
+/// Item 6: a cache on a file system that fills: what does not fit streams through, and no byte
+/// is written that the catalog does not claim (a tmpfs of 6 MiB; needs root to mount it).
+@Suite struct ServeFullDiskTests {
+    let dir = TempDirectory("vcache-full")
+
+    @Test(.timeLimit(.minutes(1)))
+    func onAFullDiskVideosStillPlayAndNoUnclaimedBytesStay() throws {
+        guard getuid() == 0 else {
+            print("skipped: mounting a small tmpfs needs root")
+            return
+        }
+        let mount = dir.file("small")
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        guard try Tool.run("/bin/mount", ["-t", "tmpfs", "-o", "size=6m", "tmpfs", mount]).status == 0 else {
+            print("skipped: cannot mount a tmpfs here")
+            return
+        }
+        defer { _ = try? Tool.run("/bin/umount", ["-l", mount]) }
+        let cache = mount + "/cache"
+        let origin = try TestOrigin()
+        let a = TestBytes.make(2 << 20, seed: 210), b = TestBytes.make(8 << 20, seed: 211)
+        origin.setResource("/a.mp4", .init(body: a, etag: "\"a\""))
+        origin.setResource("/b.mp4", .init(body: b, etag: "\"b\""))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        for (path, bytes) in [("/a.mp4", a), ("/b.mp4", b), ("/b.mp4", b), ("/a.mp4", a)] {
+            let r = try Tool.run("/usr/bin/curl", ["-s", "-o", dir.file("out.bin"), "-w", "%{http_code}", serve.url(origin.url(path))])
+            #expect(String(decoding: r.out, as: UTF8.self) == "200" && r.status == 0, "\(path): \(String(decoding: r.out, as: UTF8.self)) exit \(r.status)")
+            #expect(TestBytes.sha256(file: dir.file("out.bin")) == TestBytes.sha256(bytes), "\(path)")
+        }
+        _ = serve.stop()
+        // Every entry's data holds no more blocks than its claims (plus a page at each end).
+        let inspector = try CacheInspector(directory: cache)
+        for path in ["/a.mp4", "/b.mp4"] {
+            guard let e = try inspector.entry(origin.url(path)) else { continue }
+            let st = try #require(FileSystem.status(inspector.store.dataPath(e.key)))
+            let allocated = FileSystem.allocatedBytes(st)
+            #expect(allocated <= e.ranges.count + Int64(e.ranges.ranges.count) * 8192, "\(path): \(allocated) bytes on disk for \(e.ranges.count) claimed")
+        }
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+}
+
+/// Item 7: a cache serve cannot read (warm-up as root, serve as another user): one log line
+/// naming the path and the cause, the video streamed from the origin, and offline a 502, never a
+/// 200 with nothing.
+@Suite struct ServeUnreadableCacheTests {
+    let dir = TempDirectory("vcache-unreadable")
+
+    @Test(.timeLimit(.minutes(1)))
+    func aDataFileServeCannotOpenIsLoggedAndNeverA200WithNothing() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
+            print("skipped: needs root and runuser")
+            return
+        }
+        chmod(dir.path, 0o755)
+        let cache = dir.file("cache")
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        _ = try Tool.run("/bin/chown", ["nobody", cache])
+        // The catalog made by the serving user, an entry warmed by root (0600 under a 0700 folder).
+        _ = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", VCacheBinary.path, "ls"])
+        let origin = try TestOrigin()
+        let body = TestBytes.make(1 << 20, seed: 212)
+        origin.setResource("/u.mp4", .init(body: body, etag: "\"u\""))
+        #expect(try VCacheBinary.run(["prefetch", origin.url("/u.mp4")], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: [], user: "nobody")
+        let url = serve.url(origin.url("/u.mp4"))
+        let out = dir.file("u.bin")
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", url])
+        #expect(String(decoding: r.out, as: UTF8.self) == "200" && TestBytes.sha256(file: out) == TestBytes.sha256(body))
+        origin.stop()
+        let offline = try Tool.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", url])
+        #expect(String(decoding: offline.out, as: UTF8.self) == "502")
+        _ = serve.stop()
+        #expect(serve.log.contains { $0.contains("cannot open") && $0.contains("/data") && $0.contains("Permission denied") }, "\(serve.log)")
+    }
 }

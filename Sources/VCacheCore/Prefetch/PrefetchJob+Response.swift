@@ -176,6 +176,9 @@ extension PrefetchJob {
         do {
             try data.write(bytes, toAbsoluteOffset: offset)
         } catch {
+            // Part of it may have reached the file (a full disk fails a write midway): those
+            // blocks are given back when the job ends, with every byte it could not claim.
+            writtenToData.insert(ByteRange(offset, offset + Int64(bytes.count)))
             return PrefetchError(error)
         }
         checkpointer?.feedDigest(bytes, at: offset)

@@ -320,7 +320,11 @@ final class PrefetchJob: TransferDelegate {
             // neither the catalog, ls nor evict can see.
             var unclaimed = writtenToData
             for r in (checkpointer?.committed ?? RangeSet()).ranges { unclaimed.remove(r) }
-            for r in unclaimed.ranges { data.punchHole(r) }
+            if let giveBack = options.onGiveBack, let id = dataID {
+                giveBack(id, unclaimed) { data.punchHole($0) }
+            } else {
+                for r in unclaimed.ranges { data.punchHole(r) }
+            }
         }
         data?.close()
         data = nil

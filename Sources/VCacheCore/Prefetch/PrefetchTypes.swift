@@ -80,6 +80,10 @@ public struct PrefetchOptions: Sendable {
     /// itself, says so): parts under a weak validator may then be combined (Docs/cache-format.md,
     /// "Versions"), as within one prefetch run.
     public var heldBytesAreThisRuns = false
+    /// Gives back bytes the job wrote into `file` and could never claim: called with them and a
+    /// function that punches one range out of the job's descriptor. serve first stops its readers
+    /// from trusting those bytes, then punches (nil: the job punches them itself).
+    public var onGiveBack: (@Sendable (_ file: FileID, _ ranges: RangeSet, _ punch: (ByteRange) -> Void) -> Void)?
     /// The version readers of this entry's `data` were promised (serve): a response of any other
     /// version is never written into that file, even when it holds no byte yet; the job gives
     /// the entry a new `data` for it instead, which those readers never read.

@@ -136,8 +136,17 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                                               hasFile: file != nil && !streamWhole, jobs: jobs, jobsStarted: jobsStarted, mayStore: mayStore)
             switch decision.step {
             case .read(let upTo):
+                let fromWrites = claims.contiguousEnd(from: p) < upTo
+                if fromWrites { board.readingWrites += 1 }
                 board.cond.unlock()
-                return readFile(p, upTo: upTo, into: out)
+                let n = readFile(p, upTo: upTo, into: out)
+                if fromWrites {
+                    board.cond.lock()
+                    board.readingWrites -= 1
+                    board.cond.broadcast()
+                    board.cond.unlock()
+                }
+                return n
             case .refresh:
                 board.cond.unlock()
                 refresh(at: p)

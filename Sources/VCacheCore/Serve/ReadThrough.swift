@@ -318,6 +318,9 @@ public final class ReadThrough: Sendable {
     /// use) are evicted to free `wanted` bytes, the cap's rules without a cap. True when some
     /// space was freed (a new job may then try again).
     func makeRoom(for key: String, wanted: Int64) -> Bool {
+        // A span larger than the whole file system never fits: evicting for it would only lose videos.
+        var fs = statvfs()
+        guard statvfs(store.directory, &fs) == 0, Int64(fs.f_blocks) * Int64(fs.f_frsize) > wanted else { return false }
         let evictor = Evictor(store: store)
         guard let before = try? evictor.evict(Evictor.Criteria(), dryRun: true) else { return false }
         var c = Evictor.Criteria()
@@ -377,6 +380,15 @@ public final class ReadThrough: Sendable {
         o.stopAt = { writer.limit.load(ordering: .relaxed) }
         o.maxSize = nil        // the room was made above; the job stores no more than fits
         o.onWrite = recorder(board, writer: writer)
+        o.onGiveBack = { [board] file, ranges, punch in
+            // No reader may go on trusting those bytes, and none may be reading them: forget
+            // them, wait for reads in flight, punch while no new read can start.
+            board.cond.lock()
+            for r in ranges.ranges { board.written[file]?.remove(r) }
+            while board.readingWrites > 0 { board.cond.wait() }
+            for r in ranges.ranges { punch(r) }
+            board.cond.unlock()
+        }
         o.expectedVersion = video.validators
         o.heldBytesAreThisRuns = reader.weakPartsCombine
         let flag = Fetcher.StopFlag()
@@ -446,6 +458,9 @@ final class EntryBoard: @unchecked Sendable {
     /// Openers, readers and jobs using the board: it is forgotten only at zero.
     let holders = Atomic<Int>(0)
     var lastUsed = ContinuousClock.now
+    /// Readers reading bytes justified only by this process's writes right now (a job giving
+    /// unclaimed bytes back waits for them).
+    var readingWrites = 0
     /// The last jobs that failed, with their spans (what a reader about to answer reports).
     var failures: [(span: ByteRange, error: PrefetchError)] = []
 
