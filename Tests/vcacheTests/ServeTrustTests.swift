@@ -374,3 +374,32 @@ final class ResultBox<T>: @unchecked Sendable {
         #expect(serve.log.contains { $0.contains("cannot open") && $0.contains("/data") && $0.contains("Permission denied") }, "\(serve.log)")
     }
 }
+
+/// Issue 21, item 1: a prefetch that cannot open a complete entry's `data` (EMFILE here,
+/// injected with strace on that path) fails that item and removes nothing it did not create.
+@Suite struct FailedOpenKeepsTheEntryTests {
+    let dir = TempDirectory("vcache-emfile")
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPrefetchThatCannotOpenDataLeavesTheCompleteEntryWhole() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            print("skipped: strace is not installed")
+            return
+        }
+        let cache = dir.file("cache")
+        let origin = try TestOrigin()
+        let body = TestBytes.make(1 << 20, seed: 213)
+        origin.setResource("/c.mp4", .init(body: body, etag: "\"c\""))
+        #expect(try VCacheBinary.run(["prefetch", origin.url("/c.mp4")], cacheDir: cache).status == 0)
+        let inspector = try CacheInspector(directory: cache)
+        let key = try #require(try inspector.entry(origin.url("/c.mp4"))).key
+        let data = inspector.store.dataPath(key)
+        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(cache)", "/usr/bin/strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=openat",
+                                              "-e", "inject=openat:error=EMFILE", "-P", data, VCacheBinary.path, "prefetch", "-q", origin.url("/c.mp4")])
+        #expect(r.status != 0, "the prefetch should have failed: \(r.err)")
+        #expect(r.err.contains("Too many open files"), "\(r.err)")
+        #expect(FileManager.default.fileExists(atPath: data))
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        #expect(try inspector.dataSHA256(origin.url("/c.mp4")) == TestBytes.sha256(body))
+    }
+}
