@@ -129,3 +129,18 @@ public enum Tool {
         var data = Data()
     }
 }
+
+/// A response head as curl's `-D` writes it: the status of the last response and its headers
+/// (names lower-cased).
+public enum ResponseHeadText {
+    public static func parse(_ head: String) -> (status: Int, headers: [String: String]) {
+        var headers: [String: String] = [:]
+        var status = 0
+        for line in head.components(separatedBy: "\r\n") {
+            if line.hasPrefix("HTTP/") { status = Int(line.split(separator: " ")[1]) ?? 0; headers = [:]; continue }
+            guard let c = line.firstIndex(of: ":") else { continue }
+            headers[line[..<c].lowercased()] = line[line.index(after: c)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (status, headers)
+    }
+}

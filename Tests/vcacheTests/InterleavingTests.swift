@@ -218,13 +218,7 @@ import VCacheTestSupport
         }
         guard let run else { return failures.add("\(tag): \(op): curl did not run") }
         let head = (try? String(contentsOfFile: h, encoding: .utf8)) ?? ""
-        var headers: [String: String] = [:]
-        var status = 0
-        for line in head.components(separatedBy: "\r\n") {
-            if line.hasPrefix("HTTP/") { status = Int(line.split(separator: " ")[1]) ?? 0; continue }
-            guard let c = line.firstIndex(of: ":") else { continue }
-            headers[line[..<c].lowercased()] = line[line.index(after: c)...].trimmingCharacters(in: .whitespaces)
-        }
+        let (status, headers) = ResponseHeadText.parse(head)
         let body = (try? Data(contentsOf: URL(fileURLWithPath: b))) ?? Data()
         guard status == 200 || status == 206 else {
             // Statuses other than a body (a 502 while the origin changed, a stopping server) are

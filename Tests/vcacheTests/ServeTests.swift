@@ -14,13 +14,7 @@ import VCacheTestSupport
         let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
         #expect(r.status == 0, "curl \(args): \(r.err)")
         let head = (try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? ""
-        var headers: [String: String] = [:]
-        var status = 0
-        for line in head.components(separatedBy: "\r\n") {
-            if line.hasPrefix("HTTP/") { status = Int(line.split(separator: " ")[1]) ?? 0; continue }
-            guard let c = line.firstIndex(of: ":") else { continue }
-            headers[line[..<c].lowercased()] = line[line.index(after: c)...].trimmingCharacters(in: .whitespaces)
-        }
+        let (status, headers) = ResponseHeadText.parse(head)
         return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
     }
 

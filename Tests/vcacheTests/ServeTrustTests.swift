@@ -27,13 +27,7 @@ import VCacheTestSupport
         let h = dir.file("h-\(id).txt"), b = dir.file("b-\(id).bin")
         let r = try Tool.run("/usr/bin/curl", ["-s", "-D", h, "-o", b] + args)
         let head = (try? String(contentsOfFile: h, encoding: .utf8)) ?? ""
-        var headers: [String: String] = [:]
-        var status = 0
-        for line in head.components(separatedBy: "\r\n") {
-            if line.hasPrefix("HTTP/") { status = Int(line.split(separator: " ")[1]) ?? 0; continue }
-            guard let c = line.firstIndex(of: ":") else { continue }
-            headers[line[..<c].lowercased()] = line[line.index(after: c)...].trimmingCharacters(in: .whitespaces)
-        }
+        let (status, headers) = ResponseHeadText.parse(head)
         let body = (try? Data(contentsOf: URL(fileURLWithPath: b))) ?? Data()
         try? FileManager.default.removeItem(atPath: h)
         try? FileManager.default.removeItem(atPath: b)
