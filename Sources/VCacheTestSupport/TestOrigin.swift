@@ -16,8 +16,11 @@ public final class TestOrigin: Sendable {
         public var etag: String?
         public var lastModified: String?
         public var contentType: String
+        /// More headers on every answer (e.g. `Content-Encoding: gzip` from a misbehaving origin).
+        public var extraHeaders: [String: String] = [:]
 
-        public init(body: Data, etag: String? = nil, lastModified: String? = nil, contentType: String = "video/mp4") {
+        public init(body: Data, etag: String? = nil, lastModified: String? = nil, contentType: String = "video/mp4", extraHeaders: [String: String] = [:]) {
+            self.extraHeaders = extraHeaders
             self.body = body
             self.etag = etag
             self.lastModified = lastModified
@@ -246,6 +249,7 @@ public final class TestOrigin: Sendable {
         }
         let total = Int64(resource.body.count)
         var common: [String: String] = ["Content-Type": resource.contentType, "Accept-Ranges": "bytes"]
+        for (k, v) in resource.extraHeaders { common[k] = v }
         if let e = resource.etag { common["ETag"] = e }
         if let lm = resource.lastModified { common["Last-Modified"] = lm }
 

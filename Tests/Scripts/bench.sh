@@ -25,7 +25,8 @@ echo "vcache $("$VCACHE" --version | head -1 | cut -d' ' -f2), $(nproc) CPUs ($(
 echo "preparing: a ${SIZE_MB} MiB file, $HEADS URLs of 4 MiB videos, a ${RESUME_MB} MiB file"
 head -c $((SIZE_MB << 20)) /dev/urandom > "$work/www/big.bin"
 head -c $((RESUME_MB << 20)) /dev/urandom > "$work/www/resume.bin"
-head -c $((4 << 20)) /dev/urandom > "$work/www/heads/v.mp4"
+# Videos begin with a box (vcache refuses an .mp4 that does not): a `uuid` box, then random bytes.
+{ printf '\0\0\0\030uuid'; head -c $(((4 << 20) - 8)) /dev/urandom; } > "$work/www/heads/v.mp4"
 head -c $((1 << 20)) "$work/www/heads/v.mp4" > "$work/www/small/v.mp4"
 for i in $(seq 1 "$HEADS"); do ln -s v.mp4 "$work/www/heads/v$i.mp4"; ln -s v.mp4 "$work/www/small/v$i.mp4"; done
 for t in curl aria2 vcache; do ln -s resume.bin "$work/www/resume-$t.bin"; done

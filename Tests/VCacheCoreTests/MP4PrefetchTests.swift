@@ -100,14 +100,17 @@ import VCacheTestSupport
         #expect(r.error?.description == message)
     }
 
-    @Test func aFileThatIsNotMP4IsOneClearErrorButBytesStillWork() throws {
+    /// An .mp4 URL whose bytes are not an MP4 (an error page answered with 200): one clear error,
+    /// and none of it is kept, whatever was asked.
+    @Test func aFileThatIsNotMP4IsOneClearErrorAndNothingIsKept() throws {
         let nginx = try Nginx()
         let body = Data(String(repeating: "<html>not a video</html>\n", count: 5000).utf8)
         let url = try nginx.publish("page.mp4", body)
         let cache = try TestCache()
         let r = Prefetcher(store: cache.store, options: TestCache.fastOptions()).run([.seconds(url, 2)])[0]
-        #expect(r.error?.description == "cannot map its MP4 for --seconds: not an MP4 or MOV file: its first bytes '<html>no' are not an ISO BMFF box header (ftyp, moov, mdat...)")
+        #expect(r.error?.description == "origin's answer for a .mp4 is not an MP4: its first bytes '<html>no' are not an ISO BMFF box header (ftyp, moov, mdat...); nothing of it was kept")
         let head = cache.prefetch(url, [.head(1000)])
-        #expect(head.error == nil)
+        #expect(head.error?.remedy == .fixOrigin)
+        #expect((try cache.inspector.entry(url)?.cachedBytes ?? 0) == 0)
     }
 }

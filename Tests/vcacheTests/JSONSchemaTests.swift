@@ -221,11 +221,12 @@ import VCacheTestSupport
         #expect(request?["http_status"] as? Int == 206)
         #expect(request?["from_cache_bytes"] as? Int == 100)
 
-        // Every documented event was produced, but `note` (no fault here gives one).
+        // Every documented event was produced.
         var documented = Set<String>()
         for (command, events) in schema.events where command != "every command" {
             for e in events.keys { documented.insert("\(command) \(e)") }
         }
-        #expect(documented.subtracting(seen) == ["prefetch note"], "documented but not produced: \(documented.subtracting(seen).sorted())")
+        // (`note` comes only where a test video's boxes do not add up.)
+        #expect(documented.subtracting(seen).subtracting(["prefetch note"]).isEmpty, "documented but not produced: \(documented.subtracting(seen).sorted())")
     }
 }

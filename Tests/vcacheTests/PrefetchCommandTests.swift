@@ -83,10 +83,11 @@ import VCacheTestSupport
         let list = "\(front) 5s\n\(page) 2s\n"
         let batch = try VCacheBinary.run(["prefetch", "-i", "-", "-q"], cacheDir: cache, stdin: list)
         #expect(batch.status == 4)
-        #expect(batch.stderr.contains("cannot prefetch \(page): cannot map its MP4 for --seconds: not an MP4 or MOV file: its first bytes '<html></' are not an ISO BMFF box header (ftyp, moov, mdat...)"))
+        #expect(batch.stderr.contains("cannot prefetch \(page): origin's answer for a .mp4 is not an MP4: its first bytes '<html></' are not an ISO BMFF box header (ftyp, moov, mdat...); nothing of it was kept"), "\(batch.stderr)")
         #expect(try CacheInspector(directory: cache).entry(front)?.cachedBytes ?? 0 > 100_000)
-        // A head of a file that is not MP4 is just a head: no note about a moov.
-        let head = try VCacheBinary.run(["prefetch", page, "--bytes", "1K"], cacheDir: dir.file("plain"))
+        // A head of a file that is not MP4 (nor named one) is just a head: no note about a moov.
+        let plain = try nginx.publish("page.bin", Data(String(repeating: "<html></html>\n", count: 100).utf8))
+        let head = try VCacheBinary.run(["prefetch", plain, "--bytes", "1K"], cacheDir: dir.file("plain"))
         #expect(head.status == 0)
         #expect(head.stderrLines.last?.hasPrefix("fetched 1.0 KiB, 0 B already cached, in ") == true)
         #expect(!head.stderr.contains("note:"))

@@ -87,7 +87,9 @@ public final class CurlTransfer {
         }
         for entry in options.resolve { resolveList = curl_slist_append(resolveList, entry) }
         if resolveList != nil { vc_easy_setopt_slist(easy, CURLOPT_RESOLVE, resolveList) }
-        var lines = options.headers
+        // Only the video's own bytes are stored: no encoding is asked for (an origin that encodes
+        // anyway is refused by ResponseJudge).
+        var lines = options.headers + ["Accept-Encoding: identity"]
         if let ifRange, range != nil { lines.append("If-Range: \(ifRange)") }
         for line in lines { headerList = curl_slist_append(headerList, line) }
         if headerList != nil { vc_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList) }

@@ -1,3 +1,4 @@
+import Foundation
 /// The response rules, in one pure value (DESIGN.md invariants 2 and 3; RFC 9110 §13.1.5,
 /// §14.4, §15.3.7): given what was asked, the validators of the bytes already held and a
 /// response head, says where the response's body goes, or why none of it may be kept.
@@ -65,6 +66,13 @@ public struct ResponseJudge: Equatable, Sendable {
     }
 
     public func judge(_ head: ResponseHead) -> Verdict {
+        if head.status == 200 || head.status == 206 {
+            // Byte offsets are the video's own: an encoded body is never stored as it.
+            if let enc = head.header("Content-Encoding")?.trimmingCharacters(in: .whitespaces).lowercased(), !enc.isEmpty, enc != "identity" {
+                return .reject(.notTheVideo("origin sent the body encoded (Content-Encoding: \(enc)), not the video's own bytes"))
+            }
+            if let why = Self.notMedia(head) { return .reject(.notTheVideo(why)) }
+        }
         switch head.status {
         case 206: return partial(head)
         case 200: return whole(head)
@@ -105,6 +113,19 @@ public struct ResponseJudge: Equatable, Sendable {
         if Validators.strongMatch(held, v) { return .accept(offset: 0, limit: limit, validators: merged(v)) }
         let reason = held.differs(from: v) ? changeReason(v) : "origin sent the whole video (200) to a range request without a strong validator"
         return .replace(offset: 0, limit: limit, validators: v, reason: reason)
+    }
+
+    /// File extensions that name media: a page (HTML, XHTML) answered for one is an error page,
+    /// not the video (a CDN's "not found" or a login wall answered with 200).
+    static let mediaExtensions: Set<String> = ["mp4", "m4v", "m4a", "mov", "3gp", "webm", "mkv", "ts", "m4s", "mp3", "aac", "flac", "ogg", "ogv", "avi"]
+
+    static func notMedia(_ head: ResponseHead) -> String? {
+        guard let type = head.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
+              type == "text/html" || type == "application/xhtml+xml" else { return nil }
+        let path = URL(string: head.effectiveURL)?.path ?? head.effectiveURL
+        let ext = (path as NSString).pathExtension.lowercased()
+        guard mediaExtensions.contains(ext) else { return nil }
+        return "origin answered a web page (Content-Type: \(type)) for a .\(ext) video"
     }
 
     /// May a part with validators `v` be combined with the held bytes?

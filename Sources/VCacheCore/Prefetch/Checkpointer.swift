@@ -224,5 +224,10 @@ final class Checkpointer: @unchecked Sendable {
     }
 
     /// Waits for every submitted batch to be committed.
-    func drain() { queue.sync {} }
+    /// Waits for every commit queued, and for the hasher: no work of this entry outlives its job
+    /// (a process exiting while the hasher sets up libcrypto crashed in OpenSSL's exit cleanup).
+    func drain() {
+        queue.sync {}
+        digestQueue.sync {}
+    }
 }

@@ -147,6 +147,10 @@ extension PrefetchJob {
             }
             count = Int(min(Int64(count), limit - writeOffset))
         }
+        if writeOffset == 0, count >= 8, let why = Self.notAnMP4Start(url: item.url, bytes) {
+            transferFailure = .notTheVideo(why)
+            return false
+        }
         // A new response elsewhere in the file: what is staged goes out first.
         if !stage.isEmpty && stage.end != writeOffset, let e = writeStaged() {
             transferFailure = e
@@ -166,6 +170,24 @@ extension PrefetchJob {
         }
         if count < bytes.count { stoppedAtLimit = true }
         return count == bytes.count
+    }
+
+    /// For a URL naming an MP4 (.mp4, .m4v, .m4a, .mov, .3gp): why `bytes` (the first of the file)
+    /// cannot start one: an ISO BMFF file begins with a box, a 32-bit size (0, 1, or at least 8)
+    /// and a four-character type. An error page or a redirect notice answered with 200 does not.
+    /// Boxes an MP4 or QuickTime file starts with (ISO/IEC 14496-12, QuickTime's `wide`/`pnot`).
+    static let firstBoxTypes: Set<String> = ["ftyp", "styp", "moov", "mdat", "free", "skip", "wide", "pnot", "sidx", "moof", "uuid", "pdin", "meta", "prfl"]
+
+    static func notAnMP4Start(url: String, _ bytes: UnsafeRawBufferPointer) -> String? {
+        let ext = ((URL(string: url)?.path ?? url) as NSString).pathExtension.lowercased()
+        guard ["mp4", "m4v", "m4a", "mov", "3gp"].contains(ext), bytes.count >= 8 else { return nil }
+        let size = UInt32(bytes[0]) << 24 | UInt32(bytes[1]) << 16 | UInt32(bytes[2]) << 8 | UInt32(bytes[3])
+        let type = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[4..<8]), as: UTF8.self)
+        guard Self.firstBoxTypes.contains(type) && (size == 0 || size == 1 || size >= 8) else {
+            let shown = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<8]).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+            return "origin's answer for a .\(ext) is not an MP4: its first bytes '\(shown)' are not an ISO BMFF box header (ftyp, moov, mdat...)"
+        }
+        return nil
     }
 
     /// Writes the staged bytes (StagedWrite.swift) to `data`; from then on they are pending, to

@@ -14,16 +14,17 @@ public enum RangeRequest: Equatable, Sendable, CustomStringConvertible {
         let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 2 else { return nil }
         if parts[0].isEmpty {
-            guard let n = Int64(parts[1]), n > 0 else { return nil }
+            guard parts[1].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int64(parts[1]), n > 0 else { return nil }
             self = .suffix(n)
             return
         }
-        guard let a = Int64(parts[0]), a >= 0 else { return nil }
+        guard parts.allSatisfy({ $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }), let a = Int64(parts[0]), a >= 0 else { return nil }
         if parts[1].isEmpty {
             self = .span(first: a, last: nil)
             return
         }
-        guard let b = Int64(parts[1]), b >= a else { return nil }
+        // The last byte is at most 2^63 - 2: its end (last + 1) must be a byte offset too.
+        guard let b = Int64(parts[1]), b >= a, b < Int64.max else { return nil }
         self = .span(first: a, last: b)
     }
 

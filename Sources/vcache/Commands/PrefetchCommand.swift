@@ -172,6 +172,11 @@ enum PrefetchCommand: VCacheCommand {
                 guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
                     throw UsageError("invalid header '\(line)' for -H; use 'Name: value'")
                 }
+                let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+                if name == "accept-encoding" || name == "te" {
+                    // Stored bytes are the video's own: an encoded body would be cached as video.
+                    throw UsageError("vcache stores the video's own bytes and asks for no encoding: drop -H '\(line)'")
+                }
                 out.append(line)
             }
         }

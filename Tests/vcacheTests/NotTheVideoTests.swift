@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// Issue 21, items 2-4: a body that cannot be the video is never cached as it, and values out of
+/// range are errors, never traps.
+@Suite struct NotTheVideoTests {
+    let dir = TempDirectory("vcache-notvideo")
+    var cache: String { dir.file("cache") }
+
+    @Test func anEncodedBodyIsRefusedAndNeverAskedFor() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 214)
+        // An origin that gzips on its own (the bytes here are not even gzip: they must not be kept).
+        origin.setResource("/g.mp4", .init(body: body, etag: "\"g\"", extraHeaders: ["Content-Encoding": "gzip"]))
+        let r = try VCacheBinary.run(["prefetch", origin.url("/g.mp4")], cacheDir: cache)
+        #expect(r.status == 4)
+        #expect(r.stderr.contains("Content-Encoding: gzip"), "\(r.stderr)")
+        #expect((try CacheInspector(directory: cache).entry(origin.url("/g.mp4"))?.cachedBytes ?? 0) == 0)
+        // vcache asks for the identity encoding, and refuses to ask for another.
+        #expect(origin.headers("/g.mp4").first?["accept-encoding"] == "identity")
+        let asked = try VCacheBinary.run(["prefetch", "-H", "Accept-Encoding: gzip", origin.url("/g.mp4")], cacheDir: cache)
+        #expect(asked.status == 2)
+        #expect(asked.stderr.contains("asks for no encoding"), "\(asked.stderr)")
+    }
+
+    @Test func anHTMLPageOrANonMP4StartForAVideoURLIsNotKept() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/page.mp4", .init(body: Data("<html><body>Not found</body></html>".utf8), contentType: "text/html; charset=utf-8"))
+        origin.setResource("/junk.mp4", .init(body: Data(String(repeating: "Access denied. ", count: 100).utf8), contentType: "application/octet-stream"))
+        for path in ["/page.mp4", "/junk.mp4"] {
+            let r = try VCacheBinary.run(["prefetch", origin.url(path)], cacheDir: cache)
+            #expect(r.status == 4, "\(path): \(r.stderr)")
+            #expect((try CacheInspector(directory: cache).entry(origin.url(path))?.cachedBytes ?? 0) == 0, "\(path)")
+        }
+        let ls = try VCacheBinary.run(["ls", "--complete"], cacheDir: cache)
+        #expect(!ls.stdout.contains("page.mp4") && !ls.stdout.contains("junk.mp4"))
+        // A real MP4 still passes.
+        let mp4 = try Fixtures.data("moov-at-front.mp4")
+        origin.setResource("/real.mp4", .init(body: mp4, etag: "\"r\""))
+        #expect(try VCacheBinary.run(["prefetch", origin.url("/real.mp4")], cacheDir: cache).status == 0)
+    }
+
+    @Test func rangesPastTheLargestOffsetAreUsageErrors() throws {
+        for spec in ["0-9223372036854775807", "0-99999999999999999999", "+5-10", "5--1"] {
+            let r = try VCacheBinary.run(["prefetch", "http://127.0.0.1:9/v.mp4", "--range", spec], cacheDir: cache)
+            #expect(r.status == 2 && !r.signalledOrCrashed, "\(spec): exit \(r.status) \(r.stderr)")
+        }
+    }
+}
