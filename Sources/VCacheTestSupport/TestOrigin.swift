@@ -50,6 +50,8 @@ public final class TestOrigin: Sendable {
         /// Answer every GET with 200, `Transfer-Encoding: chunked` and no Content-Length, ignoring
         /// Range (a live transcoder, some CDNs and object stores).
         public var chunkedWithoutLength = false
+        /// Each answer carries the next of these ETags in turn (two backends behind a balancer).
+        public var rotateETags: [String] = []
 
         public init() {}
     }
@@ -223,7 +225,7 @@ public final class TestOrigin: Sendable {
         }
         let range = headers["range"]
         // Take this request's faults (consuming one-shot ones) under the lock.
-        let (resource, faults, status): (Resource?, Faults, (Int, [String: String])?) = state.withLock { s in
+        let (resource, faults, status, nth): (Resource?, Faults, (Int, [String: String])?, Int) = state.withLock { s in
             s.requests[path, default: []].append(range)
             s.queries[path, default: []].append(query)
             s.headers[path, default: []].append(headers)
@@ -236,7 +238,7 @@ public final class TestOrigin: Sendable {
                 if f.dropCount <= 0 { f.dropAfterBytes = nil }
             }
             s.faults[path] = f
-            return (s.resources[path], current, st)
+            return (s.resources[path], current, st, s.requests[path, default: []].count - 1)
         }
         if let (code, extra) = status, code != 0 {
             return send(fd, status: code, headers: extra.merging(["Content-Length": "0"]) { a, _ in a }, body: nil, method: method, path: path, faults: Faults())
@@ -251,6 +253,7 @@ public final class TestOrigin: Sendable {
         var common: [String: String] = ["Content-Type": resource.contentType, "Accept-Ranges": "bytes"]
         for (k, v) in resource.extraHeaders { common[k] = v }
         if let e = resource.etag { common["ETag"] = e }
+        if !faults.rotateETags.isEmpty { common["ETag"] = faults.rotateETags[nth % faults.rotateETags.count] }
         if let lm = resource.lastModified { common["Last-Modified"] = lm }
 
         var wantRange = range.flatMap { Self.parseRange($0, total: total) }

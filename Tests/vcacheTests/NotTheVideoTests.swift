@@ -49,3 +49,24 @@ import VCacheTestSupport
         }
     }
 }
+
+/// Issue 21, item 5: an origin whose version flips per response is given up after a few
+/// changes, with one line and exit 4, not dropped and fetched for ever.
+@Suite struct UnstableOriginTests {
+    let dir = TempDirectory("vcache-unstable")
+
+    @Test(.timeLimit(.minutes(1)))
+    func anETagFlippingPerResponseIsGivenUp() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/flip.mp4", .init(body: try Fixtures.data("moov-at-end.mp4"), etag: "\"a\""))
+        var f = TestOrigin.Faults()
+        f.rotateETags = ["\"a\"", "\"b\""]
+        origin.setFaults("/flip.mp4", f)
+        // --seconds asks for the head, then the moov at the end, then samples: each answer another version.
+        let again = try VCacheBinary.run(["prefetch", origin.url("/flip.mp4"), "--seconds", "5"], cacheDir: dir.file("c1"))
+        #expect(again.status == 4, "\(again.stderr)")
+        #expect(again.stderr.contains("version changed 3 times"), "\(again.stderr)")
+        #expect(origin.requests("/flip.mp4").count <= 8, "\(origin.requests("/flip.mp4").count) requests")
+        #expect(try VCacheBinary.run(["verify"], cacheDir: dir.file("c1")).status == 0)
+    }
+}

@@ -70,20 +70,24 @@ public final class Catalog: Sendable {
 
     static let entryColumns = "key, url, latest_url, length, etag, last_modified, content_type, created, last_used, completed, sha256, pinned, cached_bytes, disk_bytes"
 
+    /// A row as read: every value is untrusted (a damaged or hand-edited catalog must give clear
+    /// answers, never a trap): a negative length is unknown, sizes are at least 0, and times are
+    /// clamped to the years 1970 to 5138 (a date of -1e300 would overflow every formatter).
     static func entry(from r: Row) -> CacheEntry {
-        CacheEntry(
-            key: r.text(0), url: r.text(1), latestURL: r.text(2), length: r.optionalInt(3),
+        func time(_ t: Double) -> Date { Date(timeIntervalSince1970: t.isFinite ? min(max(t, 0), 1e11) : 0) }
+        return CacheEntry(
+            key: r.text(0), url: r.text(1), latestURL: r.text(2), length: r.optionalInt(3).flatMap { $0 >= 0 ? $0 : nil },
             etag: r.optionalText(4), lastModified: r.optionalText(5), contentType: r.optionalText(6),
-            created: Date(timeIntervalSince1970: r.double(7)), lastUsed: Date(timeIntervalSince1970: r.double(8)),
-            completed: r.optionalDouble(9).map { Date(timeIntervalSince1970: $0) }, sha256: r.optionalText(10),
-            pinned: r.int(11) != 0, cachedBytes: r.int(12), diskBytes: r.int(13), ranges: RangeSet())
+            created: time(r.double(7)), lastUsed: time(r.double(8)),
+            completed: r.optionalDouble(9).map(time), sha256: r.optionalText(10),
+            pinned: r.int(11) != 0, cachedBytes: max(0, r.int(12)), diskBytes: max(0, r.int(13)), ranges: RangeSet())
     }
 
     static func ranges(_ c: Connection, key: String) throws -> RangeSet {
         var set = RangeSet()
         try c.query("SELECT start, end FROM ranges WHERE key = ? ORDER BY start", .text(key)) { r in
             let start = r.int(0), end = r.int(1)
-            if start < end { set.insert(ByteRange(start, end)) }
+            if start >= 0 && start < end { set.insert(ByteRange(start, end)) }
         }
         return set
     }

@@ -27,6 +27,10 @@ extension PrefetchJob {
             beginWriting(at: offset, limit: limit)
             return .proceed
         case .replace(let offset, let limit, let v, let reason):
+            if let e = countVersionChange(reason) {
+                transferFailure = e
+                return .stop
+            }
             guard mayDropVersion() else {
                 transferFailure = .lockBusy
                 return .stop
@@ -42,6 +46,10 @@ extension PrefetchJob {
             return .hold
         case .learnLength(let v, let drop):
             if drop {
+                if let e = countVersionChange("its length changed") {
+                    transferFailure = e
+                    return .stop
+                }
                 guard mayDropVersion() else {
                     transferFailure = .lockBusy
                     return .stop
@@ -56,6 +64,13 @@ extension PrefetchJob {
             retryAfter = head.retryAfter
             return .stop
         }
+    }
+
+    /// Counts a version change in this run; the error when it is one too many (an origin whose
+    /// version flips per response would otherwise be dropped and fetched for ever).
+    func countVersionChange(_ reason: String) -> PrefetchError? {
+        versionChanges += 1
+        return versionChanges >= Self.maxVersionChanges ? .unstableVersion(changes: versionChanges, reason: reason) : nil
     }
 
     /// Records the validators of the same version (already merged with what was held).
@@ -77,6 +92,7 @@ extension PrefetchJob {
     /// when a transfer ended meanwhile. A failure finishes the job with its error.
     func dropVersion(to new: Validators, reason: String, then: @escaping () -> Void) {
         guard let checkpointer, let old = data else { return finish(.catalog("no entry to drop")) }
+
         dropping = true
         stage.discard()
         pending = RangeSet()

@@ -80,6 +80,9 @@ final class PrefetchJob: TransferDelegate {
     var transferBytes: Int64 = 0
     var retryAfter: Double?
     var fruitlessTransfers = 0
+    /// Versions dropped in this run; at `maxVersionChanges` the item is given up.
+    var versionChanges = 0
+    static let maxVersionChanges = 3
 
     init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher,
          emit: @escaping (PrefetchEvent) -> Void, onFinish: @escaping (PrefetchJob) -> Void) {

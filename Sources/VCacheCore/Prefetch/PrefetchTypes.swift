@@ -109,6 +109,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The body cannot be the video: encoded (Content-Encoding), an HTML page for a media URL, or
     /// an MP4 URL whose first bytes are not a box. Nothing of it is kept.
     case notTheVideo(String)
+    /// The origin's version changed again and again within one run (two backends behind a
+    /// balancer with different ETags, a length that differs per response): given up.
+    case unstableVersion(changes: Int, reason: String)
     case noProgress
     case disk(SystemError)
     case catalog(String)
@@ -159,7 +162,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .transport(let t): t.kind == .refusedScheme || t.kind == .tooManyRedirects ? .fixOrigin : .tryLater
         case .http(let status, _): status >= 500 || status == 408 || status == 429 ? .tryLater : .fixOrigin
-        case .badContentRange, .missingLength, .notTheVideo, .noProgress, .mp4, .invalidURL: .fixOrigin
+        case .badContentRange, .missingLength, .notTheVideo, .unstableVersion, .noProgress, .mp4, .invalidURL: .fixOrigin
         case .disk: .fixLocal
         case .catalog: .fixLocal
         case .catalogBusy: .tryLater
@@ -184,6 +187,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badContentRange(let asked, let got): "origin answered Content-Range '\(got)' to a request for bytes=\(asked); nothing from that response was kept"
         case .missingLength: "origin did not say the video's length (no Content-Range total or Content-Length)"
         case .notTheVideo(let why): "\(why); nothing of it was kept"
+        case .unstableVersion(let n, let reason): "the origin's version changed \(n) times in one run (last: \(reason)); given up: does it answer from backends that disagree?"
         case .noProgress: "origin sent no new bytes for the requested range"
         case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
         case .catalog(let message), .catalogBusy(let message): message

@@ -93,7 +93,7 @@ struct FailureInfo {
             case .refusedScheme, .tooManyRedirects: kind = "redirect"
             case .other: kind = "network"
             }
-        case .badContentRange, .missingLength, .notTheVideo: kind = "bad_response"
+        case .badContentRange, .missingLength, .notTheVideo, .unstableVersion: kind = "bad_response"
         case .noProgress: kind = "no_progress"
         case .disk(let s): kind = Self.kind(s)
         case .catalog: kind = "catalog"
