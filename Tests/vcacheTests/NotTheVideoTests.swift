@@ -70,3 +70,25 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: dir.file("c1")).status == 0)
     }
 }
+
+/// Issue 21, item 4: values out of range in the catalog are read as untrusted: a clear answer,
+/// never a trap.
+@Suite struct UntrustedCatalogTests {
+    let dir = TempDirectory("vcache-untrusted")
+
+    @Test func outOfRangeRowsGiveAnswersNotTraps() throws {
+        let nginx = try Nginx()
+        let url = try nginx.publish("f.mp4", try Fixtures.data("moov-at-front.mp4"))
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 0)
+        func sql(_ s: String) throws { #expect(try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", s]).status == 0) }
+        try sql("UPDATE entries SET length = -5")
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 1 && !verify.signalledOrCrashed, "\(verify.stderr)")
+        try sql("UPDATE entries SET length = (SELECT max(end) FROM ranges), last_used = -1e300, created = 1e300")
+        for args in [["ls"], ["info", url], ["ls", "--json"], ["evict", "--older-than", "1d", "--dry-run"]] {
+            let r = try VCacheBinary.run(args, cacheDir: cache)
+            #expect(r.status == 0 && !r.signalledOrCrashed, "\(args): exit \(r.status) \(r.stderr)")
+        }
+    }
+}
