@@ -35,10 +35,18 @@ public final class CacheStore: Sendable {
         }
     }
 
-    public init(directory: String) throws {
+    public init(directory given: String) throws {
+        do {
+            try FileSystem.makeDirectories(given)
+        } catch let e as SystemError {
+            throw OpenError.notWritable(path: given, reason: String(cString: strerror(e.errno)))
+        }
+        // The cache directory itself may be reached through symlinks (`~/.cache` often is one):
+        // it is resolved once, here. Inside it nothing is followed (O_NOFOLLOW, and SQLite's
+        // SQLITE_OPEN_NOFOLLOW refuses a symlink anywhere in the catalog's path).
+        let directory = FileSystem.realPath(given) ?? given
         self.directory = directory
         do {
-            try FileSystem.makeDirectories(directory)
             try FileSystem.makeDirectories(directory + "/entries")
         } catch let e as SystemError {
             throw OpenError.notWritable(path: directory, reason: String(cString: strerror(e.errno)))

@@ -188,6 +188,13 @@ public struct FileID: Hashable, Sendable, CustomStringConvertible {
 }
 
 public enum FileSystem {
+    /// realpath(3): the path with every symlink, `.` and `..` resolved; nil when it does not exist.
+    public static func realPath(_ path: String) -> String? {
+        guard let p = realpath(path, nil) else { return nil }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
     /// The file a path names now (not following a symlink); nil when there is none.
     public static func identity(_ path: String) -> FileID? { status(path).map(FileID.init) }
 
