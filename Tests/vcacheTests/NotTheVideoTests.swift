@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Testing
 import VCacheCore
@@ -135,5 +138,43 @@ import VCacheTestSupport
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         #expect(try VCacheBinary.run(["verify", "--fix"], cacheDir: cache).status == 0)
         #expect(try CacheInspector(directory: cache).entry(url)?.isComplete == true)
+    }
+}
+
+/// Issue 21, item 10: export writes into streams and devices and never replaces anything that
+/// is not a regular file.
+@Suite struct ExportDestinationTests {
+    let dir = TempDirectory("vcache-exportdest")
+
+    @Test func streamsAndDevicesAreWrittenIntoAndOnlyRegularFilesReplaced() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-front.mp4")
+        let url = try nginx.publish("f.mp4", body)
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 0)
+        // stdout
+        let out = try VCacheBinary.run(["export", url, "-"], cacheDir: cache)
+        #expect(out.status == 0 && Data(out.stdout.utf8).count > 0)
+        let piped = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' - | sha256sum"])
+        #expect(String(decoding: piped.out, as: UTF8.self).hasPrefix(TestBytes.sha256(body)))
+        // a character device of the test's own (what /dev/null is), with --force: still a device
+        if getuid() == 0 {
+            let null = dir.file("null")
+            #expect(try Tool.run("/usr/bin/mknod", ["-m", "666", null, "c", "1", "3"]).status == 0)
+            #expect(try VCacheBinary.run(["export", url, null, "--force"], cacheDir: cache).status == 0)
+            #expect((FileSystem.status(null)!.st_mode & S_IFMT) == S_IFCHR)
+        }
+        // a FIFO
+        let fifo = dir.file("fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let reader = try Tool.run("/bin/bash", ["-c", "cat '\(fifo)' > '\(dir.file("from-fifo"))' & VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' '\(fifo)'; wait"])
+        #expect(reader.status == 0, "\(reader.err)")
+        #expect(TestBytes.sha256(file: dir.file("from-fifo")) == TestBytes.sha256(body))
+        // a symlink is refused, even with --force, and stays a symlink
+        let target = try dir.write("target.mp4", Data("keep".utf8))
+        try FileManager.default.createSymbolicLink(atPath: dir.file("link.mp4"), withDestinationPath: target)
+        let link = try VCacheBinary.run(["export", url, dir.file("link.mp4"), "--force"], cacheDir: cache)
+        #expect(link.status == 1 && link.stderr.contains("is a symbolic link"), "\(link.stderr)")
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "keep")
     }
 }

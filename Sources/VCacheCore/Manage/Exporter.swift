@@ -22,6 +22,7 @@ public struct Exporter {
         case crossDevice(String)
         case changedWhileExporting(url: String)
         case notFastStartable(String)
+        case notRegular(path: String, what: String)
         case io(SystemError)
 
         public var description: String {
@@ -35,6 +36,7 @@ public struct Exporter {
             case .crossDevice(let p): return "cannot hard-link into '\(p)': it is on another filesystem than the cache; export without --link"
             case .notFastStartable(let why): return "cannot move the moov to the front: \(why); export without --faststart"
             case .changedWhileExporting(let url): return "the cached file of \(url) was replaced while it was being exported; nothing was written; try again"
+            case .notRegular(let p, let what): return "'\(p)' is \(what): export replaces only regular files (write to a device or a FIFO by naming it, to stdout with '-')"
             case .io(let e): return e.description
             }
         }
@@ -55,6 +57,21 @@ public struct Exporter {
         guard e.isComplete, let length = e.length, let sha = e.sha256 else {
             throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
         }
+        // A stream (stdout as '-', a character device such as /dev/null, a FIFO): the bytes are
+        // written into it, never by replacing it. Checked against the digest first, since what
+        // goes into a stream cannot be taken back.
+        if ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].contains(destination) { return try stream(e, length: length, sha: sha, into: 1, named: "stdout", link: link, faststart: faststart) }
+        if let lst = FileSystem.status(destination) {
+            let kind = lst.st_mode & S_IFMT
+            let followed = FileSystem.followingStatus(destination).map { $0.st_mode & S_IFMT }
+            if kind == S_IFCHR || kind == S_IFIFO || (kind == S_IFLNK && (followed == S_IFCHR || followed == S_IFIFO)) {
+                let out = try RawFile.openFollowing(destination, flags: O_WRONLY)
+                defer { out.close() }
+                return try stream(e, length: length, sha: sha, into: out.fd, named: destination, link: link, faststart: faststart)
+            }
+            if kind == S_IFLNK && followed != S_IFDIR { throw ExportError.notRegular(path: destination, what: "a symbolic link") }
+            if kind != S_IFREG && kind != S_IFDIR && kind != S_IFLNK { throw ExportError.notRegular(path: destination, what: Self.describe(kind)) }
+        }
         var target = destination
         // The destination is the user's, not the cache's: a folder reached through a symlink is
         // still a folder to write into (the no-follow rule is for paths inside the cache only).
@@ -65,7 +82,11 @@ public struct Exporter {
         }
         let folder = (target as NSString).deletingLastPathComponent.isEmpty ? "." : (target as NSString).deletingLastPathComponent
         guard let fst = FileSystem.followingStatus(folder), (fst.st_mode & S_IFMT) == S_IFDIR else { throw ExportError.missingFolder(folder) }
-        if FileSystem.status(target) != nil && !force { throw ExportError.destinationExists(target) }
+        if let st = FileSystem.status(target) {
+            let kind = st.st_mode & S_IFMT
+            guard kind == S_IFREG else { throw ExportError.notRegular(path: target, what: Self.describe(kind)) }
+            if !force { throw ExportError.destinationExists(target) }
+        }
 
         let data: RawFile
         do { data = try store.openDataForReading(key: key) } catch let s as SystemError { throw ExportError.io(s) }
@@ -110,6 +131,60 @@ public struct Exporter {
         }
         try? store.catalog.touch(key: key)
         return Exported(path: target, bytes: length, linked: link, movedMoov: movedMoov)
+    }
+
+    static func describe(_ kind: mode_t) -> String {
+        switch kind {
+        case S_IFLNK: "a symbolic link"
+        case S_IFDIR: "a folder"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFIFO: "a FIFO"
+        case S_IFSOCK: "a socket"
+        default: "not a regular file"
+        }
+    }
+
+    /// Writes a complete entry into an open stream, in order, after checking its bytes against the
+    /// stored SHA-256 (nothing is written when they do not match).
+    private func stream(_ e: CacheEntry, length: Int64, sha: String, into fd: Int32, named: String, link: Bool, faststart: Bool) throws -> Exported {
+        if link { throw ExportError.notRegular(path: named, what: "a stream, which cannot be a hard link") }
+        let data: RawFile
+        do { data = try store.openDataForReading(key: e.key) } catch let s as SystemError { throw ExportError.io(s) }
+        defer { data.close() }
+        let digest = SHA256Digest()
+        try digest.update(from: data, ByteRange(0, length))
+        guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: e.latestURL) }
+        var movedMoov: Bool?
+        var pieces: [FastStart.Piece] = [.source(ByteRange(0, length))]
+        if faststart {
+            if let p = try fastStartPieces(data, length: length) {
+                pieces = p
+                movedMoov = true
+            } else {
+                movedMoov = false
+            }
+        }
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        for piece in pieces {
+            switch piece {
+            case .bytes(let b):
+                try b.withUnsafeBytes { try RawFile.writeAll(fd, $0, named: named) }
+            case .source(let r):
+                var offset = r.lowerBound
+                while offset < r.upperBound {
+                    let n = Int(min(Int64(chunk), r.upperBound - offset))
+                    let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+                    try data.readExactly(into: slice, fromAbsoluteOffset: offset)
+                    try RawFile.writeAll(fd, UnsafeRawBufferPointer(slice), named: named)
+                    offset += Int64(n)
+                }
+            }
+        }
+        try? store.catalog.touch(key: e.key)
+        return Exported(path: named, bytes: length, linked: false, movedMoov: movedMoov)
     }
 
     /// The fast-start layout of the video in `data`, or nil when its moov already leads.

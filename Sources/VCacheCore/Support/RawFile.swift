@@ -37,6 +37,29 @@ public final class RawFile: Sendable {
         }
     }
 
+    /// open(2) following symlinks: for destinations outside the cache (`/dev/stdout`).
+    public static func openFollowing(_ path: String, flags: Int32) throws -> RawFile {
+        while true {
+            let fd = Glibc_open(path, flags | O_CLOEXEC, 0o644)
+            if fd >= 0 { return RawFile(fd: fd, path: path) }
+            if errno == EINTR { continue }
+            throw SystemError("open", path: path, errno: errno)
+        }
+    }
+
+    /// write(2) of all of `buffer` to a stream (a pipe, a device), in order.
+    public static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, named: String) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc_write(fd, buffer.baseAddress! + done, buffer.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemError("write", path: named, errno: errno)
+            }
+            done += n
+        }
+    }
+
     /// close(2), once.
     public func close() {
         if !closed.exchange(true, ordering: .acquiringAndReleasing) { _ = Glibc_close(descriptor) }
@@ -252,6 +275,14 @@ public enum FileSystem {
     return Glibc.open(path, flags, mode)
     #else
     return Darwin.open(path, flags, mode)
+    #endif
+}
+
+@inline(__always) private func Glibc_write(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int {
+    #if canImport(Glibc)
+    return Glibc.write(fd, p, n)
+    #else
+    return Darwin.write(fd, p, n)
     #endif
 }
 

@@ -74,7 +74,9 @@ enum ExportCommand: VCacheCommand {
                 } else {
                     let how = done.linked ? "linked (it shares the cache's inode: do not modify it in place)" : "exported"
                     let note = done.movedMoov.map { $0 ? ", moov moved to the front" : ", moov already in front" } ?? ""
-                    console.out("\(how) \(done.path) (\(Units.formatSize(done.bytes))\(note))\n")
+                    // Into stdout the video itself goes: the report goes to stderr then.
+                    let line = "\(how) \(done.path) (\(Units.formatSize(done.bytes))\(note))\n"
+                    if job.dest == "-" || job.dest.hasPrefix("/dev/") || job.dest.hasPrefix("/proc/") { console.err(line) } else { console.out(line) }
                 }
             } catch {
                 failed += 1
