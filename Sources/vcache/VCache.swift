@@ -11,7 +11,15 @@ struct VCache {
     }
 
     static func main() {
+        // libcurl converts internationalised host names with libidn2, which reads them in the
+        // locale's encoding: UTF-8, whatever the environment says (cron's is often plain C).
+        if setlocale(LC_CTYPE, "C.UTF-8") == nil { setlocale(LC_CTYPE, "") }
         let console = Console.current()
+        // Bytes that are not UTF-8 arrive as U+FFFD: another URL or path than the one given.
+        if let bad = CommandLine.arguments.dropFirst().first(where: { $0.contains("\u{FFFD}") }) {
+            console.usage("argument '\(Console.escaped(bad))' is not valid UTF-8 (shown with U+FFFD); give it as UTF-8, a URL with its bytes percent-encoded")
+            exit(2)
+        }
         exit(run(Array(CommandLine.arguments.dropFirst()), console: console))
     }
 

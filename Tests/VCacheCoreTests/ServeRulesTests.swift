@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import VCacheCore
 
@@ -182,5 +183,14 @@ import Testing
                        "application/pdf", "text/xml", "video/x-whatever+xml", ""] {
             #expect(ProxyURL.safeContentType(active) == "application/octet-stream", "\(active)")
         }
+    }
+}
+
+@Suite struct OriginURLTests {
+    @Test func internationalisedHostsBecomeASCII() {
+        setlocale(LC_CTYPE, "C.UTF-8")  // as the vcache executable does
+        #expect(OriginTarget.asciiHost("http://bücher.example/x.mp4") == "http://xn--bcher-kva.example/x.mp4")
+        #expect(OriginTarget.asciiHost("http://example.com/ü.mp4") == "http://example.com/ü.mp4" || OriginTarget.asciiHost("http://example.com/ü.mp4").hasPrefix("http://example.com/"))
+        #expect(OriginTarget.asciiHost("http://plain.example/x.mp4") == "http://plain.example/x.mp4")
     }
 }

@@ -178,3 +178,24 @@ import VCacheTestSupport
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "keep")
     }
 }
+
+/// Issue 21, item 13: malformed URLs are usage errors (exit 2, not 3 for cron to retry for
+/// ever) with the URL escaped; an internationalised host is converted; bytes that are not UTF-8
+/// are refused.
+@Suite struct MalformedURLTests {
+    let dir = TempDirectory("vcache-badurl")
+
+    @Test func malformedURLsAreUsageErrorsAndIDNHostsAreConverted() throws {
+        let cache = dir.file("cache")
+        for url in ["http://127.0.0.1:9/a b.mp4", "http://127.0.0.1:9/a\nb.mp4", "http://127.0.0.1:99999/x.mp4"] {
+            let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+            #expect(r.status == 2, "\(url.debugDescription): exit \(r.status) \(r.stderr)")
+            #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr.debugDescription)")
+        }
+        let idn = try VCacheBinary.run(["prefetch", "http://bücher.invalid/x.mp4", "--retries", "0", "--timeout", "2s", "-v"], cacheDir: cache)
+        #expect(idn.stderr.contains("http://xn--bcher-kva.invalid/x.mp4"), "\(idn.stderr)")
+        #expect(idn.status == 3)
+        let bytes = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' prefetch $'http://127.0.0.1:9/\\xff.mp4'"])
+        #expect(bytes.status == 2 && bytes.err.contains("not valid UTF-8"), "\(bytes.err)")
+    }
+}

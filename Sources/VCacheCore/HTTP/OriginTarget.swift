@@ -32,6 +32,24 @@ public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
         return nil
     }
 
+    /// `url` with an internationalised host name converted to its ASCII (punycode) form, as
+    /// libcurl will contact it; `url` itself when there is nothing to convert or it cannot be.
+    public static func asciiHost(_ url: String) -> String {
+        guard url.unicodeScalars.contains(where: { $0.value > 0x7F }), controlProblem(url) == nil, let h = curl_url() else { return url }
+        defer { curl_url_cleanup(h) }
+        guard curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK else { return url }
+        var host: UnsafeMutablePointer<CChar>?
+        // CURLU_PUNYCODE: libidn2 reads the name in the locale's encoding, so the process must run
+        // with a UTF-8 LC_CTYPE (the vcache executable sets C.UTF-8 at start).
+        guard curl_url_get(h, CURLUPART_HOST, &host, 1 << 12) == CURLUE_OK, let host else { return url }
+        defer { curl_free(host) }
+        guard curl_url_set(h, CURLUPART_HOST, host, 0) == CURLUE_OK else { return url }
+        var out: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(h, CURLUPART_URL, &out, 0) == CURLUE_OK, let out else { return url }
+        defer { curl_free(out) }
+        return String(cString: out)
+    }
+
     /// What libcurl would connect to for `url`, or nil when it would refuse the URL.
     public static func of(_ url: String) -> OriginTarget? {
         guard controlProblem(url) == nil, let h = curl_url() else { return nil }

@@ -35,12 +35,16 @@ extension MP4Goal {
 extension PrefetchItem {
     /// Why `url` cannot be prefetched (not an absolute http or https URL), or nil when it can.
     public static func urlProblem(_ url: String) -> String? {
+        if let why = OriginTarget.controlProblem(url) { return "the URL \(why); percent-encode it (a space is %20)" }
         let u = URL(string: url)
         if let scheme = u?.scheme?.lowercased(), scheme != "http" && scheme != "https" {
             return "scheme '\(scheme)' is not supported; only http and https"
         }
         guard u?.scheme != nil, u?.host?.isEmpty == false else {
             return "not a valid URL; give an absolute http:// or https:// URL"
+        }
+        guard OriginTarget.of(url) != nil else {
+            return "not a URL libcurl accepts (check the host name and the port, 1 to 65535)"
         }
         return nil
     }

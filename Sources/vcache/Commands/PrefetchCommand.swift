@@ -68,11 +68,13 @@ enum PrefetchCommand: VCacheCommand {
             var seconds: Double?
             if let t = args.value("seconds") { seconds = try duration(t, "--seconds") }
             // A bad URL given on the command line is bad input (exit 2); in a list it is one failed line.
-            for url in args.positionals {
-                if let why = PrefetchItem.urlProblem(url) { throw UsageError("cannot prefetch \(url): \(why)") }
+            // An internationalised host is converted to the ASCII form libcurl contacts.
+            let urls = args.positionals.map(OriginTarget.asciiHost)
+            for url in urls {
+                if let why = PrefetchItem.urlProblem(url) { throw UsageError("cannot prefetch \(Console.escaped(url)): \(why)") }
             }
             let defaults = Defaults(requests: requests, goal: goal, seconds: seconds, fetchMoov: !args.flag("no-moov"))
-            var list = args.positionals.map { defaults.item($0) }
+            var list = urls.map { defaults.item($0) }
             if let input = args.value("input") {
                 let (fromFile, errors) = try readInput(input, defaults: defaults)
                 list += fromFile
@@ -262,10 +264,11 @@ enum PrefetchCommand: VCacheCommand {
         for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
             if line.isEmpty || line.hasPrefix("#") { continue }
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            fields[0] = OriginTarget.asciiHost(fields[0])
             let where_ = "\(path == "-" ? "stdin" : path):\(n + 1)"
             guard PrefetchItem.urlProblem(fields[0]) == nil else {
-                errors.append("\(where_): not an http(s) URL: '\(fields[0])'; line skipped")
+                errors.append("\(where_): not an http(s) URL: '\(Console.escaped(fields[0]))'; line skipped")
                 continue
             }
             if fields.count > 2 {
