@@ -199,3 +199,25 @@ import VCacheTestSupport
         #expect(bytes.status == 2 && bytes.err.contains("not valid UTF-8"), "\(bytes.err)")
     }
 }
+
+/// Issue 21 item 14 and issue 23's lists: a FIFO, `<(...)` and /dev/null are lists; lists with
+/// CRLF line ends and a byte-order mark (Windows, Excel) read as their lines.
+@Suite struct URLListTests {
+    let dir = TempDirectory("vcache-lists")
+
+    @Test func fifosDevNullAndWindowsListsAreRead() throws {
+        let nginx = try Nginx()
+        let url = try nginx.publish("f.mp4", try Fixtures.data("moov-at-front.mp4"))
+        let cache = dir.file("cache")
+        let empty = try VCacheBinary.run(["prefetch", "-i", "/dev/null"], cacheDir: cache)
+        #expect(empty.status == 0, "\(empty.stderr)")
+        let fifo = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' prefetch -q -i <(echo '\(url) 1K')"])
+        #expect(fifo.status == 0, "\(fifo.err)")
+        let windows = try dir.write("list.txt", Data("\u{FEFF}\(url) 2K\r\n# a comment\r\n\r\n\(url) 4K\r\n".utf8))
+        let r = try VCacheBinary.run(["prefetch", "-i", windows], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderrLines.last?.hasPrefix("2 done, 0 failed") == true, "\(r.stderr)")
+        let folder = try VCacheBinary.run(["prefetch", "-i", dir.path], cacheDir: cache)
+        #expect(folder.status == 2 && folder.stderr.contains("is a folder"))
+    }
+}

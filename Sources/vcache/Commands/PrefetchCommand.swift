@@ -254,14 +254,23 @@ enum PrefetchCommand: VCacheCommand {
         if path == "-" {
             text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         } else {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw UsageError("cannot read URL list '\(path)': no such file or not readable")
+            // Read as a stream: a FIFO, `<(...)` and /dev/null are lists too.
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                let why = access(path, F_OK) == 0 ? "not readable" : "no such file"
+                throw UsageError("cannot read URL list '\(path)': \(why)")
             }
-            text = String(decoding: data, as: UTF8.self)
+            defer { try? handle.close() }
+            if let st = FileSystem.followingStatus(path), (st.st_mode & S_IFMT) == S_IFDIR {
+                throw UsageError("cannot read URL list '\(path)': it is a folder; give a file")
+            }
+            text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         }
         var items: [PrefetchItem] = []
         var errors: [String] = []
-        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Lists from Windows and spreadsheets: CRLF line ends and a UTF-8 byte-order mark.
+        let body = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
+        let lines: [Substring] = body.split(omittingEmptySubsequences: false, whereSeparator: { (c: Character) -> Bool in c.isNewline })
+        for (n, raw) in lines.enumerated() {
             let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
             if line.isEmpty || line.hasPrefix("#") { continue }
             var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
