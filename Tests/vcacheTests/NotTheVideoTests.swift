@@ -221,3 +221,23 @@ import VCacheTestSupport
         #expect(folder.status == 2 && folder.stderr.contains("is a folder"))
     }
 }
+
+/// Issue 21, item 12: a password in a URL is never printed (log lines, ls, ls --json, info,
+/// verify), as curl and rclone do.
+@Suite struct PasswordRedactionTests {
+    let dir = TempDirectory("vcache-redact")
+
+    @Test func passwordsInURLsAreNeverShown() throws {
+        let nginx = try Nginx()
+        let plain = try nginx.publish("f.mp4", try Fixtures.data("moov-at-front.mp4"))
+        let url = plain.replacingOccurrences(of: "http://", with: "http://alice:s3cret@")
+        let cache = dir.file("cache")
+        var everything = ""
+        for args in [["prefetch", url, "--bytes", "1K"], ["ls"], ["ls", "--json"], ["info", url], ["info", url, "--json"], ["verify"], ["prefetch", url, "--json"]] {
+            let r = try VCacheBinary.run(args, cacheDir: cache)
+            everything += r.stdout + r.stderr
+        }
+        #expect(!everything.contains("s3cret"))
+        #expect(everything.contains("alice:***@"))
+    }
+}

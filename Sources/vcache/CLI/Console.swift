@@ -61,8 +61,18 @@ struct Console: Sendable {
         out(JSONEvents.line(command: jsonCommand, event: name, fields))
     }
 
+    /// A password in a URL (`http://alice:s3cret@host/`) is never shown: every line vcache
+    /// prints goes through here, with the password written `***` (as curl and rclone do).
+    static func redacted(_ text: String) -> String {
+        guard text.contains("@"), text.contains("://") else { return text }
+        let range = NSRange(text.startIndex..., in: text)
+        return passwordInURL.stringByReplacingMatches(in: text, range: range, withTemplate: "$1:***@")
+    }
+
+    nonisolated(unsafe) private static let passwordInURL = try! NSRegularExpression(pattern: #"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@"'?#]*):[^/\s@"'?#]*@"#)
+
     static func write(_ fd: Int32, _ text: String) {
-        var bytes = Array(text.utf8)
+        var bytes = Array(redacted(text).utf8)
         var done = 0
         bytes.withUnsafeMutableBytes { raw in
             while done < raw.count {
