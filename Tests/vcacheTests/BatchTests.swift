@@ -74,7 +74,7 @@ import VCacheTestSupport
         #expect(r.stderr == "no URLs in \(list); nothing to do\n")
         let missing = try VCacheBinary.run(["prefetch", "-i", dir.file("nope.txt")], cacheDir: cache)
         #expect(missing.status == 2)
-        #expect(missing.stderr == "vcache: cannot read URL list '\(dir.file("nope.txt"))': no such file or not readable\n")
+        #expect(missing.stderr == "vcache: cannot read URL list '\(dir.file("nope.txt"))': no such file\n")
     }
 
     @Test func jsonSummaryNamesEachFailureWithItsReason() throws {

@@ -241,3 +241,39 @@ import VCacheTestSupport
         #expect(everything.contains("alice:***@"))
     }
 }
+
+/// Issue 21, item 9: an entry another user made inside a user's cache (root ran a prefetch on
+/// it) does not block eviction: it is skipped and named, the rest is freed, and only what went
+/// counts as freed; verify names the real cause.
+@Suite struct ForeignEntryTests {
+    let dir = TempDirectory("vcache-foreign")
+
+    @Test(.timeLimit(.minutes(1)))
+    func anEntryThisUserCannotTouchIsSkippedAndNamedAndTheRestEvicted() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
+            print("skipped: needs root and runuser")
+            return
+        }
+        chmod(dir.path, 0o755)
+        let cache = dir.file("cache")
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        _ = try Tool.run("/bin/chown", ["nobody", cache])
+        let nginx = try Nginx()
+        let mine = try nginx.publish("mine.mp4", try Fixtures.data("moov-at-front.mp4"))
+        let roots = try nginx.publish("roots.mp4", try Fixtures.data("moov-at-end.mp4"))
+        func asNobody(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+            let r = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", VCacheBinary.path] + args)
+            return (r.status, String(decoding: r.out, as: UTF8.self), r.err)
+        }
+        #expect(try asNobody(["prefetch", mine]).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", roots], cacheDir: cache).status == 0)  // as root
+        let evict = try asNobody(["evict", "--max-size", "0"])
+        #expect(evict.out.contains("mine.mp4") && evict.out.contains("evicted"), "\(evict.out)\(evict.err)")
+        #expect(evict.err.contains("skipped") && evict.err.contains("roots.mp4") && evict.err.contains("Permission denied"), "\(evict.out)\(evict.err)")
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(mine) == nil)
+        #expect(try inspector.entry(roots)?.isComplete == true)
+        let verify = try asNobody(["verify", "--fix"])
+        #expect(!verify.out.contains("another vcache process"), "\(verify.out)")
+    }
+}

@@ -77,6 +77,9 @@ public struct Evictor {
                 case .changed:
                     out.skipped.append((e, "pinned or used while evicting"))
                     usage += e.diskBytes
+                case .untouchable(let why):
+                    out.skipped.append((e, why))
+                    usage += e.diskBytes
                 }
             }
             batch = []
@@ -108,7 +111,21 @@ public struct Evictor {
         return out
     }
 
-    enum Removal { case removed(Int64), busy, changed }
+    enum Removal {
+        case removed(Int64), busy, changed
+        /// This user cannot lock or remove its files (another user made them): skipped, named.
+        case untouchable(String)
+    }
+
+    /// Why this process cannot remove the entry's files, or nil when it can: it must be able to
+    /// unlink `data` (write on the entry folder) and remove the folder (write on the shard).
+    func removalProblem(_ key: String) -> String? {
+        let folder = store.entryDirectory(key)
+        for dir in [folder, (folder as NSString).deletingLastPathComponent] where FileSystem.exists(dir) {
+            if access(dir, W_OK | X_OK) != 0 { return "cannot remove its files: \(String(cString: strerror(errno))) on \(dir)" }
+        }
+        return nil
+    }
 
     /// True when a writer or reader holds the entry now.
     func isInUse(_ key: String) -> Bool {
@@ -142,7 +159,19 @@ public struct Evictor {
         var locked: [(CacheEntry, [RawFile])] = []
         defer { for (_, locks) in locked { locks.forEach { $0.close() } } }
         for e in entries {
-            guard let locks = try takeLocks(e.key) else {
+            if let why = removalProblem(e.key) {
+                outcome.append((e, .untouchable(why)))
+                continue
+            }
+            let taken: [RawFile]?
+            do {
+                taken = try takeLocks(e.key)
+            } catch {
+                // One entry another user made must not stop the eviction of all the others.
+                outcome.append((e, .untouchable("cannot lock it: \(error)")))
+                continue
+            }
+            guard let locks = taken else {
                 outcome.append((e, .busy))
                 continue
             }
@@ -158,8 +187,8 @@ public struct Evictor {
             }
             // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.
             testPause("evict-after-delete", e.key)
-            store.removeFiles(key: e.key)
-            outcome.append((e, .removed(freed[i])))
+            // Only what really went counts as freed (an orphan left here is swept later).
+            outcome.append((e, .removed(store.removeFiles(key: e.key) ? freed[i] : 0)))
         }
         return outcome
     }

@@ -66,7 +66,16 @@ public struct Verifier {
         if !fix && FileSystem.status(store.entryDirectory(listed.key)) == nil {
             lock = nil
         } else {
-            guard let held = try? store.tryLockWriter(key: listed.key) else {
+            let held: EntryLock?
+            do {
+                held = try store.tryLockWriter(key: listed.key)
+            } catch {
+                // Not busy: this user cannot open it (another user made it, say). Say so.
+                report.state = .problem
+                report.problems.append("cannot lock it: \(error)")
+                return report
+            }
+            guard let held else {
                 report.state = .skipped
                 report.problems.append("another vcache process is writing it")
                 return report

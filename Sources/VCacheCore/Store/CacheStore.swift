@@ -118,9 +118,12 @@ public final class CacheStore: Sendable {
     }
 
     /// Removes an entry's files (the caller holds its writer lock and the catalog has no rows).
-    public func removeFiles(key: String) {
-        unlink(dataPath(key))
+    /// True when `data` is gone (removed now, or not there).
+    @discardableResult
+    public func removeFiles(key: String) -> Bool {
+        let gone = unlink(dataPath(key)) == 0 || errno == ENOENT
         rmdir(entryDirectory(key))
+        return gone
     }
 
     /// The writer's `data`: opened for reading and writing, created when missing (only the writer,

@@ -88,7 +88,7 @@ enum EvictCommand: VCacheCommand {
             console.out(line + "\n")
         }
         if let cap = c.maxSize, out.usageAfter > cap {
-            console.error("the cache is still over \(Units.formatSize(cap)): the rest is pinned or in use", kind: "over_cap")
+            console.error("the cache is still over \(Units.formatSize(cap)): the rest is pinned, in use, or cannot be removed by this user (see the skipped lines)", kind: "over_cap")
             return 1
         }
         return 0
