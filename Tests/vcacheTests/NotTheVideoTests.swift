@@ -277,3 +277,28 @@ import VCacheTestSupport
         #expect(!verify.out.contains("another vcache process"), "\(verify.out)")
     }
 }
+
+/// Issue 21, item 11: SIGINT, SIGTERM or SIGHUP during an export leaves no hidden partial file.
+@Suite struct InterruptedExportTests {
+    let dir = TempDirectory("vcache-intexport")
+
+    @Test(.timeLimit(.minutes(1)), arguments: [SIGINT, SIGTERM, SIGHUP])
+    func aSignalMidExportLeavesNoPartialFile(signal: Int32) throws {
+        let origin = try TestOrigin()
+        origin.setResource("/big.mp4", .init(body: TestBytes.make(6 << 20, seed: 216), etag: "\"big\""))
+        let cache = dir.file("cache-\(signal)")
+        #expect(try VCacheBinary.run(["prefetch", origin.url("/big.mp4")], cacheDir: cache).status == 0)
+        let out = dir.file("out-\(signal)")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let pause = PausePoint("export-copying", in: dir)
+        let running = try VCacheBinary.start(["export", origin.url("/big.mp4"), out + "/big.mp4"], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out).count == 1)  // the temp file, mid-copy
+        running.kill(signal)
+        let r = running.finish()
+        #expect(r.signalled, "exit \(r.status)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: out)
+        #expect(left.isEmpty, "\(left)")
+        try? FileManager.default.removeItem(atPath: pause.prefix + ".reached")
+    }
+}

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 
 /// Hands complete videos on as ordinary files. Invariant 6 (DESIGN.md): only complete entries
 /// whose bytes verify against the stored SHA-256, written to a temp file in the destination
@@ -93,6 +94,8 @@ public struct Exporter {
         var movedMoov: Bool?
         defer { data.close() }
         let temp = folder + "/." + (target as NSString).lastPathComponent.prefix(100) + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        Self.temporaries.withLock { _ = $0.insert(temp) }
+        defer { Self.temporaries.withLock { _ = $0.remove(temp) } }
         do {
             if link {
                 let digest = SHA256Digest()
@@ -187,6 +190,15 @@ public struct Exporter {
         return Exported(path: named, bytes: length, linked: false, movedMoov: movedMoov)
     }
 
+    /// Temp files being written now (a signal handler removes them before the process dies).
+    static let temporaries = Mutex<Set<String>>([])
+
+    /// Removes the temp files of exports in progress: for a process stopped by a signal, so an
+    /// interrupted export leaves no hidden partial file behind.
+    public static func removeTemporaries() {
+        for t in temporaries.withLock({ $0 }) { unlink(t) }
+    }
+
     /// The fast-start layout of the video in `data`, or nil when its moov already leads.
     private func fastStartPieces(_ data: RawFile, length: Int64) throws -> [FastStart.Piece]? {
         do {
@@ -243,6 +255,7 @@ public struct Exporter {
             let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
             try data.readExactly(into: slice, fromAbsoluteOffset: offset)
             digest.update(UnsafeRawBufferPointer(slice))
+            if offset == 0 { testPause("export-copying", path) }
             try out.write(UnsafeRawBufferPointer(slice), toAbsoluteOffset: offset)
             offset += Int64(n)
         }

@@ -5,15 +5,17 @@ import Darwin
 #endif
 import Dispatch
 
-/// SIGINT/SIGTERM: remember which, and ask the run to checkpoint and stop.
+/// SIGINT/SIGTERM, SIGHUP (a closed terminal or ssh session) and SIGPIPE (`vcache ... | head -1`):
+/// remember which, and ask the run to checkpoint and stop (they would otherwise kill it with
+/// nothing saved).
 final class SignalTrap: @unchecked Sendable {
     // `caught` is written once on the signal queue and read after the run ends on the main thread;
     // the Fetcher's stop flag (an atomic with release/acquire) orders the two.
     private var sources: [DispatchSourceSignal] = []
     private(set) var caught: Int32?
 
-    init(onSignal: @escaping @Sendable (Int32) -> Void) {
-        for sig in [SIGINT, SIGTERM] {
+    init(_ signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGPIPE], onSignal: @escaping @Sendable (Int32) -> Void) {
+        for sig in signals {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [unowned self] in
@@ -28,8 +30,13 @@ final class SignalTrap: @unchecked Sendable {
     /// After the clean checkpoint: die by `signal` itself, as curl and wget do, so a shell loop
     /// stops on Ctrl-C and systemd sees a clean stop; the shell still shows 128+signal.
     func dieBy(_ signal: Int32) -> Never {
-        fflush(nil)
         for s in sources { s.cancel() }
+        Self.die(by: signal)
+    }
+
+    /// Dies by `signal` at once (from the handler itself, when there is nothing to checkpoint).
+    static func die(by signal: Int32) -> Never {
+        fflush(nil)
         Glibc_signal(signal, SIG_DFL)
         var set = sigset_t()
         sigemptyset(&set)

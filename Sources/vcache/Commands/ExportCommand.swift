@@ -34,6 +34,12 @@ enum ExportCommand: VCacheCommand {
         }
         guard let store = openStore(args, console: console) else { return 1 }
         let exporter = Exporter(store: store)
+        // Ctrl-C, SIGTERM, SIGHUP or a closed pipe mid-way: no hidden partial file stays behind.
+        let trap = SignalTrap { sig in
+            Exporter.removeTemporaries()
+            SignalTrap.die(by: sig)
+        }
+        defer { withExtendedLifetime(trap) {} }
         var jobs: [(key: String, dest: String)] = []
         if all {
             guard let st = FileSystem.status(p[0]), (st.st_mode & S_IFMT) == S_IFDIR else {
