@@ -302,3 +302,34 @@ import VCacheTestSupport
         try? FileManager.default.removeItem(atPath: pause.prefix + ".reached")
     }
 }
+
+/// Issue 21, item 6: on a full disk, eviction (which frees space), ls and verify still work:
+/// the cache keeps a small reserve it gives back when the catalog cannot be opened.
+@Suite struct FullDiskCatalogTests {
+    let dir = TempDirectory("vcache-fullcat")
+
+    @Test func onAFullDiskEvictLsAndVerifyStillWork() throws {
+        guard getuid() == 0 else {
+            print("skipped: mounting a small tmpfs needs root")
+            return
+        }
+        let mount = dir.file("small")
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        guard try Tool.run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mount]).status == 0 else {
+            print("skipped: cannot mount a tmpfs here")
+            return
+        }
+        defer { _ = try? Tool.run("/bin/umount", ["-l", mount]) }
+        let nginx = try Nginx()
+        let url = try nginx.publish("f.mp4", try Fixtures.data("moov-at-front.mp4"))
+        let cache = mount + "/cache"
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 0)
+        // Fill the rest of the file system.
+        _ = try Tool.run("/bin/sh", ["-c", "head -c 10000000 /dev/zero > '\(mount)/fill'"])
+        let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+        #expect(ls.status == 0 && ls.stdout.contains("f.mp4"), "\(ls.stderr)")
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        let evict = try VCacheBinary.run(["evict", "--all"], cacheDir: cache)
+        #expect(evict.status == 0 && evict.stdout.contains("evicted 1 entry"), "\(evict.stdout)\(evict.stderr)")
+    }
+}

@@ -400,3 +400,33 @@ final class ResultBox<T>: @unchecked Sendable {
         #expect(try inspector.dataSHA256(origin.url("/c.mp4")) == TestBytes.sha256(body))
     }
 }
+
+/// Found by a hostile review: every response streamed straight from the origin while another
+/// process wrote the entry leaked two descriptors (a probe's fetch loop was never freed).
+@Suite struct ServeDescriptorTests {
+    let dir = TempDirectory("vcache-fds")
+
+    @Test(.timeLimit(.minutes(1)))
+    func responsesStreamedWhileAnotherProcessWritesLeakNoDescriptor() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/busy.mp4", .init(body: TestBytes.make(16 << 20, seed: 217), etag: "\"busy\""))
+        origin.throttle("/busy.mp4", to: 256 << 10)
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let writer = try VCacheBinary.start(["prefetch", "-q", origin.url("/busy.mp4")], cacheDir: cache)
+        #expect(origin.waitUntilServed("/busy.mp4", atLeast: 64 << 10))
+        func descriptors() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(serve.process.processIdentifier)/fd").count }
+        let url = serve.url(origin.url("/busy.mp4"))
+        _ = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-r", "9000000-9000100", url])  // warm up
+        let before = try descriptors()
+        for i in 0..<10 {
+            let r = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-r", "\(9_001_000 + i * 1000)-\(9_001_100 + i * 1000)", url])
+            #expect(String(decoding: r.out, as: UTF8.self) == "206")
+        }
+        let after = try descriptors()
+        #expect(after <= before, "\(before) descriptors before ten streamed responses, \(after) after")
+        writer.kill(SIGTERM)
+        _ = writer.finish()
+        _ = serve.stop()
+    }
+}

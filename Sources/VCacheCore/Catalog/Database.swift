@@ -15,6 +15,8 @@ public struct DatabaseError: Error, Equatable, CustomStringConvertible, Sendable
 
     public var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
     public var isCorrupt: Bool { code & 0xff == SQLITE_CORRUPT || code & 0xff == SQLITE_NOTADB }
+    public var isDiskFull: Bool { code & 0xff == SQLITE_FULL }
+    public var isIOError: Bool { code & 0xff == SQLITE_IOERR || code & 0xff == SQLITE_CANTOPEN }
 
     public var description: String {
         if isBusy { return "the catalog stayed locked by another process for too long; try again later, or raise VCACHE_CATALOG_TIMEOUT (seconds)" }

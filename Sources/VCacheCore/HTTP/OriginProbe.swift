@@ -45,6 +45,10 @@ public enum OriginProbe {
         }
         launch()
         fetcher.run()
+        // Each probe's closure holds `launch`, which holds `probes`: clearing them breaks that
+        // cycle, so the fetch loop (a multi handle and its sockets) is freed (serve leaked two
+        // descriptors per probe).
+        probes.removeAll()
         return answers.map { $0 ?? .failed("not probed") }
     }
 

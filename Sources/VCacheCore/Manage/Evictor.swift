@@ -45,9 +45,9 @@ public struct Evictor {
         public var usageAfter: Int64 = 0
     }
 
-    /// Disk used by the catalog files.
+    /// Disk used by the catalog files and the full-disk reserve (the cache's size is what `du` counts).
     public func catalogBytes() -> Int64 {
-        ["catalog.db", "catalog.db-wal", "catalog.db-shm"].reduce(0) { sum, name in
+        ["catalog.db", "catalog.db-wal", "catalog.db-shm", CacheStore.reserveName].reduce(0) { sum, name in
             sum + (FileSystem.status(store.directory + "/" + name).map(FileSystem.allocatedBytes) ?? 0)
         }
     }

@@ -55,12 +55,39 @@ public final class CacheStore: Sendable {
             throw OpenError.notWritable(path: directory, reason: String(cString: strerror(errno)))
         }
         let path = directory + "/catalog.db"
+        let reserve = directory + "/" + Self.reserveName
         do {
-            catalog = try Catalog(path: path)
+            catalog = try Self.openCatalog(path, reserve: reserve)
         } catch let e as DatabaseError {
             if e.isCorrupt { throw OpenError.corruptCatalog(path: path, reason: e.message) }
             throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)
         }
+        // Space kept back for the next time the disk is full (made when missing, best effort).
+        if !FileSystem.exists(reserve) { Self.makeReserve(reserve) }
+    }
+
+    /// A file of `reserveBytes` kept in the cache folder. On a full disk SQLite cannot even open
+    /// the catalog (its WAL index needs a page), so neither `evict` (which frees space), `ls` nor
+    /// `verify` could run: then the reserve is given back first, and made again once there is room.
+    public static let reserveName = "space.reserve"
+    static let reserveBytes = 256 << 10
+
+    static func openCatalog(_ path: String, reserve: String) throws -> Catalog {
+        do {
+            return try Catalog(path: path)
+        } catch let e as DatabaseError where e.isDiskFull || e.isIOError {
+            guard unlink(reserve) == 0 else { throw e }
+            return try Catalog(path: path)
+        }
+    }
+
+    static func makeReserve(_ path: String) {
+        guard let f = try? RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) else { return }
+        defer { f.close() }
+        let zeros = [UInt8](repeating: 0, count: reserveBytes)
+        // Written, not just sized: a sparse file would hold no blocks to give back.
+        let ok = zeros.withUnsafeBytes { (try? f.write($0, toAbsoluteOffset: 0)) != nil }
+        if !ok || (try? f.sync()) == nil { unlink(path) }
     }
 
     /// A catalog SQLite reports as corrupt is moved aside (`catalog.db.corrupt-<time>`), its WAL
