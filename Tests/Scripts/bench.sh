@@ -5,7 +5,9 @@
 # script fails only when the harness itself breaks (a tool missing, a download that went wrong).
 # BENCH_QUICK=1 (make bench-quick) runs every workload at about 1/20 of the size, in under a minute.
 set -euo pipefail
-VCACHE=${1:?usage: bench.sh PATH-TO-VCACHE}
+VCACHE=${1:?usage: bench.sh PATH-TO-VCACHE [PATH-TO-BENCH-BUILD]}
+# The bench build (-DVCACHE_BENCH_SWITCHES) honours VCACHE_BENCH_NO_SHA/NO_FSYNC; the released one does not.
+VCACHE_SWITCHED=${2:-$VCACHE}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nginx-origin.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-bench-XXXXXX")
@@ -64,12 +66,13 @@ summary=()
 
 echo; echo "== 1. one ${SIZE_MB} MiB download (median of $ROUNDS alternating rounds)"
 VC="env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q '$base/big.bin'"
+VCS="env VCACHE_DIR='$work/cache' '$VCACHE_SWITCHED' prefetch -q '$base/big.bin'"
 race curl "curl -s -o '$work/out/big' '$base/big.bin'" \
      curl+fsync "curl -s -o '$work/out/big' '$base/big.bin' && sync '$work/out/big'" \
      aria2-x1 "aria2c -q -x1 -s1 -d '$work/out' -o big '$base/big.bin'" \
      vcache "$VC" \
-     vcache-no-sha "VCACHE_BENCH_NO_SHA=1 $VC" \
-     vcache-no-fsync "VCACHE_BENCH_NO_FSYNC=1 $VC" \
+     vcache-no-sha "VCACHE_BENCH_NO_SHA=1 $VCS" \
+     vcache-no-fsync "VCACHE_BENCH_NO_FSYNC=1 $VCS" \
      aria2-x4-s4 "aria2c -q -x4 -s4 -d '$work/out' -o big '$base/big.bin'"
 for l in curl curl+fsync aria2-x1 vcache vcache-no-sha vcache-no-fsync aria2-x4-s4; do row "$l"; done
 echo "  throughput vcache/curl: $(ratio "$(f curl 1)" "$(f vcache 1)") (target >= 1.0); vcache/(curl+fsync): $(ratio "$(f curl+fsync 1)" "$(f vcache 1)"); vcache/aria2 -x1: $(ratio "$(f aria2-x1 1)" "$(f vcache 1)")"

@@ -333,3 +333,19 @@ import VCacheTestSupport
         #expect(evict.status == 0 && evict.stdout.contains("evicted 1 entry"), "\(evict.stdout)\(evict.stderr)")
     }
 }
+
+/// Issue 22: the bench-only switches do nothing in the binary users get: an environment cannot
+/// turn off the digest (or, the same way, the fsyncs).
+@Suite struct BenchSwitchTests {
+    let dir = TempDirectory("vcache-benchswitch")
+
+    @Test func theBenchSwitchesAreIgnoredByTheShippedBinary() throws {
+        let nginx = try Nginx()
+        let body = try Fixtures.data("moov-at-front.mp4")
+        let url = try nginx.publish("f.mp4", body)
+        let cache = dir.file("cache")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache, environment: ["VCACHE_BENCH_NO_SHA": "1", "VCACHE_BENCH_NO_FSYNC": "1"])
+        #expect(r.status == 0)
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+    }
+}
