@@ -11,11 +11,12 @@ public final class ServeProcess: @unchecked Sendable {
     private let stdoutPath: String
     private let drained = DispatchSemaphore(value: 0)
 
-    /// `user`: run serve as this user (through runuser; the test runs as root).
-    public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil) throws {
+    /// `user`: run serve as this user (through runuser; the test runs as root), from `binary`
+    /// (one that user can execute: see `VCacheBinary.copy(into:)`).
+    public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil, binary: String = VCacheBinary.path) throws {
         if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", user, "--", VCacheBinary.path, "serve", "--port", "0"] + arguments
+            process.arguments = ["-u", user, "--", binary, "serve", "--port", "0"] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: VCacheBinary.path)
             process.arguments = ["serve", "--port", "0"] + arguments

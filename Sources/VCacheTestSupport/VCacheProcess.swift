@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 
 /// Runs the built `vcache` binary as a subprocess and captures what a user would see.
@@ -39,6 +44,18 @@ public enum VCacheBinary {
             dir = dir.deletingLastPathComponent()
         }
         return dir.appendingPathComponent("vcache").path
+    }
+
+    /// A copy of the binary in `dir` (made world-readable and traversable) that another user can
+    /// run: the build folder of a fresh clone may sit under a private temp folder.
+    public static func copy(into dir: TempDirectory) throws -> String {
+        chmod(dir.path, 0o755)
+        let target = dir.file("vcache-bin")
+        if !FileManager.default.fileExists(atPath: target) {
+            try FileManager.default.copyItem(atPath: path, toPath: target)
+            chmod(target, 0o755)
+        }
+        return target
     }
 
     /// Starts vcache; the caller waits with `finish`.

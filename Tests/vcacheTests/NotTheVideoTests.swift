@@ -261,8 +261,9 @@ import VCacheTestSupport
         let nginx = try Nginx()
         let mine = try nginx.publish("mine.mp4", try Fixtures.data("moov-at-front.mp4"))
         let roots = try nginx.publish("roots.mp4", try Fixtures.data("moov-at-end.mp4"))
+        let binary = try VCacheBinary.copy(into: dir)
         func asNobody(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-            let r = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", VCacheBinary.path] + args)
+            let r = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", binary] + args)
             return (r.status, String(decoding: r.out, as: UTF8.self), r.err)
         }
         #expect(try asNobody(["prefetch", mine]).status == 0)
