@@ -350,3 +350,42 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
     }
 }
+
+/// Issue 21, items 15 and 16: exit codes and small edges of evict, info --probe, --bytes 0,
+/// export --all into a symlinked folder, and no empty shard folder left by a failed first fetch.
+@Suite struct EdgeTests {
+    let dir = TempDirectory("vcache-edges")
+    var cache: String { dir.file("cache") }
+
+    @Test func evictInfoBytesAndExportEdges() throws {
+        let nginx = try Nginx()
+        let url = try nginx.publish("f.mp4", try Fixtures.data("moov-at-front.mp4"))
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 0)
+        // info --probe is not use.
+        let before = try #require(try CacheInspector(directory: cache).entry(url)).lastUsed
+        #expect(try VCacheBinary.run(["evict", "--older-than", "1d", "--dry-run"], cacheDir: cache).status == 0)
+        _ = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", "UPDATE entries SET last_used = last_used - 86400"])
+        let aged = try #require(try CacheInspector(directory: cache).entry(url)).lastUsed
+        #expect(aged < before)
+        #expect(try VCacheBinary.run(["info", url, "--probe"], cacheDir: cache).status == 0)
+        #expect(abs(try #require(try CacheInspector(directory: cache).entry(url)).lastUsed.timeIntervalSince(aged)) < 0.01)
+        // --bytes 0 is a usage error, not an empty entry.
+        #expect(try VCacheBinary.run(["prefetch", nginx.url("/other.mp4"), "--bytes", "0"], cacheDir: cache).status == 2)
+        // export --all into a folder reached through a symlink.
+        try FileManager.default.createDirectory(atPath: dir.file("real"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: dir.file("link"), withDestinationPath: dir.file("real"))
+        #expect(try VCacheBinary.run(["export", "--all", dir.file("link")], cacheDir: cache).status == 0)
+        #expect(FileManager.default.fileExists(atPath: dir.file("real/f.mp4")))
+        // An entry named and in use is not evicted: exit 1.
+        let data = try CacheInspector(directory: cache).store.dataPath(try #require(try CacheInspector(directory: cache).entry(url)).key)
+        let holder = try Tool.run("/bin/bash", ["-c", "exec 3<'\(data)'; flock -s 3; VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' evict '\(url)'; echo \"exit=$?\""])
+        #expect(String(decoding: holder.out, as: UTF8.self).contains("exit=1"), "\(String(decoding: holder.out, as: UTF8.self)) \(holder.err)")
+        // Everything asked to go, and gone: exit 0 even though the catalog itself stays.
+        let all = try VCacheBinary.run(["evict", "--max-size", "0", "--include-pinned"], cacheDir: cache)
+        #expect(all.status == 0, "\(all.stdout)\(all.stderr)")
+        // A failed first fetch leaves no empty shard folder.
+        #expect(try VCacheBinary.run(["prefetch", nginx.url("/missing.mp4")], cacheDir: cache).status == 4)
+        let shards = try FileManager.default.contentsOfDirectory(atPath: cache + "/entries")
+        #expect(shards.isEmpty, "\(shards)")
+    }
+}

@@ -150,6 +150,7 @@ public final class CacheStore: Sendable {
     public func removeFiles(key: String) -> Bool {
         let gone = unlink(dataPath(key)) == 0 || errno == ENOENT
         rmdir(entryDirectory(key))
+        rmdir((entryDirectory(key) as NSString).deletingLastPathComponent)  // the shard, when now empty
         return gone
     }
 

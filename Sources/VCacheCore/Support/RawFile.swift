@@ -240,9 +240,11 @@ public enum FileSystem {
         if mkdir(path, mode) == 0 || errno == EEXIST { return }
         guard errno == ENOENT else { throw SystemError("create folder", path: path, errno: errno) }
         let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty && parent != path { try makeDirectories(parent, mode: mode) }
-        if mkdir(path, mode) != 0 && errno != EEXIST {
-            throw SystemError("create folder", path: path, errno: errno)
+        // A few tries: another process may remove an empty parent (a shard) between the two mkdirs.
+        for attempt in 0..<3 {
+            if !parent.isEmpty && parent != path { try makeDirectories(parent, mode: mode) }
+            if mkdir(path, mode) == 0 || errno == EEXIST { return }
+            if errno != ENOENT || attempt == 2 { throw SystemError("create folder", path: path, errno: errno) }
         }
     }
 

@@ -63,6 +63,14 @@ enum EvictCommand: VCacheCommand {
             return 1
         }
         let verb = dry ? "would evict" : "evicted"
+        // Over the cap because of entries that stayed is a failure; with every entry gone, what is
+        // left is the catalog itself, which no cap can remove. An entry named on the command line
+        // and not evicted (in use, say) is a failure too.
+        let allCount = (try? store.catalog.allEntries().count) ?? 1
+        let entriesLeft = dry ? allCount - out.evicted.count > 0 : allCount > 0
+        let over = c.maxSize.map { out.usageAfter > $0 } ?? false
+        let overByEntries = over && (!out.skipped.isEmpty || entriesLeft)
+        let exitCode: Int32 = overByEntries || (!args.positionals.isEmpty && !out.skipped.isEmpty) ? 1 : 0
         if args.flag("json") {
             for e in out.evicted {
                 console.event(dry ? "would_evict" : "evicted", ["key": e.key, "url": e.latestURL, "disk_bytes": e.diskBytes,
@@ -71,9 +79,8 @@ enum EvictCommand: VCacheCommand {
             for (e, why) in out.skipped {
                 console.event("skipped", ["key": e.key, "url": e.latestURL, "reason": why])
             }
-            let over = c.maxSize.map { out.usageAfter > $0 } ?? false
             var summary: [String: Any] = ["evicted": out.evicted.count, "skipped": out.skipped.count, "freed_bytes": out.freedBytes,
-                                          "usage_bytes": out.usageAfter, "dry_run": dry, "exit_code": over ? 1 : 0]
+                                          "usage_bytes": out.usageAfter, "dry_run": dry, "exit_code": Int(exitCode)]
             if let cap = c.maxSize { summary["max_size_bytes"] = cap }
             console.event("summary", summary)
         } else {
@@ -87,11 +94,12 @@ enum EvictCommand: VCacheCommand {
             if let cap = c.maxSize { line += " (cap \(Units.formatSize(cap)))" }
             console.out(line + "\n")
         }
-        if let cap = c.maxSize, out.usageAfter > cap {
+        if let cap = c.maxSize, overByEntries {
             console.error("the cache is still over \(Units.formatSize(cap)): the rest is pinned, in use, or cannot be removed by this user (see the skipped lines)", kind: "over_cap")
-            return 1
+        } else if over && !args.flag("json") {
+            console.err("note: no entry is left; the catalog itself uses \(Units.formatSize(out.usageAfter))\n")
         }
-        return 0
+        return exitCode
     }
 }
 

@@ -42,7 +42,8 @@ enum ExportCommand: VCacheCommand {
         defer { withExtendedLifetime(trap) {} }
         var jobs: [(key: String, dest: String)] = []
         if all {
-            guard let st = FileSystem.status(p[0]), (st.st_mode & S_IFMT) == S_IFDIR else {
+            // The user's folder, reached through a symlink or not.
+            guard let st = FileSystem.followingStatus(p[0]), (st.st_mode & S_IFMT) == S_IFDIR else {
                 console.error("folder '\(p[0])' does not exist; create it first", kind: "not_found")
                 return 1
             }

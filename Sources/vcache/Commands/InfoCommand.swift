@@ -28,6 +28,9 @@ enum InfoCommand: VCacheCommand {
                 console.error("not in the cache: \(target); give its URL to probe it", kind: "not_found")
                 return 1
             }
+            // Probing is not use (as ls, info and verify are not): the entry's last use stays.
+            let known = EntryLookup.key(for: target, store: store).flatMap { (try? store.catalog.entry(key: $0)) ?? nil }
+            defer { if let known { try? store.catalog.touch(key: known.key, now: known.lastUsed) } }
             // The first 4 KiB (ftyp and the headers after it), then one hop at a time to the moov.
             let result = Prefetcher(store: store, options: PrefetchOptions()).run([PrefetchItem(url: url, requests: [.head(4096)], mp4: .moov)])[0]
             if let error = result.error {

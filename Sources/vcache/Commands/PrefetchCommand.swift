@@ -58,6 +58,7 @@ enum PrefetchCommand: VCacheCommand {
             var goal: MP4Goal?
             if let b = args.value("bytes") {
                 guard let n = Units.parseSize(b) else { throw UsageError("invalid size '\(b)' for --bytes; use e.g. 2M, 512K, 1.5G") }
+                guard n > 0 else { throw UsageError("--bytes 0 asks for nothing; give a size such as 2M, or leave --bytes out for the whole video") }
                 requests.append(.head(n))
                 if !args.flag("no-moov") { goal = .moov }
             }
