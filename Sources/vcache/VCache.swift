@@ -121,14 +121,24 @@ protocol VCacheCommand {
 }
 
 extension VCacheCommand {
-    /// Opens the cache named by `--cache-dir` (or the environment); prints the error and returns nil on failure.
+    /// Opens the cache named by `--cache-dir` (or the environment); on failure prints the error
+    /// and returns nil, and `StoreOpening.failure` is the exit code the error's class names (5 for
+    /// this machine's disk or catalog), the same the JSON error carries.
     static func openStore(_ args: ParsedArguments, console: Console) -> CacheStore? {
         let dir = CacheLocation.resolve(explicit: args.value("cache-dir"))
         do {
             return try CacheStore(directory: dir)
         } catch {
-            console.error(error)
+            let failure = FailureInfo(error)
+            console.error(failure)
+            StoreOpening.failure = failure.exitCode
             return nil
         }
     }
+
+}
+
+/// The exit code of the last `openStore` that failed (commands return it).
+enum StoreOpening {
+    nonisolated(unsafe) static var failure: Int32 = 1
 }

@@ -389,3 +389,17 @@ import VCacheTestSupport
         #expect(shards.isEmpty, "\(shards)")
     }
 }
+
+/// Issue 23: exit 5 ("fix this machine") on `$?` and in the JSON error alike, from one source.
+@Suite struct ExitFiveTests {
+    let dir = TempDirectory("vcache-exit5")
+
+    @Test func anUnusableCacheDirectoryExitsFiveEverywhere() throws {
+        let file = try dir.write("not-a-folder", Data("x".utf8))
+        for args in [["ls"], ["ls", "--json"], ["verify"], ["evict", "--all"], ["info", "http://127.0.0.1:9/x.mp4"], ["prefetch", "http://127.0.0.1:9/x.mp4"]] {
+            let r = try VCacheBinary.run(args, cacheDir: file + "/cache")
+            #expect(r.status == 5, "\(args): exit \(r.status) \(r.stderr)")
+            if args.contains("--json") { #expect(r.stdout.contains("\"exit_code\":5"), "\(r.stdout)") }
+        }
+    }
+}

@@ -72,7 +72,7 @@ struct Console: Sendable {
         return passwordInURL.stringByReplacingMatches(in: text, range: range, withTemplate: "$1:***@")
     }
 
-    nonisolated(unsafe) private static let passwordInURL = try! NSRegularExpression(pattern: #"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@"'?#]*):[^/\s@"'?#]*@"#)
+    private static let passwordInURL = try! NSRegularExpression(pattern: #"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@"'?#]*):[^/\s@"'?#]*@"#)
 
     static func write(_ fd: Int32, _ text: String) {
         var bytes = Array(redacted(text).utf8)

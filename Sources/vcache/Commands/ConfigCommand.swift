@@ -35,7 +35,7 @@ enum ConfigCommand: VCacheCommand {
             console.usage("invalid value '\(p[2])' for \(setting.name): \(problem)")
             return 2
         }
-        guard let store = openStore(args, console: console) else { return 1 }
+        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         do {
             switch verb {
             case "set":

@@ -45,7 +45,7 @@ enum EvictCommand: VCacheCommand {
             console.usage("nothing selected: give --max-size, --older-than, --partial, --all, or URLs or keys")
             return 2
         }
-        guard let store = openStore(args, console: console) else { return 1 }
+        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         if !args.positionals.isEmpty {
             switch EntryLookup.keys(for: args.positionals, store: store) {
             case .success(let keys): c.keys = Set(keys)

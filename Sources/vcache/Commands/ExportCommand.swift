@@ -32,7 +32,7 @@ enum ExportCommand: VCacheCommand {
             console.usage("--link and --faststart exclude each other: a rewritten file cannot share the cache's inode")
             return 2
         }
-        guard let store = openStore(args, console: console) else { return 1 }
+        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         let exporter = Exporter(store: store)
         // Ctrl-C, SIGTERM, SIGHUP or a closed pipe mid-way: no hidden partial file stays behind.
         let trap = SignalTrap { sig in

@@ -16,7 +16,7 @@ enum UnpinCommand: VCacheCommand {
 }
 
 private func setPinned(_ pinned: Bool, _ args: ParsedArguments, _ console: Console) -> Int32 {
-    guard let store = PinCommand.openStore(args, console: console) else { return 1 }
+    guard let store = PinCommand.openStore(args, console: console) else { return StoreOpening.failure }
     switch EntryLookup.keys(for: args.positionals, store: store) {
     case .failure(let e):
         console.error(e)

@@ -99,7 +99,7 @@ enum PrefetchCommand: VCacheCommand {
             return 2
         }
         for e in inputErrors { console.error(e, kind: "bad_input") }
-        guard let store = openStore(args, console: console) else { return 1 }
+        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         do {
             try Settings.apply(store: store, args: args, to: &options)
         } catch {

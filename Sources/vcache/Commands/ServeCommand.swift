@@ -76,7 +76,7 @@ enum ServeCommand: VCacheCommand {
         do { options = try PrefetchCommand.makeOptions(args) } catch { console.error(error); return 2 }
         // With a list of origin hosts, a redirect could lead anywhere: none is followed.
         if allowed != nil { options.request.maxRedirects = 0 }
-        guard let store = openStore(args, console: console) else { return 1 }
+        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         do { try Settings.apply(store: store, args: args, to: &options) } catch { console.error(error); return 2 }
 
         // Signals: blocked before the server's threads start (they inherit the mask), then

@@ -54,8 +54,9 @@ enum VerifyCommand: VCacheCommand {
                 return 1
             }
         } catch {
-            console.error(error)
-            return 1
+            let failure = FailureInfo(error)
+            console.error(failure)
+            return failure.exitCode
         }
         var keys: [String]?
         if !args.positionals.isEmpty {
