@@ -122,3 +122,28 @@ public enum VCacheBinary {
         var data = Data()
     }
 }
+
+/// A cache folder owned by `nobody`, for tests where another user made files in it (root warms,
+/// nobody serves or evicts): the folder, and a vcache binary nobody can run. Nil (the test
+/// skips) unless the test runs as root with runuser.
+public struct NobodysCache {
+    public let cache: String
+    public let binary: String
+
+    public init?(in dir: TempDirectory) throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
+            print("skipped: needs root and runuser")
+            return nil
+        }
+        binary = try VCacheBinary.copy(into: dir)
+        cache = dir.file("cache")
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        _ = try Tool.run("/bin/chown", ["nobody", cache])
+    }
+
+    /// vcache run as nobody on this cache.
+    public func run(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        let r = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", binary] + args)
+        return (r.status, String(decoding: r.out, as: UTF8.self), r.err)
+    }
+}

@@ -250,22 +250,12 @@ import VCacheTestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func anEntryThisUserCannotTouchIsSkippedAndNamedAndTheRestEvicted() throws {
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
-            print("skipped: needs root and runuser")
-            return
-        }
-        chmod(dir.path, 0o755)
-        let cache = dir.file("cache")
-        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
-        _ = try Tool.run("/bin/chown", ["nobody", cache])
+        guard let nobodys = try NobodysCache(in: dir) else { return }
+        let cache = nobodys.cache
         let nginx = try Nginx()
         let mine = try nginx.publish("mine.mp4", try Fixtures.data("moov-at-front.mp4"))
         let roots = try nginx.publish("roots.mp4", try Fixtures.data("moov-at-end.mp4"))
-        let binary = try VCacheBinary.copy(into: dir)
-        func asNobody(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-            let r = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", binary] + args)
-            return (r.status, String(decoding: r.out, as: UTF8.self), r.err)
-        }
+        let asNobody = nobodys.run
         #expect(try asNobody(["prefetch", mine]).status == 0)
         #expect(try VCacheBinary.run(["prefetch", roots], cacheDir: cache).status == 0)  // as root
         let evict = try asNobody(["evict", "--max-size", "0"])

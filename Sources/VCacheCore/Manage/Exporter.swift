@@ -168,24 +168,7 @@ public struct Exporter {
                 movedMoov = false
             }
         }
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        for piece in pieces {
-            switch piece {
-            case .bytes(let b):
-                try b.withUnsafeBytes { try RawFile.writeAll(fd, $0, named: named) }
-            case .source(let r):
-                var offset = r.lowerBound
-                while offset < r.upperBound {
-                    let n = Int(min(Int64(chunk), r.upperBound - offset))
-                    let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-                    try data.readExactly(into: slice, fromAbsoluteOffset: offset)
-                    try RawFile.writeAll(fd, UnsafeRawBufferPointer(slice), named: named)
-                    offset += Int64(n)
-                }
-            }
-        }
+        try Self.emit(pieces, from: data) { try RawFile.writeAll(fd, $0, named: named) }
         try? store.catalog.touch(key: e.key)
         return Exported(path: named, bytes: length, linked: false, movedMoov: movedMoov)
     }
@@ -212,30 +195,36 @@ public struct Exporter {
         }
     }
 
-    /// Writes `pieces` (ranges of `data`, new bytes) to `path`, a new file, and fsyncs it.
-    private func write(_ pieces: [FastStart.Piece], from data: RawFile, to path: String) throws {
-        let out = try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-        defer { out.close() }
+    /// Hands `pieces` (ranges of `data`, new bytes) to `write` in order, in blocks of at most 1 MiB.
+    private static func emit(_ pieces: [FastStart.Piece], from data: RawFile, _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
-        var at: Int64 = 0
         for piece in pieces {
             switch piece {
             case .bytes(let b):
-                try b.withUnsafeBytes { try out.write($0, toAbsoluteOffset: at) }
-                at += Int64(b.count)
+                try b.withUnsafeBytes { try write($0) }
             case .source(let r):
                 var offset = r.lowerBound
                 while offset < r.upperBound {
                     let n = Int(min(Int64(chunk), r.upperBound - offset))
                     let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
                     try data.readExactly(into: slice, fromAbsoluteOffset: offset)
-                    try out.write(UnsafeRawBufferPointer(slice), toAbsoluteOffset: at)
+                    try write(UnsafeRawBufferPointer(slice))
                     offset += Int64(n)
-                    at += Int64(n)
                 }
             }
+        }
+    }
+
+    /// Writes `pieces` (ranges of `data`, new bytes) to `path`, a new file, and fsyncs it.
+    private func write(_ pieces: [FastStart.Piece], from data: RawFile, to path: String) throws {
+        let out = try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        defer { out.close() }
+        var at: Int64 = 0
+        try Self.emit(pieces, from: data) { bytes in
+            try out.write(bytes, toAbsoluteOffset: at)
+            at += Int64(bytes.count)
         }
         try out.sync()
     }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import VCacheCore
 
 /// stdout carries data, stderr progress and errors. Writes go straight to fds 1 and 2
 /// (Glibc's `stderr` global is not concurrency-safe in Swift 6).
@@ -75,16 +76,11 @@ struct Console: Sendable {
     private static let passwordInURL = try! NSRegularExpression(pattern: #"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@"'?#]*):[^/\s@"'?#]*@"#)
 
     static func write(_ fd: Int32, _ text: String) {
-        var bytes = Array(redacted(text).utf8)
-        var done = 0
-        bytes.withUnsafeMutableBytes { raw in
-            while done < raw.count {
-                let n = Glibc_write(fd, raw.baseAddress! + done, raw.count - done)
-                if n < 0 { if errno == EINTR { continue } else { return } }
-                done += n
-            }
-        }
+        // A reader that went away (EPIPE) or a full disk: nothing more can be said anyway.
+        let bytes = Array(redacted(text).utf8)
+        bytes.withUnsafeBytes { try? RawFile.writeAll(fd, $0, named: fd == 1 ? "stdout" : "stderr") }
     }
+
 
     /// Terminal width for bars; 80 when unknown.
     var width: Int {
