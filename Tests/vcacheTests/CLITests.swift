@@ -162,7 +162,7 @@ import VCacheTestSupport
     @Test func anUnusableCacheDirectoryIsReported() throws {
         try dir.write("file", Data("x".utf8))
         let r = try VCacheBinary.run(["ls", "--cache-dir", dir.file("file/cache")], cacheDir: nil)
-        #expect(r.status == 1)
+        #expect(r.status == 5)  // fix this machine (Docs/cron.md), as the JSON error says
         #expect(r.stderr == "vcache: cache directory '\(dir.file("file/cache"))' is not usable: Not a directory; choose another with --cache-dir or VCACHE_DIR\n")
     }
 

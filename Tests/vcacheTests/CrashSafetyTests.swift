@@ -135,7 +135,10 @@ import VCacheTestSupport
         #expect(r.stderr.contains("vcache: cannot prefetch \(url): interrupted; what arrived is saved and a rerun resumes"))
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil)
-        #expect(claims.claimed >= 3 << 20)
+        // What arrived is saved: some of the 3 MiB the origin sent may still have been in the
+        // kernel's socket buffer, never read (a loaded machine showed 3.08 of 3.15 MiB claimed), so
+        // the exact check is the rerun's: it fetches exactly what is not claimed.
+        #expect(claims.claimed >= 1 << 20)
 
         origin.throttle("/i.mp4", to: nil)
         let rerun = try VCacheBinary.run(["prefetch", url, "--json"], cacheDir: cache)

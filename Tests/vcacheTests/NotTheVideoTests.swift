@@ -393,3 +393,24 @@ import VCacheTestSupport
         }
     }
 }
+
+/// Issue 21, item 11: `prefetch --json | head -1` (SIGPIPE) checkpoints what arrived before dying
+/// by the signal, as SIGINT and SIGTERM do.
+@Suite struct BrokenPipeTests {
+    let dir = TempDirectory("vcache-pipe")
+
+    @Test(.timeLimit(.minutes(1)))
+    func aClosedPipeCheckpointsWhatArrived() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(8 << 20, seed: 218)
+        origin.setResource("/p.mp4", .init(body: body, etag: "\"p\""))
+        origin.throttle("/p.mp4", to: 2 << 20)
+        let cache = dir.file("cache")
+        let r = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' prefetch --json '\(origin.url("/p.mp4"))' | head -1 >/dev/null; echo \"${PIPESTATUS[0]}\""])
+        #expect(String(decoding: r.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "141", "\(String(decoding: r.out, as: UTF8.self)) \(r.err)")
+        let claims = try CacheInspector(directory: cache).verifyClaims(origin.url("/p.mp4"), origin: body)
+        #expect(claims.mismatch == nil)
+        #expect(claims.claimed > 0, "nothing was checkpointed")
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+}

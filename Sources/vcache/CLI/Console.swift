@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import VCacheCore
+import Synchronization
 
 /// stdout carries data, stderr progress and errors. Writes go straight to fds 1 and 2
 /// (Glibc's `stderr` global is not concurrency-safe in Swift 6).
@@ -76,10 +77,23 @@ struct Console: Sendable {
     private static let passwordInURL = try! NSRegularExpression(pattern: #"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@"'?#]*):[^/\s@"'?#]*@"#)
 
     static func write(_ fd: Int32, _ text: String) {
-        // A reader that went away (EPIPE) or a full disk: nothing more can be said anyway.
         let bytes = Array(redacted(text).utf8)
-        bytes.withUnsafeBytes { try? RawFile.writeAll(fd, $0, named: fd == 1 ? "stdout" : "stderr") }
+        do {
+            try bytes.withUnsafeBytes { try RawFile.writeAll(fd, $0, named: fd == 1 ? "stdout" : "stderr") }
+        } catch let e as SystemError where e.errno == EPIPE {
+            // The reader went away (`vcache ... | head -1`): the run stops as for SIGPIPE.
+            brokenPipe.withLock { hook in
+                let h = hook
+                hook = nil
+                h?()
+            }
+        } catch {
+            // A full disk under stderr: nothing more can be said anyway.
+        }
     }
+
+    /// Called once when a write to stdout or stderr finds the pipe closed.
+    static let brokenPipe = Mutex<(@Sendable () -> Void)?>(nil)
 
 
     /// Terminal width for bars; 80 when unknown.

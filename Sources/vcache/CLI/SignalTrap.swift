@@ -14,7 +14,10 @@ final class SignalTrap: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
     private(set) var caught: Int32?
 
-    init(_ signals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGPIPE], onSignal: @escaping @Sendable (Int32) -> Void) {
+    init(_ signals: [Int32] = [SIGINT, SIGTERM, SIGHUP], onSignal: @escaping @Sendable (Int32) -> Void) {
+        // SIGPIPE is ignored: a write to a closed pipe fails with EPIPE instead (Console.write
+        // reports it through `Console.onBrokenPipe`), so the run can checkpoint before dying.
+        signal(SIGPIPE, SIG_IGN)
         for sig in signals {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
@@ -25,6 +28,13 @@ final class SignalTrap: @unchecked Sendable {
             source.resume()
             sources.append(source)
         }
+    }
+
+    /// Records `sig` as if it had been caught (a write that failed with EPIPE: SIGPIPE itself is
+    /// ignored, so a closed pipe is learnt from the write) and stops the run the same way.
+    func raiseFromWrite(_ sig: Int32, onSignal: (Int32) -> Void) {
+        if caught == nil { caught = sig }
+        onSignal(sig)
     }
 
     /// After the clean checkpoint: die by `signal` itself, as curl and wget do, so a shell loop

@@ -132,6 +132,7 @@ enum PrefetchCommand: VCacheCommand {
         let stopFlag = Fetcher.StopFlag()
         let prefetcher = Prefetcher(store: store, options: options, stopFlag: stopFlag) { reporter.handle($0) }
         let signals = SignalTrap { stopFlag.stop(reason: $0) }
+        Console.brokenPipe.withLock { $0 = { signals.raiseFromWrite(SIGPIPE) { stopFlag.stop(reason: $0) } } }
 
         let start = ContinuousClock.now
         let results = prefetcher.run(items)
