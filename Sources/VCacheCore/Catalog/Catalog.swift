@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// The catalog: one SQLite database holding every entry, its cached ranges and the config.
-/// Invariant 1 (DESIGN.md) is kept by the callers: ranges are committed here only after `data`
+/// Invariant 1 (Docs/cache-format.md) is kept by the callers: ranges are committed here only after `data`
 /// was fsynced. Every write is one transaction.
 public final class Catalog: Sendable {
     public static let schemaVersion = 1

@@ -1,5 +1,5 @@
 import Foundation
-/// The response rules, in one pure value (DESIGN.md invariants 2 and 3; RFC 9110 §13.1.5,
+/// The response rules, in one pure value (invariants 2 and 3 of Docs/cache-format.md; RFC 9110 §13.1.5,
 /// §14.4, §15.3.7): given what was asked, the validators of the bytes already held and a
 /// response head, says where the response's body goes, or why none of it may be kept.
 ///

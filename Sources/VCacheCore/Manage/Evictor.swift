@@ -8,7 +8,7 @@ import Foundation
 /// Removes entries: least recently used first under a size cap, or by age, state or name
 /// (ExoPlayer's `LeastRecentlyUsedCacheEvictor`, for a cache shared between processes).
 ///
-/// Invariant 5 (DESIGN.md): never an entry a writer holds (LOCK_EX on `lock` fails) or a reader
+/// Invariant 5 (Docs/cache-format.md): never an entry a writer holds (LOCK_EX on its folder fails) or a reader
 /// uses (LOCK_EX on `data` fails), never a pinned one unless asked by name or with
 /// `includePinned`; catalog rows go first and files second, so a crash between leaves only
 /// orphan files, which `sweepOrphans` removes. Lock order: the entry folder (the writer's lock),

@@ -6,7 +6,7 @@ import Darwin
 import Foundation
 import Synchronization
 
-/// Hands complete videos on as ordinary files. Invariant 6 (DESIGN.md): only complete entries
+/// Hands complete videos on as ordinary files. Invariant 6 (Docs/cache-format.md): only complete entries
 /// whose bytes verify against the stored SHA-256, written to a temp file in the destination
 /// folder, fsynced, then renamed into place; never over an existing file without `force`.
 /// The entry's `data` is held with LOCK_SH while it is read, so eviction skips it.

@@ -8,7 +8,7 @@ import Foundation
 /// Fills one entry: plan = requested ranges minus cached ranges; one ranged GET per gap; bytes
 /// pwritten at their absolute offsets as they stream; checkpoints by `Checkpointer`.
 ///
-/// Invariants kept here (DESIGN.md):
+/// Invariants kept here (Docs/cache-format.md, "Invariants"):
 /// 1. a writer that takes the entry first drops claims beyond what `data` really holds;
 /// 2./3. every response head is judged by `ResponseJudge` before a byte of its body is written;
 ///    dropping an old version (catalog rows first, then a new `data`) runs on the checkpoint

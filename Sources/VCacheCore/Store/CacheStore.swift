@@ -11,11 +11,11 @@ import Foundation
 ///     entries/ab/abcdef.../       the entry's folder: flock target of its one writer
 ///     entries/ab/abcdef.../data   sparse file, every byte at its absolute offset in the video
 ///
-/// Locks (DESIGN.md invariant 4): a writer holds LOCK_EX on the entry's folder; anyone using
+/// Locks (invariant 4, Docs/cache-format.md): a writer holds LOCK_EX on the entry's folder; anyone using
 /// `data` holds LOCK_SH on `data`; the evictor takes LOCK_EX|LOCK_NB on the folder and then on
 /// `data`, and skips the entry if either is busy. After any lock, the descriptor's inode is
 /// compared with the path's, so a lock on something removed meanwhile is never trusted.
-/// (DESIGN.md sketched a separate `lock` file; locking the folder itself keeps one inode fewer
+/// (The starting design sketched a separate `lock` file; locking the folder itself keeps one inode fewer
 /// per entry, which is most of the cost of a small prefetch on ext4.)
 public final class CacheStore: Sendable {
     public let directory: String

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Sizes and durations as the command line writes them (DESIGN.md, "Command-line conventions").
+/// Sizes and durations as the command line writes them (Docs/cli.md).
 public enum Units {
     /// `512K`, `2M`, `1.5G`, `1T` are binary (KiB, MiB, ...); `2KB`, `2MB` are decimal; a bare number
     /// (optionally with `B`) is bytes. `KiB`/`MiB` spellings are binary too. Case-insensitive.
