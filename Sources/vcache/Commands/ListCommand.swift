@@ -86,7 +86,12 @@ enum ListCommand: VCacheCommand {
         }
         console.out(Table.render(rows, rightAligned: [1, 2, 3]))
         var totals = "\(entries.count) \(entries.count == 1 ? "entry" : "entries"), \(Units.formatSize(cached)) cached, \(Units.formatSize(disk)) on disk"
-        if let cap { totals += " of a \(Units.formatSize(cap)) cap (\(Int(Double(disk) * 100 / Double(max(cap, 1))))%)" }
+        if let cap {
+            // Against the cap the cache counts as evict counts it: its entries, the catalog (with
+            // its WAL) and the full-disk reserve, what du counts.
+            let usage = disk + Evictor(store: store).catalogBytes()
+            totals += "; the cache uses \(Units.formatSize(usage)) of a \(Units.formatSize(cap)) cap (\(Int(Double(usage) * 100 / Double(max(cap, 1))))%)"
+        }
         console.out(totals + "\n")
         return 0
     }
