@@ -40,6 +40,8 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     private var mayStore: Bool
     private var direct: DirectStream?
     private var jobsStarted = 0
+    /// The storing jobs this response started.
+    private var myJobs: [EntryBoard.Writer] = []
     /// The first bytes, read before the response head goes out (`prepare`).
     private var primed: [UInt8] = []
     private var primedAt: Int64 = 0
@@ -162,7 +164,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 if closed.load(ordering: .relaxed) { return nil }
                 if !signalled { refreshedAt = nil }
             case .startJob(let span):
-                if jobsStarted > 0, let failed = board.failure(covering: p) {
+                if let failed = ownFailure(at: p) {
                     // A job of this response failed here already: the origin's answer stands
                     // (a 404 is not asked for three times), and a response not yet begun gets it.
                     board.cond.unlock()
@@ -175,8 +177,9 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 }
                 jobsStarted += 1
                 let started = owner.startWriter(board, reader: self, span: span)
+                if let started { myJobs.append(started) }
                 board.cond.unlock()
-                if !started {
+                if started == nil {
                     // Another process writes the entry, nothing more fits under the cap, or the
                     // file is not the entry's any more: the rest plays, streamed, not stored.
                     mayStore = false
@@ -184,7 +187,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                     refreshedAt = nil
                 }
             case .stream(let span):
-                let failed = jobsStarted > 0 ? board.failure(covering: p) : nil
+                let failed = ownFailure(at: p)
                 board.cond.unlock()
                 if let failed, preparing {
                     // A job of this response failed where it begins: that is the answer.
@@ -268,6 +271,16 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         return n
     }
 
+    /// The error of a storing job this response started that ended failing over `p` (the board's
+    /// `cond` held). Only this response's own jobs count, and a job stopped because its readers
+    /// left or the server stops is not a failure of the origin.
+    private func ownFailure(at p: Int64) -> PrefetchError? {
+        myJobs.last { w in
+            guard w.finished, let e = w.error, e != .interrupted, e != .deadline, e != .lockBusy else { return false }
+            return w.start <= p && p < w.end
+        }?.error
+    }
+
     private func noteFailure(_ e: PrefetchError) {
         failure = e.description
         if case .http(let status, _) = e { failureStatus = status }
@@ -298,9 +311,3 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     }
 }
 
-extension EntryBoard {
-    /// The error of the last job of this process that ended failing over `p` (`cond` held).
-    func failure(covering p: Int64) -> PrefetchError? {
-        failures.last(where: { $0.span.lowerBound <= p && p < $0.span.upperBound })?.error
-    }
-}

@@ -331,14 +331,14 @@ public final class ReadThrough: Sendable {
 
     /// Starts a storing job for the bytes from `wanted.lowerBound` on its own thread, limited to
     /// what fits under the cap; false when none can start (the reader then streams without
-    /// storing). The job writes into the reader's file: the entry's `data` must still be that
+    /// storing; otherwise the job, which the reader watches). The job writes into the reader's file: the entry's `data` must still be that
     /// file, and the catalog's version the promised one (checked under the writer lock); a reader
     /// without a file gets the one the job creates. Jobs of one entry never fetch the same byte:
     /// a job whose span covers that point but is far behind it stops there and the new job takes
     /// over the rest of its span, and the new job stops where a later one began. They share the
     /// entry's writer lock (taken here if no job holds it; another process holding it means no
     /// job). The board's lock is held.
-    func startWriter(_ board: EntryBoard, reader: RangeReader, span wanted: ByteRange) -> Bool {
+    func startWriter(_ board: EntryBoard, reader: RangeReader, span wanted: ByteRange) -> EntryBoard.Writer? {
         let video = reader.video
         let p = wanted.lowerBound
         var end = wanted.upperBound
@@ -346,7 +346,7 @@ public final class ReadThrough: Sendable {
         let overtaken = active.filter { $0.start <= p && p < $0.effectiveEnd }
         for w in overtaken { end = max(end, w.effectiveEnd) }
         for w in active where w.start > p { end = min(end, w.start) }
-        guard end > p else { return false }
+        guard end > p else { return nil }
         var span = ByteRange(p, end)
         if var room = room(for: video.key, wanted: span.count) {
             // What the running jobs are still to store is not in the catalog's usage yet: count
@@ -354,14 +354,14 @@ public final class ReadThrough: Sendable {
             // on the safe side).
             for w in active where !overtaken.contains(where: { $0 === w }) { room -= w.effectiveEnd - w.start }
             for w in overtaken { room -= p - w.start }
-            guard room >= 64 << 10 else { return false }
+            guard room >= 64 << 10 else { return nil }
             span = ByteRange(p, min(end, p + room))
         }
         let shared: SharedWriterLock
         if let s = board.shared, s.join() {
             shared = s
         } else {
-            guard let lock = try? store.tryLockWriter(key: video.key) else { return false }
+            guard let lock = try? store.tryLockWriter(key: video.key) else { return nil }
             shared = SharedWriterLock(lock)
             _ = shared.join()
             board.shared = shared
@@ -369,7 +369,7 @@ public final class ReadThrough: Sendable {
         // Under the writer lock nobody else replaces `data` or changes the version.
         guard let fileID = reader.adoptFileForJob() else {
             shared.leave()
-            return false
+            return nil
         }
         for w in overtaken { w.limit.store(p, ordering: .relaxed) }
         let writer = EntryBoard.Writer(start: span.lowerBound, end: span.upperBound, file: fileID)
@@ -423,10 +423,6 @@ public final class ReadThrough: Sendable {
             writer.error = result.error
             board.writers.removeAll { $0 === writer }
             board.unhold(writer.file)
-            if let e = result.error {
-                board.failures.append((jobSpan, e))
-                if board.failures.count > 8 { board.failures.removeFirst() }
-            }
             board.cond.broadcast()
             board.cond.unlock()
             shared.leave()
@@ -434,7 +430,7 @@ public final class ReadThrough: Sendable {
             release(board)
         }
         board.holders.add(1, ordering: .relaxed)  // the job's; released when it ends
-        return true
+        return writer
     }
 }
 
@@ -461,8 +457,6 @@ final class EntryBoard: @unchecked Sendable {
     /// Readers reading bytes justified only by this process's writes right now (a job giving
     /// unclaimed bytes back waits for them).
     var readingWrites = 0
-    /// The last jobs that failed, with their spans (what a reader about to answer reports).
-    var failures: [(span: ByteRange, error: PrefetchError)] = []
 
     /// Readers and jobs of this process holding each file open. An inode number is reused once
     /// no one holds its file, so what this process wrote into a file is forgotten when its last
