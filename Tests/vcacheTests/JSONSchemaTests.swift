@@ -186,7 +186,8 @@ import VCacheTestSupport
         _ = writer.finish()
         #expect(waited.status == 0)
         _ = check(waited, command: "prefetch", schema: schema, &seen)
-        #expect(try run(["prefetch", "-q", v]).status == 0)
+        let refetched = try run(["prefetch", "-q", v])
+        #expect(refetched.status == 0, "\(refetched.stderr)")
 
         // ls, info, evict, verify, export.
         #expect(try run(["pin", v]).status == 0)
