@@ -64,3 +64,24 @@ public enum TestBytes {
         FileManager.default.contents(atPath: path).map { SHA256Digest.hash($0) }
     }
 }
+
+/// A small tmpfs of the test's own (a disk that fills), mounted under `dir`; nil (the test
+/// skips with one line) unless the test runs as root where mount works. Unmounted by `unmount`.
+public struct SmallDisk {
+    public let path: String
+
+    public init?(size: String, in dir: TempDirectory) throws {
+        guard getuid() == 0 else {
+            print("skipped: mounting a small tmpfs needs root")
+            return nil
+        }
+        path = dir.file("small")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        guard try Tool.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path]).status == 0 else {
+            print("skipped: cannot mount a tmpfs here")
+            return nil
+        }
+    }
+
+    public func unmount() { _ = try? Tool.run("/bin/umount", ["-l", path]) }
+}

@@ -104,14 +104,6 @@ struct Console: Sendable {
     }
 }
 
-@inline(__always) private func Glibc_write(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int {
-    #if canImport(Glibc)
-    return Glibc.write(fd, p, n)
-    #else
-    return Darwin.write(fd, p, n)
-    #endif
-}
-
 /// A JSON-lines writer: one object per line on stdout, keys sorted (by their UTF-8 bytes) for
 /// stable output. Written by hand: JSONSerialization's sorted keys compare with ICU collation,
 /// which made `ls --json` over 10,000 entries take 1.9 s.
