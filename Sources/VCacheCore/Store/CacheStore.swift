@@ -63,7 +63,10 @@ public final class CacheStore: Sendable {
             throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)
         }
         // Space kept back for the next time the disk is full (made when missing, best effort).
-        if !FileSystem.exists(reserve) { Self.makeReserve(reserve) }
+        if FileSystem.status(reserve).map({ FileSystem.allocatedBytes($0) < Int64(Self.reserveBytes) }) ?? true {
+            unlink(reserve)
+            Self.makeReserve(reserve)
+        }
     }
 
     /// A file of `reserveBytes` kept in the cache folder. On a full disk SQLite cannot even open
@@ -84,10 +87,15 @@ public final class CacheStore: Sendable {
     static func makeReserve(_ path: String) {
         guard let f = try? RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) else { return }
         defer { f.close() }
+        // Real blocks, not a sparse size: fallocate(2) gives them without writing (and without an
+        // fsync: a reserve lost in a crash is only made again). Elsewhere, zeros are written.
+        #if os(Linux)
+        let ok = posix_fallocate(f.fd, 0, off_t(reserveBytes)) == 0
+        #else
         let zeros = [UInt8](repeating: 0, count: reserveBytes)
-        // Written, not just sized: a sparse file would hold no blocks to give back.
         let ok = zeros.withUnsafeBytes { (try? f.write($0, toAbsoluteOffset: 0)) != nil }
-        if !ok || (try? f.sync()) == nil { unlink(path) }
+        #endif
+        if !ok { unlink(path) }
     }
 
     /// A catalog SQLite reports as corrupt is moved aside (`catalog.db.corrupt-<time>`), its WAL
