@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev 
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl
 BENCH_DEPS  := time aria2
 
-.PHONY: all build test stress demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run
+.PHONY: all build test test-fast stress demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run
 
 all: build
 
@@ -42,6 +42,11 @@ build: deps
 test: deps-test
 	$(SWIFT) build
 	$(SWIFT) test
+
+# The unit and in-process tests only (VCacheCoreTests: no vcache subprocess), in seconds: for the
+# edit-build-test loop. make test stays the whole suite.
+test-fast: deps-test
+	$(SWIFT) test --filter VCacheCoreTests
 
 # The interleaving test for longer: four workers running players through serve, prefetch, evict,
 # verify --fix, origin version changes and serve restarts on one cache for SECONDS seconds
