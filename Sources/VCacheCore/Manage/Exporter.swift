@@ -49,6 +49,8 @@ public struct Exporter {
         public var linked: Bool
         /// `faststart` asked: true when the moov was moved in front, false when it already was.
         public var movedMoov: Bool? = nil
+        /// Written into a stream (stdout, a device, a FIFO), not as a file.
+        public var streamed = false
     }
 
     /// Exports one entry. `destination` is a file path, or an existing folder (then the name
@@ -170,7 +172,7 @@ public struct Exporter {
         }
         try Self.emit(pieces, from: data) { try RawFile.writeAll(fd, $0, named: named) }
         try? store.catalog.touch(key: e.key)
-        return Exported(path: named, bytes: length, linked: false, movedMoov: movedMoov)
+        return Exported(path: named, bytes: length, linked: false, movedMoov: movedMoov, streamed: true)
     }
 
     /// Temp files being written now (a signal handler removes them before the process dies).

@@ -192,10 +192,7 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
         // Case-insensitive; the value is copied at once.
         if let v = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: v) }
     }
-    var client = [CChar](repeating: 0, count: 64)
-    vc_mhd_client(connection, &client, socklen_t(client.count))
-    let req = HTTPServer.Request(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/",
-                                 headers: headers, client: String(cString: client), hadBody: request.hadBody)
+    let req = makeRequest(connection, method: method, url: url, headers: headers, hadBody: request.hadBody)
     let response = server.handler(req)
     request.completed = response.completed
     guard let mhd = makeResponse(response.body) else {
@@ -209,14 +206,20 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
     return queued
 }
 
+/// The request as the handler sees it: method, path, the headers read, the client's address.
+private func makeRequest(_ connection: OpaquePointer, method: UnsafePointer<CChar>?, url: UnsafePointer<CChar>?,
+                         headers: [String: String], hadBody: Bool) -> HTTPServer.Request {
+    var client = [CChar](repeating: 0, count: 64)
+    vc_mhd_client(connection, &client, socklen_t(client.count))
+    return HTTPServer.Request(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/",
+                              headers: headers, client: String(cString: client), hadBody: hadBody)
+}
+
 /// Asks the handler for the answer to a request whose body is refused (it logs it) and queues
 /// it with `Connection: close`, before any of the body is read.
 private func respondNow(_ server: HTTPServer, _ connection: OpaquePointer, _ request: RequestState, method: UnsafePointer<CChar>?,
                         url: UnsafePointer<CChar>?, status: Int) -> MHD_Result {
-    var client = [CChar](repeating: 0, count: 64)
-    vc_mhd_client(connection, &client, socklen_t(client.count))
-    let req = HTTPServer.Request(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/",
-                                 headers: [:], client: String(cString: client), hadBody: true)
+    let req = makeRequest(connection, method: method, url: url, headers: [:], hadBody: true)
     let response = server.handler(req)
     request.completed = response.completed
     guard let mhd = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) else { return .NO }

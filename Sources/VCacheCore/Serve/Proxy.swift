@@ -66,10 +66,9 @@ public final class Proxy: Sendable {
         }
         guard let origin = ProxyURL.origin(path: request.path) else { return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)") }
         line.url = origin
-        if let why = OriginTarget.controlProblem(origin) { return finish(400, "origin URL \(why)") }
+        // Refuses control characters, other schemes, and what libcurl's own parser refuses.
         if let why = PrefetchItem.urlProblem(origin) { return finish(400, "origin \(why)") }
-        guard let target = OriginTarget.of(origin) else { return finish(400, "origin URL is not one libcurl accepts") }
-        if let allowed = allowedOrigins, !allowed.allows(target) {
+        if let allowed = allowedOrigins, let target = OriginTarget.of(origin), !allowed.allows(target) {
             return finish(403, "origin \(target) is not allowed by --allow-host")
         }
         let video: ReadThrough.Video

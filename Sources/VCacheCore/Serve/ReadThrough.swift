@@ -259,19 +259,18 @@ public final class ReadThrough: Sendable {
     public func reader(_ video: Video, range: ByteRange) -> RangeReader {
         let board = self.board(video.key)
         let snap = video.snapshot
-        var own = false
-        if let id = snap.fileID {
-            board.cond.lock()
-            own = (board.written[id] ?? RangeSet()).contains(snap.claims)
-            board.cond.unlock()
-        }
+        board.cond.lock()
+        let own = snap.fileID.map { (board.written[$0] ?? RangeSet()).contains(snap.claims) } ?? false
+        // Jobs of this process write the entry: it cannot be started over under them.
+        let busy = board.shared?.isHeld ?? false
+        board.cond.unlock()
         let decision = ServeDecision.Open(validators: video.validators, span: range, claims: snap.claims, claimsAreOwn: own,
-                                          canTakeEntry: true)
+                                          canTakeEntry: !busy)
         switch decision.start {
         case .readThrough(let combine):
             return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: combine)
         case .startOver:
-            if startOver(board, video: video) {
+            if startOver(video) {
                 snap.file?.close()
                 return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snapshot(video.key), weakPartsCombine: true)
             }
@@ -284,12 +283,9 @@ public final class ReadThrough: Sendable {
     /// A video without a strong validator whose cached bytes came from another run: those bytes
     /// are never combined with new ones, so the entry gets a new, empty `data` (the catalog keeps
     /// its validators, the promised version) before this process stores anything in it. False
-    /// when the entry cannot be taken now (another process or a job of this one writes it).
-    private func startOver(_ board: EntryBoard, video: Video) -> Bool {
-        board.cond.lock()
-        let busy = board.shared?.isHeld ?? false
-        board.cond.unlock()
-        guard !busy, let lock = try? store.tryLockWriter(key: video.key) else { return false }
+    /// when the entry cannot be taken now (another process writes it).
+    private func startOver(_ video: Video) -> Bool {
+        guard let lock = try? store.tryLockWriter(key: video.key) else { return false }
         defer { lock.release() }
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, video.validators.admits(e.validators) else { return false }
         do {
@@ -322,9 +318,9 @@ public final class ReadThrough: Sendable {
         var fs = statvfs()
         guard statvfs(store.directory, &fs) == 0, Int64(fs.f_blocks) * Int64(fs.f_frsize) > wanted else { return false }
         let evictor = Evictor(store: store)
-        guard let before = try? evictor.evict(Evictor.Criteria(), dryRun: true) else { return false }
+        guard let entries = try? store.catalog.totalDiskBytes() else { return false }
         var c = Evictor.Criteria()
-        c.maxSize = max(0, before.usageBefore - wanted)
+        c.maxSize = max(0, entries + evictor.catalogBytes() - wanted)
         c.protected = [key]
         return ((try? evictor.evict(c, dryRun: false))?.freedBytes ?? 0) > 0
     }

@@ -83,7 +83,7 @@ enum ExportCommand: VCacheCommand {
                     let note = done.movedMoov.map { $0 ? ", moov moved to the front" : ", moov already in front" } ?? ""
                     // Into stdout the video itself goes: the report goes to stderr then.
                     let line = "\(how) \(done.path) (\(Units.formatSize(done.bytes))\(note))\n"
-                    if job.dest == "-" || job.dest.hasPrefix("/dev/") || job.dest.hasPrefix("/proc/") { console.err(line) } else { console.out(line) }
+                    if done.streamed { console.err(line) } else { console.out(line) }
                 }
             } catch {
                 failed += 1
