@@ -107,28 +107,16 @@ public enum Tool {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
+        let capture = try CapturedOutput()
+        p.standardOutput = capture.out
+        p.standardError = capture.err
         p.standardInput = FileHandle.nullDevice
         try p.run()
-        let box = DataBox()
-        let group = DispatchGroup()
-        group.enter()
-        Thread.detachNewThread {
-            box.data = err.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
-        let o = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
-        group.wait()
-        return (p.terminationStatus, o, String(decoding: box.data, as: UTF8.self))
+        let (out, err) = capture.read()
+        return (p.terminationStatus, out, String(decoding: err, as: UTF8.self))
     }
 
-    final class DataBox: @unchecked Sendable {
-        // Written once by the reader thread before group.leave(); read after group.wait().
-        var data = Data()
-    }
 }
 
 /// A response head as curl's `-D` writes it: the status of the last response and its headers

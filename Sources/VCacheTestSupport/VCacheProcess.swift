@@ -70,15 +70,12 @@ public enum VCacheBinary {
         if let cacheDir { env["VCACHE_DIR"] = cacheDir }
         for (k, v) in extra { env[k] = v }
         p.environment = env
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        let input = Pipe()
-        p.standardInput = input
+        let capture = try CapturedOutput()
+        p.standardOutput = capture.out
+        p.standardError = capture.err
+        p.standardInput = try capture.input(stdin ?? "")
         try p.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try? input.fileHandleForWriting.close()
-        return Running(process: p, out: out, err: err)
+        return Running(process: p, capture: capture)
     }
 
     /// Runs vcache to completion.
@@ -87,21 +84,14 @@ public enum VCacheBinary {
     }
 
     public final class Running: @unchecked Sendable {
-        // Used from one test thread; the reader threads only fill their own boxes.
+        // Used from one test thread.
         public let process: Process
-        private let outBox = Box(), errBox = Box()
-        private let group = DispatchGroup()
 
-        init(process: Process, out: Pipe, err: Pipe) {
+        private let capture: CapturedOutput
+
+        init(process: Process, capture: CapturedOutput) {
             self.process = process
-            for (pipe, box) in [(out, outBox), (err, errBox)] {
-                group.enter()
-                let handle = pipe.fileHandleForReading
-                Thread.detachNewThread { [group] in
-                    box.data = handle.readDataToEndOfFile()
-                    group.leave()
-                }
-            }
+            self.capture = capture
         }
 
         public var pid: Int32 { process.processIdentifier }
@@ -110,16 +100,51 @@ public enum VCacheBinary {
 
         public func finish() -> VCacheRun {
             process.waitUntilExit()
-            group.wait()
-            return VCacheRun(status: process.terminationStatus, stdout: String(decoding: outBox.data, as: UTF8.self),
-                             stderr: String(decoding: errBox.data, as: UTF8.self),
+            let (out, err) = capture.read()
+            return VCacheRun(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+                             stderr: String(decoding: err, as: UTF8.self),
                              signalled: process.terminationReason == .uncaughtSignal)
         }
     }
 
-    final class Box: @unchecked Sendable {
-        // Written once by a reader thread before group.leave(); read after group.wait().
-        var data = Data()
+}
+
+/// A child's stdout and stderr in temp files, read once it has exited. Not pipes: a pipe's end
+/// of file comes only when every process holding its write end has closed it, and Foundation's
+/// Process lets children spawned meanwhile by other tests (a long-lived serve) inherit those ends,
+/// so a reader waiting for it could wait for that other test, which could be waiting for this one.
+final class CapturedOutput: @unchecked Sendable {
+    // Used by the thread that runs the child.
+    let out: FileHandle
+    let err: FileHandle
+    private let paths: [String]
+
+    init() throws {
+        let base = NSTemporaryDirectory() + "vcache-child-\(UUID().uuidString)"
+        paths = [base + ".out", base + ".err", base + ".in"]
+        for p in paths.prefix(2) { FileManager.default.createFile(atPath: p, contents: nil) }
+        guard let o = FileHandle(forWritingAtPath: paths[0]), let e = FileHandle(forWritingAtPath: paths[1]) else {
+            throw CocoaError(.fileWriteUnknown)
+        }
+        out = o
+        err = e
+    }
+
+    /// A file holding `text`, to be the child's stdin.
+    func input(_ text: String) throws -> FileHandle {
+        FileManager.default.createFile(atPath: paths[2], contents: Data(text.utf8))
+        guard let h = FileHandle(forReadingAtPath: paths[2]) else { throw CocoaError(.fileReadUnknown) }
+        return h
+    }
+
+    /// What the child wrote (call after it exited); the files are removed.
+    func read() -> (Data, Data) {
+        try? out.close()
+        try? err.close()
+        let o = FileManager.default.contents(atPath: paths[0]) ?? Data()
+        let e = FileManager.default.contents(atPath: paths[1]) ?? Data()
+        for p in paths { try? FileManager.default.removeItem(atPath: p) }
+        return (o, e)
     }
 }
 

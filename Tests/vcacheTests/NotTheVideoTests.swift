@@ -93,6 +93,12 @@ import VCacheTestSupport
             let r = try VCacheBinary.run(args, cacheDir: cache)
             #expect(r.status == 0 && !r.signalledOrCrashed, "\(args): exit \(r.status) \(r.stderr)")
         }
+        // Byte counts whose sum over the catalog would overflow (found by a hostile review).
+        try sql("UPDATE entries SET disk_bytes = 9223372036854775807, cached_bytes = 9223372036854775807, last_used = 1700000000")
+        for args in [["ls"], ["ls", "--json"], ["evict", "--lru", "--max-size", "1G", "--dry-run"]] {
+            let r = try VCacheBinary.run(args, cacheDir: cache)
+            #expect(!r.signalledOrCrashed, "\(args): exit \(r.status) \(r.stderr)")
+        }
     }
 }
 
@@ -187,7 +193,7 @@ import VCacheTestSupport
 
     @Test func malformedURLsAreUsageErrorsAndIDNHostsAreConverted() throws {
         let cache = dir.file("cache")
-        for url in ["http://127.0.0.1:9/a b.mp4", "http://127.0.0.1:9/a\nb.mp4", "http://127.0.0.1:99999/x.mp4"] {
+        for url in ["http://127.0.0.1:9/a b.mp4", "http://127.0.0.1:9/a\nb.mp4", "http://127.0.0.1:99999/x.mp4", "http://127.0.0.1:0/x.mp4"] {
             let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
             #expect(r.status == 2, "\(url.debugDescription): exit \(r.status) \(r.stderr)")
             #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr.debugDescription)")
@@ -237,7 +243,13 @@ import VCacheTestSupport
             let r = try VCacheBinary.run(args, cacheDir: cache)
             everything += r.stdout + r.stderr
         }
-        #expect(!everything.contains("s3cret"))
+        // A URL refused for a space in its credentials, one without a scheme, an `@` in the password.
+        for bad in [url.replacingOccurrences(of: "alice:", with: "al ice:"), "alice:s3cret@127.0.0.1/x.mp4",
+                    url.replacingOccurrences(of: "s3cret", with: "s3c ret")] {
+            let r = try VCacheBinary.run(["prefetch", bad, "--json"], cacheDir: cache)
+            everything += r.stdout + r.stderr
+        }
+        #expect(!everything.contains("s3cret") && !everything.contains("s3c ret"), "\(everything)")
         #expect(everything.contains("alice:***@"))
     }
 }

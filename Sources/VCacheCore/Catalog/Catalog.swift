@@ -72,15 +72,18 @@ public final class Catalog: Sendable {
 
     /// A row as read: every value is untrusted (a damaged or hand-edited catalog must give clear
     /// answers, never a trap): a negative length is unknown, sizes are at least 0, and times are
-    /// clamped to the years 1970 to 5138 (a date of -1e300 would overflow every formatter).
+    /// clamped to the years 1970 to 5138 (a date of -1e300 would overflow every formatter), byte
+    /// counts to 64 TiB an entry (a sum over the catalog must not overflow).
     static func entry(from r: Row) -> CacheEntry {
         func time(_ t: Double) -> Date { Date(timeIntervalSince1970: t.isFinite ? min(max(t, 0), 1e11) : 0) }
+        // At most 2^46 (64 TiB) an entry: sums over a catalog (ls, evict, the cap) cannot overflow.
+        func bytes(_ n: Int64) -> Int64 { min(max(0, n), 1 << 46) }
         return CacheEntry(
             key: r.text(0), url: r.text(1), latestURL: r.text(2), length: r.optionalInt(3).flatMap { $0 >= 0 ? $0 : nil },
             etag: r.optionalText(4), lastModified: r.optionalText(5), contentType: r.optionalText(6),
             created: time(r.double(7)), lastUsed: time(r.double(8)),
             completed: r.optionalDouble(9).map(time), sha256: r.optionalText(10),
-            pinned: r.int(11) != 0, cachedBytes: max(0, r.int(12)), diskBytes: max(0, r.int(13)), ranges: RangeSet())
+            pinned: r.int(11) != 0, cachedBytes: bytes(r.int(12)), diskBytes: bytes(r.int(13)), ranges: RangeSet())
     }
 
     static func ranges(_ c: Connection, key: String) throws -> RangeSet {

@@ -43,7 +43,7 @@ extension PrefetchItem {
         guard u?.scheme != nil, u?.host?.isEmpty == false else {
             return "not a valid URL; give an absolute http:// or https:// URL"
         }
-        guard OriginTarget.of(url) != nil else {
+        guard let target = OriginTarget.of(url), target.port > 0 else {
             return "not a URL libcurl accepts (check the host name and the port, 1 to 65535)"
         }
         return nil
