@@ -54,3 +54,24 @@ public enum Sockets {
         #endif
     }
 }
+
+/// A port taken and never listened on: connections to it are refused, and no other test's
+/// server can bind it meanwhile (a stopped origin's port, reused by a parallel test, answered
+/// 404 where an offline origin was meant). Released when the value is closed.
+public final class RefusingPort: @unchecked Sendable {
+    private let fd: Int32
+    public init?(_ port: Int) {
+        let fd = socket(AF_INET, Sockets.stream, 0)
+        guard fd >= 0 else { return nil }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard ok == 0 else { close(fd); return nil }
+        self.fd = fd
+    }
+    deinit { close(fd) }
+}

@@ -174,6 +174,8 @@ import VCacheTestSupport
         let c = offline.file("cache")
         #expect(try VCacheBinary.run(["prefetch", origin.url("/i.mp4"), "--bytes", "1M"], cacheDir: c).status == 0)
         origin.stop()
+        let refused = RefusingPort(origin.port)  // offline: nothing else may answer on that port
+        defer { withExtendedLifetime(refused) {} }
         let s2 = try ServeProcess(cacheDir: c, logDir: offline)
         let u2 = s2.url(origin.url("/i.mp4"))
         let cached = try fetch(["-r", "0-99999", u2])
@@ -351,6 +353,8 @@ final class ResultBox<T>: @unchecked Sendable {
         let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", url])
         #expect(String(decoding: r.out, as: UTF8.self) == "200" && TestBytes.sha256(file: out) == TestBytes.sha256(body))
         origin.stop()
+        let refused = RefusingPort(origin.port)  // offline: nothing else may answer on that port
+        defer { withExtendedLifetime(refused) {} }
         let offline = try Tool.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", url])
         #expect(String(decoding: offline.out, as: UTF8.self) == "502")
         _ = serve.stop()
