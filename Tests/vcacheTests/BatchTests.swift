@@ -213,7 +213,7 @@ import VCacheTestSupport
         #expect(r.stderr.contains("evicted"))
         let inspector = try CacheInspector(directory: cache)
         for u in new { #expect(try inspector.entry(u)?.isComplete == true) }
-        let usage = try inspector.store.catalog.totalDiskBytes() + Evictor(store: inspector.store).catalogBytes()
+        let usage = Evictor(store: inspector.store).footprint().total(try inspector.store.catalog.allEntries())
         #expect(usage <= 3500 * 1024)
         #expect(try old.filter { try inspector.entry($0) != nil }.count == 0)
         #expect(try duSize(cache) <= 3500 * 1024)

@@ -170,9 +170,55 @@ import VCacheTestSupport
         try? FileManager.default.removeItem(atPath: cache + "/catalog.db-wal")
         try? FileManager.default.removeItem(atPath: cache + "/catalog.db-shm")
         let fixed = try vcache(["verify", "--fix"])
-        #expect(fixed.stdout.contains("removed the 1 data folders it described"))
+        #expect(fixed.stdout.contains("1 data folder with no row removed"))
         #expect(FileSystem.exists(store.dataPath(key)))
         #expect(!FileSystem.exists(store.entryDirectory(other)))
         held.close()
+    }
+
+    /// One damaged page in a catalog of many rows loses the rows on that page, not the cache:
+    /// `verify --fix` used to set the catalog aside and remove every data folder (all videos).
+    @Test func aDamagedCatalogPageLosesOnlyItsRowsAndTheVideosStay() throws {
+        let one = TestBytes.make(100_000, seed: 90), two = TestBytes.make(120_000, seed: 91)
+        let (u1, _, _) = try cached("/s1.mp4", one)
+        let (u2, _, _) = try cached("/s2.mp4", two)
+        // 400 more rows (no data behind them) after the two real ones, with long URLs, so the
+        // table spans many pages; then the page holding the newest rows is overwritten.
+        try sqlite("""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400)
+            INSERT INTO entries (key, url, latest_url, created, last_used)
+            SELECT printf('%064x', i), 'http://f/' || i || '/' || hex(zeroblob(150)), 'http://f/' || i || '/' || hex(zeroblob(150)), 1, 2 FROM n;
+            PRAGMA wal_checkpoint(TRUNCATE);
+            """)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        p.arguments = [cache + "/catalog.db", "SELECT pageno FROM dbstat WHERE name='entries' AND pagetype='leaf' ORDER BY path DESC LIMIT 1"]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        p.waitUntilExit()
+        let page = try #require(Int(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(page > 2)
+        let db = try #require(FileHandle(forUpdatingAtPath: cache + "/catalog.db"))
+        try db.seek(toOffset: UInt64((page - 1) * 4096 + 8))
+        db.write(Data(repeating: 0xff, count: 4000))
+        try db.close()
+
+        let found = try vcache(["verify"])
+        #expect(found.status == 1)
+        #expect(found.stderr.contains("is corrupt"))
+        let fixed = try vcache(["verify", "--fix"])
+        #expect(fixed.status == 1)
+        #expect(fixed.stdout.contains("started a new one with the"))
+        #expect(fixed.stdout.contains("that could still be read"))
+        // The two videos are still cached, complete and true to the byte.
+        let list = try vcache(["ls", "--complete", "--json"])
+        #expect(list.stdout.contains(u1) && list.stdout.contains(u2))
+        for (u, body) in [(u1, one), (u2, two)] {
+            let dest = cache + "/../out-\(body.count).mp4"
+            #expect(try vcache(["export", u, dest, "--force"]).status == 0)
+            #expect(TestBytes.sha256(try Data(contentsOf: URL(fileURLWithPath: dest))) == TestBytes.sha256(body))
+        }
+        #expect(try vcache(["verify"]).status == 0)
     }
 }

@@ -276,6 +276,73 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// What `salvage` could read from a damaged catalog.
+    public struct Salvage: Sendable {
+        /// Entries copied with all their ranges.
+        public var kept = 0
+        /// Rows that could not be read, or whose ranges could not be (counted, not named: they are unreadable).
+        public var lost = 0
+        public init() {}
+    }
+
+    /// Copies into this (new, empty) catalog every entry of the damaged catalog at `path` that
+    /// can still be read whole, its row and all its ranges, and the settings: one row at a time,
+    /// so damage in one page loses only the rows on it. What is copied is then checked against
+    /// its `data` like any entry (`Verifier`); folders of rows that could not be read are orphans.
+    public func salvage(from path: String) throws -> Salvage {
+        var out = Salvage()
+        var rows: [(entry: CacheEntry, ranges: [(Int64, Int64)])] = []
+        var settings: [(String, String)] = []
+        // Read everything that reads, each statement on its own (no transaction spans the damaged
+        // file: its commit would fail on the damage), then write it here in one transaction.
+        try database.locked { c, _ in
+            let quoted = path.replacingOccurrences(of: "'", with: "''")
+            try c.execute("ATTACH DATABASE '\(quoted)' AS old")
+            defer { try? c.execute("DETACH DATABASE old") }
+            // The rows' ids, gathered from every structure that holds them (the table forwards
+            // and backwards, both indexes), each read until it meets the damage.
+            var ids = Set<Int64>()
+            for sql in ["SELECT rowid FROM old.entries", "SELECT rowid FROM old.entries ORDER BY rowid DESC",
+                        "SELECT rowid FROM old.entries INDEXED BY sqlite_autoindex_entries_1",
+                        "SELECT rowid FROM old.entries INDEXED BY entries_by_last_used"] {
+                try? c.query(sql) { ids.insert($0.int(0)) }
+            }
+            for id in ids.sorted() {
+                do {
+                    var entry: CacheEntry?
+                    try c.query("SELECT \(Self.entryColumns) FROM old.entries WHERE rowid = ?", .int(id)) { entry = Self.entry(from: $0) }
+                    guard let entry else { continue }
+                    var ranges: [(Int64, Int64)] = []
+                    try c.query("SELECT start, end FROM old.ranges WHERE key = ? ORDER BY start", .text(entry.key)) { ranges.append(($0.int(0), $0.int(1))) }
+                    rows.append((entry, ranges))
+                } catch {
+                    out.lost += 1
+                }
+            }
+            try? c.query("SELECT name, value FROM old.config") { settings.append(($0.text(0), $0.text(1))) }
+        }
+        try database.write { c in
+            for (e, ranges) in rows {
+                let added = try c.run("""
+                    INSERT OR IGNORE INTO entries (\(Self.entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, .text(e.key), .text(e.url), .text(e.latestURL), .optional(e.length), .optional(e.etag), .optional(e.lastModified),
+                    .optional(e.contentType), .double(e.created.timeIntervalSince1970), .double(e.lastUsed.timeIntervalSince1970),
+                    .optional(e.completed?.timeIntervalSince1970), .optional(e.sha256), .int(e.pinned ? 1 : 0), .int(e.cachedBytes), .int(e.diskBytes))
+                guard added > 0 else { continue }
+                for (start, end) in ranges {
+                    try c.run("INSERT OR IGNORE INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(e.key), .int(start), .int(end))
+                }
+                out.kept += 1
+            }
+            for (name, value) in settings { try c.run("INSERT OR IGNORE INTO config (name, value) VALUES (?, ?)", .text(name), .text(value)) }
+        }
+        return out
+    }
+
+    /// Gives back the journal's disk space (a checkpoint that truncates the WAL), waiting at most
+    /// a moment for readers; best effort: a busy catalog keeps its journal until the next time.
+    public func shrinkJournal() { database.checkpoint(waitingAtMost: .milliseconds(200)) }
+
     /// Removes each entry only if it is still as the evictor chose it: still unpinned (unless
     /// `evenIfPinned`) and not used since its `lastUsed` (to the millisecond: a Date round trip
     /// may move the last bits). Checked in the statement that deletes the row (invariant 5), so a

@@ -122,6 +122,16 @@ public final class Database: Sendable {
         }
     }
 
+    /// `PRAGMA wal_checkpoint(TRUNCATE)` with a busy timeout of `limit` for this call only; errors
+    /// ignored (a reader or writer elsewhere keeps the journal until a later checkpoint).
+    public func checkpoint(waitingAtMost limit: Duration) {
+        lock.withLock { _ in
+            sqlite3_busy_timeout(connection.handle, Int32(clamping: limit.inMilliseconds))
+            try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            sqlite3_busy_timeout(connection.handle, Int32(clamping: busyTimeout.inMilliseconds))
+        }
+    }
+
     /// Runs `body` with the connection outside an explicit transaction (each statement its own snapshot),
     /// or inside a read transaction when `snapshot` is true.
     public func read<T>(snapshot: Bool = false, _ body: (Connection) throws -> T) throws -> T {

@@ -45,69 +45,106 @@ public struct Evictor {
         public var usageAfter: Int64 = 0
     }
 
-    /// Disk used by the catalog files and the full-disk reserve (the cache's size is what `du` counts).
+    /// Disk used by the catalog files and the full-disk reserve.
     public func catalogBytes() -> Int64 {
         ["catalog.db", "catalog.db-wal", "catalog.db-shm", CacheStore.reserveName].reduce(0) { sum, name in
             sum + (FileSystem.status(store.directory + "/" + name).map(FileSystem.allocatedBytes) ?? 0)
         }
     }
 
+    /// What the cache uses on disk, as `du -s` counts it: the catalog, the reserve and the folders
+    /// (`fixed`: the cache folder, `entries/` and its shards), plus each entry's `data` (its row's
+    /// `disk_bytes`) and its own folder (`perEntry`, measured on one entry folder).
+    public struct Footprint: Sendable, Equatable {
+        public var fixed: Int64
+        public var perEntry: Int64
+        public init(fixed: Int64, perEntry: Int64) { self.fixed = fixed; self.perEntry = perEntry }
+        public func cost(_ e: CacheEntry) -> Int64 { e.diskBytes + perEntry }
+        public func total(_ entries: [CacheEntry]) -> Int64 { entries.reduce(fixed) { $0 + cost($1) } }
+    }
+
+    /// Measures the footprint now: the catalog files, and the folders' own blocks (a few hundred
+    /// stats at most: one per shard, one entry folder).
+    public func footprint() -> Footprint {
+        func blocks(_ path: String) -> Int64 { FileSystem.status(path).map(FileSystem.allocatedBytes) ?? 0 }
+        let root = store.directory + "/entries"
+        var fixed = catalogBytes() + blocks(store.directory) + blocks(root)
+        var perEntry: Int64?
+        for shard in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+            fixed += blocks(root + "/" + shard)
+            if perEntry == nil, let first = (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard))?.first {
+                perEntry = blocks(root + "/" + shard + "/" + first)
+            }
+        }
+        // With no entry folder to measure, one the size of the entries folder (a fresh directory).
+        return Footprint(fixed: fixed, perEntry: perEntry ?? blocks(root))
+    }
+
     /// Chooses and (unless `dryRun`) removes entries, least recently used first: those matching every
-    /// filter given, and with `maxSize` only until the cache fits. One catalog query picks them.
+    /// filter given, and with `maxSize` only until the cache fits. The choice is `EvictionChoice`'s
+    /// (pure); this removes what it chose, then chooses again from what is really left while an
+    /// entry could not go (in use, pinned meanwhile, another user's) or the cache is still over
+    /// the cap (the catalog's journal grew, another process stored meanwhile).
     public func evict(_ c: Criteria, dryRun: Bool, now: Date = Date()) throws -> Outcome {
         var out = Outcome()
-        let entries = try store.catalog.allEntries().sorted { ($0.lastUsed, $0.key) < ($1.lastUsed, $1.key) }
-        let total = entries.reduce(catalogBytes()) { $0 + $1.diskBytes }
-        out.usageBefore = total
-        var usage = total
-        // Entries chosen but not yet removed: removed together, one transaction for up to 256
-        // (each catalog commit is a durable fsync; 5,000 of them cost seconds).
-        var batch: [CacheEntry] = []
-        let evenIfPinned = c.includePinned || c.keys != nil
-        func flush() throws {
-            guard !batch.isEmpty else { return }
-            for (e, removal) in try remove(batch, evenIfPinned: evenIfPinned) {
-                switch removal {
-                case .removed(let freed):
-                    out.evicted.append(e)
-                    out.freedBytes += freed
-                case .busy:
-                    out.skipped.append((e, "in use by another vcache process"))
-                    usage += e.diskBytes
-                case .changed:
-                    out.skipped.append((e, "pinned or used while evicting"))
-                    usage += e.diskBytes
-                case .untouchable(let why):
-                    out.skipped.append((e, why))
-                    usage += e.diskBytes
+        // The journal is measured too: give back what earlier writes left in it first, so that a
+        // dry run counts what the run that follows will find.
+        store.catalog.shrinkJournal()
+        var entries = try store.catalog.allEntries()
+        var footprint = footprint()
+        out.usageBefore = footprint.total(entries)
+        // Entries that could not go, and why; each skipped entry is named once, in the order met.
+        var excluded: [String: String] = [:]
+        var named = Set<String>()
+        func name(_ e: CacheEntry, _ reason: String) {
+            if named.insert(e.key).inserted { out.skipped.append((e, reason)) }
+        }
+        // Each round removes or excludes at least one entry; the bound only guards against a
+        // concurrent writer adding entries forever.
+        for _ in 0..<16 {
+            let choice = EvictionChoice.choose(entries, c, footprint: footprint, excluded: excluded, now: now)
+            let byKey = Dictionary(entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+            let victims = choice.victims.compactMap { byKey[$0] }
+            out.usageAfter = choice.usageAfter
+            if dryRun {
+                let busy = victims.filter { isInUse($0.key) }
+                guard busy.isEmpty else {
+                    busy.forEach { excluded[$0.key] = "in use by another vcache process" }
+                    continue
+                }
+                for s in choice.skipped { byKey[s.key].map { name($0, s.reason) } }
+                out.evicted = victims
+                out.freedBytes = victims.reduce(0) { $0 + footprint.cost($1) }
+                return out
+            }
+            for s in choice.skipped { byKey[s.key].map { name($0, s.reason) } }
+            if victims.isEmpty { break }
+            for start in stride(from: 0, to: victims.count, by: 256) {
+                // Chosen entries go together, one transaction for up to 256 (each catalog commit
+                // is a durable fsync; 5,000 of them cost seconds).
+                let batch = Array(victims[start..<min(start + 256, victims.count)])
+                for (e, removal) in try remove(batch, evenIfPinned: c.includePinned || c.keys != nil) {
+                    let why: String
+                    switch removal {
+                    case .removed(let freed):
+                        out.evicted.append(e)
+                        out.freedBytes += freed > 0 ? freed + footprint.perEntry : 0
+                        continue
+                    case .busy: why = "in use by another vcache process"
+                    case .changed: why = "pinned or used while evicting"
+                    case .untouchable(let reason): why = reason
+                    }
+                    excluded[e.key] = why
+                    name(e, why)
                 }
             }
-            batch = []
+            // Deleting rows grew the catalog's journal; give that back before measuring.
+            store.catalog.shrinkJournal()
+            entries = try store.catalog.allEntries()
+            footprint = self.footprint()
+            out.usageAfter = footprint.total(entries)
+            if let cap = c.maxSize, out.usageAfter <= cap { break }
         }
-        for e in entries {
-            if let cap = c.maxSize, usage <= cap {
-                // What was counted as freed may not all be (busy, pinned meanwhile): check it.
-                try flush()
-                if usage <= cap { break }
-            }
-            if let keys = c.keys, !keys.contains(e.key) { continue }
-            if let age = c.olderThan, now.timeIntervalSince(e.lastUsed) <= age { continue }
-            if c.partialOnly && e.isComplete { continue }
-            if c.protected.contains(e.key) { out.skipped.append((e, "in use by this run")); continue }
-            if e.pinned && !c.includePinned && c.keys == nil { out.skipped.append((e, "pinned")); continue }
-            if dryRun {
-                if isInUse(e.key) { out.skipped.append((e, "in use by another vcache process")); continue }
-                out.evicted.append(e)
-                out.freedBytes += e.diskBytes
-                usage -= e.diskBytes
-                continue
-            }
-            batch.append(e)
-            usage -= e.diskBytes
-            if batch.count >= 256 { try flush() }
-        }
-        try flush()
-        out.usageAfter = dryRun ? usage : try store.catalog.totalDiskBytes() + catalogBytes()
         return out
     }
 

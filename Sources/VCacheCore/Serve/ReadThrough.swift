@@ -318,9 +318,9 @@ public final class ReadThrough: Sendable {
         var fs = statvfs()
         guard statvfs(store.directory, &fs) == 0, Int64(fs.f_blocks) * Int64(fs.f_frsize) > wanted else { return false }
         let evictor = Evictor(store: store)
-        guard let entries = try? store.catalog.totalDiskBytes() else { return false }
+        guard let entries = try? store.catalog.allEntries() else { return false }
         var c = Evictor.Criteria()
-        c.maxSize = max(0, entries + evictor.catalogBytes() - wanted)
+        c.maxSize = max(0, evictor.footprint().total(entries) - wanted)
         c.protected = [key]
         return ((try? evictor.evict(c, dryRun: false))?.freedBytes ?? 0) > 0
     }

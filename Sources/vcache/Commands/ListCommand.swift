@@ -89,7 +89,7 @@ enum ListCommand: VCacheCommand {
         if let cap {
             // Against the cap the cache counts as evict counts it: its entries, the catalog (with
             // its WAL) and the full-disk reserve, what du counts.
-            let usage = disk + Evictor(store: store).catalogBytes()
+            let usage = Evictor(store: store).footprint().total((try? store.catalog.allEntries()) ?? entries)
             totals += "; the cache uses \(Units.formatSize(usage)) of a \(Units.formatSize(cap)) cap (\(Int(Double(usage) * 100 / Double(max(cap, 1))))%)"
         }
         console.out(totals + "\n")

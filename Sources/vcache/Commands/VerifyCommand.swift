@@ -47,8 +47,17 @@ enum VerifyCommand: VCacheCommand {
             do {
                 let aside = try CacheStore.setAsideCorruptCatalog(directory: dir)
                 store = try CacheStore(directory: dir)
+                // Every row that still reads is kept (and checked below like any entry); only the
+                // folders of rows that could not be read go.
+                let saved: Catalog.Salvage
+                do { saved = try store.catalog.salvage(from: aside) } catch {
+                    console.err("warning: could not read the damaged catalog's rows: \(error)\n")
+                    saved = Catalog.Salvage()
+                }
                 let removed = try Evictor(store: store).sweepOrphans()
-                catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)', started a new empty one and removed the \(removed.count) data folders it described"
+                catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)' and started a new one with the \(saved.kept) "
+                    + "\(saved.kept == 1 ? "entry" : "entries") that could still be read (each checked below); \(saved.lost) unreadable "
+                    + "\(saved.lost == 1 ? "row" : "rows") lost, \(removed.count) data \(removed.count == 1 ? "folder" : "folders") with no row removed"
             } catch {
                 console.error(error, context: "cannot set the corrupt catalog aside")
                 return 1

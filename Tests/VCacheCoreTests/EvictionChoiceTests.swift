@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import VCacheCore
+
+/// The eviction order as a pure choice: rows, filters, pins, exclusions and a cap in, victims out.
+@Suite struct EvictionChoiceTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    /// An entry `name` of `disk` bytes last used `age` seconds ago.
+    static func row(_ name: String, disk: Int64 = 100, age: Double, pinned: Bool = false, complete: Bool = true) -> CacheEntry {
+        CacheEntry(key: name, url: "http://o/\(name)", latestURL: "http://o/\(name)", length: disk, etag: nil, lastModified: nil,
+                   contentType: nil, created: now - age, lastUsed: now - age, completed: complete ? now - age : nil, sha256: nil,
+                   pinned: pinned, cachedBytes: disk, diskBytes: disk, ranges: RangeSet())
+    }
+
+    static let rows = [row("a", age: 50), row("b", age: 40, pinned: true), row("c", age: 30, complete: false),
+                       row("d", age: 20), row("e", age: 10)]
+    // fixed 10 + 5 entries x (100 + 4) = 530 in all.
+    static let footprint = Evictor.Footprint(fixed: 10, perEntry: 4)
+
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var criteria: Evictor.Criteria
+        var excluded: [String: String] = [:]
+        var victims: [String]
+        var skipped: [String] = []
+        var usageAfter: Int64
+        var testDescription: String { name }
+    }
+
+    static func criteria(_ edit: (inout Evictor.Criteria) -> Void) -> Evictor.Criteria {
+        var c = Evictor.Criteria()
+        edit(&c)
+        return c
+    }
+
+    static let cases: [Case] = [
+        Case(name: "under the cap: nothing", criteria: criteria { $0.maxSize = 530 }, victims: [], usageAfter: 530),
+        Case(name: "one byte over: the oldest", criteria: criteria { $0.maxSize = 529 }, victims: ["a"], usageAfter: 426),
+        Case(name: "a pinned entry stays, the next goes", criteria: criteria { $0.maxSize = 400 },
+             victims: ["a", "c"], skipped: ["b"], usageAfter: 322),
+        Case(name: "include pinned", criteria: criteria { $0.maxSize = 400; $0.includePinned = true },
+             victims: ["a", "b"], usageAfter: 322),
+        Case(name: "an excluded entry (in use) stays", criteria: criteria { $0.maxSize = 426 }, excluded: ["a": "in use"],
+             victims: ["c"], skipped: ["a", "b"], usageAfter: 426),
+        Case(name: "this run's entries are protected", criteria: criteria { $0.maxSize = 0; $0.protected = ["e"] },
+             victims: ["a", "c", "d"], skipped: ["b", "e"], usageAfter: 218),
+        Case(name: "cap 0 with pinned: all that can go", criteria: criteria { $0.maxSize = 0; $0.includePinned = true },
+             victims: ["a", "b", "c", "d", "e"], usageAfter: 10),
+        Case(name: "older than 25 s", criteria: criteria { $0.olderThan = 25 }, victims: ["a", "c"], skipped: ["b"], usageAfter: 322),
+        Case(name: "partial only", criteria: criteria { $0.partialOnly = true }, victims: ["c"], usageAfter: 426),
+        Case(name: "named: pinned goes too", criteria: criteria { $0.keys = ["b", "d"] }, victims: ["b", "d"], usageAfter: 322),
+        Case(name: "all", criteria: criteria { $0.all = true }, victims: ["a", "c", "d", "e"], skipped: ["b"], usageAfter: 114),
+        Case(name: "filters and a cap: only matching, only until it fits",
+             criteria: criteria { $0.maxSize = 420; $0.olderThan = 15 }, victims: ["a", "c"], skipped: ["b"], usageAfter: 322),
+    ]
+
+    @Test(arguments: cases)
+    func choice(_ t: Case) {
+        let out = EvictionChoice.choose(Self.rows.shuffled(), t.criteria, footprint: Self.footprint, excluded: t.excluded, now: Self.now)
+        #expect(out.victims == t.victims)
+        #expect(out.skipped.map(\.key) == t.skipped)
+        #expect(out.usageAfter == t.usageAfter)
+    }
+
+    @Test func tiesInLastUseGoByKey() {
+        let rows = [Self.row("z", age: 5), Self.row("m", age: 5), Self.row("q", age: 5)]
+        let out = EvictionChoice.choose(rows, Self.criteria { $0.all = true }, footprint: Self.footprint, now: Self.now)
+        #expect(out.victims == ["m", "q", "z"])
+    }
+}
