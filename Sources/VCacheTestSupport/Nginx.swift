@@ -29,7 +29,9 @@ public final class Nginx: @unchecked Sendable {
             .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    public init() throws {
+    /// - Parameter gzip: `gzip on` for every type, as a misconfigured origin compresses video
+    ///   (nginx then answers a client that accepts gzip with a compressed 200, never a range).
+    public init(gzip: Bool = false) throws {
         guard let binary = Self.binary else { throw LaunchError.notInstalled }
         dir = TempDirectory("vcache-nginx")
         root = dir.file("www")
@@ -54,6 +56,7 @@ public final class Nginx: @unchecked Sendable {
                 default_type application/octet-stream;
                 sendfile on;
                 keepalive_requests 100000;
+                \(gzip ? "gzip on; gzip_min_length 1; gzip_types *;" : "")
                 server {
                     listen 127.0.0.1:\(port);
                     root \(root);

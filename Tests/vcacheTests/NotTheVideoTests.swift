@@ -28,6 +28,32 @@ import VCacheTestSupport
         #expect(asked.stderr.contains("asks for no encoding"), "\(asked.stderr)")
     }
 
+    /// nginx with `gzip on` for every type compresses the video for any client that accepts gzip
+    /// (the entry was complete at 129 KiB of a 137 KiB file, verify said ok, export wrote gzip).
+    @Test func anNginxThatGzipsEverythingStillGivesTheTrueBytes() throws {
+        let nginx = try Nginx(gzip: true)
+        let body = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("moov-at-front.mp4")))
+        try body.write(to: URL(fileURLWithPath: nginx.root + "/z.mp4"))
+        let url = "http://127.0.0.1:\(nginx.port)/z.mp4"
+        // The same nginx does compress for a client that asks (else this test proves nothing).
+        let curl = Process()
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curl.arguments = ["-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", "Accept-Encoding: gzip", url]
+        let out = Pipe()
+        curl.standardOutput = out
+        try curl.run()
+        curl.waitUntilExit()
+        let compressed = Int(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)) ?? -1
+        #expect(compressed > 0 && compressed < body.count, "curl got \(compressed) bytes of \(body.count)")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let entry = try #require(try CacheInspector(directory: cache).entry(url))
+        #expect(entry.isComplete && entry.sha256 == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        let asked = try VCacheBinary.run(["prefetch", "-H", "Accept-Encoding: gzip", url], cacheDir: cache)
+        #expect(asked.status == 2)
+    }
+
     @Test func anHTMLPageOrANonMP4StartForAVideoURLIsNotKept() throws {
         let origin = try TestOrigin()
         origin.setResource("/page.mp4", .init(body: Data("<html><body>Not found</body></html>".utf8), contentType: "text/html; charset=utf-8"))
@@ -278,6 +304,13 @@ import VCacheTestSupport
         #expect(try inspector.entry(roots)?.isComplete == true)
         let verify = try asNobody(["verify", "--fix"])
         #expect(!verify.out.contains("another vcache process"), "\(verify.out)")
+        // Root's files are not readable to this user: that is said, never called "missing",
+        // and --fix leaves root's entry as it is; evict --all says it failed.
+        let check = try asNobody(["verify"])
+        #expect(!check.out.contains("missing") && check.out.contains("Permission denied"), "\(check.out)")
+        #expect(try inspector.entry(roots)?.isComplete == true)
+        let all = try asNobody(["evict", "--all"])
+        #expect(all.status == 1 && all.err.contains("roots.mp4"), "\(all.out)\(all.err)")
     }
 }
 

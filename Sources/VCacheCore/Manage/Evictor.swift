@@ -40,6 +40,9 @@ public struct Evictor {
         public var evicted: [CacheEntry] = []
         public var skipped: [(entry: CacheEntry, reason: String)] = []
         public var freedBytes: Int64 = 0
+        /// How many of `skipped` this user cannot remove (another user's files): a setup problem,
+        /// unlike an entry in use, which the next run removes.
+        public var untouchable = 0
         /// Real disk use before and after (entries plus the catalog).
         public var usageBefore: Int64 = 0
         public var usageAfter: Int64 = 0
@@ -132,7 +135,9 @@ public struct Evictor {
                         continue
                     case .busy: why = "in use by another vcache process"
                     case .changed: why = "pinned or used while evicting"
-                    case .untouchable(let reason): why = reason
+                    case .untouchable(let reason):
+                        why = reason
+                        out.untouchable += 1
                     }
                     excluded[e.key] = why
                     name(e, why)

@@ -70,7 +70,9 @@ enum EvictCommand: VCacheCommand {
         let entriesLeft = dry ? allCount - out.evicted.count > 0 : allCount > 0
         let over = c.maxSize.map { out.usageAfter > $0 } ?? false
         let overByEntries = over && (!out.skipped.isEmpty || entriesLeft)
-        let exitCode: Int32 = overByEntries || (!args.positionals.isEmpty && !out.skipped.isEmpty) ? 1 : 0
+        // An entry this user cannot remove is a failure too (whose files they are is for the
+        // operator to mend); one merely in use goes next time.
+        let exitCode: Int32 = overByEntries || (!args.positionals.isEmpty && !out.skipped.isEmpty) || out.untouchable > 0 ? 1 : 0
         if args.flag("json") {
             for e in out.evicted {
                 console.event(dry ? "would_evict" : "evicted", ["key": e.key, "url": e.latestURL, "disk_bytes": e.diskBytes,
