@@ -251,6 +251,15 @@ import VCacheTestSupport
         #expect(r.stderrLines.last?.hasPrefix("2 done, 0 failed") == true, "\(r.stderr)")
         let folder = try VCacheBinary.run(["prefetch", "-i", dir.path], cacheDir: cache)
         #expect(folder.status == 2 && folder.stderr.contains("is a folder"))
+        // A Latin-1 line is refused by number (read as U+FFFD it would fetch another URL); a
+        // lone CR ends a line; the good lines are still fetched.
+        var latin1 = Data("\(url) 1K\n".utf8)
+        latin1.append(contentsOf: Array("\(url.dropLast(4))\u{e9}.mp4\n".utf8).map { $0 == 0xC3 ? 0xE9 : $0 }.filter { $0 != 0xA9 })
+        latin1.append(Data("\(url) 2K\r\(url) 3K\n".utf8))
+        let mixed = try VCacheBinary.run(["prefetch", "-i", try dir.write("latin1.txt", latin1)], cacheDir: cache)
+        #expect(mixed.status == 1, "\(mixed.stderr)")
+        #expect(mixed.stderr.contains("latin1.txt:2: not valid UTF-8"), "\(mixed.stderr)")
+        #expect(mixed.stderrLines.last?.hasPrefix("3 done, 0 failed") == true, "\(mixed.stderr)")
     }
 }
 

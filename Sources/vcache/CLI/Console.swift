@@ -47,8 +47,10 @@ struct Console: Sendable {
         for u in text.unicodeScalars {
             if u.value < 0x20 || u.value == 0x7F || u == "\\" || (0x80...0x9F).contains(u.value) {
                 out += String(format: "\\x%02X", u.value)
-            } else if (0x202A...0x202E).contains(u.value) || (0x2066...0x2069).contains(u.value) || u.value == 0x200E || u.value == 0x200F {
-                // Bidirectional controls would reorder what a terminal shows of the line.
+            } else if (0x202A...0x202E).contains(u.value) || (0x2066...0x2069).contains(u.value) || (0x200B...0x200F).contains(u.value)
+                        || u.value == 0x2060 || u.value == 0xFEFF {
+                // Bidirectional controls would reorder what a terminal shows of the line; zero-width
+                // characters and a stray byte-order mark would hide in it.
                 out += String(format: "\\u%04X", u.value)
             } else {
                 out.unicodeScalars.append(u)

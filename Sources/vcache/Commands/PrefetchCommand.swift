@@ -252,9 +252,9 @@ enum PrefetchCommand: VCacheCommand {
     /// (`10s`: the first seconds of an MP4); blank lines and `#` comments ignored. A malformed
     /// line is reported with its number and skipped.
     static func readInput(_ path: String, defaults: Defaults) throws -> ([PrefetchItem], [String]) {
-        let text: String
+        let text: Data
         if path == "-" {
-            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            text = FileHandle.standardInput.readDataToEndOfFile()
         } else {
             // Read as a stream: a FIFO, `<(...)` and /dev/null are lists too.
             guard let handle = FileHandle(forReadingAtPath: path) else {
@@ -265,38 +265,47 @@ enum PrefetchCommand: VCacheCommand {
             if let st = FileSystem.followingStatus(path), (st.st_mode & S_IFMT) == S_IFDIR {
                 throw UsageError("cannot read URL list '\(path)': it is a folder; give a file")
             }
-            text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+            text = handle.readDataToEndOfFile()
         }
         var items: [PrefetchItem] = []
         var errors: [String] = []
         // Lists from Windows and spreadsheets: CRLF line ends and a UTF-8 byte-order mark.
-        let body = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
-        let lines: [Substring] = body.split(omittingEmptySubsequences: false, whereSeparator: { (c: Character) -> Bool in c.isNewline })
-        for (n, raw) in lines.enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-            fields[0] = OriginTarget.asciiHost(fields[0])
-            let where_ = "\(path == "-" ? "stdin" : path):\(n + 1)"
-            guard PrefetchItem.urlProblem(fields[0]) == nil else {
-                errors.append("\(where_): not an http(s) URL: '\(Console.escaped(fields[0]))'; line skipped")
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        let body = text.starts(with: bom) ? text.dropFirst(3) : text[...]
+        // Line by line as bytes: a line that is not UTF-8 is refused, never read with U+FFFD in
+        // place of its bytes (that would fetch another URL). CR before LF goes with the trim.
+        for (n, bytes) in body.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
+            guard let decoded = String(validating: bytes, as: UTF8.self) else {
+                errors.append("\(path == "-" ? "stdin" : path):\(n + 1): not valid UTF-8 (save the list as UTF-8); line skipped")
                 continue
             }
-            if fields.count > 2 {
-                errors.append("\(where_): expected 'URL [SIZE|SECONDS]', got \(fields.count) fields; line skipped")
-                continue
-            }
-            guard fields.count == 2 else {
-                items.append(defaults.item(fields[0]))
-                continue
-            }
-            let word = fields[1]
-            if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
-                items.append(.seconds(fields[0], seconds))
-            } else if let size = Units.parseSize(word) {
-                items.append(PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil))
-            } else {
-                errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
+            // A lone CR ends a line too (old Mac lists); CRLF leaves an empty piece, skipped.
+            for piece in decoded.split(separator: "\r", omittingEmptySubsequences: false) {
+                let line = piece.trimmingCharacters(in: .whitespacesAndNewlines)
+                if line.isEmpty || line.hasPrefix("#") { continue }
+                var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+                fields[0] = OriginTarget.asciiHost(fields[0])
+                let where_ = "\(path == "-" ? "stdin" : path):\(n + 1)"
+                guard PrefetchItem.urlProblem(fields[0]) == nil else {
+                    errors.append("\(where_): not an http(s) URL: '\(Console.escaped(fields[0]))'; line skipped")
+                    continue
+                }
+                if fields.count > 2 {
+                    errors.append("\(where_): expected 'URL [SIZE|SECONDS]', got \(fields.count) fields; line skipped")
+                    continue
+                }
+                guard fields.count == 2 else {
+                    items.append(defaults.item(fields[0]))
+                    continue
+                }
+                let word = fields[1]
+                if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
+                    items.append(.seconds(fields[0], seconds))
+                } else if let size = Units.parseSize(word) {
+                    items.append(PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil))
+                } else {
+                    errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
+                }
             }
         }
         return (items, errors)
