@@ -189,6 +189,9 @@ import VCacheTestSupport
         #expect(out.status == 0 && Data(out.stdout.utf8).count > 0)
         let piped = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' - | sha256sum"])
         #expect(String(decoding: piped.out, as: UTF8.self).hasPrefix(TestBytes.sha256(body)))
+        // A reader that stops early: export ends as cat does, by SIGPIPE (141 in bash), silently.
+        let early = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' - | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"])
+        #expect(String(decoding: early.out, as: UTF8.self) == "141\n" && early.err.isEmpty, "\(early.err)")
         // a character device of the test's own (what /dev/null is), with --force: still a device
         if getuid() == 0 {
             let null = dir.file("null")

@@ -85,6 +85,10 @@ enum ExportCommand: VCacheCommand {
                     let line = "\(how) \(done.path) (\(Units.formatSize(done.bytes))\(note))\n"
                     if done.streamed { console.err(line) } else { console.out(line) }
                 }
+            } catch let e as SystemError where e.errno == EPIPE && job.dest == "-" {
+                // The reader of stdout went away (`vcache export URL - | head -c 100`): end as
+                // cat does, by SIGPIPE, without a message.
+                SignalTrap.die(by: SIGPIPE)
             } catch {
                 failed += 1
                 let failure = FailureInfo(error, context: "cannot export to '\(job.dest)'")
