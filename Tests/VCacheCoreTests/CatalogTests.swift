@@ -69,10 +69,7 @@ import VCacheTestSupport
         _ = try Catalog(path: path)
         let db = try Database(path: path)
         try db.write { try $0.execute("PRAGMA user_version = 99") }
-        #expect(throws: DatabaseError.self) { try Catalog(path: path) }
-        do { _ = try Catalog(path: path) } catch let e as DatabaseError {
-            #expect(e.message.contains("newer than this vcache understands"))
-        }
+        #expect(throws: Catalog.NewerSchema(found: 99, known: 1)) { try Catalog(path: path) }
     }
 
     @Test func configValuesAreSetReadAndUnset() throws {

@@ -12,6 +12,26 @@ import VCacheTestSupport
         try VCacheBinary.run(args, cacheDir: cache)
     }
 
+    /// Failures at the C boundary arrive typed, with their cause: a catalog a newer vcache wrote
+    /// (it was a DatabaseError with code 0), a port another program holds (errno was read late).
+    @Test func aNewerCatalogAndATakenPortSayWhatIsWrong() throws {
+        #expect(try vcache("ls").status == 0)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        p.arguments = [cache + "/catalog.db", "PRAGMA user_version = 7"]
+        try p.run()
+        p.waitUntilExit()
+        let newer = try vcache("ls", "--json")
+        #expect(newer.status == 5)
+        #expect(newer.stderr.contains("was written by a newer vcache (schema 7; this one knows 1); upgrade vcache"), "\(newer.stderr)")
+        #expect(newer.stdout.contains("\"exit_code\":5"))
+
+        let taken = try TestOrigin()  // listening on its port
+        let serve = try VCacheBinary.run(["serve", "--listen", "127.0.0.1:\(taken.port)"], cacheDir: dir.file("other"))
+        #expect(serve.status != 0)
+        #expect(serve.stderr.contains("cannot listen on 127.0.0.1:\(taken.port): Address already in use"), "\(serve.stderr)")
+    }
+
     @Test func helpListsTheCommandsAndExitsZero() throws {
         let r = try vcache("--help")
         #expect(r.status == 0)

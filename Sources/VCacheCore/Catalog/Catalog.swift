@@ -48,6 +48,12 @@ public final class Catalog: Sendable {
         """,
     ]
 
+    /// The catalog was written by a newer vcache (its `user_version` is above this one's).
+    public struct NewerSchema: Error, Equatable, Sendable {
+        public var found: Int
+        public var known: Int
+    }
+
     private func migrate() throws {
         // A read first: an up-to-date catalog needs no write lock, so `ls` works while another
         // process holds one.
@@ -55,7 +61,7 @@ public final class Catalog: Sendable {
         try database.write { c in
             let version = try c.userVersion
             guard version <= Self.migrations.count else {
-                throw DatabaseError(code: 0, message: "catalog schema version \(version) is newer than this vcache understands (\(Self.migrations.count)); upgrade vcache", context: "open")
+                throw NewerSchema(found: Int(version), known: Self.migrations.count)
             }
             for i in version..<Self.migrations.count {
                 try c.execute(Self.migrations[i])

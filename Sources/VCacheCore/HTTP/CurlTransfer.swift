@@ -61,53 +61,61 @@ public final class CurlTransfer {
         self.range = range
         stallTimeout = .milliseconds(Int64(max(0.05, options.stallTimeout) * 1000))
         errorBuffer.initialize(to: 0)
-        vc_easy_setopt_str(easy, CURLOPT_URL, url)
-        vc_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        vc_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        vc_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        vc_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        vc_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-        vc_easy_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects)
-        vc_easy_setopt_str(easy, CURLOPT_USERAGENT, options.userAgent)
-        vc_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
+        try set(vc_easy_setopt_str(easy, CURLOPT_URL, url), "CURLOPT_URL")
+        try set(vc_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
+        try set(vc_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
+        try set(vc_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
+        try set(vc_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
+        try set(vc_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1), "CURLOPT_FOLLOWLOCATION")
+        try set(vc_easy_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects), "CURLOPT_MAXREDIRS")
+        try set(vc_easy_setopt_str(easy, CURLOPT_USERAGENT, options.userAgent), "CURLOPT_USERAGENT")
+        try set(vc_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000)), "CURLOPT_CONNECTTIMEOUT_MS")
         // Stalls are timed by the Fetcher from `lastActivity`: curl's LOW_SPEED_TIME averages over
         // a window of several seconds, so it fires late after a fast start.
-        vc_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 * 1024)
-        vc_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, nil)  // byte offsets must be the file's own
+        try set(vc_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 * 1024), "CURLOPT_BUFFERSIZE")
+        try set(vc_easy_setopt_str(easy, CURLOPT_ACCEPT_ENCODING, nil), "CURLOPT_ACCEPT_ENCODING")  // byte offsets must be the file's own
         if let rate = options.maxReceiveRate, rate > 0 {
-            vc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
+            try set(vc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate)), "CURLOPT_MAX_RECV_SPEED_LARGE")
         }
-        if let range { vc_easy_setopt_str(easy, CURLOPT_RANGE, range) }
-        if let ca = options.caFile { vc_easy_setopt_str(easy, CURLOPT_CAINFO, ca) }
-        if let proxy = options.proxy { vc_easy_setopt_str(easy, CURLOPT_PROXY, proxy) }
-        if let v = options.ipVersion { vc_easy_setopt_long(easy, CURLOPT_IPRESOLVE, v == 6 ? Int(CURL_IPRESOLVE_V6) : Int(CURL_IPRESOLVE_V4)) }
+        if let range { try set(vc_easy_setopt_str(easy, CURLOPT_RANGE, range), "CURLOPT_RANGE") }
+        if let ca = options.caFile { try set(vc_easy_setopt_str(easy, CURLOPT_CAINFO, ca), "CURLOPT_CAINFO") }
+        if let proxy = options.proxy { try set(vc_easy_setopt_str(easy, CURLOPT_PROXY, proxy), "CURLOPT_PROXY") }
+        if let v = options.ipVersion { try set(vc_easy_setopt_long(easy, CURLOPT_IPRESOLVE, v == 6 ? Int(CURL_IPRESOLVE_V6) : Int(CURL_IPRESOLVE_V4)), "CURLOPT_IPRESOLVE") }
         if let netrc = options.netrcFile {
-            vc_easy_setopt_str(easy, CURLOPT_NETRC_FILE, netrc)
-            vc_easy_setopt_long(easy, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
+            try set(vc_easy_setopt_str(easy, CURLOPT_NETRC_FILE, netrc), "CURLOPT_NETRC_FILE")
+            try set(vc_easy_setopt_long(easy, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)), "CURLOPT_NETRC")
         }
         for entry in options.resolve { resolveList = curl_slist_append(resolveList, entry) }
-        if resolveList != nil { vc_easy_setopt_slist(easy, CURLOPT_RESOLVE, resolveList) }
+        if resolveList != nil { try set(vc_easy_setopt_slist(easy, CURLOPT_RESOLVE, resolveList), "CURLOPT_RESOLVE") }
         // Only the video's own bytes are stored: no encoding is asked for (an origin that encodes
         // anyway is refused by ResponseJudge).
         var lines = options.headers + ["Accept-Encoding: identity"]
         if let ifRange, range != nil { lines.append("If-Range: \(ifRange)") }
         for line in lines { headerList = curl_slist_append(headerList, line) }
-        if headerList != nil { vc_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList) }
+        if headerList != nil { try set(vc_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList), "CURLOPT_HTTPHEADER") }
 
         // The callbacks get this object through WRITEDATA/HEADERDATA as an unretained pointer.
         // Safe: the Fetcher keeps the transfer alive while the easy handle is in the multi handle,
         // and libcurl calls back only from curl_multi_perform on the Fetcher's thread.
         let me = Unmanaged.passUnretained(self).toOpaque()
-        vc_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
-        vc_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
-        vc_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION) { ptr, size, count, user in
+        try set(vc_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me), "CURLOPT_WRITEDATA")
+        try set(vc_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me), "CURLOPT_HEADERDATA")
+        try set(vc_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION) { ptr, size, count, user in
             let t = Unmanaged<CurlTransfer>.fromOpaque(user!).takeUnretainedValue()
             return t.receiveBody(UnsafeRawBufferPointer(start: ptr, count: size * count))
-        }
-        vc_easy_setopt_datacb(easy, CURLOPT_HEADERFUNCTION) { ptr, size, count, user in
+        }, "CURLOPT_WRITEFUNCTION")
+        try set(vc_easy_setopt_datacb(easy, CURLOPT_HEADERFUNCTION) { ptr, size, count, user in
             let t = Unmanaged<CurlTransfer>.fromOpaque(user!).takeUnretainedValue()
             t.receiveHeaderLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
             return size * count
+        }, "CURLOPT_HEADERFUNCTION")
+    }
+
+    /// A setting libcurl refused: the transfer must not run without it (the protocol allow-list
+    /// above all), so the request fails with the option's name and libcurl's reason.
+    private func set(_ rc: CURLcode, _ option: StaticString) throws {
+        guard rc == CURLE_OK else {
+            throw TransportError(kind: .other, message: "this libcurl refused \(option): \(String(cString: curl_easy_strerror(rc)))", code: Int(rc.rawValue))
         }
     }
 
@@ -128,9 +136,10 @@ public final class CurlTransfer {
 
     private func makeHead() -> ResponseHead {
         var code = 0
-        vc_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+        // A status libcurl cannot give stays 0, which ResponseJudge refuses as no HTTP answer.
+        if vc_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK { code = 0 }
         var effective: UnsafeMutablePointer<CChar>?
-        vc_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        if vc_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective) != CURLE_OK { effective = nil }
         var reason = ""
         var headers: [(String, String)] = []
         for (i, line) in headerLines.enumerated() {
@@ -214,7 +223,8 @@ public final class CurlTransfer {
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .resolve
         case CURLE_COULDNT_CONNECT: kind = .connect
-        case CURLE_OPERATION_TIMEDOUT: kind = message.lowercased().contains("too slow") || message.lowercased().contains("less than") ? .stalled : .timeout
+        // vcache sets no low-speed limit (the Fetcher times stalls itself): a libcurl timeout is the connect timeout.
+        case CURLE_OPERATION_TIMEDOUT: kind = .timeout
         case CURLE_PARTIAL_FILE: kind = .partialBody
         case CURLE_UNSUPPORTED_PROTOCOL: kind = .refusedScheme
         case CURLE_TOO_MANY_REDIRECTS: kind = .tooManyRedirects

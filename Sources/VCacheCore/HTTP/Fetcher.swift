@@ -77,8 +77,15 @@ public final class Fetcher {
 
     public func add(_ transfer: CurlTransfer) {
         transfer.limiter = limiter
+        let rc = curl_multi_add_handle(multi, transfer.easy)
+        guard rc == CURLM_OK else {
+            // Never started: it fails on the loop's next turn, as any transfer ends (its owner
+            // expects no call back from inside `add`).
+            let error = TransportError(kind: .other, message: "libcurl could not start the transfer: \(String(cString: curl_multi_strerror(rc)))", code: Int(rc.rawValue))
+            after(0) { transfer.fail(error) }
+            return
+        }
         active[transfer.easy] = transfer
-        curl_multi_add_handle(multi, transfer.easy)
     }
 
     /// Lets a transfer held by its delegate (`HeadDecision.hold`) deliver its body again.

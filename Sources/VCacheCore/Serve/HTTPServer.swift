@@ -94,11 +94,13 @@ public final class HTTPServer: @unchecked Sendable {
 
     public enum StartError: Error, CustomStringConvertible {
         case badAddress(String)
-        case cannotListen(String)
+        /// The address, and errno as it was when the start failed.
+        case cannotListen(String, errno: Int32)
         public var description: String {
             switch self {
             case .badAddress(let a): "'\(a)' is not an IPv4 or IPv6 address"
-            case .cannotListen(let a): "cannot listen on \(a): \(String(cString: strerror(errno))) (is the port in use?)"
+            case .cannotListen(let a, let code):
+                "cannot listen on \(a): \(String(cString: strerror(code)))" + (code == EADDRINUSE ? " (another program uses the port; choose another with --listen)" : "")
             }
         }
     }
@@ -125,8 +127,9 @@ public final class HTTPServer: @unchecked Sendable {
             ? withUnsafePointer(to: &v6) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: true) } }
             : withUnsafePointer(to: &v4) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: false) } }
         guard let started else {
+            let code = errno  // read at once: stopping the deadline thread may change it
             heads.stop()
-            throw StartError.cannotListen("\(address):\(port)")
+            throw StartError.cannotListen("\(address):\(port)", errno: code)
         }
         daemon = started
         self.port = Int(vc_mhd_port(started))

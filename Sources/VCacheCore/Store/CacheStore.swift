@@ -25,12 +25,16 @@ public final class CacheStore: Sendable {
         case notWritable(path: String, reason: String)
         case catalog(path: String, reason: String)
         case corruptCatalog(path: String, reason: String)
+        /// A newer vcache wrote this catalog: its schema version and the one this binary knows.
+        case newerCatalog(path: String, found: Int, known: Int)
 
         public var description: String {
             switch self {
             case .notWritable(let path, let reason): "cache directory '\(path)' is not usable: \(reason); choose another with --cache-dir or VCACHE_DIR"
             case .catalog(let path, let reason): "cannot open the catalog '\(path)': \(reason)"
             case .corruptCatalog(let path, let reason): "the catalog '\(path)' is corrupt (\(reason)); run 'vcache verify --fix' to set it aside and start a new one"
+            case .newerCatalog(let path, let found, let known):
+                "the catalog '\(path)' was written by a newer vcache (schema \(found); this one knows \(known)); upgrade vcache, or use another --cache-dir"
             }
         }
     }
@@ -58,6 +62,8 @@ public final class CacheStore: Sendable {
         let reserve = directory + "/" + Self.reserveName
         do {
             catalog = try Self.openCatalog(path, reserve: reserve)
+        } catch let e as Catalog.NewerSchema {
+            throw OpenError.newerCatalog(path: path, found: e.found, known: e.known)
         } catch let e as DatabaseError {
             if e.isCorrupt { throw OpenError.corruptCatalog(path: path, reason: e.message) }
             throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)

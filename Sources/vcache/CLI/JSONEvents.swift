@@ -57,7 +57,7 @@ struct FailureInfo {
         case let e as CacheStore.OpenError:
             switch e {
             case .notWritable: self.init(kind: "disk", message: text, exitCode: 5)
-            case .catalog: self.init(kind: "catalog", message: text, exitCode: 5)
+            case .catalog, .newerCatalog: self.init(kind: "catalog", message: text, exitCode: 5)
             case .corruptCatalog: self.init(kind: "corrupt_catalog", message: text, exitCode: 5)
             }
         case let e as Exporter.ExportError:
