@@ -10,8 +10,9 @@ public final class Catalog: Sendable {
     /// Updates waiting for the next group commit (`commit`).
     private let commitQueue = Mutex<[CommitTicket]>([])
 
-    public init(path: String) throws {
-        database = try Database(path: path)
+    /// `mode`: a new catalog file's permissions (the cache's sharing).
+    public init(path: String, mode: mode_t = 0o600) throws {
+        database = try Database(path: path, mode: mode)
         try migrate()
     }
 

@@ -46,11 +46,16 @@ public final class Database: Sendable {
 
     /// Opens (creating) the database in WAL mode with a busy timeout, so concurrent vcache
     /// processes wait for each other instead of failing at once.
-    public init(path: String, busyTimeout: Duration = Database.defaultBusyTimeout) throws {
+    /// `mode`: the new file's permissions, given exactly (SQLite gives the -wal and -shm files the
+    /// database file's mode).
+    public init(path: String, mode: mode_t = 0o600, busyTimeout: Duration = Database.defaultBusyTimeout) throws {
         self.busyTimeout = busyTimeout
         // The catalog holds every URL, signed tokens included: create it 0600 before SQLite opens
         // it (SQLite gives its -wal and -shm files the database file's mode).
-        (try? RawFile.open(path, flags: O_RDWR | O_CREAT, mode: 0o600))?.close()
+        if let created = try? RawFile.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: mode) {
+            fchmod(created.fd, mode)
+            created.close()
+        }
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nil)
         guard rc == SQLITE_OK, let handle else {

@@ -20,6 +20,18 @@ import Foundation
 public final class CacheStore: Sendable {
     public let directory: String
     public let catalog: Catalog
+    public let sharing: Sharing
+
+    /// Who may use the cache. By default its owner only (folders 0700, files 0600: a cache holds
+    /// every URL, signed tokens included). When the cache folder has the set-group-ID bit
+    /// (`install -d -m 2770 -g vcache /var/cache/vcache`), its group too: folders 2770 and files
+    /// 0660, set exactly (no umask narrows them), so a warm-up run as root and a serve run as
+    /// the `vcache` user share one cache (every new file gets the folder's group).
+    public enum Sharing: String, Sendable {
+        case owner, group
+        public var folderMode: mode_t { self == .group ? 0o2770 : 0o700 }
+        public var fileMode: mode_t { self == .group ? 0o660 : 0o600 }
+    }
 
     public enum OpenError: Error, Equatable, CustomStringConvertible {
         case notWritable(path: String, reason: String)
@@ -50,8 +62,10 @@ public final class CacheStore: Sendable {
         // SQLITE_OPEN_NOFOLLOW refuses a symlink anywhere in the catalog's path).
         let directory = FileSystem.realPath(given) ?? given
         self.directory = directory
+        let sharing: Sharing = (FileSystem.followingStatus(directory).map { $0.st_mode & S_ISGID != 0 } ?? false) ? .group : .owner
+        self.sharing = sharing
         do {
-            try FileSystem.makeDirectories(directory + "/entries")
+            try FileSystem.makeDirectories(directory + "/entries", mode: sharing.folderMode)
         } catch let e as SystemError {
             throw OpenError.notWritable(path: directory, reason: String(cString: strerror(e.errno)))
         }
@@ -61,7 +75,7 @@ public final class CacheStore: Sendable {
         let path = directory + "/catalog.db"
         let reserve = directory + "/" + Self.reserveName
         do {
-            catalog = try Self.openCatalog(path, reserve: reserve)
+            catalog = try Self.openCatalog(path, reserve: reserve, mode: sharing.fileMode)
         } catch let e as Catalog.NewerSchema {
             throw OpenError.newerCatalog(path: path, found: e.found, known: e.known)
         } catch let e as DatabaseError {
@@ -71,7 +85,7 @@ public final class CacheStore: Sendable {
         // Space kept back for the next time the disk is full (made when missing, best effort).
         if FileSystem.status(reserve).map({ FileSystem.allocatedBytes($0) < Int64(Self.reserveBytes) }) ?? true {
             unlink(reserve)
-            Self.makeReserve(reserve)
+            Self.makeReserve(reserve, mode: sharing.fileMode)
         }
     }
 
@@ -81,18 +95,19 @@ public final class CacheStore: Sendable {
     public static let reserveName = "space.reserve"
     static let reserveBytes = 256 << 10
 
-    static func openCatalog(_ path: String, reserve: String) throws -> Catalog {
+    static func openCatalog(_ path: String, reserve: String, mode: mode_t) throws -> Catalog {
         do {
-            return try Catalog(path: path)
+            return try Catalog(path: path, mode: mode)
         } catch let e as DatabaseError where e.isDiskFull || e.isIOError {
             guard unlink(reserve) == 0 else { throw e }
-            return try Catalog(path: path)
+            return try Catalog(path: path, mode: mode)
         }
     }
 
-    static func makeReserve(_ path: String) {
-        guard let f = try? RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) else { return }
+    static func makeReserve(_ path: String, mode: mode_t) {
+        guard let f = try? RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode) else { return }
         defer { f.close() }
+        fchmod(f.fd, mode)
         // Real blocks, not a sparse size: fallocate(2) gives them without writing (and without an
         // fsync: a reserve lost in a crash is only made again). Elsewhere, zeros are written.
         #if os(Linux)
@@ -134,7 +149,7 @@ public final class CacheStore: Sendable {
     /// Tries once to become the entry's writer. nil when another process or thread holds it.
     public func tryLockWriter(key: String) throws -> EntryLock? {
         let dir = entryDirectory(key)
-        try FileSystem.makeDirectories(dir)
+        try FileSystem.makeDirectories(dir, mode: sharing.folderMode)
         if let st = FileSystem.status(dir), (st.st_mode & S_IFMT) != S_IFDIR {
             throw SystemError("use entry folder", path: dir, errno: ENOTDIR)
         }
@@ -171,7 +186,9 @@ public final class CacheStore: Sendable {
     /// The writer's `data`: opened for reading and writing, created when missing (only the writer,
     /// holding the entry's lock, ever creates it), with LOCK_SH held while open so eviction skips it.
     public func openDataForWriting(key: String) throws -> RawFile {
-        let file = try RawFile.open(dataPath(key), flags: O_RDWR | O_CREAT)
+        let file = try RawFile.open(dataPath(key), flags: O_RDWR | O_CREAT, mode: sharing.fileMode)
+        // Exactly the cache's mode (the umask would narrow a group's); another user's file keeps its own.
+        if sharing == .group, let st = try? file.status(), st.st_uid == geteuid(), st.st_mode & 0o777 != sharing.fileMode { fchmod(file.fd, sharing.fileMode) }
         _ = try file.lock(exclusive: false, nonBlocking: false)
         return file
     }

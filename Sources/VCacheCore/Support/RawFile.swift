@@ -235,17 +235,24 @@ public enum FileSystem {
 
     public static func exists(_ path: String) -> Bool { status(path) != nil }
 
-    /// mkdir -p with mode 0700. Tries the folder itself first, so the common case is one call.
+    /// mkdir -p with `mode`, given exactly (chmod after mkdir: the umask would narrow a group
+    /// mode). Tries the folder itself first, so the common case is one call.
     public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws {
-        if mkdir(path, mode) == 0 || errno == EEXIST { return }
+        if makeDirectory(path, mode) || errno == EEXIST { return }
         guard errno == ENOENT else { throw SystemError("create folder", path: path, errno: errno) }
         let parent = (path as NSString).deletingLastPathComponent
         // A few tries: another process may remove an empty parent (a shard) between the two mkdirs.
         for attempt in 0..<3 {
             if !parent.isEmpty && parent != path { try makeDirectories(parent, mode: mode) }
-            if mkdir(path, mode) == 0 || errno == EEXIST { return }
+            if makeDirectory(path, mode) || errno == EEXIST { return }
             if errno != ENOENT || attempt == 2 { throw SystemError("create folder", path: path, errno: errno) }
         }
+    }
+
+    private static func makeDirectory(_ path: String, _ mode: mode_t) -> Bool {
+        guard mkdir(path, mode) == 0 else { return false }
+        if mode & 0o7077 != 0 { chmod(path, mode) }  // best effort: the folder exists either way
+        return true
     }
 
     /// Allocated bytes on disk (what `du` counts), not the apparent length.

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// Issue 23: the documented box setup works. A cache folder with the set-group-ID bit is shared
+/// by its group: a warm-up run as root and a serve run as the service user use one cache, and
+/// the served user plays what root warmed, offline too.
+@Suite struct BoxSetupTests {
+    let dir = TempDirectory("vcache-box")
+
+    @Test(.timeLimit(.minutes(1)))
+    func aGroupSharedCacheIsUsedByRootsWarmUpAndTheServiceUsersServe() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
+            print("skipped: needs root and runuser")
+            return
+        }
+        let binary = try VCacheBinary.copy(into: dir)
+        // As the package makes it: `install -d -m 2770 -g vcache /var/cache/vcache` (nobody's
+        // group stands in for vcache's here).
+        let cache = dir.file("cache")
+        #expect(try Tool.run("/usr/bin/install", ["-d", "-m", "2770", "-o", "nobody", "-g", "nogroup", cache]).status == 0)
+        let origin = try TestOrigin()
+        let warm = TestBytes.make(700_000, seed: 231), later = TestBytes.make(300_000, seed: 232)
+        origin.setResource("/warm.mp4", .init(body: warm, etag: "\"w\""))
+        origin.setResource("/later.mp4", .init(body: later, etag: "\"l\""))
+        // root warms (with root's usual umask, which would narrow the group's modes).
+        let warmed = try Tool.run("/bin/bash", ["-c", "umask 022; VCACHE_DIR='\(cache)' '\(binary)' prefetch -q '\(origin.url("/warm.mp4"))'"])
+        #expect(warmed.status == 0, "\(warmed.err)")
+        for path in try FileManager.default.subpathsOfDirectory(atPath: cache) {
+            let st = try #require(FileSystem.status(cache + "/" + path))
+            let isDir = (st.st_mode & S_IFMT) == S_IFDIR
+            #expect(st.st_mode & 0o7777 == (isDir ? 0o2770 : 0o660), "\(path): \(String(st.st_mode & 0o7777, radix: 8))")
+            #expect(st.st_gid == 65534, "\(path) group \(st.st_gid)")
+        }
+        // nobody serves it, offline: every byte root warmed comes from the cache.
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, user: "nobody", binary: binary)
+        origin.stop()
+        let refused = RefusingPort(origin.port)
+        defer { withExtendedLifetime(refused) {} }
+        let out = dir.file("warm.out")
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", serve.url(origin.url("/warm.mp4"))])
+        #expect(String(decoding: r.out, as: UTF8.self) == "200" && TestBytes.sha256(file: out) == TestBytes.sha256(warm))
+        _ = serve.stop()
+        // And the other way: what the service user stores, root verifies and evicts.
+        let origin2 = try TestOrigin()
+        origin2.setResource("/later.mp4", .init(body: later, etag: "\"l\""))
+        let asNobody = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", binary, "prefetch", "-q", origin2.url("/later.mp4")])
+        #expect(asNobody.status == 0, "\(asNobody.err)")
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        let evict = try Tool.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "VCACHE_DIR=\(cache)", binary, "evict", "--all"])
+        #expect(evict.status == 0, "\(evict.err)")
+        #expect(try CacheInspector(directory: cache).store.catalog.allEntries().isEmpty)
+    }
+
+    /// Without the set-group-ID bit a cache stays private to its owner, whatever the umask.
+    @Test func aPlainCacheStaysPrivate() throws {
+        let cache = dir.file("private")
+        let origin = try TestOrigin()
+        origin.setResource("/p.mp4", .init(body: TestBytes.make(100_000, seed: 233), etag: "\"p\""))
+        let r = try Tool.run("/bin/bash", ["-c", "umask 000; VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' prefetch -q '\(origin.url("/p.mp4"))'"])
+        #expect(r.status == 0)
+        for path in try FileManager.default.subpathsOfDirectory(atPath: cache) {
+            let st = try #require(FileSystem.status(cache + "/" + path))
+            #expect(st.st_mode & 0o077 == 0, "\(path): \(String(st.st_mode & 0o7777, radix: 8))")
+        }
+    }
+}
