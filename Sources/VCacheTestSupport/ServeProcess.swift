@@ -13,7 +13,8 @@ public final class ServeProcess: @unchecked Sendable {
 
     /// `user`: run serve as this user (through runuser; the test runs as root), from `binary`
     /// (one that user can execute: see `VCacheBinary.copy(into:)`).
-    public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil, binary: String = VCacheBinary.path) throws {
+    public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil, binary: String = VCacheBinary.path,
+                environment: [String: String] = [:]) throws {
         if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
             process.arguments = ["-u", user, "--", binary, "serve", "--port", "0"] + arguments
@@ -23,6 +24,7 @@ public final class ServeProcess: @unchecked Sendable {
         }
         var env = ProcessInfo.processInfo.environment
         env["VCACHE_DIR"] = cacheDir
+        env.merge(environment) { _, new in new }
         process.environment = env
         logPath = logDir.file("serve-\(UUID().uuidString.prefix(8)).log")
         FileManager.default.createFile(atPath: logPath, contents: nil)

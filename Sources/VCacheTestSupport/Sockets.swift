@@ -75,3 +75,39 @@ public final class RefusingPort: @unchecked Sendable {
     }
     deinit { close(fd) }
 }
+
+/// A `NOTIFY_SOCKET` as systemd makes one (an AF_UNIX datagram socket): what a `Type=notify`
+/// service sends, one message per `receive()`.
+public final class NotifySocket: @unchecked Sendable {
+    // Used from one test thread.
+    public let path: String
+    private let fd: Int32
+
+    public init(path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in path.utf8.enumerated() where i < raw.count - 1 { raw[i] = b }
+        }
+        let ok = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        guard ok == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        chmod(path, 0o777)  // a service run as another user may send too
+        var wait = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// The next message, or nil after 20 s without one.
+    public func receive() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = recv(fd, &buffer, buffer.count, 0)
+        return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : nil
+    }
+
+    deinit {
+        close(fd)
+        unlink(path)
+    }
+}

@@ -68,4 +68,33 @@ import VCacheTestSupport
             #expect(st.st_mode & 0o077 == 0, "\(path): \(String(st.st_mode & 0o7777, radix: 8))")
         }
     }
+
+    /// serve reports readiness to systemd (Type=notify) and on SIGHUP reads the cache's settings
+    /// again: a cap set meanwhile holds for what it stores next (it died of SIGHUP, exit 129).
+    @Test(.timeLimit(.minutes(1)))
+    func serveNotifiesSystemdAndReloadsTheCapOnSIGHUP() throws {
+        let notify = try NotifySocket(path: dir.file("notify.sock"))
+        let cache = dir.file("hup")
+        let origin = try TestOrigin()
+        let body = TestBytes.make(2 << 20, seed: 234)
+        origin.setResource("/big.mp4", .init(body: body, etag: "\"big\""))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, environment: ["NOTIFY_SOCKET": notify.path])
+        #expect(notify.receive()?.hasPrefix("READY=1") == true)
+        #expect(try VCacheBinary.run(["config", "set", "max-size", "600K"], cacheDir: cache).status == 0)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(notify.receive()?.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") == true)
+        #expect(notify.receive() == "READY=1")
+        let out = dir.file("big.out")
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", serve.url(origin.url("/big.mp4"))])
+        #expect(String(decoding: r.out, as: UTF8.self) == "200" && TestBytes.sha256(file: out) == TestBytes.sha256(body))
+        #expect(serve.process.isRunning)
+        let stopped = serve.stop()
+        #expect(stopped.signalled && stopped.status == SIGTERM)
+        #expect(notify.receive() == "STOPPING=1")
+        #expect(serve.log.contains { $0.contains("reloaded the settings (SIGHUP): cap 600 KiB") }, "\(serve.log)")
+        let store = try CacheInspector(directory: cache).store
+        let usage = Evictor(store: store).footprint().total(try store.catalog.allEntries())
+        let du = String(decoding: try Tool.run("/usr/bin/du", ["-ab", cache]).out, as: UTF8.self)
+        #expect(usage <= 600 << 10, "the cache uses \(usage): \(du)")
+    }
 }

@@ -211,8 +211,12 @@ import VCacheTestSupport
         let usageEvents = check(usage, command: "ls", schema: schema, &seen)
         #expect((usageEvents.first?["error"] as? [String: Any])?["kind"] as? String == "usage")
 
-        // serve: listening, request, stopping.
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--json"])
+        // serve: listening, request, reloaded, stopping (the notify socket says when the reload is done).
+        let notify = try NotifySocket(path: dir.file("notify.sock"))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--json"], environment: ["NOTIFY_SOCKET": notify.path])
+        #expect(notify.receive()?.hasPrefix("READY=1") == true)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(notify.receive()?.hasPrefix("RELOADING=1") == true && notify.receive() == "READY=1")
         let get = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-r", "0-99", serve.url(v)])
         #expect(get.status == 0)
         #expect(serve.stop().signalled)

@@ -87,7 +87,9 @@ import VCacheTestSupport
         let make = try Tool.run("/usr/bin/make", ["-C", top, "install-files", "BIN=\(VCacheBinary.path)", "DESTDIR=\(root)", "PREFIX=/usr"])
         #expect(make.status == 0, "\(make.err)")
         for f in ["usr/bin/vcache", "usr/share/man/man1/vcache.1", "usr/share/bash-completion/completions/vcache",
-                  "usr/share/zsh/site-functions/_vcache", "usr/share/fish/vendor_completions.d/vcache.fish"] {
+                  "usr/share/zsh/site-functions/_vcache", "usr/share/fish/vendor_completions.d/vcache.fish",
+                  "usr/lib/systemd/system/vcache-serve.service", "usr/lib/systemd/system/vcache-warmup.service",
+                  "usr/lib/systemd/system/vcache-warmup.timer", "usr/share/doc/vcache/urls.txt.example"] {
             #expect(FileManager.default.fileExists(atPath: root + "/" + f), "\(f) not installed")
         }
         #expect(try Tool.run(root + "/usr/bin/vcache", ["--version"]).status == 0)
@@ -95,5 +97,26 @@ import VCacheTestSupport
         let left = FileManager.default.enumerator(atPath: root)?.allObjects.compactMap { $0 as? String }
             .filter { !(FileSystem.status(root + "/" + $0).map { $0.st_mode & S_IFMT == S_IFDIR } ?? true) } ?? []
         #expect(left.isEmpty, "\(left)")
+    }
+
+    /// The shipped units pass `systemd-analyze verify` with nothing to say (it exits 0 even on an
+    /// unknown key: its output is the verdict), and name the binary where the install put it.
+    @Test func theShippedUnitsVerifyCleanlyAndStartTheInstalledBinary() throws {
+        let analyze = "/usr/bin/systemd-analyze"
+        guard FileManager.default.isExecutableFile(atPath: analyze) else {
+            print("skipped: no systemd-analyze")
+            return
+        }
+        let prefix = dir.file("prefix")
+        let top = Fixtures.directory + "/../.."
+        #expect(try Tool.run("/usr/bin/make", ["-C", top, "install-files", "BIN=\(VCacheBinary.path)", "PREFIX=\(prefix)"]).status == 0)
+        let units = ["vcache-serve.service", "vcache-warmup.service", "vcache-warmup.timer"].map { prefix + "/lib/systemd/system/" + $0 }
+        let r = try Tool.run(analyze, ["verify", "--man=no"] + units)
+        #expect(r.status == 0 && r.err.isEmpty && r.out.isEmpty, "\(r.err)\(String(decoding: r.out, as: UTF8.self))")
+        for unit in units where unit.hasSuffix(".service") {
+            let text = try String(contentsOfFile: unit, encoding: .utf8)
+            #expect(text.contains("ExecStart=\(prefix)/bin/vcache "), "\(unit)")
+            #expect(text.contains("User=vcache") && text.contains("CacheDirectory=vcache") && text.contains("CacheDirectoryMode=2770"))
+        }
     }
 }

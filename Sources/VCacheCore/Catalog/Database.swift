@@ -35,6 +35,10 @@ public final class Database: Sendable {
     /// How long a write waits for another process's transaction before giving up.
     public let busyTimeout: Duration
 
+    /// The size the write-ahead journal is kept near (bytes): `journal_size_limit`, with a
+    /// checkpoint every 64 pages (256 KiB of 4 KiB pages).
+    public static let journalLimit: Int64 = 256 << 10
+
     /// The SQLite library's version, e.g. "3.40.1".
     public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
 
@@ -76,6 +80,9 @@ public final class Database: Sendable {
         // holds only if the rows' removal is durable first. Cost: Docs/performance.md.
         try connection.execute(BenchSwitches.noFsync ? "PRAGMA synchronous=OFF" : "PRAGMA synchronous=FULL")
         try connection.execute("PRAGMA foreign_keys=ON")
+        // The journal counts in the cache's size: checkpointed every 64 pages and cut back to
+        // `journalLimit` when it restarts (the default lets it grow to 4 MiB and stay there).
+        try connection.execute("PRAGMA wal_autocheckpoint=64; PRAGMA journal_size_limit=\(Self.journalLimit)")
     }
 
     /// Runs `body` again while it fails with SQLITE_BUSY, for at most `limit`.

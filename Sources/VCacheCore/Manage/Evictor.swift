@@ -61,7 +61,16 @@ public struct Evictor {
     public struct Footprint: Sendable, Equatable {
         public var fixed: Int64
         public var perEntry: Int64
-        public init(fixed: Int64, perEntry: Int64) { self.fixed = fixed; self.perEntry = perEntry }
+        /// The catalog's journal now (counted in `fixed`).
+        public var journal: Int64 = 0
+        public init(fixed: Int64, perEntry: Int64, journal: Int64 = 0) {
+            self.fixed = fixed
+            self.perEntry = perEntry
+            self.journal = journal
+        }
+        /// What storing a new entry may add besides its `data`: its folder and shard, and the
+        /// catalog's journal up to the size it is kept under (`Database.journalLimit`).
+        public var growthAllowance: Int64 { 2 * perEntry + max(0, Database.journalLimit - journal) }
         public func cost(_ e: CacheEntry) -> Int64 { e.diskBytes + perEntry }
         public func total(_ entries: [CacheEntry]) -> Int64 { entries.reduce(fixed) { $0 + cost($1) } }
     }
@@ -80,7 +89,7 @@ public struct Evictor {
             }
         }
         // With no entry folder to measure, one the size of the entries folder (a fresh directory).
-        return Footprint(fixed: fixed, perEntry: perEntry ?? blocks(root))
+        return Footprint(fixed: fixed, perEntry: perEntry ?? blocks(root), journal: blocks(store.directory + "/catalog.db-wal"))
     }
 
     /// Chooses and (unless `dryRun`) removes entries, least recently used first: those matching every

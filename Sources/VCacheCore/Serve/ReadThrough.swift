@@ -24,6 +24,8 @@ import Synchronization
 public final class ReadThrough: Sendable {
     public let store: CacheStore
     let options: PrefetchOptions
+    /// The size cap; `options.maxSize` at start, changed by `setCap` (serve's SIGHUP).
+    private let cap: Mutex<Int64?>
     private let boards = Mutex<[String: EntryBoard]>([:])
     private let touched = Mutex<[String: ContinuousClock.Instant]>([:])
     private let touchQueue = DispatchQueue(label: "vcache.serve.touch")
@@ -46,6 +48,10 @@ public final class ReadThrough: Sendable {
         touchQueue.async { try? catalog.touch(key: key) }
     }
 
+    /// The cap storing keeps the cache under from now on (nil: none); the next room made uses it.
+    public func setCap(_ bytes: Int64?) { cap.withLock { $0 = bytes } }
+    public var currentCap: Int64? { cap.withLock { $0 } }
+
     /// Waits for the last-use updates handed to the background (before the server exits).
     public func flushUse() { touchQueue.sync {} }
 
@@ -65,6 +71,7 @@ public final class ReadThrough: Sendable {
     public init(store: CacheStore, options: PrefetchOptions) {
         self.store = store
         self.options = options
+        cap = Mutex(options.maxSize)
     }
 
     /// Boards held now (for tests: they must not grow with every URL ever asked for).
@@ -302,12 +309,15 @@ public final class ReadThrough: Sendable {
     /// played is the most recently used; an entry being served is never evicted: its readers hold
     /// `data` open).
     func room(for key: String, wanted: Int64) -> Int64? {
-        guard let cap = options.maxSize else { return nil }
+        guard let cap = self.cap.withLock({ $0 }) else { return nil }
+        let evictor = Evictor(store: store)
+        // Storing adds more than its bytes: the entry's folders and the catalog's journal.
+        let allowance = evictor.footprint().growthAllowance
         var c = Evictor.Criteria()
-        c.maxSize = max(0, cap - wanted)
+        c.maxSize = max(0, cap - wanted - allowance)
         c.protected = [key]
-        let usage = (try? Evictor(store: store).evict(c, dryRun: false))?.usageAfter ?? cap
-        return cap - usage
+        let usage = (try? evictor.evict(c, dryRun: false))?.usageAfter ?? cap
+        return cap - usage - allowance
     }
 
     /// The disk filled while storing: least recently used entries other than `key` (never one in

@@ -18,7 +18,9 @@ enum ServeCommand: VCacheCommand {
         discussion: """
         Listens on 127.0.0.1 (port \(defaultPort) unless --port; 0 picks a free one). The first line on
         stdout is the server's base URL; 'vcache url ORIGIN_URL' prints a video's proxy URL. One
-        line per request on stderr. SIGINT/SIGTERM stop it cleanly.
+        line per request on stderr (--quiet: none). SIGINT/SIGTERM stop it cleanly; SIGHUP reads the
+        cache's settings again (config max-size) without dropping a connection. Under systemd it
+        reports readiness (Type=notify).
         """,
         options: [
             .value("port", "N", "port on 127.0.0.1 (default \(defaultPort); 0: any free port, printed)"),
@@ -29,6 +31,10 @@ enum ServeCommand: VCacheCommand {
             .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
             .value("header-timeout", "DURATION", "cut a player's connection that has not sent its request head within DURATION (default 10s)"),
             .value("max-size", "SIZE", "keep the cache under SIZE while serving (default: config max-size); a bigger video still plays"),
+            .value("retries", "N", "retries of a storing job's failed origin request (default 3)"),
+            .value("connect-timeout", "DURATION", "give up connecting to an origin after DURATION (default 15s)"),
+            .value("limit-rate", "RATE", "at most RATE bytes per second for each origin transfer (e.g. 2M)"),
+            .flag("quiet", short: "q", "no line per request (errors and the periodic summary still go to stderr)"),
             .flag("json", "JSON events on stdout: listening (with the base URL), one per request, stopping"),
         ] + PrefetchCommand.originOptions,
         minPositionals: 0, maxPositionals: 0)
@@ -74,6 +80,11 @@ enum ServeCommand: VCacheCommand {
         }
         var options: PrefetchOptions
         do { options = try PrefetchCommand.makeOptions(args) } catch { console.error(error); return 2 }
+        // A rate for serve is per origin transfer (players each get theirs), not one bucket.
+        if let rate = options.maxRate {
+            options.request.maxReceiveRate = rate
+            options.maxRate = nil
+        }
         // With a list of origin hosts, a redirect could lead anywhere: none is followed.
         if allowed != nil { options.request.maxRedirects = 0 }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
@@ -86,11 +97,13 @@ enum ServeCommand: VCacheCommand {
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &set, nil)
 
-        let json = args.flag("json")
+        let json = args.flag("json"), quiet = args.flag("quiet")
         let readThrough = ReadThrough(store: store, options: options)
         let proxy = Proxy(readThrough: readThrough, allowedOrigins: allowed) { line in
+            if quiet { return }
             if json { console.event("request", fields(line)) } else { console.err(render(line)) }
         }
         let server: HTTPServer
@@ -115,8 +128,14 @@ enum ServeCommand: VCacheCommand {
             console.out(base + "\n")
             console.err("vcache serve: listening on \(base) with the cache at \(store.directory); 'vcache url ORIGIN_URL --port \(server.port)' prints a video's proxy URL\n")
         }
+        ServiceManager.notify("READY=1\nSTATUS=serving \(base) from \(store.directory)")
         var caught: Int32 = 0
-        sigwait(&set, &caught)
+        while true {
+            sigwait(&set, &caught)
+            guard caught == SIGHUP else { break }
+            reload(readThrough, store: store, args: args, console: console, json: json)
+        }
+        ServiceManager.notify("STOPPING=1")
         let name = caught == SIGINT ? "SIGINT" : "SIGTERM"
         if json { console.event("stopping", ["signal": name]) } else { console.err("vcache serve: stopping (\(name))\n") }
         readThrough.shutdown()
@@ -127,6 +146,30 @@ enum ServeCommand: VCacheCommand {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
         raise(caught)
         return 128 + caught
+    }
+
+    /// SIGHUP: the cache's settings read again. The cap reaches the next room made; a `--max-size`
+    /// given on the command line still wins; key rules stay as started (a change would give every
+    /// cached video a new key: restart for that).
+    static func reload(_ readThrough: ReadThrough, store: CacheStore, args: ParsedArguments, console: Console, json: Bool) {
+        ServiceManager.notify("RELOADING=1\nMONOTONIC_USEC=\(ServiceManager.monotonicMicroseconds)")
+        defer { ServiceManager.notify("READY=1") }
+        var fresh = PrefetchOptions()
+        do {
+            try Settings.apply(store: store, args: args, to: &fresh)
+        } catch {
+            console.error(error, context: "cannot reload the settings; keeping the current ones")
+            return
+        }
+        readThrough.setCap(fresh.maxSize)
+        let cap = fresh.maxSize.map(Units.formatSize) ?? "none"
+        if json {
+            var o: [String: Any] = ["signal": "SIGHUP"]
+            if let m = fresh.maxSize { o["max_size_bytes"] = m }
+            console.event("reloaded", o)
+        } else {
+            console.err("vcache serve: reloaded the settings (SIGHUP): cap \(cap)\(args.value("max-size") != nil ? " (from --max-size)" : "")\n")
+        }
     }
 
     /// A request's `request` event (Docs/json.md).
