@@ -42,6 +42,8 @@ public final class HTTPServer: @unchecked Sendable {
         /// A span of a file, sent with sendfile(2). The server duplicates the descriptor.
         case file(RawFile, offset: Int64, length: Int64)
         case stream(length: Int64, Producer)
+        /// A small body made in memory (the metrics), copied by the server.
+        case bytes([UInt8])
     }
 
     public struct Response: Sendable {
@@ -152,6 +154,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Connections cut so far for not sending their request head in time.
     public var headTimeouts: Int { heads.cut }
+    /// Connections open now (players, and clients still sending their request head).
+    public var openConnections: Int { heads.openCount }
 
     deinit { stop() }
 }
@@ -250,6 +254,8 @@ private func makeResponse(_ body: HTTPServer.Body) -> OpaquePointer? {
     case .stream(let length, let producer):
         let box = Unmanaged.passRetained(ProducerBox(producer)).toOpaque()
         return MHD_create_response_from_callback(UInt64(length), 64 * 1024, produce, box, releaseProducer)
+    case .bytes(let bytes):
+        return bytes.withUnsafeBytes { MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY) }
     }
 }
 
@@ -319,6 +325,7 @@ final class HeadDeadlines: @unchecked Sendable {
     }
 
     var cut: Int { condition.lock(); defer { condition.unlock() }; return cutCount }
+    var openCount: Int { condition.lock(); defer { condition.unlock() }; return open.count }
 
     func opened(_ c: OpaquePointer, fd: Int32) { set(c, fd: fd, deadline: .now + head) }
     func headArrived(_ c: OpaquePointer) { set(c, fd: nil, deadline: nil) }

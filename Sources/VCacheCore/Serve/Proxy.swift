@@ -31,11 +31,18 @@ public final class Proxy: Sendable {
         set { names.withLock { $0 = newValue } }
     }
     private let log: @Sendable (LogLine) -> Void
+    public let metrics = ServeMetrics()
+    /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
+    public let metricsClients: Set<String>
+    /// Open connections, from the server once it listens (for the metrics).
+    private let connectionCount = Mutex<(@Sendable () -> Int)?>(nil)
+    public func countConnections(_ count: @escaping @Sendable () -> Int) { connectionCount.withLock { $0 = count } }
 
     public init(readThrough: ReadThrough, allowedOrigins: AllowedOrigins? = nil, serverNames: ServerNames? = nil,
-                log: @escaping @Sendable (LogLine) -> Void) {
+                metricsClients: Set<String> = [], log: @escaping @Sendable (LogLine) -> Void) {
         self.readThrough = readThrough
         self.allowedOrigins = allowedOrigins
+        self.metricsClients = metricsClients
         self.log = log
         names.withLock { $0 = serverNames }
     }
@@ -48,12 +55,13 @@ public final class Proxy: Sendable {
         let start = ContinuousClock.now
         var line = LogLine(time: Date(), client: request.client, method: request.method, url: request.path, range: request.headers["range"],
                            status: 0, fromCache: 0, fromOrigin: 0, seconds: 0, note: nil)
-        let log = self.log
-        func finish(_ status: Int, _ note: String?, headers: [(String, String)] = []) -> HTTPServer.Response {
+        let log = self.log, metrics = self.metrics
+        func finish(_ status: Int, _ note: String?, headers: [(String, String)] = [], originError: String? = nil) -> HTTPServer.Response {
             line.status = status
             line.note = note
             line.seconds = (ContinuousClock.now - start).inSeconds
             log(line)
+            metrics.record(status: status, cache: nil, fromCache: 0, fromOrigin: 0, originError: originError)
             return HTTPServer.Response(status: status, headers: headers + Self.inert)
         }
         guard request.method == "GET" || request.method == "HEAD" else {
@@ -63,6 +71,10 @@ public final class Proxy: Sendable {
         guard let serverNames else { return finish(503, "not listening yet") }
         if let host = request.headers["host"], !serverNames.accepts(host) {
             return finish(403, "Host '\(host)' is not a name of this proxy (add it with --server-name)")
+        }
+        if let answer = control(request) {
+            metrics.record(status: answer.status, cache: nil, fromCache: 0, fromOrigin: 0, originError: nil)
+            return answer
         }
         guard let origin = ProxyURL.origin(path: request.path) else { return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)") }
         line.url = origin
@@ -77,8 +89,8 @@ public final class Proxy: Sendable {
         } catch {
             switch error {
             // The player learns what the origin said; no error body is ever stored as video bytes.
-            case .origin(let status, _): return finish(status, error.description)
-            case .unreachable(let why): return finish(502, why)
+            case .origin(let status, _): return finish(status, error.description, originError: "status")
+            case .unreachable(let why): return finish(502, why, originError: "unreachable")
             }
         }
         let name = (request.path as NSString).lastPathComponent.removingPercentEncoding ?? ""
@@ -112,8 +124,13 @@ public final class Proxy: Sendable {
         if !isHead, let problem = reader.prepare() {
             // Nothing could be read where the response begins: a status now, not a 200 cut at once.
             reader.finished(completed: false)
-            return finish(problem.status, problem.reason)
+            return finish(problem.status, problem.reason, originError: problem.status == 502 ? "unreachable" : "status")
         }
+        // A video the catalog did not know had its head fetched by `open` for this very request:
+        // every byte of it came from the origin now.
+        let fresh = !video.fromCatalog
+        let cacheStatus = fresh ? .miss : reader.cacheStatus
+        headers.append(("X-Cache", cacheStatus.rawValue))
         let body: HTTPServer.Body
         if !isHead, !span.isEmpty, let data = reader.cachedFile {
             body = .file(data, offset: span.lowerBound, length: span.count)
@@ -129,13 +146,46 @@ public final class Proxy: Sendable {
             // A file body abandoned midway: how much of it the client got is unknown, so none is counted.
             done.fromCache = isHead || !completed ? reader.fromCache.load(ordering: .relaxed) : sendfileBytes + reader.fromCache.load(ordering: .relaxed)
             done.fromOrigin = reader.fromOrigin.load(ordering: .relaxed)
+            if fresh {
+                done.fromOrigin += done.fromCache
+                done.fromCache = 0
+            }
             done.seconds = (ContinuousClock.now - start).inSeconds
             var notes: [String] = []
             if let p = reader.fileProblem { notes.append(p) }
             if !completed { notes.append(reader.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
             log(done)
+            metrics.record(status: finalStatus, cache: cacheStatus, fromCache: done.fromCache, fromOrigin: done.fromOrigin,
+                           originError: completed || reader.failure == nil ? nil : "cut")
         }
+    }
+}
+
+extension Proxy {
+    /// The operator's paths: `/healthz` for anyone (a liveness probe), `/metrics` (Prometheus text
+    /// format) and `/status` (JSON) for loopback clients and `--metrics-from` addresses only (they
+    /// name every cached count; a player or a page elsewhere on the LAN has no business there).
+    func control(_ request: HTTPServer.Request) -> HTTPServer.Response? {
+        let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
+        guard ["/healthz", "/metrics", "/status"].contains(path) else { return nil }
+        func text(_ status: Int, _ body: String, type: String = "text/plain; charset=utf-8") -> HTTPServer.Response {
+            HTTPServer.Response(status: status, headers: [("Content-Type", type), ("Cache-Control", "no-store")] + Self.inert,
+                                body: .bytes(Array(body.utf8)))
+        }
+        if path == "/healthz" { return text(200, "ok\n") }
+        guard Self.isLoopback(request.client) || metricsClients.contains(request.client) else {
+            return text(403, "\(path) is for this machine only (serve --metrics-from ADDR allows another address)\n")
+        }
+        var gauges = ServeMetrics.Gauges.measure(readThrough.store, cap: readThrough.currentCap)
+        gauges.storingJobs = readThrough.storingJobs
+        gauges.openConnections = connectionCount.withLock { $0?() } ?? 0
+        if path == "/metrics" { return text(200, metrics.prometheus(gauges), type: "text/plain; version=0.0.4; charset=utf-8") }
+        return text(200, String(decoding: metrics.statusJSON(gauges), as: UTF8.self) + "\n", type: "application/json")
+    }
+
+    static func isLoopback(_ address: String) -> Bool {
+        address == "::1" || address.hasPrefix("127.") || address.hasPrefix("::ffff:127.")
     }
 }
 

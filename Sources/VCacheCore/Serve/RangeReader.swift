@@ -82,6 +82,11 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     /// Every byte of the span is cached in the reader's file: it can go out by sendfile.
     public var isCached: Bool { file != nil && !streamWhole && claims.contains(range) }
 
+    /// What the cache held of the span when the response began (the `X-Cache` header).
+    public var cacheStatus: CacheStatus {
+        CacheStatus(cached: file == nil || streamWhole ? 0 : claimedAtStart.coverage(of: range), of: range.count)
+    }
+
     /// The file to send from when `isCached`.
     public var cachedFile: RawFile? { isCached ? file : nil }
 

@@ -74,6 +74,16 @@ public final class ReadThrough: Sendable {
         cap = Mutex(options.maxSize)
     }
 
+    /// Storing jobs running now (serve's metrics).
+    public var storingJobs: Int {
+        let all = boards.withLock { Array($0.values) }
+        return all.reduce(0) { sum, board in
+            board.cond.lock()
+            defer { board.cond.unlock() }
+            return sum + board.writers.filter { !$0.finished }.count
+        }
+    }
+
     /// Boards held now (for tests: they must not grow with every URL ever asked for).
     public var boardCount: Int { boards.withLock { $0.count } }
 

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 import VCacheCore
 
 /// `vcache serve`: a local HTTP proxy any player can read through; cached bytes from disk, the
@@ -35,6 +36,8 @@ enum ServeCommand: VCacheCommand {
             .value("connect-timeout", "DURATION", "give up connecting to an origin after DURATION (default 15s)"),
             .value("limit-rate", "RATE", "at most RATE bytes per second for each origin transfer (e.g. 2M)"),
             .flag("quiet", short: "q", "no line per request (errors and the periodic summary still go to stderr)"),
+            .value("stats", "DURATION", "a summary line (requests, hit ratio, bytes) every DURATION (default 10m)"),
+            .repeated("metrics-from", "ADDR", "another client address allowed to read /metrics and /status (loopback always is; repeatable)"),
             .flag("json", "JSON events on stdout: listening (with the base URL), one per request, stopping"),
         ] + PrefetchCommand.originOptions,
         minPositionals: 0, maxPositionals: 0)
@@ -102,7 +105,12 @@ enum ServeCommand: VCacheCommand {
 
         let json = args.flag("json"), quiet = args.flag("quiet")
         let readThrough = ReadThrough(store: store, options: options)
-        let proxy = Proxy(readThrough: readThrough, allowedOrigins: allowed) { line in
+        var every = 600.0
+        if let v = args.value("stats") {
+            guard let d = Units.parseDuration(v), d > 0 else { console.usage("invalid duration '\(v)' for --stats; use e.g. 30s, 10m"); return 2 }
+            every = d
+        }
+        let proxy = Proxy(readThrough: readThrough, allowedOrigins: allowed, metricsClients: Set(args.all("metrics-from"))) { line in
             if quiet { return }
             if json { console.event("request", fields(line)) } else { console.err(render(line)) }
         }
@@ -120,6 +128,8 @@ enum ServeCommand: VCacheCommand {
             return 1
         }
         proxy.serverNames = ServerNames(listening: address, port: server.port, extra: args.all("server-name"))
+        proxy.countConnections { server.openConnections }
+        let summaries = summarize(proxy.metrics, every: every, readThrough: readThrough, server: server, console: console, json: json)
         let host = address.contains(":") ? "[\(address)]" : address
         let base = "http://\(host):\(server.port)"
         if json {
@@ -136,6 +146,8 @@ enum ServeCommand: VCacheCommand {
             reload(readThrough, store: store, args: args, console: console, json: json)
         }
         ServiceManager.notify("STOPPING=1")
+        summaries.cancel()
+        summaries.emit()  // the last (partial) period, so a stop never loses counts
         let name = caught == SIGINT ? "SIGINT" : "SIGTERM"
         if json { console.event("stopping", ["signal": name]) } else { console.err("vcache serve: stopping (\(name))\n") }
         readThrough.shutdown()
@@ -170,6 +182,46 @@ enum ServeCommand: VCacheCommand {
         } else {
             console.err("vcache serve: reloaded the settings (SIGHUP): cap \(cap)\(args.value("max-size") != nil ? " (from --max-size)" : "")\n")
         }
+    }
+
+    /// A line every `every` seconds with what the last period served (in the log even with --quiet).
+    struct Summaries {
+        let timer: DispatchSourceTimer
+        let queue: DispatchQueue
+        let emit_: @Sendable () -> Void
+        func cancel() { timer.cancel() }
+        /// One line now, for what the period so far served.
+        func emit() { queue.sync { emit_() } }
+    }
+
+    static func summarize(_ metrics: ServeMetrics, every: Double, readThrough: ReadThrough, server: HTTPServer,
+                          console: Console, json: Bool) -> Summaries {
+        let queue = DispatchQueue(label: "vcache.serve.summary")
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let last = Mutex((counts: metrics.current, at: ContinuousClock.now))
+        timer.schedule(deadline: .now() + every, repeating: every)
+        let emit: @Sendable () -> Void = {
+            let now = metrics.current, instant = ContinuousClock.now
+            let (d, seconds) = last.withLock { previous -> (ServeMetrics.Counts, Double) in
+                defer { previous = (now, instant) }
+                return (now.since(previous.counts), (instant - previous.at).inSeconds)
+            }
+            let ratio = d.byteHitRatio.map { String(format: "%.0f%%", $0 * 100) } ?? "-"
+            if json {
+                var o: [String: Any] = ["seconds": (seconds * 1000).rounded() / 1000, "requests": d.requestCount, "hit": d.cache[.hit] ?? 0, "partial": d.cache[.partial] ?? 0,
+                                        "miss": d.cache[.miss] ?? 0, "from_cache_bytes": d.fromCacheBytes, "from_origin_bytes": d.fromOriginBytes,
+                                        "storing_jobs": readThrough.storingJobs, "open_connections": server.openConnections]
+                if let r = d.byteHitRatio { o["byte_hit_ratio"] = r }
+                console.event("summary", o)
+            } else {
+                console.err("vcache serve: last \(Units.formatDuration(seconds)): \(d.requestCount) requests (HIT \(d.cache[.hit] ?? 0), PARTIAL \(d.cache[.partial] ?? 0), MISS \(d.cache[.miss] ?? 0)), "
+                    + "\(Units.formatSize(d.fromCacheBytes + d.fromOriginBytes)) sent, \(ratio) of it from the cache; "
+                    + "\(readThrough.storingJobs) storing, \(server.openConnections) connections\n")
+            }
+        }
+        timer.setEventHandler(handler: emit)
+        timer.resume()
+        return Summaries(timer: timer, queue: queue, emit_: emit)
     }
 
     /// A request's `request` event (Docs/json.md).

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import VCacheCore
+import VCacheTestSupport
+
+/// Issue 23, "what an operator needs to see": each video response says what the cache held
+/// (`X-Cache`), and `/metrics` (Prometheus), `/status` (JSON) and `/healthz` report what serve did,
+/// the counters moving by exactly what the test sent.
+@Suite struct ServeMetricsTests {
+    let dir = TempDirectory("vcache-metrics")
+    var cache: String { dir.file("cache") }
+
+    func curl(_ args: [String]) throws -> (status: Int, headers: [String: String], body: Data) {
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
+        #expect(r.status == 0, "curl \(args): \(r.err)")
+        let (status, headers) = ResponseHeadText.parse((try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? "")
+        return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
+    }
+
+    /// `name{labels} value` lines of the text format, by name with labels.
+    static func samples(_ text: String) -> [String: Double] {
+        var out: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let v = Double(parts[1]) { out[String(parts[0])] = v }
+        }
+        return out
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func xCacheAndTheCountersSayWhatCameFromTheCache() throws {
+        let origin = try TestOrigin()
+        let a = TestBytes.make(1 << 20, seed: 241), b = TestBytes.make(768 << 10, seed: 242)
+        origin.setResource("/a.mp4", .init(body: a, etag: "\"a\""))
+        origin.setResource("/b.mp4", .init(body: b, etag: "\"b\""))
+        // b's first 256 KiB are warm; a is cold.
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/b.mp4"), "--bytes", "256K"], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let miss = try curl([serve.url(origin.url("/a.mp4"))])
+        #expect(miss.status == 200 && miss.headers["x-cache"] == "MISS" && TestBytes.sha256(miss.body) == TestBytes.sha256(a))
+        let hit = try curl([serve.url(origin.url("/a.mp4"))])
+        #expect(hit.headers["x-cache"] == "HIT" && hit.body == a)
+        let range = try curl(["-r", "100-199", serve.url(origin.url("/a.mp4"))])
+        #expect(range.status == 206 && range.headers["x-cache"] == "HIT")
+        let partial = try curl([serve.url(origin.url("/b.mp4"))])
+        #expect(partial.headers["x-cache"] == "PARTIAL" && partial.body == b)
+
+        let metrics = try curl([serve.base + "/metrics"])
+        #expect(metrics.status == 200 && metrics.headers["content-type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+        let m = Self.samples(String(decoding: metrics.body, as: UTF8.self))
+        #expect(m["vcache_responses_total{cache=\"miss\"}"] == 1)
+        #expect(m["vcache_responses_total{cache=\"hit\"}"] == 2)
+        #expect(m["vcache_responses_total{cache=\"partial\"}"] == 1)
+        #expect(m["vcache_requests_total{code=\"200\"}"] == 3 && m["vcache_requests_total{code=\"206\"}"] == 1)
+        // From the cache: the whole of a once, 100 bytes of it, b's warm head.
+        #expect(m["vcache_sent_bytes_total{source=\"cache\"}"] == Double((1 << 20) + 100 + (256 << 10)))
+        #expect(m["vcache_sent_bytes_total{source=\"origin\"}"] == Double((1 << 20) + (512 << 10)))
+        #expect(m["vcache_cache_entries{state=\"complete\"}"] == 2)
+        #expect((m["vcache_cache_size_bytes"] ?? 0) > Double((1 << 20) + (768 << 10)))
+        #expect(m["vcache_storing_jobs"] != nil && m["vcache_open_connections"] != nil && m["vcache_disk_free_bytes"] != nil)
+
+        let status = try curl([serve.base + "/status"])
+        let json = try #require(try JSONSerialization.jsonObject(with: status.body) as? [String: Any])
+        #expect(json["from_cache_bytes"] as? Int == (1 << 20) + 100 + (256 << 10))
+        #expect((json["responses_by_cache"] as? [String: Int])?["hit"] == 2)
+        let health = try curl([serve.base + "/healthz"])
+        #expect(health.status == 200 && health.body == Data("ok\n".utf8))
+        // A page that rebinds its own name to 127.0.0.1 still cannot read them.
+        #expect(try curl(["-H", "Host: evil.example:\(serve.port)", serve.base + "/metrics"]).status == 403)
+        serve.stop()
+    }
+
+    @Test func onlyLoopbackAndNamedAddressesReadTheMetrics() throws {
+        for (client, allowed) in [("127.0.0.1", true), ("127.1.2.3", true), ("::1", true), ("::ffff:127.0.0.1", true),
+                                  ("192.168.1.20", false), ("10.0.0.7", false), ("::ffff:192.168.1.20", false), ("fe80::1", false)] {
+            #expect(Proxy.isLoopback(client) == allowed, "\(client)")
+        }
+    }
+
+    @Test func cacheStatusIsWhatTheCacheHeldOfTheSpan() {
+        #expect(CacheStatus(cached: 100, of: 100) == .hit)
+        #expect(CacheStatus(cached: 0, of: 0) == .hit)  // an empty span needs nothing
+        #expect(CacheStatus(cached: 1, of: 100) == .partial)
+        #expect(CacheStatus(cached: 0, of: 100) == .miss)
+    }
+
+    @Test func aSummaryCountsOnlyItsPeriod() {
+        let m = ServeMetrics()
+        m.record(status: 200, cache: .hit, fromCache: 1000, fromOrigin: 0, originError: nil)
+        let before = m.current
+        m.record(status: 206, cache: .partial, fromCache: 300, fromOrigin: 700, originError: nil)
+        m.record(status: 502, cache: nil, fromCache: 0, fromOrigin: 0, originError: "unreachable")
+        let d = m.current.since(before)
+        #expect(d.requestCount == 2 && d.requests[206] == 1 && d.requests[200] == 0)
+        #expect(d.cache[.partial] == 1 && d.cache[.hit] == 0)
+        #expect(d.fromCacheBytes == 300 && d.fromOriginBytes == 700 && d.byteHitRatio == 0.3)
+        #expect(d.originErrors["unreachable"] == 1)
+    }
+}
