@@ -82,7 +82,7 @@ import VCacheTestSupport
         #expect(ls.status == 5)
         #expect(ls.stderr.hasPrefix("vcache: the catalog '\(cache)/catalog.db' is corrupt (file is not a database); run 'vcache verify --fix'"))
         let found = try vcache(["verify"])
-        #expect(found.status == 1)
+        #expect(found.status == 5)
         #expect(found.stderr.contains("is corrupt"))
         let fixed = try vcache(["verify", "--fix"])
         #expect(fixed.status == 1)
@@ -108,7 +108,7 @@ import VCacheTestSupport
         let size = try #require(FileSystem.status(db)).st_size
         #expect(truncate(db, size / 2) == 0)
         let found = try vcache(["verify"])
-        #expect(found.status == 1)
+        #expect(found.status == 5)
         #expect(found.stderr.contains("is corrupt"))
         #expect(!found.signalledOrCrashed)
         let fixed = try vcache(["verify", "--fix"])
@@ -246,6 +246,9 @@ import VCacheTestSupport
         #expect(try vcache(["ls", "--json"]).stdout.split(separator: "\n").count == 4)
         let real = try vcache(["evict", "--all"])
         #expect(real.stdout.contains("evicted 2 entries"))
+        // Named but kept by another filter: said, and the run fails.
+        let kept = try vcache(["evict", origin.url("/v0.mp4"), "--older-than", "1h"])
+        #expect(kept.status == 1 && kept.stderr == "kept \(origin.url("/v0.mp4")): it does not match the other filters given\n", "\(kept.stderr)")
         #expect(try vcache(["evict", origin.url("/v0.mp4")]).stdout.contains("evicted 1 entry"))
         #expect(try vcache(["ls"]).stdout.contains("is empty"))
         let nothing = try vcache(["evict"])

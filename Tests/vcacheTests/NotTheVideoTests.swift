@@ -190,8 +190,10 @@ import VCacheTestSupport
         let piped = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' - | sha256sum"])
         #expect(String(decoding: piped.out, as: UTF8.self).hasPrefix(TestBytes.sha256(body)))
         // A reader that stops early: export ends as cat does, by SIGPIPE (141 in bash), silently.
-        let early = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' - | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"])
-        #expect(String(decoding: early.out, as: UTF8.self) == "141\n" && early.err.isEmpty, "\(early.err)")
+        for dest in ["-", "/dev/stdout", "/dev/fd/1"] {
+            let early = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' \(dest) | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"])
+            #expect(String(decoding: early.out, as: UTF8.self) == "141\n" && early.err.isEmpty, "\(dest): \(early.err)")
+        }
         // a character device of the test's own (what /dev/null is), with --force: still a device
         if getuid() == 0 {
             let null = dir.file("null")
@@ -263,6 +265,13 @@ import VCacheTestSupport
         #expect(mixed.status == 1, "\(mixed.stderr)")
         #expect(mixed.stderr.contains("latin1.txt:2: not valid UTF-8"), "\(mixed.stderr)")
         #expect(mixed.stderrLines.last?.hasPrefix("3 done, 0 failed") == true, "\(mixed.stderr)")
+        // A list with lone CRs only: numbered by those line ends, the bad line alone refused.
+        var crOnly = Data("\(url) 5K\r".utf8)
+        crOnly.append(contentsOf: [0x68, 0xFF, 0x0D])
+        crOnly.append(Data("not-a-url\r\(url) 6K\r".utf8))
+        let cr = try VCacheBinary.run(["prefetch", "-i", try dir.write("cr.txt", crOnly)], cacheDir: cache)
+        #expect(cr.stderr.contains("cr.txt:2: not valid UTF-8") && cr.stderr.contains("cr.txt:3: not an http(s) URL"), "\(cr.stderr)")
+        #expect(cr.stderrLines.last?.hasPrefix("2 done, 0 failed") == true, "\(cr.stderr)")
     }
 }
 
@@ -308,6 +317,10 @@ import VCacheTestSupport
         let asNobody = nobodys.run
         #expect(try asNobody(["prefetch", mine]).status == 0)
         #expect(try VCacheBinary.run(["prefetch", roots], cacheDir: cache).status == 0)  // as root
+        // The dry run finds what the run will: root's entry cannot go.
+        let dry = try asNobody(["evict", "--max-size", "0", "--dry-run"])
+        #expect(dry.status == 1 && dry.err.contains("roots.mp4") && dry.err.contains("Permission denied"), "\(dry.out)\(dry.err)")
+        #expect(dry.out.contains("mine.mp4") && !dry.out.contains("roots.mp4"), "\(dry.out)")
         let evict = try asNobody(["evict", "--max-size", "0"])
         #expect(evict.out.contains("mine.mp4") && evict.out.contains("evicted"), "\(evict.out)\(evict.err)")
         #expect(evict.err.contains("skipped") && evict.err.contains("roots.mp4") && evict.err.contains("Permission denied"), "\(evict.out)\(evict.err)")

@@ -287,8 +287,10 @@ public final class Catalog: Sendable {
     public struct Salvage: Sendable {
         /// Entries copied with all their ranges.
         public var kept = 0
-        /// Rows that could not be read, or whose ranges could not be (counted, not named: they are unreadable).
+        /// Rows that could not be read (counted, not named: they are unreadable).
         public var lost = 0
+        /// Rows kept whose ranges could not be read (complete ones checked whole by their SHA-256).
+        public var rangesLost = 0
         public init() {}
     }
 
@@ -304,6 +306,10 @@ public final class Catalog: Sendable {
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
             let quoted = path.replacingOccurrences(of: "'", with: "''")
+            // A damaged schema page must not hide the tables: with writable_schema on, SQLite
+            // reads what it can of the schema instead of refusing the whole file.
+            try c.execute("PRAGMA writable_schema=ON")
+            defer { try? c.execute("PRAGMA writable_schema=OFF") }
             try c.execute("ATTACH DATABASE '\(quoted)' AS old")
             defer { try? c.execute("DETACH DATABASE old") }
             // The rows' ids, gathered from every structure that holds them (the table forwards
@@ -320,7 +326,15 @@ public final class Catalog: Sendable {
                     try c.query("SELECT \(Self.entryColumns) FROM old.entries WHERE rowid = ?", .int(id)) { entry = Self.entry(from: $0) }
                     guard let entry else { continue }
                     var ranges: [(Int64, Int64)] = []
-                    try c.query("SELECT start, end FROM old.ranges WHERE key = ? ORDER BY start", .text(entry.key)) { ranges.append(($0.int(0), $0.int(1))) }
+                    do {
+                        try c.query("SELECT start, end FROM old.ranges WHERE key = ? ORDER BY start", .text(entry.key)) { ranges.append(($0.int(0), $0.int(1))) }
+                    } catch {
+                        // The row reads but its ranges do not: a complete entry claims all of its
+                        // length (its SHA-256 then decides, as verify checks every complete
+                        // entry); a partial one claims nothing (its bytes are fetched again).
+                        if let length = entry.length, entry.isComplete, entry.sha256 != nil { ranges = [(0, length)] } else { ranges = [] }
+                        out.rangesLost += 1
+                    }
                     rows.append((entry, ranges))
                 } catch {
                     out.lost += 1
@@ -329,7 +343,8 @@ public final class Catalog: Sendable {
             try? c.query("SELECT name, value FROM old.config") { settings.append(($0.text(0), $0.text(1))) }
         }
         try database.write { c in
-            for (e, ranges) in rows {
+            for (var e, ranges) in rows {
+                if ranges.isEmpty && e.cachedBytes > 0 { e.cachedBytes = 0; e.completed = nil }
                 let added = try c.run("""
                     INSERT OR IGNORE INTO entries (\(Self.entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, .text(e.key), .text(e.url), .text(e.latestURL), .optional(e.length), .optional(e.etag), .optional(e.lastModified),

@@ -63,7 +63,9 @@ public final class Database: Sendable {
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nil)
         guard rc == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            var message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            // The system's reason, read now: "unable to open database file" alone names no cause.
+            if let handle, sqlite3_system_errno(handle) != 0 { message += ": " + String(cString: strerror(sqlite3_system_errno(handle))) }
             sqlite3_close(handle)
             throw DatabaseError(code: rc, message: message, context: "open \(path)")
         }

@@ -55,41 +55,60 @@ public struct Evictor {
         }
     }
 
-    /// What the cache uses on disk, as `du -s` counts it: the catalog, the reserve and the folders
-    /// (`fixed`: the cache folder, `entries/` and its shards), plus each entry's `data` (its row's
-    /// `disk_bytes`) and its own folder (`perEntry`, measured on one entry folder).
+    /// What the cache uses on disk, as `du -s` counts it. `fixed`: the cache folder and every file
+    /// in it (the catalog with its journal, the reserve, catalogs `verify --fix` set aside),
+    /// `entries/` and its shards, and entry folders no row describes (orphans, until a sweep).
+    /// Each entry: its folder and `data` as measured (`measured`; a crash can leave blocks its
+    /// row does not count), else its row's `disk_bytes` and a folder of `perEntry`.
     public struct Footprint: Sendable, Equatable {
         public var fixed: Int64
         public var perEntry: Int64
         /// The catalog's journal now (counted in `fixed`).
         public var journal: Int64 = 0
-        public init(fixed: Int64, perEntry: Int64, journal: Int64 = 0) {
+        /// Entry folders measured, by key (folder and `data`).
+        public var measured: [String: Int64] = [:]
+        public init(fixed: Int64, perEntry: Int64, journal: Int64 = 0, measured: [String: Int64] = [:]) {
             self.fixed = fixed
             self.perEntry = perEntry
             self.journal = journal
+            self.measured = measured
         }
         /// What storing a new entry may add besides its `data`: its folder and shard, and the
         /// catalog's journal up to the size it is kept under (`Database.journalLimit`).
         public var growthAllowance: Int64 { 2 * perEntry + max(0, Database.journalLimit - journal) }
-        public func cost(_ e: CacheEntry) -> Int64 { e.diskBytes + perEntry }
-        public func total(_ entries: [CacheEntry]) -> Int64 { entries.reduce(fixed) { $0 + cost($1) } }
+        public func cost(_ e: CacheEntry) -> Int64 { measured[e.key] ?? e.diskBytes + perEntry }
+        /// The cache's size with these rows: entry folders no row names count too.
+        public func total(_ entries: [CacheEntry]) -> Int64 {
+            let rows = entries.reduce(fixed) { $0 + cost($1) }
+            guard !measured.isEmpty else { return rows }
+            let named = Set(entries.map(\.key))
+            return measured.reduce(rows) { named.contains($1.key) ? $0 : $0 + $1.value }
+        }
     }
 
-    /// Measures the footprint now: the catalog files, and the folders' own blocks (a few hundred
-    /// stats at most: one per shard, one entry folder).
-    public func footprint() -> Footprint {
+    /// Measures the footprint now. `exact`: every entry folder too (two stats an entry: what
+    /// evict and ls report); otherwise rows stand for entries (serve, on every storing job).
+    public func footprint(exact: Bool = true) -> Footprint {
         func blocks(_ path: String) -> Int64 { FileSystem.status(path).map(FileSystem.allocatedBytes) ?? 0 }
+        let list = { (path: String) in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] }
         let root = store.directory + "/entries"
-        var fixed = catalogBytes() + blocks(store.directory) + blocks(root)
+        var fixed = blocks(store.directory) + blocks(root)
+        for name in list(store.directory) where name != "entries" { fixed += blocks(store.directory + "/" + name) }
         var perEntry: Int64?
-        for shard in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+        var measured: [String: Int64] = [:]
+        for shard in list(root) {
             fixed += blocks(root + "/" + shard)
-            if perEntry == nil, let first = (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard))?.first {
-                perEntry = blocks(root + "/" + shard + "/" + first)
+            let keys = exact ? list(root + "/" + shard) : Array(list(root + "/" + shard).prefix(1))
+            for key in keys {
+                let folder = root + "/" + shard + "/" + key
+                let own = blocks(folder)
+                if perEntry == nil { perEntry = own }
+                if exact { measured[key] = own + blocks(folder + "/data") }
             }
         }
         // With no entry folder to measure, one the size of the entries folder (a fresh directory).
-        return Footprint(fixed: fixed, perEntry: perEntry ?? blocks(root), journal: blocks(store.directory + "/catalog.db-wal"))
+        return Footprint(fixed: fixed, perEntry: perEntry ?? blocks(root), journal: blocks(store.directory + "/catalog.db-wal"),
+                         measured: measured)
     }
 
     /// Chooses and (unless `dryRun`) removes entries, least recently used first: those matching every
@@ -107,6 +126,7 @@ public struct Evictor {
         out.usageBefore = footprint.total(entries)
         // Entries that could not go, and why; each skipped entry is named once, in the order met.
         var excluded: [String: String] = [:]
+        var untouchable = Set<String>()  // keys a dry run found this user cannot remove
         var named = Set<String>()
         func name(_ e: CacheEntry, _ reason: String) {
             if named.insert(e.key).inserted { out.skipped.append((e, reason)) }
@@ -119,14 +139,22 @@ public struct Evictor {
             let victims = choice.victims.compactMap { byKey[$0] }
             out.usageAfter = choice.usageAfter
             if dryRun {
-                let busy = victims.filter { isInUse($0.key) }
-                guard busy.isEmpty else {
-                    busy.forEach { excluded[$0.key] = "in use by another vcache process" }
+                // What the run would find: entries this user cannot remove, then entries in use.
+                var blocked: [String: String] = [:]
+                for v in victims {
+                    if let why = removalProblem(v.key) {
+                        blocked[v.key] = why
+                        untouchable.insert(v.key)
+                    } else if isInUse(v.key) { blocked[v.key] = "in use by another vcache process" }
+                }
+                guard blocked.isEmpty else {
+                    excluded.merge(blocked) { a, _ in a }
                     continue
                 }
                 for s in choice.skipped { byKey[s.key].map { name($0, s.reason) } }
                 out.evicted = victims
                 out.freedBytes = victims.reduce(0) { $0 + footprint.cost($1) }
+                out.untouchable = out.skipped.filter { untouchable.contains($0.entry.key) }.count
                 return out
             }
             for s in choice.skipped { byKey[s.key].map { name($0, s.reason) } }
@@ -140,7 +168,7 @@ public struct Evictor {
                     switch removal {
                     case .removed(let freed):
                         out.evicted.append(e)
-                        out.freedBytes += freed > 0 ? freed + footprint.perEntry : 0
+                        out.freedBytes += freed > 0 ? footprint.cost(e) : 0
                         continue
                     case .busy: why = "in use by another vcache process"
                     case .changed: why = "pinned or used while evicting"

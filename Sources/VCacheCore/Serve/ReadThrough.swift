@@ -322,7 +322,7 @@ public final class ReadThrough: Sendable {
         guard let cap = self.cap.withLock({ $0 }) else { return nil }
         let evictor = Evictor(store: store)
         // Storing adds more than its bytes: the entry's folders and the catalog's journal.
-        let allowance = evictor.footprint().growthAllowance
+        let allowance = evictor.footprint(exact: false).growthAllowance
         var c = Evictor.Criteria()
         c.maxSize = max(0, cap - wanted - allowance)
         c.protected = [key]
@@ -340,7 +340,7 @@ public final class ReadThrough: Sendable {
         let evictor = Evictor(store: store)
         guard let entries = try? store.catalog.allEntries() else { return false }
         var c = Evictor.Criteria()
-        c.maxSize = max(0, evictor.footprint().total(entries) - wanted)
+        c.maxSize = max(0, evictor.footprint(exact: false).total(entries) - wanted)
         c.protected = [key]
         return ((try? evictor.evict(c, dryRun: false))?.freedBytes ?? 0) > 0
     }

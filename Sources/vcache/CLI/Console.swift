@@ -59,6 +59,14 @@ struct Console: Sendable {
         return out
     }
 
+    /// Says `error` and returns its exit code (5 for a damaged catalog or a disk problem, 3 for
+    /// a busy one...), so a command's exit status and its JSON error event never disagree.
+    func fail(_ error: any Error, context: String? = nil) -> Int32 {
+        let failure = FailureInfo(error, context: context)
+        self.error(failure)
+        return failure.exitCode
+    }
+
     /// An error thrown by the core, classified by its type; `context` goes before its text.
     func error(_ error: any Error, context: String? = nil) { self.error(FailureInfo(error, context: context)) }
 

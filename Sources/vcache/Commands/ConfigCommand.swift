@@ -48,8 +48,7 @@ enum ConfigCommand: VCacheCommand {
                 }
             }
         } catch {
-            console.error(error, context: "cannot \(verb) config in \(store.directory)")
-            return 1
+            return console.fail(error, context: "cannot \(verb) config in \(store.directory)")
         }
         return 0
     }

@@ -59,8 +59,7 @@ enum EvictCommand: VCacheCommand {
             if !dry { try evictor.sweepOrphans() }
             out = try evictor.evict(c, dryRun: dry)
         } catch {
-            console.error(error, context: "cannot evict from \(store.directory)")
-            return 1
+            return console.fail(error, context: "cannot evict from \(store.directory)")
         }
         let verb = dry ? "would evict" : "evicted"
         // Over the cap because of entries that stayed is a failure; with every entry gone, what is
@@ -72,7 +71,15 @@ enum EvictCommand: VCacheCommand {
         let overByEntries = over && (!out.skipped.isEmpty || entriesLeft)
         // An entry this user cannot remove is a failure too (whose files they are is for the
         // operator to mend); one merely in use goes next time.
-        let exitCode: Int32 = overByEntries || (!args.positionals.isEmpty && !out.skipped.isEmpty) || out.untouchable > 0 ? 1 : 0
+        // A named entry the other filters kept (`evict URL --older-than 1h` on a fresh one) is
+        // said, and fails the run as a skipped one does.
+        let handled = Set(out.evicted.map(\.key) + out.skipped.map(\.entry.key))
+        let unmatched = (c.keys ?? []).subtracting(handled)
+        for key in unmatched.sorted() {
+            let url = ((try? store.catalog.entry(key: key)) ?? nil)?.latestURL ?? key
+            console.err("kept \(url): it does not match the other filters given\n")
+        }
+        let exitCode: Int32 = overByEntries || (!args.positionals.isEmpty && (!out.skipped.isEmpty || !unmatched.isEmpty)) || out.untouchable > 0 ? 1 : 0
         if args.flag("json") {
             for e in out.evicted {
                 console.event(dry ? "would_evict" : "evicted", ["key": e.key, "url": e.latestURL, "disk_bytes": e.diskBytes,

@@ -59,8 +59,7 @@ enum ExportCommand: VCacheCommand {
                     jobs.append((e.key, (p[0] as NSString).appendingPathComponent(name)))
                 }
             } catch {
-                console.error(error, context: "cannot list \(store.directory)")
-                return 1
+                return console.fail(error, context: "cannot list \(store.directory)")
             }
         } else {
             guard let key = EntryLookup.key(for: p[0], store: store) else {
@@ -85,9 +84,11 @@ enum ExportCommand: VCacheCommand {
                     let line = "\(how) \(done.path) (\(Units.formatSize(done.bytes))\(note))\n"
                     if done.streamed { console.err(line) } else { console.out(line) }
                 }
-            } catch let e as SystemError where e.errno == EPIPE && job.dest == "-" {
-                // The reader of stdout went away (`vcache export URL - | head -c 100`): end as
-                // cat does, by SIGPIPE, without a message.
+            } catch let e as SystemError where e.errno == EPIPE {
+                // The reader of a pipe went away (`vcache export URL - | head -c 100`, a FIFO,
+                // /dev/stdout): end as cat does, by SIGPIPE, without a message.
+                SignalTrap.die(by: SIGPIPE)
+            } catch Exporter.ExportError.io(let e) where e.errno == EPIPE {
                 SignalTrap.die(by: SIGPIPE)
             } catch {
                 failed += 1

@@ -34,8 +34,7 @@ enum InfoCommand: VCacheCommand {
             // The first 4 KiB (ftyp and the headers after it), then one hop at a time to the moov.
             let result = Prefetcher(store: store, options: PrefetchOptions()).run([PrefetchItem(url: url, requests: [.head(4096)], mp4: .moov)])[0]
             if let error = result.error {
-                console.error(error, context: "cannot probe \(url)")
-                return 1
+                return console.fail(error, context: "cannot probe \(url)")
             }
         }
         guard let key = EntryLookup.key(for: target, store: store),

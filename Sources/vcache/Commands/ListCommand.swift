@@ -39,8 +39,7 @@ enum ListCommand: VCacheCommand {
                 for i in entries.indices { entries[i].ranges = try store.catalog.entry(key: entries[i].key)?.ranges ?? RangeSet() }
             }
         } catch {
-            console.error(error, context: "cannot list \(store.directory)")
-            return 1
+            return console.fail(error, context: "cannot list \(store.directory)")
         }
         if args.flag("complete") { entries = entries.filter(\.isComplete) }
         if args.flag("partial") { entries = entries.filter { !$0.isComplete } }

@@ -25,8 +25,7 @@ private func setPinned(_ pinned: Bool, _ args: ParsedArguments, _ console: Conso
         do {
             for k in keys { _ = try store.catalog.setPinned(key: k, pinned) }
         } catch {
-            console.error(error, context: "cannot \(pinned ? "pin" : "unpin")")
-            return 1
+            return console.fail(error, context: "cannot \(pinned ? "pin" : "unpin")")
         }
         return 0
     }

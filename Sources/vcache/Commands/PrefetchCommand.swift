@@ -272,40 +272,50 @@ enum PrefetchCommand: VCacheCommand {
         // Lists from Windows and spreadsheets: CRLF line ends and a UTF-8 byte-order mark.
         let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
         let body = text.starts(with: bom) ? text.dropFirst(3) : text[...]
-        // Line by line as bytes: a line that is not UTF-8 is refused, never read with U+FFFD in
-        // place of its bytes (that would fetch another URL). CR before LF goes with the trim.
-        for (n, bytes) in body.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
-            guard let decoded = String(validating: bytes, as: UTF8.self) else {
+        // Line by line as bytes: a line ends at LF, CRLF or a lone CR (old Mac lists), and one that
+        // is not UTF-8 is refused by its number, never read with U+FFFD in place of its bytes
+        // (that would fetch another URL).
+        var rawLines: [ArraySlice<UInt8>] = []
+        let bytes = Array(body)
+        var start = 0, i = 0
+        while i < bytes.count {
+            if bytes[i] == 0x0A || bytes[i] == 0x0D {
+                rawLines.append(bytes[start..<i])
+                if bytes[i] == 0x0D && i + 1 < bytes.count && bytes[i + 1] == 0x0A { i += 1 }
+                start = i + 1
+            }
+            i += 1
+        }
+        if start < bytes.count { rawLines.append(bytes[start...]) }
+        for (n, raw) in rawLines.enumerated() {
+            guard let decoded = String(validating: raw, as: UTF8.self) else {
                 errors.append("\(path == "-" ? "stdin" : path):\(n + 1): not valid UTF-8 (save the list as UTF-8); line skipped")
                 continue
             }
-            // A lone CR ends a line too (old Mac lists); CRLF leaves an empty piece, skipped.
-            for piece in decoded.split(separator: "\r", omittingEmptySubsequences: false) {
-                let line = piece.trimmingCharacters(in: .whitespacesAndNewlines)
-                if line.isEmpty || line.hasPrefix("#") { continue }
-                var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-                fields[0] = OriginTarget.asciiHost(fields[0])
-                let where_ = "\(path == "-" ? "stdin" : path):\(n + 1)"
-                guard PrefetchItem.urlProblem(fields[0]) == nil else {
-                    errors.append("\(where_): not an http(s) URL: '\(Console.escaped(fields[0]))'; line skipped")
-                    continue
-                }
-                if fields.count > 2 {
-                    errors.append("\(where_): expected 'URL [SIZE|SECONDS]', got \(fields.count) fields; line skipped")
-                    continue
-                }
-                guard fields.count == 2 else {
-                    items.append(defaults.item(fields[0]))
-                    continue
-                }
-                let word = fields[1]
-                if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
-                    items.append(.seconds(fields[0], seconds))
-                } else if let size = Units.parseSize(word) {
-                    items.append(PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil))
-                } else {
-                    errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
-                }
+            let line = decoded.trimmingCharacters(in: .whitespacesAndNewlines)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            fields[0] = OriginTarget.asciiHost(fields[0])
+            let where_ = "\(path == "-" ? "stdin" : path):\(n + 1)"
+            guard PrefetchItem.urlProblem(fields[0]) == nil else {
+                errors.append("\(where_): not an http(s) URL: '\(Console.escaped(fields[0]))'; line skipped")
+                continue
+            }
+            if fields.count > 2 {
+                errors.append("\(where_): expected 'URL [SIZE|SECONDS]', got \(fields.count) fields; line skipped")
+                continue
+            }
+            guard fields.count == 2 else {
+                items.append(defaults.item(fields[0]))
+                continue
+            }
+            let word = fields[1]
+            if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
+                items.append(.seconds(fields[0], seconds))
+            } else if let size = Units.parseSize(word) {
+                items.append(PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil))
+            } else {
+                errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
             }
         }
         return (items, errors)

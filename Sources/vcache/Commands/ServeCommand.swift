@@ -124,8 +124,7 @@ enum ServeCommand: VCacheCommand {
             limits.headTimeout = headTimeout
             server = try HTTPServer(address: address, port: port, limits: limits) { proxy.handle($0) }
         } catch {
-            console.error(error, context: "cannot serve")
-            return 1
+            return console.fail(error, context: "cannot serve")
         }
         proxy.serverNames = ServerNames(listening: address, port: server.port, extra: args.all("server-name"))
         proxy.countConnections { server.openConnections }

@@ -11,7 +11,7 @@ enum VerifyCommand: VCacheCommand {
         Checks every entry (or those named): its ranges are sane, data holds every claimed byte,
         a complete entry matches the SHA-256 stored at completion and walks cleanly as MP4, and the
         catalog passes SQLite's integrity check. Exit 0 when all is well, 1 when a problem was
-        found (even if fixed), so cron can alert.
+        found (even if fixed), so cron can alert; 5 when the catalog is damaged and --fix was not given.
         """,
         options: [
             .flag("origin", "also ask each origin whether the video changed (one-byte ranged GET)"),
@@ -42,7 +42,7 @@ enum VerifyCommand: VCacheCommand {
         } catch CacheStore.OpenError.corruptCatalog(let path, let reason) {
             guard fix else {
                 console.error("the catalog '\(path)' is corrupt (\(reason)); 'vcache verify --fix' sets it aside and starts a new one", kind: "corrupt_catalog", exitCode: 5)
-                return 1
+                return 5
             }
             do {
                 let aside = try CacheStore.setAsideCorruptCatalog(directory: dir)
@@ -50,17 +50,24 @@ enum VerifyCommand: VCacheCommand {
                 // Every row that still reads is kept (and checked below like any entry); only the
                 // folders of rows that could not be read go.
                 let saved: Catalog.Salvage
+                var unreadable: String?
                 do { saved = try store.catalog.salvage(from: aside) } catch {
-                    console.err("warning: could not read the damaged catalog's rows: \(error)\n")
+                    unreadable = "\(error)"
                     saved = Catalog.Salvage()
                 }
                 let removed = try Evictor(store: store).sweepOrphans()
-                catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)' and started a new one with the \(saved.kept) "
-                    + "\(saved.kept == 1 ? "entry" : "entries") that could still be read (each checked below); \(saved.lost) unreadable "
-                    + "\(saved.lost == 1 ? "row" : "rows") lost, \(removed.count) data \(removed.count == 1 ? "folder" : "folders") with no row removed"
+                func n(_ count: Int, _ one: String, _ many: String) -> String { "\(count) \(count == 1 ? one : many)" }
+                if let unreadable {
+                    catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)'; not one row of it could be read (\(unreadable)), "
+                        + "so the new catalog is empty and the \(n(removed.count, "data folder", "data folders")) it described \(removed.count == 1 ? "was" : "were") removed"
+                } else {
+                    catalogNote = "the catalog was corrupt (\(reason)): moved it to '\(aside)' and started a new one with the "
+                        + "\(n(saved.kept, "entry", "entries")) that could still be read (each checked below"
+                        + (saved.rangesLost > 0 ? "; \(saved.rangesLost) of them without their ranges, a complete one then checked whole" : "") + "); "
+                        + "\(n(saved.lost, "unreadable row", "unreadable rows")) lost, \(n(removed.count, "data folder", "data folders")) with no row removed"
+                }
             } catch {
-                console.error(error, context: "cannot set the corrupt catalog aside")
-                return 1
+                return console.fail(error, context: "cannot set the corrupt catalog aside")
             }
         } catch {
             let failure = FailureInfo(error)
@@ -83,8 +90,7 @@ enum VerifyCommand: VCacheCommand {
             reports = try Verifier(store: store).verify(keys: keys, options: options)
             if fix && keys == nil { orphans = try Evictor(store: store).sweepOrphans() }
         } catch {
-            console.error(error, context: "cannot verify \(dir)")
-            return 1
+            return console.fail(error, context: "cannot verify \(dir)")
         }
         let bad = reports.filter { $0.state == .problem || $0.state == .fixed }
         let code: Int32 = bad.isEmpty && catalogNote == nil && orphans.isEmpty ? 0 : 1
