@@ -84,4 +84,9 @@ public struct SmallDisk {
     }
 
     public func unmount() { _ = try? Tool.run("/bin/umount", ["-l", path]) }
+
+    /// Remounts it read-only (a box whose file system went read-only) or read-write again.
+    public func remount(readOnly: Bool) throws -> Bool {
+        try Tool.run("/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", path]).status == 0
+    }
 }

@@ -6,7 +6,7 @@ import VCacheCore
 struct VCache {
     static var commands: [any VCacheCommand.Type] {
         [PrefetchCommand.self, ListCommand.self, InfoCommand.self, EvictCommand.self, PinCommand.self, UnpinCommand.self,
-         VerifyCommand.self, ExportCommand.self, ServeCommand.self, UrlCommand.self, ConfigCommand.self,
+         VerifyCommand.self, ExportCommand.self, ServeCommand.self, StatusCommand.self, UrlCommand.self, ConfigCommand.self,
          CompletionCommand.self, ManPageCommand.self]
     }
 
@@ -124,10 +124,15 @@ extension VCacheCommand {
     /// Opens the cache named by `--cache-dir` (or the environment); on failure prints the error
     /// and returns nil, and `StoreOpening.failure` is the exit code the error's class names (5 for
     /// this machine's disk or catalog), the same the JSON error carries.
-    static func openStore(_ args: ParsedArguments, console: Console) -> CacheStore? {
+    /// `readOnly`: for commands that only read (ls, info, verify, status): nothing is made or
+    /// written, so they work on a read-only file system and say so when there is no cache.
+    static func openStore(_ args: ParsedArguments, console: Console, readOnly: Bool = false) -> CacheStore? {
         let dir = CacheLocation.resolve(explicit: args.value("cache-dir"))
+        // Only a folder named (--cache-dir, VCACHE_DIR) can be mistyped: the default one of a user
+        // who never cached anything is made, and is empty.
+        let named = args.value("cache-dir") != nil || !(ProcessInfo.processInfo.environment["VCACHE_DIR"] ?? "").isEmpty
         do {
-            return try CacheStore(directory: dir)
+            return try CacheStore(directory: dir, readOnly: readOnly && (named || FileSystem.exists(dir + "/catalog.db")))
         } catch {
             let failure = FailureInfo(error)
             console.error(failure)

@@ -97,4 +97,38 @@ import VCacheTestSupport
         let du = String(decoding: try Tool.run("/usr/bin/du", ["-ab", cache]).out, as: UTF8.self)
         #expect(usage <= 600 << 10, "the cache uses \(usage): \(du)")
     }
+
+    /// A box whose file system went read-only can still be inspected (ls, info, verify, status
+    /// refused with "Read-only file system"); storing says what is wrong with exit 5.
+    @Test(.timeLimit(.minutes(1)))
+    func inspectionWorksOnAReadOnlyCache() throws {
+        guard let disk = try SmallDisk(size: "16m", in: dir) else { return }
+        defer { disk.unmount() }
+        let cache = disk.path + "/cache"
+        let origin = try TestOrigin()
+        let body = TestBytes.make(500_000, seed: 235)
+        origin.setResource("/ro.mp4", .init(body: body, etag: "\"ro\""))
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/ro.mp4")], cacheDir: cache).status == 0)
+        #expect(try disk.remount(readOnly: true))
+        for args in [["ls"], ["ls", "--json"], ["info", origin.url("/ro.mp4")], ["verify"], ["status"]] {
+            let r = try VCacheBinary.run(args, cacheDir: cache)
+            #expect(r.status == 0, "\(args): \(r.stderr)")
+        }
+        #expect(try VCacheBinary.run(["ls"], cacheDir: cache).stdout.contains("ro.mp4"))
+        let store = try VCacheBinary.run(["prefetch", origin.url("/other.mp4")], cacheDir: cache)
+        #expect(store.status == 5 && store.stderr.contains("Read-only file system"), "\(store.stderr)")
+        #expect(try disk.remount(readOnly: false))
+    }
+
+    /// A mistyped VCACHE_DIR is not an empty cache: a command that only reads says there is none
+    /// there (exit 1) and makes nothing.
+    @Test func aCommandThatOnlyReadsFindsNoCacheWhereThereIsNone() throws {
+        let typo = dir.file("vcahce")
+        for args in [["ls"], ["ls", "--json"], ["info", "http://127.0.0.1:9/x.mp4"], ["verify"], ["status"]] {
+            let r = try VCacheBinary.run(args, cacheDir: typo)
+            #expect(r.status == 1, "\(args): \(r.stderr)")
+            #expect(r.stderr.contains("there is no cache at '\(typo)'") || r.stdout.contains("\"kind\":\"no_cache\""), "\(args): \(r.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: typo))
+    }
 }

@@ -10,6 +10,14 @@ public final class Catalog: Sendable {
     /// Updates waiting for the next group commit (`commit`).
     private let commitQueue = Mutex<[CommitTicket]>([])
 
+    /// Opens an existing catalog for reading only: no migration, nothing written (a catalog from
+    /// a newer vcache is refused; one with no schema yet reads as empty).
+    public init(readOnlyPath path: String) throws {
+        database = try Database(readOnlyPath: path)
+        let version = try database.read { try $0.userVersion }
+        guard version <= Self.migrations.count else { throw NewerSchema(found: Int(version), known: Self.migrations.count) }
+    }
+
     /// `mode`: a new catalog file's permissions (the cache's sharing).
     public init(path: String, mode: mode_t = 0o600) throws {
         database = try Database(path: path, mode: mode)

@@ -87,6 +87,35 @@ public final class Database: Sendable {
         try connection.execute("PRAGMA wal_autocheckpoint=64; PRAGMA journal_size_limit=\(Self.journalLimit)")
     }
 
+    /// Opens an existing database for reading only (`mode=ro`); on a read-only file system where
+    /// its WAL index cannot be made, as immutable (nothing else can be writing it then).
+    public init(readOnlyPath path: String, busyTimeout: Duration = Database.defaultBusyTimeout) throws {
+        self.busyTimeout = busyTimeout
+        self.path = path
+        let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+        var opened: OpaquePointer?
+        var lastError = DatabaseError(code: SQLITE_CANTOPEN, message: "unable to open database file", context: "open \(path)")
+        for query in ["mode=ro", "immutable=1"] {
+            var handle: OpaquePointer?
+            let rc = sqlite3_open_v2("file:\(encoded)?\(query)", &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nil)
+            if rc == SQLITE_OK, let handle {
+                sqlite3_busy_timeout(handle, Int32(clamping: busyTimeout.inMilliseconds))
+                // Opening is lazy: the first read says whether this way works.
+                if sqlite3_exec(handle, "SELECT count(*) FROM sqlite_schema", nil, nil, nil) == SQLITE_OK {
+                    opened = handle
+                    break
+                }
+                lastError = DatabaseError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), context: "open \(path)")
+                if lastError.isCorrupt || lastError.isBusy { sqlite3_close(handle); throw lastError }
+            } else if let handle {
+                lastError = DatabaseError(code: rc, message: String(cString: sqlite3_errmsg(handle)), context: "open \(path)")
+            }
+            sqlite3_close(handle)
+        }
+        guard let opened else { throw lastError }
+        connection = Connection(opened)
+    }
+
     /// Runs `body` again while it fails with SQLITE_BUSY, for at most `limit`.
     static func retryingBusy<T>(for limit: Duration, _ body: () throws -> T) throws -> T {
         let deadline = ContinuousClock.now + limit

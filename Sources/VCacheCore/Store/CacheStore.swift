@@ -39,6 +39,8 @@ public final class CacheStore: Sendable {
         case corruptCatalog(path: String, reason: String)
         /// A newer vcache wrote this catalog: its schema version and the one this binary knows.
         case newerCatalog(path: String, found: Int, known: Int)
+        /// A command that only reads found no cache there (a mistyped VCACHE_DIR, say).
+        case noCache(path: String)
 
         public var description: String {
             switch self {
@@ -47,11 +49,36 @@ public final class CacheStore: Sendable {
             case .corruptCatalog(let path, let reason): "the catalog '\(path)' is corrupt (\(reason)); run 'vcache verify --fix' to set it aside and start a new one"
             case .newerCatalog(let path, let found, let known):
                 "the catalog '\(path)' was written by a newer vcache (schema \(found); this one knows \(known)); upgrade vcache, or use another --cache-dir"
+            case .noCache(let path):
+                "there is no cache at '\(path)' (nothing was ever cached there); check --cache-dir or VCACHE_DIR, or cache a video with 'vcache prefetch URL'"
             }
         }
     }
 
-    public init(directory given: String) throws {
+    /// Opens the cache at `given`, making it when missing; with `readOnly` it makes and writes
+    /// nothing (a read-only file system, or a command that only reads: a missing cache is an
+    /// error, not a new empty one).
+    public init(directory given: String, readOnly: Bool = false) throws {
+        if readOnly {
+            let directory = FileSystem.realPath(given) ?? given
+            guard FileSystem.followingStatus(directory + "/catalog.db") != nil else {
+                // A path that cannot be a folder (a file in the way) is a problem of this machine.
+                if errno == ENOTDIR { throw OpenError.notWritable(path: given, reason: String(cString: strerror(ENOTDIR))) }
+                throw OpenError.noCache(path: directory)
+            }
+            self.directory = directory
+            sharing = (FileSystem.followingStatus(directory).map { $0.st_mode & S_ISGID != 0 } ?? false) ? .group : .owner
+            let path = directory + "/catalog.db"
+            do {
+                catalog = try Catalog(readOnlyPath: path)
+            } catch let e as Catalog.NewerSchema {
+                throw OpenError.newerCatalog(path: path, found: e.found, known: e.known)
+            } catch let e as DatabaseError {
+                if e.isCorrupt { throw OpenError.corruptCatalog(path: path, reason: e.message) }
+                throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)
+            }
+            return
+        }
         do {
             try FileSystem.makeDirectories(given)
         } catch let e as SystemError {

@@ -135,6 +135,16 @@ enum JSONLines {
     }
 
     private static func value(_ v: Any, into out: inout String) {
+        // A number parsed by JSONSerialization (serve's /status) is an NSNumber, which `as? Bool`
+        // also matches when it is 0 or 1: its own type decides.
+        if type(of: v) is NSNumber.Type, let n = v as? NSNumber {
+            switch String(cString: n.objCType) {
+            case "c", "B": out += n.boolValue ? "true" : "false"
+            case "d", "f": out += n.doubleValue.isFinite ? String(n.doubleValue) : "null"
+            default: out += String(n.int64Value)
+            }
+            return
+        }
         switch v {
         case let b as Bool: out += b ? "true" : "false"
         case let s as String: string(s, into: &out)

@@ -20,7 +20,7 @@ enum InfoCommand: VCacheCommand {
         minPositionals: 1, maxPositionals: 1)
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
+        guard let store = openStore(args, console: console, readOnly: !args.flag("probe")) else { return StoreOpening.failure }
         let target = args.positionals[0]
         if args.flag("probe") {
             let url = EntryLookup.key(for: target, store: store).flatMap { (try? store.catalog.entry(key: $0)) ?? nil }?.latestURL ?? target

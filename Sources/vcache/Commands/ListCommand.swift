@@ -30,7 +30,7 @@ enum ListCommand: VCacheCommand {
         if let v = args.value("max-size") {
             do { cap = try PrefetchCommand.size(v, "--max-size") } catch { console.error(error); return 2 }
         }
-        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
+        guard let store = openStore(args, console: console, readOnly: true) else { return StoreOpening.failure }
         var entries: [CacheEntry]
         do {
             entries = try store.catalog.allEntries()

@@ -26,7 +26,7 @@ enum VerifyCommand: VCacheCommand {
         var catalogNote: String?
         var store: CacheStore
         do {
-            store = try CacheStore(directory: dir)
+            store = try CacheStore(directory: dir, readOnly: !fix)
             do {
                 if let problem = try store.catalog.integrityProblem() {
                     // Only an index damaged: rebuilding it loses nothing.
