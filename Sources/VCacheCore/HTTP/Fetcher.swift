@@ -5,19 +5,49 @@ import Synchronization
 
 /// The event loop: one libcurl multi handle (shared connection pool) driving every transfer of a
 /// run, plus timers for retries and lock waits. Everything registered here — delegates, timers —
-/// runs on the thread that calls `run`. Only `stop(reason:)` and `wake()` may be called from others.
+/// runs on the loop's thread (`loop`: the first thread to use it, which then calls `run`); each
+/// entry point checks that at run time. Only `stop(reason:)` and `wake()` may be called from others.
 public final class Fetcher {
+    /// The thread everything below belongs to.
+    public let loop = LoopThread()
     private let multi: UnsafeMutableRawPointer
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     private var timers: [(due: ContinuousClock.Instant, seq: Int, action: () -> Void)] = []
     private var timerSeq = 0
     /// Work handed to other threads whose results come back through `inbox`.
     private var offloaded = 0
-    private let inbox = Mutex<[LoopAction]>([])
+    private let inbox: Inbox
 
-    /// A closure to run on the loop thread. @unchecked: whoever posts it gives up all use of what it
-    /// captures, and only the loop thread runs it, so nothing is shared between threads.
-    private struct LoopAction: @unchecked Sendable { let run: () -> Void }
+    /// Results of offloaded work, posted from other threads, run on the loop's thread (each is a
+    /// `LoopBound` continuation, so running one anywhere else traps).
+    private final class Inbox: Sendable {
+        private struct State {
+            var actions: [@Sendable () -> Void] = []
+            /// The multi handle to wake (curl_multi_wakeup is safe from any thread); 0 once detached.
+            var multi = 0
+        }
+        private let state = Mutex(State())
+
+        init(waking multi: UnsafeMutableRawPointer) { state.withLock { $0.multi = Int(bitPattern: multi) } }
+
+        func post(_ action: @escaping @Sendable () -> Void) {
+            state.withLock { s in
+                s.actions.append(action)
+                if let p = UnsafeMutableRawPointer(bitPattern: s.multi) { curl_multi_wakeup(p) }
+            }
+        }
+
+        func take() -> [@Sendable () -> Void] {
+            state.withLock { s in
+                defer { s.actions = [] }
+                return s.actions
+            }
+        }
+
+        var isEmpty: Bool { state.withLock { $0.actions.isEmpty } }
+
+        func detach() { state.withLock { $0.multi = 0 } }
+    }
     /// Set from another thread (a signal handler's queue) to make `run` return promptly.
     private let stopFlag: StopFlag
 
@@ -52,12 +82,14 @@ public final class Fetcher {
         _ = Self.globalInit
         // curl_multi_init fails only on allocation failure.
         multi = curl_multi_init()!
+        inbox = Inbox(waking: multi)
         self.stopFlag = stopFlag
         stopFlag.attach(multi)
     }
 
     deinit {
         stopFlag.attach(nil)
+        inbox.detach()
         for (easy, _) in active { curl_multi_remove_handle(multi, easy) }
         active = [:]
         curl_multi_cleanup(multi)
@@ -75,7 +107,13 @@ public final class Fetcher {
     /// Interrupts `run` from any thread; `reason` is kept (e.g. the signal number).
     public func stop(reason: Int32) { stopFlag.stop(reason: reason) }
 
+    /// Traps unless called on the loop's thread (see `LoopThread`).
+    public func preconditionOnLoop(file: StaticString = #fileID, line: UInt = #line) {
+        loop.precondition(file: file, line: line)
+    }
+
     public func add(_ transfer: CurlTransfer) {
+        loop.precondition()
         transfer.limiter = limiter
         let rc = curl_multi_add_handle(multi, transfer.easy)
         guard rc == CURLM_OK else {
@@ -90,6 +128,7 @@ public final class Fetcher {
 
     /// Lets a transfer held by its delegate (`HeadDecision.hold`) deliver its body again.
     public func release(_ transfer: CurlTransfer) {
+        loop.precondition()
         guard transfer.held, active[transfer.easy] != nil else { return }
         transfer.resume()
     }
@@ -97,43 +136,43 @@ public final class Fetcher {
     /// The run stops itself with `reason` at `instant` (e.g. `--max-time`). Unlike a timer, a
     /// deadline is not work: the loop ends as soon as the work does, however far away it is.
     public func setDeadline(_ instant: ContinuousClock.Instant, reason: Int32) {
+        loop.precondition()
         deadline = (instant, reason)
     }
     private var deadline: (at: ContinuousClock.Instant, reason: Int32)?
 
     /// Removes a transfer without completing it (used when stopping).
     public func cancel(_ transfer: CurlTransfer) {
+        loop.precondition()
         guard active.removeValue(forKey: transfer.easy) != nil else { return }
         curl_multi_remove_handle(multi, transfer.easy)
     }
 
     /// Runs `action` on the loop thread after `seconds`.
     public func after(_ seconds: Double, _ action: @escaping () -> Void) {
+        loop.precondition()
         timerSeq += 1
         timers.append((ContinuousClock.now + .milliseconds(Int64(max(0, seconds) * 1000)), timerSeq, action))
     }
 
     /// Runs `work` on `queue`, then `then` with its result back on the loop thread. The loop keeps
-    /// running until the result has been delivered. `work` must not touch loop-owned state.
-    public func offload<T>(to queue: DispatchQueue, _ work: @escaping () -> T, then: @escaping (T) -> Void) {
+    /// running until the result has been delivered. `work` is `@Sendable` (it cannot capture
+    /// loop-owned state); `then` travels as a `LoopBound`, so it can only run on the loop.
+    public func offload<T: Sendable>(to queue: DispatchQueue, _ work: @escaping @Sendable () -> T, then: @escaping (T) -> Void) {
+        loop.precondition()
         offloaded += 1
-        let job = LoopAction { [self] in
+        let deliver = LoopBound(then, loop: loop)
+        let inbox = self.inbox
+        queue.async {
             let value = work()
-            let deliver = LoopAction { then(value) }
-            inbox.withLock { $0.append(deliver) }
-            curl_multi_wakeup(multi)
+            inbox.post { deliver.value(value) }
         }
-        queue.async { job.run() }
     }
 
     private func deliverOffloaded() {
-        let actions = inbox.withLock { a -> [LoopAction] in
-            defer { a = [] }
-            return a
-        }
-        for a in actions {
+        for action in inbox.take() {
             offloaded -= 1
-            a.run()
+            action()
         }
     }
 
@@ -142,6 +181,7 @@ public final class Fetcher {
     /// Drives transfers and timers until there is nothing left to do, until stopped, or until `done`.
     /// `tick` runs after every wake-up (checkpoints live there, never in a data callback).
     public func run(until done: () -> Bool = { false }, tick: () -> Void = {}) {
+        loop.precondition()
         while !isStopped && hasWork && !done() {
             if let d = deadline, ContinuousClock.now >= d.at {
                 stop(reason: d.reason)
@@ -163,7 +203,7 @@ public final class Fetcher {
                 let ms = ContinuousClock.now.duration(to: next).inMilliseconds
                 timeoutMs = Int32(max(0, min(Int64(timeoutMs), ms)))
             }
-            if inbox.withLock({ $0.isEmpty }) && (!active.isEmpty || timeoutMs > 0) {
+            if inbox.isEmpty && (!active.isEmpty || timeoutMs > 0) {
                 curl_multi_poll(multi, nil, 0, timeoutMs, nil)
             }
         }

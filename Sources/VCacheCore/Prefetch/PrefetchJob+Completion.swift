@@ -1,28 +1,26 @@
-import Foundation
-
 /// Completing an entry: the last checkpoint, the digest when the video is whole, one commit.
 extension PrefetchJob {
-    /// Every requested byte is written: the last checkpoint, the digest when the video is now
+    /// Every wanted byte is written: the last checkpoint, the digest when the video is now
     /// whole, and the catalog commit all run on the checkpoint queue; the loop carries on.
     func complete() {
-        guard let checkpointer, let data else { return finish(nil) }
-        if let e = writeStaged() { return finish(e) }
-        let batch = pending
-        pending = RangeSet()
-        pendingBytes = 0
-        let validators = self.validators, contentType = self.contentType, needsDigest = !wasComplete
+        guard let writer else { return finish(nil) }
+        if let e = writer.writeStaged() { return finish(e) }
+        let batch = writer.takePending()
+        enter(.completing)
+        let checkpointer = writer.checkpointer, data = writer.data
+        let validators = entry.validators, contentType = entry.contentType, needsDigest = !entry.wasComplete
         fetcher.offload(to: checkpointer.queue, {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest)
         }, then: { [self] outcome in
             switch outcome {
             case .failed(let e): finish(e)
-            case .completed: wasComplete = true; finish(nil)
+            case .completed: finish(nil, completed: true)
             case .partial: finish(nil)
             }
         })
     }
 
-    enum FinalOutcome { case partial, completed, failed(PrefetchError) }
+    enum FinalOutcome: Sendable { case partial, completed, failed(PrefetchError) }
 
     /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
     static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,

@@ -1,17 +1,15 @@
-import Foundation
-
-/// The MP4 side of `PrefetchJob`: once every requested byte is held, ask `MP4Planner` what the
+/// The MP4 side of `PrefetchJob`: once every wanted byte is held, ask `MP4Planner` what the
 /// goal (the moov, or the first seconds) still needs, fetch that like any other range, and ask
-/// again, until it is met. Loop thread only.
+/// again, until it is met.
 extension PrefetchJob {
     func advanceMP4() {
-        guard let goal = item.mp4, !mp4Settled else { return complete() }
-        guard let length = validators.length, let data else {
-            mp4Settled = true
+        guard let goal = item.mp4, !plan.mp4Settled else { return complete() }
+        guard let length = entry.validators.length, let writer else {
+            settleMP4()
             if case .seconds = goal { return finish(.mp4(.notMP4("the origin did not say the video's length, so its boxes cannot be walked"))) }
             return complete()
         }
-        let have = held
+        let have = writer.held, data = writer.data
         let planner = MP4Planner(goal: goal, length: length, have: have) { offset, count in
             var bytes = [UInt8](repeating: 0, count: count)
             try bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
@@ -25,13 +23,13 @@ extension PrefetchJob {
                 emit(.note(url: item.url, message: "its moov (\(Units.formatSize(box.size)) at offset \(box.offset)) lies outside the requested bytes; fetching it too so playback can start (--no-moov skips it)"))
             }
             trace("MP4 needs \(ranges) (\(reason))")
-            mp4Ranges.formUnion(ranges)
+            planMP4(ranges)
             nextRequest()
         case .done:
-            mp4Settled = true
+            settleMP4()
             complete()
         case .failed(let e):
-            mp4Settled = true
+            settleMP4()
             if case .seconds = goal { return finish(.mp4(e)) }
             // A head of any other file is just a head; only a broken MP4 is worth a note.
             if case .notMP4 = e {} else { emit(.note(url: item.url, message: "no moov fetched: \(e.description)")) }

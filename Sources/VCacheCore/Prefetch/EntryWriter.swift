@@ -1,0 +1,138 @@
+/// What one job writes into one version of an entry, and claims: its `data` file, the staging
+/// buffer, the bytes written but not yet handed over, and the `Checkpointer` that makes them
+/// durable and claims them. Each byte goes: staged (not written, not held), written (pending:
+/// held, not claimed), handed over, committed (claimed, invariant 1). A new version (a drop) gets
+/// a new writer. Used on the fetch loop's thread only, by its job.
+final class EntryWriter {
+    let data: RawFile
+    /// The file `data` is (serve routes each written span to the readers of that very file).
+    let fileID: FileID?
+    let checkpointer: Checkpointer
+    private let onWrite: (@Sendable (_ file: FileID, _ range: ByteRange) -> Void)?
+
+    private var staging: StagedWrite
+    /// Every span written into `data` (claimed or not): what a failure gives back.
+    private var written = RangeSet()
+    /// Written to `data`, not yet handed to the checkpointer.
+    private var pending = RangeSet()
+    /// Bytes written since the last hand-over (a span written twice counts twice).
+    private(set) var pendingBytes: Int64 = 0
+    private var lastHandOver = ContinuousClock.now
+    /// A staged write that failed outside a data callback; the job stops the entry on its next tick.
+    private(set) var deferredError: PrefetchError?
+
+    /// `previous`: the writer of the version this one replaces (its deferred error stands).
+    init(data: RawFile, checkpointer: Checkpointer, options: PrefetchOptions, replacing previous: EntryWriter? = nil) {
+        self.data = data
+        fileID = try? data.identity()
+        self.checkpointer = checkpointer
+        onWrite = options.onWrite
+        staging = StagedWrite(capacity: options.stageBytes)
+        deferredError = previous?.deferredError
+    }
+
+    /// Everything held: committed, on its way to the catalog, or just written.
+    var held: RangeSet {
+        var have = checkpointer.durableOrPending
+        have.formUnion(pending)
+        return have
+    }
+
+    var hasAnyBytes: Bool { !pending.isEmpty || !checkpointer.durableOrPending.isEmpty }
+
+    var hasStaged: Bool { !staging.isEmpty }
+
+    /// Stages `bytes`, which go at `offset` (what is staged elsewhere is written first, and each
+    /// block as it fills): how many were staged, and the error that stopped it if one did.
+    func stage(_ bytes: UnsafeRawBufferPointer, at offset: Int64) -> (staged: Int, error: PrefetchError?) {
+        if !staging.isEmpty && staging.end != offset, let e = writeStaged() { return (0, e) }
+        var rest = bytes
+        var staged = 0
+        while !rest.isEmpty {
+            let n = staging.append(rest, at: offset + Int64(staged))
+            staged += n
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+            if staging.isDue, let e = writeStaged() { return (staged, e) }
+        }
+        return (staged, nil)
+    }
+
+    /// Writes the staged bytes (StagedWrite.swift) to `data`; from then on they are pending, to
+    /// be claimed by the next checkpoint. Returns the error when the write failed (those bytes
+    /// are then never claimed).
+    func writeStaged() -> PrefetchError? {
+        guard let (bytes, offset) = staging.take() else { return nil }
+        let range = ByteRange(offset, offset + Int64(bytes.count))
+        do {
+            try data.write(bytes, toAbsoluteOffset: offset)
+        } catch {
+            // Part of it may have reached the file (a full disk fails a write midway): those
+            // blocks are given back when the job ends, with every byte it could not claim.
+            written.insert(range)
+            return PrefetchError(error)
+        }
+        checkpointer.feedDigest(bytes, at: offset)
+        written.insert(range)
+        pending.insert(range)
+        pendingBytes += range.count
+        if let fileID { onWrite?(fileID, range) }
+        return nil
+    }
+
+    /// Time for a checkpoint: `bytes` pending, or `interval` seconds since the last one.
+    func checkpointDue(bytes: Int64, interval: Double, now: ContinuousClock.Instant) -> Bool {
+        pendingBytes > 0 && (pendingBytes >= bytes || now - lastHandOver >= .milliseconds(Int64(interval * 1000)))
+    }
+
+    /// Writes what is staged (a failure is kept for the next tick) and hands every pending byte to
+    /// the checkpointer, to be committed with `validators`; `wait`: until all are committed.
+    func checkpoint(validators: Validators, contentType: String?, wait: Bool) {
+        if let e = writeStaged(), deferredError == nil { deferredError = e }
+        if !pending.isEmpty {
+            for r in pending.ranges { data.startWriteback(r) }
+            checkpointer.submit(pending, validators: validators, contentType: contentType)
+        }
+        pending = RangeSet()
+        pendingBytes = 0
+        lastHandOver = ContinuousClock.now
+        if wait { checkpointer.drain() }
+    }
+
+    /// More than `limit` bytes are written but not committed.
+    func uncommitted(over limit: Int64) -> Bool {
+        pendingBytes + checkpointer.inFlightBytes > limit
+    }
+
+    /// The pending bytes, for the last commit (done by the caller); none are pending afterwards.
+    func takePending() -> RangeSet {
+        defer {
+            pending = RangeSet()
+            pendingBytes = 0
+        }
+        return pending
+    }
+
+    /// Forgets what is staged and pending, and stops the running digest: the version is dropped.
+    func discard() {
+        staging.discard()
+        pending = RangeSet()
+        pendingBytes = 0
+        checkpointer.streamDigest(false)
+    }
+
+    /// Closes `data`; after a failure, first gives back every byte written and not claimed (a
+    /// full disk, an fsync error): it would otherwise take room that neither the catalog, ls nor
+    /// evict can see. `giveBack` (serve) stops its readers trusting them, then punches.
+    func close(failed: Bool, giveBack: (@Sendable (_ file: FileID, _ ranges: RangeSet, _ punch: (ByteRange) -> Void) -> Void)?) {
+        if failed {
+            var unclaimed = written
+            for r in checkpointer.committed.ranges { unclaimed.remove(r) }
+            if let giveBack, let fileID {
+                giveBack(fileID, unclaimed) { data.punchHole($0) }
+            } else {
+                for r in unclaimed.ranges { data.punchHole(r) }
+            }
+        }
+        data.close()
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+
+/// What `PrefetchJob` asks for: opening the entry, the next request (`EntryPlan`), the judge of
+/// its response, and what it reports of them.
+extension PrefetchJob {
+    /// Opens the locked entry's `data` and reads its row, dropping claims beyond what `data`
+    /// holds (invariant 1). Read only now, under the lock: another writer may have filled it.
+    static func open(store: CacheStore, key: String) throws -> (data: RawFile, entry: CacheEntry?) {
+        let data = try store.openDataForWriting(key: key)
+        do {
+            var entry = try store.catalog.entry(key: key)
+            if let e = entry { entry = try store.dropClaimsBeyondData(e, data: data) }
+            return (data, entry)
+        } catch {
+            data.close()
+            throw error
+        }
+    }
+
+    /// Some byte of this entry is cached, on its way to the catalog, or just written.
+    var hasAnyBytes: Bool { writer?.hasAnyBytes ?? false }
+
+    /// The next request to send, or nil when every wanted byte is held.
+    func nextAsked() -> ResponseJudge.Asked? {
+        plan.next(length: entry.validators.length, held: writer?.held ?? RangeSet(), stop: stopPoint)
+    }
+
+    /// The judge for the response to `asked`: where a 200's body may stop is the end of what is wanted.
+    func judge(for asked: ResponseJudge.Asked) -> ResponseJudge {
+        ResponseJudge(asked: asked, held: entry.validators, hasBytes: hasAnyBytes,
+                      wantedEnd: plan.wantedEnd(length: entry.validators.length, stop: stopPoint),
+                      weakPartsCombine: entry.heldFromThisRunOnly)
+    }
+
+    /// Sends the next request, or, when every wanted byte is held, goes on to the MP4's next step.
+    func nextRequest() {
+        guard !fetcher.isStopped, !isFinished else { return }
+        guard let next = nextAsked() else { return advanceMP4() }
+        let ifRange = hasAnyBytes ? entry.validators.ifRange : nil
+        trace("> GET Range: bytes=\(next.spec)" + (ifRange.map { " If-Range: \($0)" } ?? ""))
+        do {
+            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: options.request)
+            t.delegate = self
+            enter(.fetching(Exchange(t, asked: next)))
+            fetcher.add(t)
+        } catch {
+            finish(PrefetchError(error))
+        }
+    }
+
+    /// Reports the start; returns the wanted bytes already cached when the length is known.
+    func emitStarted() -> Int64? {
+        guard let length = entry.validators.length else {
+            emit(.started(url: item.url, key: key, length: nil, alreadyCached: 0, toFetch: nil))
+            return nil
+        }
+        let stop = stopPoint
+        let target = plan.target(length: length, stop: stop).count
+        let cached = target - plan.missing(length: length, held: writer?.held ?? RangeSet(), stop: stop).reduce(0) { $0 + $1.count }
+        emit(.started(url: item.url, key: key, length: length, alreadyCached: cached, toFetch: target - cached))
+        return cached
+    }
+
+    func emitProgress() {
+        var toFetch: Int64?
+        if let length = entry.validators.length, let cached = entry.alreadyCached {
+            toFetch = max(fetched, plan.target(length: length, stop: stopPoint).count - cached)
+        }
+        emit(.progress(url: item.url, fetched: fetched, toFetch: toFetch))
+    }
+
+    /// Whether to keep the running digest: only when this run can complete the video (not for a
+    /// head); nil while the length is unknown.
+    func digestWanted() -> Bool? {
+        guard let length = entry.validators.length, let writer else { return nil }
+        var after = plan.target(length: length, stop: stopPoint)
+        after.formUnion(writer.checkpointer.durableOrPending)
+        return after.contains(ByteRange(0, length))
+    }
+}

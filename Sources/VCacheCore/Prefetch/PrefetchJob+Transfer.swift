@@ -1,0 +1,131 @@
+import Foundation
+
+/// The transfer side of `PrefetchJob`: carrying out `ResponseJudge`'s verdict on a response head,
+/// writing the body through the `EntryWriter`, and handing a transfer that ended to `RetryPolicy`.
+extension PrefetchJob {
+    // MARK: - Transfers
+
+    func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
+        fetcher.preconditionOnLoop()
+        guard case .fetching(var x) = phase, x.transfer === transfer else {
+            preconditionFailure("prefetch job for \(item.url): a response head in \(phase)")
+        }
+        x.status = head.status
+        switch verdict(on: head, asked: x.asked) {
+        case .accept(let offset, let limit, let v):
+            adopt(v, contentType: head.contentType)
+            beginWriting(&x, at: offset, limit: limit)
+            update(x)
+            return .proceed
+        case .replace(let offset, let limit, let v, let reason):
+            if let e = versionChangeRefused(reason) {
+                x.failure = e
+                update(x)
+                return .stop
+            }
+            if let type = head.contentType { noteContentType(type) }
+            dropVersion(to: v, reason: reason, interrupting: x, then: .write(offset: offset, limit: limit))
+            return .hold
+        case .learnLength(let v, let drop):
+            if !drop {
+                adopt(v, contentType: nil)
+                update(x)
+            } else if let e = versionChangeRefused("its length changed") {
+                x.failure = e
+                update(x)
+            } else {
+                dropVersion(to: v, reason: "its length changed", interrupting: x, then: .awaitEnd)
+            }
+            return .stop
+        case .reject(let e):
+            x.failure = e
+            x.retryAfter = head.retryAfter
+            update(x)
+            return .stop
+        }
+    }
+
+    func beginWriting(_ x: inout Exchange, at offset: Int64, limit: Int64?) {
+        x.offset = offset
+        x.limit = limit
+        // Keep the digest running only when this run can complete the video (not for a head).
+        if let digest = digestWanted() { writer?.checkpointer.streamDigest(digest) }
+    }
+
+    func transferShouldWait(_ transfer: CurlTransfer) -> Bool {
+        fetcher.preconditionOnLoop()
+        guard overCommitted else { return false }
+        checkpoint(wait: false)  // hand what is pending over now; tick releases the transfer
+        return overCommitted
+    }
+
+    func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
+        fetcher.preconditionOnLoop()
+        guard case .fetching(var x) = phase, let writer else { return false }
+        defer { update(x) }
+        var count = bytes.count
+        let limit = min(x.limit ?? .max, stopPoint ?? .max)
+        if limit < .max {
+            if x.offset >= limit {
+                x.stoppedAtLimit = true
+                return false
+            }
+            count = Int(min(Int64(count), limit - x.offset))
+        }
+        if x.offset == 0, count >= 8, let why = Self.notAnMP4Start(url: item.url, bytes) {
+            x.failure = .notTheVideo(why)
+            return false
+        }
+        let (staged, error) = writer.stage(UnsafeRawBufferPointer(rebasing: bytes[0..<count]), at: x.offset)
+        x.offset += Int64(staged)
+        x.bytes += Int64(staged)
+        received(staged)
+        if let error {
+            x.failure = error
+            return false
+        }
+        if count < bytes.count { x.stoppedAtLimit = true }
+        return count == bytes.count
+    }
+
+    func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
+        fetcher.preconditionOnLoop()
+        switch phase {
+        case .fetching(let x):
+            precondition(x.transfer === transfer, "prefetch job for \(item.url): another job's transfer ended")
+            enter(.idle)
+            transferEnded(x, error: error)
+        case .droppingVersion(var x?, _) where x.ended == nil:
+            // Carried out once the drop is done.
+            x.ended = Exchange.Ending(error: error)
+            update(x)
+        case .finished:
+            break  // aborted before a transfer that never started could say so
+        default:
+            preconditionFailure("prefetch job for \(item.url): a transfer ended in \(phase)")
+        }
+    }
+
+    /// What follows a transfer that ended (`RetryPolicy`): the next request, a retry, or the end.
+    func transferEnded(_ x: Exchange, error: TransportError?) {
+        guard !isFinished else { return }
+        let failure = x.failure ?? error.map(PrefetchError.transport)
+        // A 200 that ended cleanly is the whole representation: with no length announced, its
+        // length is what arrived (never ask for it again).
+        if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
+            learnLength(x.offset)
+        }
+        checkpoint(wait: false)
+        let ended = RetryPolicy.Ended(failure: failure, bytes: x.bytes, retryAfter: x.retryAfter,
+                                      moreWanted: nextAsked() != nil, stopping: fetcher.isStopped)
+        switch decide(ended) {
+        case .retry(let why, let attempt, let delay):
+            emit(.retrying(url: item.url, attempt: attempt, delay: delay, reason: why.description))
+            fetcher.after(delay) { [self] in nextRequest() }
+        case .next:
+            nextRequest()
+        case .fail(let e):
+            finish(e)
+        }
+    }
+}
