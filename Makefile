@@ -13,13 +13,18 @@ BENCH_DEPS  := time aria2
 
 all: build
 
-# Installs what is missing, by package name, only on Debian-like systems (dpkg present).
+# Installs what is missing, by package name, only on Debian-like systems (dpkg present). As root
+# on a terminal (a person at a shell, not CI or a script) it asks first; APT=yes skips the question.
 define ensure_packages
 	@missing=""; \
 	if command -v dpkg >/dev/null 2>&1; then \
 	  for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	fi; \
 	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = "0" ] && [ -t 0 ] && [ -z "$$CI" ] && [ "$(APT)" != "yes" ]; then \
+	    printf "missing packages:%s\ninstall them with apt-get now? [Y/n] " "$$missing"; read answer; \
+	    case "$$answer" in [nN]*) echo "run: apt-get install$$missing"; exit 1;; esac; \
+	  fi; \
 	  if [ "$$(id -u)" = "0" ]; then \
 	    echo "installing:$$missing"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing) >/dev/null \

@@ -186,6 +186,14 @@ import VCacheTestSupport
         _ = writer.finish()
         #expect(waited.status == 0)
         _ = check(waited, command: "prefetch", schema: schema, &seen)
+        // stopped: the --max-time deadline (planned: counted apart from failures).
+        origin.setResource("/deadline.mp4", .init(body: TestBytes.make(2 << 20, seed: 4)))
+        origin.throttle("/deadline.mp4", to: 256 << 10)
+        let deadline = try run(["prefetch", "--json", origin.url("/deadline.mp4"), "--max-time", "1s"])
+        #expect(deadline.status == 3)
+        let stops = check(deadline, command: "prefetch", schema: schema, &seen)
+        #expect(stops.contains { $0["event"] as? String == "stopped" })
+        #expect(stops.last?["stopped"] as? Int == 1 && stops.last?["failed"] as? Int == 0)
         let refetched = try run(["prefetch", "-q", v])
         #expect(refetched.status == 0, "\(refetched.stderr)")
 

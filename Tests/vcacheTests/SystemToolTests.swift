@@ -22,6 +22,13 @@ import VCacheTestSupport
         #expect(try complete(["vcache", "prefetch", "--by"]) == ["--bytes"])
         #expect(try complete(["vcache", "ls", "--sort", ""]) == ["lru", "size", "url"])
         #expect(try complete(["vcache", "serve", "--al"]) == ["--allow-host"])
+        // After global options, in the positions of config, completion and help.
+        #expect(try complete(["vcache", "--cache-dir", "/tmp", "ls", "--so"]) == ["--sort"])
+        #expect(try complete(["vcache", "-q", "pre"]) == ["prefetch"])
+        #expect(try complete(["vcache", "config", ""]) == ["get", "set", "unset"])
+        #expect(try complete(["vcache", "config", "set", "max"]) == ["max-size"])
+        #expect(try complete(["vcache", "completion", ""]) == ["bash", "zsh", "fish"])
+        #expect(try complete(["vcache", "help", "ver"]) == ["verify"])
     }
 
     @Test func zshAndFishScriptsAreGeneratedAndLoad() throws {

@@ -204,6 +204,11 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
+extension PrefetchResult {
+    /// Stopped by the run's --max-time deadline (or not started before it): planned, not failed.
+    public var stoppedByDeadline: Bool { error == .deadline || error == .notStarted }
+}
+
 public struct PrefetchResult: Equatable, Sendable {
     public var url: String
     public var key: String

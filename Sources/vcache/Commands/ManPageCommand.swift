@@ -53,7 +53,7 @@ enum ManPageCommand: VCacheCommand {
         a false claim.
         .PP
         Sizes: 512K, 2M, 1.5G (binary), 2MB (decimal). Durations: 30s, 5m, 12h, 7d, 1h30m.
-        Global options (\\-\\-cache\\-dir, \\-q, \\-\\-json) may also come before the command.
+        \\-\\-cache\\-dir and \\-\\-json may also come before the command, and so may \\-q and \\-v for the commands that take them.
         .SH COMMANDS
 
         """
@@ -69,6 +69,10 @@ enum ManPageCommand: VCacheCommand {
                 p += ".TP\n\(tag)\n\(esc(o.help))\n"
             }
         }
+        // The settings `vcache config` keeps, one entry each (a table in a discussion would be
+        // joined into one paragraph).
+        p += ".SH CONFIGURATION\nSettings stored in the cache's catalog with \\fBvcache config set\\fR \\fINAME VALUE\\fR, read by every run:\n"
+        for k in Settings.known { p += ".TP\n.B \(esc(k.name))\n\(esc(k.help))\n" }
         p += ".SH \"EXIT STATUS\"\n"
         for (code, meaning) in exitCodes { p += ".TP\n.B \(code)\n\(meaning)\n" }
         p += """
@@ -92,6 +96,15 @@ enum ManPageCommand: VCacheCommand {
         .TP
         .I ~/.cache/vcache/entries/ab/KEY/data
         A video's bytes, each at its offset (a sparse file).
+        .TP
+        .I /var/cache/vcache
+        The box's cache (the package): shared by the group vcache (mode 2770).
+        .TP
+        .I /etc/vcache/urls.txt
+        What vcache\\-warmup.timer keeps cached, nightly.
+        .TP
+        .I vcache\\-serve.service, vcache\\-warmup.service, vcache\\-warmup.timer
+        The proxy and the nightly warm-up as systemd units.
         .SH EXAMPLES
         Warm the first 10 seconds of every video in a list every night, at most 3 hours, 8 at a time:
         .PP

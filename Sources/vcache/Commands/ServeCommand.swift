@@ -248,9 +248,10 @@ enum UrlCommand: VCacheCommand {
     static let spec = CommandSpec(
         name: "url",
         abstract: "print the proxy URL of a video for 'vcache serve'",
-        usage: "url ORIGIN_URL... [--port N]",
+        usage: "url ORIGIN_URL... [--port N | --listen HOST:PORT]",
         discussion: "The proxy URL ends with the origin's file name, so players recognise the format.",
-        options: [.value("port", "N", "the port serve listens on (default \(ServeCommand.defaultPort))")],
+        options: [.value("port", "N", "the port serve listens on (default \(ServeCommand.defaultPort))"),
+                  .value("listen", "HOST:PORT", "the address players reach serve at (serve --listen, or a --server-name), e.g. 192.168.1.20:8089")],
         minPositionals: 1, maxPositionals: nil)
 
     static func run(_ args: ParsedArguments, console: Console) -> Int32 {
@@ -262,12 +263,23 @@ enum UrlCommand: VCacheCommand {
             }
             port = Int(n)
         }
+        var base = "http://127.0.0.1:\(port)"
+        if let l = args.value("listen") {
+            guard args.value("port") == nil else { console.usage("--listen names the port too; give --port or --listen"); return 2 }
+            guard let colon = l.lastIndex(of: ":"), let p = UInt16(l[l.index(after: colon)...]), p > 0, colon != l.startIndex else {
+                console.usage("invalid address '\(l)' for --listen; use HOST:PORT, e.g. 192.168.1.20:8089")
+                return 2
+            }
+            var host = String(l[..<colon])
+            if host.contains(":") && !host.hasPrefix("[") { host = "[\(host)]" }  // an IPv6 address
+            base = "http://\(host):\(p)"
+        }
         for origin in args.positionals {
             if let why = PrefetchItem.urlProblem(origin) {
                 console.usage("cannot make a proxy URL for \(origin): \(why)")
                 return 2
             }
-            console.out(ProxyURL.make(origin: origin, base: "http://127.0.0.1:\(port)") + "\n")
+            console.out(ProxyURL.make(origin: origin, base: base) + "\n")
         }
         return 0
     }

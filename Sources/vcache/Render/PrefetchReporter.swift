@@ -125,11 +125,14 @@ final class PrefetchReporter {
                                     "complete": r.complete, "elapsed_seconds": Self.seconds(r.elapsed)]
             if let length = r.length { o["length_bytes"] = length }
             if let e = r.error { o["error"] = FailureInfo(prefetch: e).json }
-            console.event(r.error == nil ? "done" : "failed", o)
+            console.event(r.error == nil ? "done" : r.stoppedByDeadline ? "stopped" : "failed", o)
         case .quiet:
-            if let e = r.error { console.error(e, context: "cannot prefetch \(r.url)") }
+            if let e = r.error, !r.stoppedByDeadline { console.error(e, context: "cannot prefetch \(r.url)") }
         case .bars, .lines:
-            if let e = r.error {
+            if r.stoppedByDeadline {
+                // Planned, not a failure: said as what it is.
+                log("stopped \(r.url) at the --max-time deadline: \(Units.formatSize(r.fetchedBytes)) fetched and kept; the next run resumes")
+            } else if let e = r.error {
                 clearBars()
                 // A run logged by cron gets the time on every line, failures included.
                 let stamp = mode == .lines ? Self.timestamp() + " " : ""

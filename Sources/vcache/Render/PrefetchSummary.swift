@@ -6,7 +6,9 @@ struct Summary {
     var elapsed: Double
     var inputErrors: Int
 
-    var failed: Int { results.filter { !$0.succeeded }.count }
+    /// Items the --max-time deadline stopped (planned: what arrived is kept, a rerun resumes).
+    var stopped: Int { results.filter(\.stoppedByDeadline).count }
+    var failed: Int { results.filter { !$0.succeeded && !$0.stoppedByDeadline }.count }
 
     /// 0 when every item succeeded; else by what the failures ask for (Docs/cli.md, exit codes):
     /// 5 fix this machine, 4 fix the origin or the URL, 1 other (a bad line in the list), 3 try
@@ -23,10 +25,11 @@ struct Summary {
     var line: String {
         let rate = elapsed > 0 ? Units.formatSize(Int64(Double(fetched) / elapsed)) + "/s" : "-"
         var head = ""
-        if results.count > 1 || failed > 0 || inputErrors > 0 {
-            head = "\(results.count - failed) done, \(failed) failed" + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "") + "; "
+        if results.count > 1 || failed > 0 || stopped > 0 || inputErrors > 0 {
+            head = "\(results.count - failed - stopped) done, " + (stopped > 0 ? "\(stopped) stopped at --max-time, " : "") + "\(failed) failed"
+                + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "") + "; "
         }
-        if fetched == 0 && failed == 0 {
+        if fetched == 0 && failed == 0 && stopped == 0 {
             return head + "nothing to fetch: \(Units.formatSize(cached)) already cached (\(Units.formatDuration(elapsed)))"
         }
         if fetched == 0 {
@@ -38,14 +41,14 @@ struct Summary {
     /// For a batch with failures: each failed URL and why, again, just above the summary line,
     /// so the end of a long cron log says everything that needs attention.
     var recap: String {
-        let failures = results.filter { !$0.succeeded }
+        let failures = results.filter { !$0.succeeded && !$0.stoppedByDeadline }
         guard results.count > 1, !failures.isEmpty else { return "" }
         return "failed:\n" + failures.map { "  \($0.url): \($0.error.map(\.description) ?? "")\n" }.joined()
     }
 
     var json: [String: Any] {
-        ["done": results.count - failed, "failed": failed, "fetched_bytes": fetched, "already_cached_bytes": cached,
+        ["done": results.count - failed - stopped, "failed": failed, "stopped": stopped, "fetched_bytes": fetched, "already_cached_bytes": cached,
          "elapsed_seconds": PrefetchReporter.seconds(elapsed), "bad_input_lines": inputErrors, "exit_code": Int(exitCode),
-         "failures": results.compactMap { r in r.error.map { ["url": r.url, "error": FailureInfo(prefetch: $0).json] } }]
+         "failures": results.filter { !$0.stoppedByDeadline }.compactMap { r in r.error.map { ["url": r.url, "error": FailureInfo(prefetch: $0).json] } }]
     }
 }
