@@ -6,7 +6,7 @@ import VCacheCore
 struct VCache {
     static var commands: [any VCacheCommand.Type] {
         [PrefetchCommand.self, ListCommand.self, InfoCommand.self, EvictCommand.self, PinCommand.self, UnpinCommand.self,
-         VerifyCommand.self, ExportCommand.self, ServeCommand.self, StatusCommand.self, UrlCommand.self, ConfigCommand.self,
+         VerifyCommand.self, ExportCommand.self, ServeCommand.self, StatusCommand.self, CheckCommand.self, UrlCommand.self, ConfigCommand.self,
          CompletionCommand.self, ManPageCommand.self]
     }
 

@@ -146,7 +146,7 @@ import VCacheTestSupport
     @Test(.timeLimit(.minutes(2)))
     func everyJSONLineOfEveryCommandMatchesDocsJSON() throws {
         let schema = Schema(markdown: try String(contentsOfFile: Fixtures.directory + "/../../Docs/json.md", encoding: .utf8))
-        #expect(schema.envelope.count == 4 && schema.kinds.count > 20 && schema.events.count == 9, "the parser lost a table")
+        #expect(schema.envelope.count == 4 && schema.kinds.count > 20 && schema.events.count == 10, "the parser lost a table")
         var seen = Set<String>()
         func run(_ args: [String], stdin: String? = nil) throws -> VCacheRun { try VCacheBinary.run(args, cacheDir: cache, stdin: stdin) }
 
@@ -227,6 +227,8 @@ import VCacheTestSupport
         #expect(notify.receive()?.hasPrefix("RELOADING=1") == true && notify.receive() == "READY=1")
         let get = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-r", "0-99", serve.url(v)])
         #expect(get.status == 0)
+        // check: one ready, one absent.
+        _ = check(try run(["check", v, gone, "--json"]), command: "check", schema: schema, &seen)
         // status, with serve's counters in it.
         let status = check(try run(["status", "--port", "\(serve.port)", "--json"]), command: "status", schema: schema, &seen)
         #expect(((status.first?["serve"] as? [String: Any])?["responses_by_cache"] as? [String: Any])?["hit"] as? Int == 1)

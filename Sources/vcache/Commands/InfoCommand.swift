@@ -43,6 +43,7 @@ enum InfoCommand: VCacheCommand {
             return 1
         }
         let facts = mp4Facts(e, store: store)
+        let playable = facts?.duration.flatMap { d in playableSeconds(e, duration: d, store: store) }
         let layout = facts?.layout ?? "unknown (nothing cached)"
         let disk = store.diskUsage(key: key)
         if args.flag("json") {
@@ -54,6 +55,7 @@ enum InfoCommand: VCacheCommand {
             if let v = e.lastModified { o["last_modified"] = v }
             if let v = e.contentType { o["content_type"] = v }
             if let facts, facts.moov != nil { o["mp4"] = mp4JSON(facts) }
+            if let playable { o["playable_seconds"] = playable }
             console.event("entry", o)
             return 0
         }
@@ -65,6 +67,7 @@ enum InfoCommand: VCacheCommand {
             ("state", (e.isComplete ? "complete" : "partial") + (e.pinned ? ", pinned" : "")),
             ("length", e.length.map { "\($0) bytes (\(Units.formatSize($0)))" } ?? "unknown"),
             ("cached", "\(e.cachedBytes) bytes\(percent) in \(e.ranges.ranges.count) \(e.ranges.ranges.count == 1 ? "range" : "ranges")"),
+            ("", Table.coverageBar(e.ranges, length: e.length, width: 50) + " (the video, start to end)"),
             ("ranges", e.ranges.ranges.map { "\($0.lowerBound)-\($0.upperBound - 1)" }.joined(separator: ", ")),
             ("disk usage", Units.formatSize(disk)),
             ("etag", e.etag ?? "-"),
@@ -78,9 +81,23 @@ enum InfoCommand: VCacheCommand {
         ]
         if e.ranges.isEmpty { rows.removeAll { $0.0 == "ranges" } }
         if let facts { rows += mp4Rows(facts) }
+        if let playable, let d = facts?.duration {
+            rows.append(("plays offline", playable >= d ? "all \(Units.formatDuration(d)) from the cache" : "the first \(Units.formatDuration(playable)) of \(Units.formatDuration(d)) from the cache"))
+        }
         let width = rows.map(\.0.count).max() ?? 0
         for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v + "\n") }
         return 0
+    }
+
+    /// Seconds that play from the cached bytes alone (the longest ready `--seconds`).
+    static func playableSeconds(_ e: CacheEntry, duration: Double, store: CacheStore) -> Double? {
+        guard let data = try? store.openDataForReading(key: e.key) else { return nil }
+        defer { data.close() }
+        return Readiness.playableSeconds(e, duration: duration) { offset, count in
+            var b = [UInt8](repeating: 0, count: count)
+            try b.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
+            return b
+        }
     }
 
     /// The MP4 facts the cached bytes show; nil when nothing is cached.

@@ -54,33 +54,8 @@ enum PrefetchCommand: VCacheCommand {
         var inputErrors: [String] = []
         do {
             options = try makeOptions(args)
-            var requests: [RangeRequest] = []
-            var goal: MP4Goal?
-            if let b = args.value("bytes") {
-                guard let n = Units.parseSize(b) else { throw UsageError("invalid size '\(b)' for --bytes; use e.g. 2M, 512K, 1.5G") }
-                guard n > 0 else { throw UsageError("--bytes 0 asks for nothing; give a size such as 2M, or leave --bytes out for the whole video") }
-                requests.append(.head(n))
-                if !args.flag("no-moov") { goal = .moov }
-            }
-            for r in args.all("range") {
-                guard let rr = RangeRequest(httpSpec: r) else { throw UsageError("invalid range '\(r)' for --range; use A-B, A- or -N (bytes, inclusive)") }
-                requests.append(rr)
-            }
-            var seconds: Double?
-            if let t = args.value("seconds") { seconds = try duration(t, "--seconds") }
-            // A bad URL given on the command line is bad input (exit 2); in a list it is one failed line.
-            // An internationalised host is converted to the ASCII form libcurl contacts.
-            let urls = args.positionals.map(OriginTarget.asciiHost)
-            for url in urls {
-                if let why = PrefetchItem.urlProblem(url) { throw UsageError("cannot prefetch \(Console.escaped(url)): \(why)") }
-            }
-            let defaults = Defaults(requests: requests, goal: goal, seconds: seconds, fetchMoov: !args.flag("no-moov"))
-            var list = urls.map { defaults.item($0) }
-            if let input = args.value("input") {
-                let (fromFile, errors) = try readInput(input, defaults: defaults)
-                list += fromFile
-                inputErrors = errors
-            }
+            var list: [PrefetchItem]
+            (list, inputErrors) = try requestedItems(args)
             guard !list.isEmpty || !inputErrors.isEmpty else {
                 if let input = args.value("input") {
                     // An empty list is a quiet night for cron, not a usage error.
@@ -185,6 +160,41 @@ enum PrefetchCommand: VCacheCommand {
             }
         }
         return out
+    }
+
+    /// What the command line asks for: its URLs and `-i` list, each with `--bytes`, `--range`,
+    /// `--seconds` (a list line's own size or seconds win), and the list's bad lines. Shared with
+    /// `check`, so "is it cached" means what `prefetch` would fetch.
+    static func requestedItems(_ args: ParsedArguments) throws -> (items: [PrefetchItem], inputErrors: [String]) {
+        var inputErrors: [String] = []
+        var requests: [RangeRequest] = []
+        var goal: MP4Goal?
+        if let b = args.value("bytes") {
+            guard let n = Units.parseSize(b) else { throw UsageError("invalid size '\(b)' for --bytes; use e.g. 2M, 512K, 1.5G") }
+            guard n > 0 else { throw UsageError("--bytes 0 asks for nothing; give a size such as 2M, or leave --bytes out for the whole video") }
+            requests.append(.head(n))
+            if !args.flag("no-moov") { goal = .moov }
+        }
+        for r in args.all("range") {
+            guard let rr = RangeRequest(httpSpec: r) else { throw UsageError("invalid range '\(r)' for --range; use A-B, A- or -N (bytes, inclusive)") }
+            requests.append(rr)
+        }
+        var seconds: Double?
+        if let t = args.value("seconds") { seconds = try duration(t, "--seconds") }
+        // A bad URL given on the command line is bad input (exit 2); in a list it is one failed line.
+        // An internationalised host is converted to the ASCII form libcurl contacts.
+        let urls = args.positionals.map(OriginTarget.asciiHost)
+        for url in urls {
+            if let why = PrefetchItem.urlProblem(url) { throw UsageError("cannot prefetch \(Console.escaped(url)): \(why)") }
+        }
+        let defaults = Defaults(requests: requests, goal: goal, seconds: seconds, fetchMoov: !args.flag("no-moov"))
+        var list = urls.map { defaults.item($0) }
+        if let input = args.value("input") {
+            let (fromFile, errors) = try readInput(input, defaults: defaults)
+            list += fromFile
+            inputErrors = errors
+        }
+        return (list, inputErrors)
     }
 
     static func makeOptions(_ args: ParsedArguments) throws -> PrefetchOptions {
