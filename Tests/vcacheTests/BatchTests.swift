@@ -235,6 +235,30 @@ import VCacheTestSupport
         #expect(try duSize(cache) <= 8 << 20)
     }
 
+    /// The cap is a promise (Docs/cron.md): a list whose own videos do not fit ends at or under
+    /// it, the last of the list given back, the run failing with the reason (it ended at 175% of
+    /// the cap with exit 0 and a warning).
+    @Test func aListThatDoesNotFitTheCapEndsUnderItAndSaysSo() throws {
+        let origin = try TestOrigin()
+        var list: [String] = []
+        for i in 0..<4 {
+            origin.setResource("/f\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(80 + i))))
+            list.append(origin.url("/f\(i).mp4"))
+        }
+        let r = try VCacheBinary.run(["prefetch", "-j", "1", "--max-size", "2500K", "--json"] + list, cacheDir: cache)
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(try duSize(cache) <= 2500 * 1024)
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(list[0])?.isComplete == true && inspector.entry(list[1])?.isComplete == true)
+        #expect(try inspector.entry(list[3]) == nil)
+        let failed = lines(r).filter { $0["event"] as? String == "failed" }
+        #expect(!failed.isEmpty && failed.allSatisfy { ($0["error"] as? [String: Any])?["kind"] as? String == "over_cap" }, "\(r.stdout)")
+        // The item never started is in the summary's failures, with the same reason.
+        let failures = lines(r).last?["failures"] as? [[String: Any]] ?? []
+        #expect(failures.contains { $0["url"] as? String == list[3] && ($0["error"] as? [String: Any])?["kind"] as? String == "over_cap" }, "\(failures)")
+        #expect(lines(r).last?["exit_code"] as? Int == 5)
+    }
+
     @Test func theConfiguredMaxSizeAppliesToEveryRun() throws {
         let origin = try TestOrigin()
         for i in 0..<4 { origin.setResource("/c\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(50 + i)))) }

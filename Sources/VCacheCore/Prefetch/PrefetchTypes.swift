@@ -127,6 +127,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case interrupted
     case deadline
     case notStarted
+    /// `--max-size` cannot hold what this run asks for: with every other entry evicted, the run's
+    /// own videos still exceed it. The run stopped storing; what did not fit was given back.
+    case noRoom(cap: Int64)
 
     /// Wraps an error met while prefetching: file-system errors stay typed, the rest is the catalog's.
     init(_ error: any Error) {
@@ -171,6 +174,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .catalog: .fixLocal
         case .catalogBusy: .tryLater
         case .lockBusy, .interrupted, .deadline, .notStarted: .tryLater
+        case .noRoom: .fixLocal
         }
     }
 
@@ -199,6 +203,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .mp4(let e): "cannot map its MP4 for --seconds: \(e.description)"
         case .interrupted: "interrupted; what arrived is saved and a rerun resumes"
         case .deadline: "stopped at the --max-time deadline; what arrived is saved and a rerun resumes"
+        case .noRoom(let cap): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         }
     }

@@ -19,6 +19,8 @@ public final class Prefetcher {
 
     /// The stop reason used when `options.maxTime` runs out (signals use their number).
     public static let deadlineReason: Int32 = -1
+    /// The stop reason used when the run's own videos alone exceed `options.maxSize`.
+    public static let overCapReason: Int32 = -2
 
     /// Stops the run from another thread: jobs checkpoint what arrived and end as interrupted.
     public func stop(reason: Int32) { fetcher.stop(reason: reason) }
@@ -51,15 +53,45 @@ public final class Prefetcher {
     }
 
     /// With `maxSize`: evict least recently used entries outside this run until the cache fits.
-    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false) {
-        guard let cap = options.maxSize else { return }
+    /// When the run's own entries alone exceed the cap, the run stops storing (the promise is
+    /// the cap: Docs/cron.md). Returns the cache's usage after (nil: no cap, or not measured).
+    @discardableResult
+    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false) -> Int64? {
+        guard let cap = options.maxSize else { return nil }
         var c = Evictor.Criteria()
         c.maxSize = cap
         c.protected = keys
-        guard let out = try? Evictor(store: store).evict(c, dryRun: false) else { return }
-        if !out.evicted.isEmpty || (final && out.usageAfter > cap) {
-            events(.evicted(urls: out.evicted.map(\.latestURL), freedBytes: out.freedBytes, usage: out.usageAfter, overCap: out.usageAfter > cap))
+        guard let out = try? Evictor(store: store).evict(c, dryRun: false) else { return nil }
+        if !out.evicted.isEmpty {
+            events(.evicted(urls: out.evicted.map(\.latestURL), freedBytes: out.freedBytes, usage: out.usageAfter, overCap: false))
         }
+        if !final && out.usageAfter > cap && out.skipped.allSatisfy({ keys.contains($0.entry.key) }) {
+            fetcher.stop(reason: Self.overCapReason)
+        }
+        return out.usageAfter
+    }
+
+    /// The run's own videos do not fit under the cap: the last of the list are given back first
+    /// (the list's order is its priority), never a pinned one, until the cache fits. Returns
+    /// the indexes of the items given back.
+    private func giveBack(_ items: [PrefetchItem], cap: Int64, usage: Int64) -> Set<Int> {
+        var usage = usage
+        var given = Set<Int>()
+        var urls: [String] = []
+        var freed: Int64 = 0
+        for i in items.indices.reversed() where usage > cap {
+            let key = options.keyRules.key(for: items[i].url)
+            guard let e = (try? store.catalog.entry(key: key)) ?? nil, !e.pinned else { continue }
+            var c = Evictor.Criteria()
+            c.keys = [key]
+            guard let out = try? Evictor(store: store).evict(c, dryRun: false), !out.evicted.isEmpty else { continue }
+            given.insert(i)
+            urls.append(e.latestURL)
+            freed += out.freedBytes
+            usage = out.usageAfter
+        }
+        events(.evicted(urls: urls, freedBytes: freed, usage: usage, overCap: usage > cap))
+        return given
     }
 
     private func runUnique(_ items: [PrefetchItem]) -> [PrefetchResult] {
@@ -106,15 +138,26 @@ public final class Prefetcher {
             }
         })
         // Stopped: every job still running checkpoints and reports; the rest never started.
-        let why: PrefetchError = fetcher.stopReason == Self.deadlineReason ? .deadline : .interrupted
+        let why: PrefetchError = switch fetcher.stopReason {
+        case Self.deadlineReason: .deadline
+        case Self.overCapReason: .noRoom(cap: options.maxSize ?? 0)
+        default: .interrupted
+        }
         for (_, r) in running.sorted(by: { $0.value.index < $1.value.index }) {
             r.job.abort(why)
         }
-        keepUnderCap(protecting: runKeys, final: true)
+        let usage = keepUnderCap(protecting: runKeys, final: true)
         for i in results.indices where results[i] == nil {
             let key = options.keyRules.key(for: items[i].url)
             results[i] = PrefetchResult(url: items[i].url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
-                                        requestedBytes: nil, complete: false, elapsed: 0, error: why == .deadline ? .deadline : .notStarted)
+                                        requestedBytes: nil, complete: false, elapsed: 0,
+                                        error: why == .interrupted ? .notStarted : why)
+        }
+        if let cap = options.maxSize, let usage, usage > cap {
+            for i in giveBack(items, cap: cap, usage: usage) {
+                results[i]?.error = .noRoom(cap: cap)
+                results[i]?.complete = false
+            }
         }
         return results.map { $0! }
     }

@@ -102,6 +102,7 @@ struct FailureInfo {
         case .mp4: kind = "not_mp4"
         case .interrupted: kind = "interrupted"
         case .deadline: kind = "deadline"
+        case .noRoom: kind = "over_cap"
         case .notStarted: kind = "not_started"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))
