@@ -131,4 +131,41 @@ import VCacheTestSupport
         }
         #expect(!FileManager.default.fileExists(atPath: typo))
     }
+
+    /// A full disk is a reason to make room before failing: the least recently used videos go
+    /// and the download goes on (it failed with "No space left on device").
+    @Test(.timeLimit(.minutes(1)))
+    func aFullDiskMakesRoomInsteadOfFailing() throws {
+        guard let disk = try SmallDisk(size: "8m", in: dir) else { return }
+        defer { disk.unmount() }
+        let cache = disk.path + "/cache"
+        let origin = try TestOrigin()
+        for i in 0..<5 { origin.setResource("/old\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(240 + i)))) }
+        let big = TestBytes.make(4 << 20, seed: 246)
+        origin.setResource("/big.mp4", .init(body: big, etag: "\"big\""))
+        #expect(try VCacheBinary.run(["prefetch", "-q"] + (0..<5).map { origin.url("/old\($0).mp4") }, cacheDir: cache).status == 0)
+        let r = try VCacheBinary.run(["prefetch", origin.url("/big.mp4")], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/big.mp4"))?.sha256 == TestBytes.sha256(big))
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/old0.mp4")) == nil)  // the least recently used went
+    }
+
+    /// `min-free` keeps room on the disk (nginx's min_free): the cache gives way before the disk fills.
+    @Test(.timeLimit(.minutes(1)))
+    func minFreeKeepsRoomOnTheDisk() throws {
+        guard let disk = try SmallDisk(size: "12m", in: dir) else { return }
+        defer { disk.unmount() }
+        let cache = disk.path + "/cache"
+        let origin = try TestOrigin()
+        for i in 0..<8 { origin.setResource("/m\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(250 + i)))) }
+        #expect(try VCacheBinary.run(["config", "set", "min-free", "5M"], cacheDir: cache).status == 0)
+        for i in 0..<8 {
+            let r = try VCacheBinary.run(["prefetch", "-q", origin.url("/m\(i).mp4")], cacheDir: cache)
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        var fs = statvfs()
+        #expect(statvfs(disk.path, &fs) == 0)
+        #expect(Int64(fs.f_bavail) * Int64(fs.f_frsize) >= 5 << 20)
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/m7.mp4"))?.isComplete == true)
+    }
 }

@@ -76,6 +76,9 @@ public struct PrefetchOptions: Sendable {
     /// Keep the cache at most this big (real disk use): least recently used entries other than
     /// this run's are evicted as the run goes and at its end.
     public var maxSize: Int64?
+    /// Keep at least this much free on the cache's file system (nginx's `min_free`): least
+    /// recently used entries go, under the cap's rules, before the disk fills.
+    public var minFree: Int64?
     /// Told of every span written to an entry's `data` as it is written (before its checkpoint),
     /// with the identity of the file it went into: `serve` hands those bytes to the players
     /// reading that same file. Called on the fetch loop.

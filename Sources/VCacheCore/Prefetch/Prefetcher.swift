@@ -57,7 +57,7 @@ public final class Prefetcher {
     /// the cap: Docs/cron.md). Returns the cache's usage after (nil: no cap, or not measured).
     @discardableResult
     private func keepUnderCap(protecting keys: Set<String>, final: Bool = false) -> Int64? {
-        guard let cap = options.maxSize else { return nil }
+        guard let cap = limit() else { return nil }
         var c = Evictor.Criteria()
         c.maxSize = cap
         c.protected = keys
@@ -69,6 +69,36 @@ public final class Prefetcher {
             fetcher.stop(reason: Self.overCapReason)
         }
         return out.usageAfter
+    }
+
+    /// The size the cache must get down to now: the cap, or less when the disk's free space is
+    /// under `minFree` (what is missing of it comes off the cache). Nil: neither is set.
+    private func limit() -> Int64? {
+        var limit = options.maxSize
+        if let minFree = options.minFree, let free = Self.freeBytes(store.directory), free < minFree,
+           let entries = try? store.catalog.allEntries() {
+            let usage = Evictor(store: store).footprint(exact: false).total(entries)
+            limit = min(limit ?? .max, max(0, usage - (minFree - free)))
+        }
+        return limit
+    }
+
+    static func freeBytes(_ path: String) -> Int64? {
+        var fs = statvfs()
+        return statvfs(path, &fs) == 0 ? Int64(fs.f_bavail) * Int64(fs.f_frsize) : nil
+    }
+
+    /// The disk filled during an item: least recently used entries outside the run go to free
+    /// room for it (at least 64 MiB, as a cap would). True when something was freed.
+    private func makeRoom(protecting keys: Set<String>) -> Bool {
+        guard let entries = try? store.catalog.allEntries() else { return false }
+        let evictor = Evictor(store: store)
+        var c = Evictor.Criteria()
+        c.maxSize = max(0, evictor.footprint(exact: false).total(entries) - (64 << 20))
+        c.protected = keys
+        guard let out = try? evictor.evict(c, dryRun: false), out.freedBytes > 0 else { return false }
+        events(.evicted(urls: out.evicted.map(\.latestURL), freedBytes: out.freedBytes, usage: out.usageAfter, overCap: false))
+        return true
     }
 
     /// The run's own videos do not fit under the cap: the last of the list are given back first
@@ -99,14 +129,29 @@ public final class Prefetcher {
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var next = 0
         var finishedBytes: Int64 = 0  // downloaded by jobs that have ended
+        // Items whose disk filled, to run once more after room was made (each at most once).
+        var again: [Int] = []
+        var retriedForSpace = Set<Int>()
 
         func launch() {
-            while next < items.count && running.count < max(1, options.concurrency) && !fetcher.isStopped {
-                let index = next
-                next += 1
+            while (!again.isEmpty || next < items.count) && running.count < max(1, options.concurrency) && !fetcher.isStopped {
+                let index: Int
+                if again.isEmpty {
+                    index = next
+                    next += 1
+                } else {
+                    index = again.removeFirst()
+                }
                 let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: events) { done in
-                    results[index] = done.result
                     finishedBytes += done.fetched
+                    if case .disk(let e)? = done.result?.error, e.isNoSpace, !retriedForSpace.contains(index),
+                       self.makeRoom(protecting: runKeys) {
+                        // ENOSPC is a reason to make room under the cap's rules before failing.
+                        retriedForSpace.insert(index)
+                        again.append(index)
+                    } else {
+                        results[index] = done.result
+                    }
                     running.removeValue(forKey: ObjectIdentifier(done))
                     self.keepUnderCap(protecting: runKeys)
                     // Start the next one from a timer, not from inside this job's callback.
@@ -124,7 +169,7 @@ public final class Prefetcher {
         launch()
         // With a cap, evict during long downloads too, not only between them: every cap/8
         // (1 MiB to 64 MiB) of new bytes, while the checkpoints keep disk use in the catalog current.
-        let evictEvery = options.maxSize.map { max(1 << 20, min(64 << 20, $0 / 8)) }
+        let evictEvery = (options.maxSize ?? options.minFree).map { max(1 << 20, min(64 << 20, $0 / 8)) }
         var lastEvictionAt: Int64 = 0
         fetcher.run(tick: {
             var downloaded = finishedBytes
@@ -153,7 +198,7 @@ public final class Prefetcher {
                                         requestedBytes: nil, complete: false, elapsed: 0,
                                         error: why == .interrupted ? .notStarted : why)
         }
-        if let cap = options.maxSize, let usage, usage > cap {
+        if let cap = limit(), let usage, usage > cap {
             for i in giveBack(items, cap: cap, usage: usage) {
                 results[i]?.error = .noRoom(cap: cap)
                 results[i]?.complete = false

@@ -36,6 +36,7 @@ enum PrefetchCommand: VCacheCommand {
             .value("max-time", "DURATION", "stop the whole run cleanly after DURATION; a rerun resumes"),
             .value("limit-rate", "SIZE", "cap the total download rate, e.g. 2M (per second, all downloads together)"),
             .value("max-size", "SIZE", "keep the cache under SIZE by evicting least recently used entries (default: config max-size)"),
+            .value("min-free", "SIZE", "keep SIZE free on the cache's disk by evicting least recently used entries (default: config min-free)"),
             .flag("key-ignore-query", "URLs differing only in their query are one entry (signed URLs)"),
             .repeated("key-strip-param", "NAME", "ignore query parameter NAME when keying, e.g. token (repeatable)"),
             .flag("no-wait", "skip an entry another vcache process is writing instead of waiting"),
