@@ -6,10 +6,10 @@ PREFIX      ?= /usr/local
 SWIFT       ?= swift
 CONFIG      ?= debug
 BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev pkg-config
-TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl
+TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata
 BENCH_DEPS  := time aria2
 
-.PHONY: all build test test-fast stress demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run
+.PHONY: all build test test-fast stress powercut demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run
 
 all: build
 
@@ -60,6 +60,13 @@ SECONDS ?= 600
 stress: deps-test
 	$(SWIFT) build
 	VCACHE_STRESS_SECONDS=$(SECONDS) $(if $(SEED),VCACHE_STRESS_SEED=$(SEED)) $(SWIFT) test --filter InterleavingTests
+
+# Power cuts on a loop-mounted ext4 (root): CYCLES cuts at random moments of a prefetch, each
+# checked against the origin; then the negative control under eatmydata, which must fail.
+CYCLES ?= 50
+powercut: build deps-test
+	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" $(CYCLES)
+	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" 10 --control
 
 demo: deps-test
 	$(SWIFT) build

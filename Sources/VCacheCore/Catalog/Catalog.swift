@@ -16,11 +16,17 @@ public final class Catalog: Sendable {
         database = try Database(readOnlyPath: path)
         let version = try database.read { try $0.userVersion }
         guard version <= Self.migrations.count else { throw NewerSchema(found: Int(version), known: Self.migrations.count) }
+        hasSchema = version > 0
     }
+
+    /// False for a catalog file with no schema yet (made, then a crash before its first commit):
+    /// read-only, it holds no entry.
+    public let hasSchema: Bool
 
     /// `mode`: a new catalog file's permissions (the cache's sharing).
     public init(path: String, mode: mode_t = 0o600) throws {
         database = try Database(path: path, mode: mode)
+        hasSchema = true
         try migrate()
     }
 

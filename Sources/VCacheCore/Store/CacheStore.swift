@@ -70,7 +70,15 @@ public final class CacheStore: Sendable {
             sharing = (FileSystem.followingStatus(directory).map { $0.st_mode & S_ISGID != 0 } ?? false) ? .group : .owner
             let path = directory + "/catalog.db"
             do {
-                catalog = try Catalog(readOnlyPath: path)
+                let opened = try Catalog(readOnlyPath: path)
+                // A catalog file with no schema (a crash before its first commit) holds nothing;
+                // made usable when the folder is writable, else there is no cache here yet.
+                if !opened.hasSchema {
+                    guard access(directory, W_OK) == 0 else { throw OpenError.noCache(path: directory) }
+                    catalog = try Catalog(path: path, mode: sharing.fileMode)
+                    return
+                }
+                catalog = opened
             } catch let e as Catalog.NewerSchema {
                 throw OpenError.newerCatalog(path: path, found: e.found, known: e.known)
             } catch let e as DatabaseError {

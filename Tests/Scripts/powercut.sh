@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# make powercut CYCLES=N: power cuts on a real file system. An ext4 image on a loop device
+# (data=writeback,commit=1: under the default data=ordered even a build without fsync survives
+# most cuts, and the test would prove little), vcache prefetching into it from a local nginx, and
+# at a random moment the file system is shut down as a power cut would (FS_IOC_GOINGDOWN with no
+# log flush, as xfstests does), vcache killed, the image remounted. Then every byte the catalog
+# claims must equal the origin's, `vcache verify` must pass, and a resume must end byte-exact.
+#
+#   powercut.sh VCACHE CYCLES [--control]
+#
+# Also: every video the run reported complete (its `done` events, written outside the image) must
+# still be complete after the cut.
+# --control runs the same cycles under eatmydata (fsync does nothing): that must FAIL (lost or
+# false claims, an unreadable catalog), which shows the harness sees a missing fsync.
+# Needs root, a loop device, mkfs.ext4, nginx and python3; says "skipped: ..." and exits 0 when
+# it cannot run. Exit 0: every cycle held (or, with --control, some cycle failed); 1 otherwise.
+set -uo pipefail
+bin=${1:?usage: powercut.sh VCACHE CYCLES [--control]}
+cycles=${2:-20}
+control=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+
+skip() { echo "skipped: $1"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "power cuts need root (a loop device and mount)"
+for t in losetup mkfs.ext4 python3 mount umount; do command -v $t >/dev/null || skip "$t is missing"; done
+if [ "$control" = --control ]; then command -v eatmydata >/dev/null || skip "eatmydata is missing (apt-get install eatmydata)"; fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-powercut-XXXXXX")
+mnt="$work/mnt"; root="$work/root"; mkdir -p "$mnt" "$root"
+cleanup() {
+  [ -n "${pid:-}" ] && kill -9 "$pid" 2>/dev/null
+  mountpoint -q "$mnt" && umount -l "$mnt"
+  # SIGKILL: a parent that blocks SIGTERM (a test runner) passes the mask on to nginx.
+  [ -n "${ORIGIN_PID:-}" ] && kill -9 "$ORIGIN_PID" 2>/dev/null && wait "$ORIGIN_PID" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+. "$here/nginx-origin.sh"
+# The origin's videos: random bytes (a claim of a wrong byte cannot go unseen), 2 to 6 MiB.
+for i in 1 2 3 4 5 6; do head -c $(( (i + 1) << 20 )) /dev/urandom > "$root/v$i.bin"; done
+start_origin "$work/nginx" "$root" >/dev/null || skip "nginx did not start"
+list="$work/urls.txt"
+for i in 1 2 3 4 5 6; do echo "http://127.0.0.1:$ORIGIN_PORT/v$i.bin"; done > "$list"
+
+truncate -s 96M "$work/img"
+mkfs.ext4 -q -F "$work/img" || skip "mkfs.ext4 failed"
+mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" 2>/dev/null || skip "cannot mount a loop device here"
+umount "$mnt"
+
+run=("$bin")
+[ "$control" = --control ] && run=(eatmydata "$bin")
+
+# Every claim against the origin: each range the catalog claims, byte for byte.
+check_claims() {
+  VCACHE_DIR="$mnt/cache" "$bin" ls --json --ranges 2>/dev/null | python3 -c '
+import json, sys, hashlib
+cache, root = sys.argv[1], sys.argv[2]
+bad = 0
+for line in sys.stdin:
+    o = json.loads(line)
+    if o.get("event") != "entry": continue
+    name = o["url"].rsplit("/", 1)[1]
+    data = "%s/entries/%s/%s/data" % (cache, o["key"][:2], o["key"])
+    with open(root + "/" + name, "rb") as f: origin = f.read()
+    try:
+        with open(data, "rb") as f: have = f.read()
+    except OSError as e:
+        if o["ranges"]: print("claims %s but no data: %s" % (name, e)); bad += 1
+        continue
+    for a, b in o["ranges"]:
+        if have[a:b + 1] != origin[a:b + 1]:
+            print("%s: claimed bytes %d-%d differ from the origin" % (name, a, b)); bad += 1
+            break
+sys.exit(1 if bad else 0)
+' "$mnt/cache" "$root"
+}
+
+# Every video the run reported complete before the cut is still complete after it.
+check_said() {
+  VCACHE_DIR="$mnt/cache" "$bin" ls --json 2>/dev/null | python3 -c '
+import json, sys
+said = set()
+for line in open(sys.argv[1]):
+    try: o = json.loads(line)
+    except ValueError: continue
+    if o.get("event") == "done" and o.get("complete"): said.add(o["url"])
+complete = set()
+for line in sys.stdin:
+    o = json.loads(line)
+    if o.get("event") == "entry" and o.get("state") == "complete": complete.add(o["url"])
+lost = sorted(said - complete)
+for u in lost: print("reported complete before the cut, not complete after it: " + u)
+sys.exit(1 if lost else 0)
+' "$work/said.json"
+}
+
+failures=0
+for c in $(seq 1 "$cycles"); do
+  mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" || { echo "cycle $c: cannot mount"; failures=$((failures + 1)); break; }
+  # Half the cycles start from what the last one left (resume under cuts), half from scratch.
+  [ $((c % 2)) = 0 ] && rm -rf "$mnt/cache"
+  # What vcache said was done goes outside the image: the cut must not take it back.
+  VCACHE_DIR="$mnt/cache" "${run[@]}" prefetch --json -i "$list" -j 4 --limit-rate 12M >"$work/said.json" 2>/dev/null &
+  pid=$!
+  sleep "$(python3 -c 'import random; print(round(random.uniform(0.15, 1.2), 2))')"
+  python3 -c 'import fcntl, os, struct, sys; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))' "$mnt"
+  kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
+  umount "$mnt" 2>/dev/null || umount -l "$mnt"
+  mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" || { echo "cycle $c: the file system does not mount after the cut"; failures=$((failures + 1)); break; }
+  problem=""
+  if [ -d "$mnt/cache" ]; then
+    out=$(check_claims 2>&1) || problem="$out"
+    if [ -z "$problem" ]; then
+      out=$(check_said 2>&1) || problem="$out"
+    fi
+    if [ -z "$problem" ]; then
+      v=$(VCACHE_DIR="$mnt/cache" "$bin" verify 2>&1) || problem="verify: $(echo "$v" | tail -3)"
+    fi
+    if [ -z "$problem" ]; then
+      VCACHE_DIR="$mnt/cache" "$bin" prefetch -q -i "$list" -j 4 >/dev/null 2>&1 || problem="the resume failed"
+      out=$(check_claims 2>&1) || problem="after the resume: $out"
+      for i in 1 2 3 4 5 6; do
+        want=$(sha256sum < "$root/v$i.bin" | cut -d' ' -f1)
+        got=$(VCACHE_DIR="$mnt/cache" "$bin" info "http://127.0.0.1:$ORIGIN_PORT/v$i.bin" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("sha256",""))' 2>/dev/null)
+        [ "$want" = "$got" ] || { problem="after the resume v$i.bin is not byte-exact"; break; }
+      done
+    fi
+  fi
+  if [ -n "$problem" ]; then
+    failures=$((failures + 1))
+    echo "cycle $c: $problem" | head -5
+  fi
+  umount "$mnt"
+done
+
+if [ "$control" = --control ]; then
+  echo "control (eatmydata: fsync does nothing): $failures of $cycles cycles failed"
+  [ "$failures" -gt 0 ] && exit 0
+  echo "the harness did not see a missing fsync"; exit 1
+fi
+echo "power cuts: $cycles cycles, $failures failed"
+[ "$failures" = 0 ]
