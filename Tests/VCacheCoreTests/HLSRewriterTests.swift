@@ -47,6 +47,9 @@ import Testing
              expected: "#EXTM3U\r\n#EXT-X-KEY:METHOD=AES-128,URI=\"P<\(u)k>\"\r\n#EXTINF:4,\r\nP<\(u)a.ts>"),
         Case(name: "§4.1 a BOM and blank lines are kept", input: "\u{FEFF}#EXTM3U\n\n#EXTINF:4,\n a.ts \n\n",
              expected: "\u{FEFF}#EXTM3U\n\n#EXTINF:4,\n P<\(u)a.ts> \n\n"),
+        Case(name: "§4.3.2.4 skd:// and data: key URIs are the player's: left as written",
+             input: "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://id-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"data:;base64,AAAA\"\n",
+             expected: "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://id-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"data:;base64,AAAA\"\n"),
         Case(name: "§4.2 a malformed attribute list is left as written", input: "#EXT-X-FUTURE:URI=\"a\",URI=\"b\"\n",
              expected: "#EXT-X-FUTURE:URI=\"a\",URI=\"b\"\n"),
     ]

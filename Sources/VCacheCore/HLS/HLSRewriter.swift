@@ -4,7 +4,8 @@ import Foundation
 /// and every `URI="..."` attribute of every tag (EXT-X-KEY, EXT-X-MAP, EXT-X-MEDIA,
 /// EXT-X-I-FRAME-STREAM-INF, EXT-X-SESSION-KEY, EXT-X-SESSION-DATA, EXT-X-PRELOAD-HINT,
 /// EXT-X-RENDITION-REPORT, and any other, known or not) becomes `proxy(absolute URL)`, the URL
-/// resolved against the playlist's final URL (RFC 8216 §4.1).
+/// resolved against the playlist's final URL (RFC 8216 §4.1). A URI that does not resolve to
+/// http(s) stays as written: `skd://` and `data:` key URIs belong to the player's key handling.
 ///
 /// Every other byte stays as written (§4.2: quoting, attribute order, `BYTERANGE="n@o"` quoted,
 /// line ends CRLF or LF, a BOM, comments, unknown tags); EXT-X-MEDIA-SEQUENCE is never touched,
@@ -76,13 +77,20 @@ public struct HLSRewriter: Sendable {
         guard let first = u.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
               let last = u.lastIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return String(text) }
         let end = u.index(after: last)
-        return String(text[..<first]) + proxy(HLSURI.resolve(String(text[first..<end]), against: url)) + String(text[end...])
+        guard let proxied = proxied(String(text[first..<end])) else { return String(text) }
+        return String(text[..<first]) + proxied + String(text[end...])
     }
 
     /// The value of the `URI` attribute replaced, inside its quotes; the rest as written.
     func rewriteAttributes(_ text: Substring, value: Substring) -> String {
-        guard let list = try? HLSAttributeList(parsing: value), let uri = list["URI"] else { return String(text) }
+        guard let list = try? HLSAttributeList(parsing: value), let uri = list["URI"], let proxied = proxied(uri.value) else { return String(text) }
         let r = uri.valueRange
-        return String(text[..<r.lowerBound]) + proxy(HLSURI.resolve(uri.value, against: url)) + String(text[r.upperBound...])
+        return String(text[..<r.lowerBound]) + proxied + String(text[r.upperBound...])
+    }
+
+    /// The proxy's URL for a URI as written; nil when it does not resolve to http(s).
+    func proxied(_ written: String) -> String? {
+        let absolute = HLSURI.resolve(written, against: url)
+        return HLSURI.isHTTP(absolute) ? proxy(absolute) : nil
     }
 }
