@@ -1,0 +1,96 @@
+import Foundation
+
+/// Rewrites a playlist's text so a player asks the proxy for everything it names: every URI line
+/// and every `URI="..."` attribute of every tag (EXT-X-KEY, EXT-X-MAP, EXT-X-MEDIA,
+/// EXT-X-I-FRAME-STREAM-INF, EXT-X-SESSION-KEY, EXT-X-SESSION-DATA, EXT-X-PRELOAD-HINT,
+/// EXT-X-RENDITION-REPORT, and any other, known or not) becomes `proxy(absolute URL)`, the URL
+/// resolved against the playlist's final URL (RFC 8216 §4.1). A URI that does not resolve to
+/// http(s) stays as written: `skd://` and `data:` key URIs belong to the player's key handling.
+///
+/// Every other byte stays as written (§4.2: quoting, attribute order, `BYTERANGE="n@o"` quoted,
+/// line ends CRLF or LF, a BOM, comments, unknown tags); EXT-X-MEDIA-SEQUENCE is never touched,
+/// since an AES-128 key without IV uses the sequence number (§5.2). A tag whose attribute list
+/// does not parse (§4.2) and EXTINF titles are left as written.
+///
+/// `keep` drops what a master lists but the cache does not hold (an offline master): an
+/// EXT-X-STREAM-INF line together with its URI line, and an EXT-X-I-FRAME-STREAM-INF line,
+/// when `keep` says no for the resolved URL.
+public struct HLSRewriter: Sendable {
+    /// The playlist's final URL, after redirects.
+    public var url: String
+    /// The URL a player should ask for, given the origin's absolute URL (`ProxyURL.make`).
+    public var proxy: @Sendable (String) -> String
+    /// Whether to keep the variant or I-frame playlist at this absolute URL.
+    public var keep: @Sendable (String) -> Bool
+
+    public init(url: String, proxy: @escaping @Sendable (String) -> String, keep: @escaping @Sendable (String) -> Bool = { _ in true }) {
+        self.url = url
+        self.proxy = proxy
+        self.keep = keep
+    }
+
+    public func rewrite(_ text: String) -> String {
+        let lines = HLSPlaylist.Line.split(text)
+        let dropped = droppedLines(lines)
+        var out = text.hasPrefix("\u{FEFF}") ? "\u{FEFF}" : ""
+        out.reserveCapacity(text.utf8.count * 2)
+        for (i, line) in lines.enumerated() {
+            if dropped.contains(i) { continue }
+            if line.isURI {
+                out += rewriteURILine(line.text)
+            } else if let (name, value) = line.tag, name != "EXTINF", let value {
+                out += rewriteAttributes(line.text, value: value)
+            } else {
+                out += line.text
+            }
+            out += line.terminator
+        }
+        return out
+    }
+
+    /// Indices of the lines `keep` drops: a variant's EXT-X-STREAM-INF and its URI line, an
+    /// EXT-X-I-FRAME-STREAM-INF.
+    func droppedLines(_ lines: [HLSPlaylist.Line]) -> Set<Int> {
+        var dropped = Set<Int>()
+        for (i, line) in lines.enumerated() {
+            guard let (name, value) = line.tag else { continue }
+            if name == "EXT-X-STREAM-INF" {
+                // Its URI is the next URI line, unless another tag of the kind comes first.
+                guard let j = lines[(i + 1)...].firstIndex(where: { $0.isURI || $0.tag?.name == "EXT-X-STREAM-INF" }),
+                      lines[j].isURI else { continue }
+                if !keep(HLSURI.resolve(lines[j].text.trimmingCharacters(in: .whitespaces), against: url)) {
+                    dropped.insert(i)
+                    dropped.insert(j)
+                }
+            } else if name == "EXT-X-I-FRAME-STREAM-INF", let value,
+                      let uri = (try? HLSAttributeList(parsing: value))?.string("URI"),
+                      !keep(HLSURI.resolve(uri, against: url)) {
+                dropped.insert(i)
+            }
+        }
+        return dropped
+    }
+
+    /// The URI between any spaces around it, replaced.
+    func rewriteURILine(_ text: Substring) -> String {
+        let u = text.utf8
+        guard let first = u.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
+              let last = u.lastIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return String(text) }
+        let end = u.index(after: last)
+        guard let proxied = proxied(String(text[first..<end])) else { return String(text) }
+        return String(text[..<first]) + proxied + String(text[end...])
+    }
+
+    /// The value of the `URI` attribute replaced, inside its quotes; the rest as written.
+    func rewriteAttributes(_ text: Substring, value: Substring) -> String {
+        guard let list = try? HLSAttributeList(parsing: value), let uri = list["URI"], let proxied = proxied(uri.value) else { return String(text) }
+        let r = uri.valueRange
+        return String(text[..<r.lowerBound]) + proxied + String(text[r.upperBound...])
+    }
+
+    /// The proxy's URL for a URI as written; nil when it does not resolve to http(s).
+    func proxied(_ written: String) -> String? {
+        let absolute = HLSURI.resolve(written, against: url)
+        return HLSURI.isHTTP(absolute) ? proxy(absolute) : nil
+    }
+}

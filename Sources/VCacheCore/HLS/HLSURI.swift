@@ -1,0 +1,136 @@
+/// Reference resolution, RFC 3986 §5.2 (strict): what a playlist's URI lines and `URI="..."`
+/// attributes mean, resolved against the playlist's final URL after redirects (RFC 8216 §4.1).
+/// Pure string work, no Foundation `URL` (whose parsing differs between platforms); nothing is
+/// percent-encoded or decoded.
+public enum HLSURI {
+    /// The target URI of `reference` against the absolute `base` (§5.2.2, §5.2.4, §5.3).
+    public static func resolve(_ reference: String, against base: String) -> String {
+        let r = Parts(reference)
+        var t = Parts()
+        if r.scheme != nil {
+            t.scheme = r.scheme
+            t.authority = r.authority
+            t.path = removeDotSegments(r.path)
+            t.query = r.query
+        } else {
+            let b = Parts(base)
+            if r.authority != nil {
+                t.authority = r.authority
+                t.path = removeDotSegments(r.path)
+                t.query = r.query
+            } else {
+                if r.path.isEmpty {
+                    t.path = b.path
+                    t.query = r.query ?? b.query
+                } else {
+                    t.path = removeDotSegments(r.path.hasPrefix("/") ? r.path : merge(base: b, r.path))
+                    t.query = r.query
+                }
+                t.authority = b.authority
+            }
+            t.scheme = b.scheme
+        }
+        t.fragment = r.fragment
+        return t.recomposed
+    }
+
+    /// Whether `uri` is absolute with an http or https scheme (what vcache can fetch).
+    public static func isHTTP(_ uri: String) -> Bool {
+        guard let s = Parts(uri).scheme?.lowercased() else { return false }
+        return s == "http" || s == "https"
+    }
+
+    /// The components of Appendix B's regular expression.
+    struct Parts {
+        var scheme: String?
+        var authority: String?
+        var path = ""
+        var query: String?
+        var fragment: String?
+
+        init() {}
+
+        init(_ s: String) {
+            var rest = Substring(s)
+            if let hash = rest.firstIndex(of: "#") {
+                fragment = String(rest[rest.index(after: hash)...])
+                rest = rest[..<hash]
+            }
+            if let q = rest.firstIndex(of: "?") {
+                query = String(rest[rest.index(after: q)...])
+                rest = rest[..<q]
+            }
+            if let colon = rest.firstIndex(of: ":"), !rest[..<colon].contains("/"), Self.isScheme(rest[..<colon]) {
+                scheme = String(rest[..<colon])
+                rest = rest[rest.index(after: colon)...]
+            }
+            if rest.hasPrefix("//") {
+                let afterSlashes = rest.dropFirst(2)
+                let end = afterSlashes.firstIndex(of: "/") ?? afterSlashes.endIndex
+                authority = String(afterSlashes[..<end])
+                rest = afterSlashes[end...]
+            }
+            path = String(rest)
+        }
+
+        static func isScheme(_ s: Substring) -> Bool {
+            guard let first = s.utf8.first, (first | 0x20) >= 0x61, (first | 0x20) <= 0x7A else { return false }
+            return s.utf8.allSatisfy { b in
+                let l = b | 0x20
+                return (l >= 0x61 && l <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == UInt8(ascii: "+") || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")
+            }
+        }
+
+        /// §5.3.
+        var recomposed: String {
+            var out = ""
+            if let scheme { out += scheme + ":" }
+            if let authority { out += "//" + authority }
+            out += path
+            if let query { out += "?" + query }
+            if let fragment { out += "#" + fragment }
+            return out
+        }
+    }
+
+    /// §5.2.3.
+    static func merge(base: Parts, _ path: String) -> String {
+        if base.authority != nil && base.path.isEmpty { return "/" + path }
+        guard let slash = base.path.lastIndex(of: "/") else { return path }
+        return String(base.path[...slash]) + path
+    }
+
+    /// §5.2.4, step by step as written there.
+    static func removeDotSegments(_ path: String) -> String {
+        var input = Substring(path)
+        var output = ""
+        func dropLastSegment() {
+            if let slash = output.lastIndex(of: "/") { output.removeSubrange(slash...) } else { output = "" }
+        }
+        while !input.isEmpty {
+            if input.hasPrefix("../") {
+                input = input.dropFirst(3)
+            } else if input.hasPrefix("./") {
+                input = input.dropFirst(2)
+            } else if input.hasPrefix("/./") {
+                input = "/" + input.dropFirst(3)
+            } else if input == "/." {
+                input = "/"
+            } else if input.hasPrefix("/../") {
+                input = "/" + input.dropFirst(4)
+                dropLastSegment()
+            } else if input == "/.." {
+                input = "/"
+                dropLastSegment()
+            } else if input == "." || input == ".." {
+                input = ""
+            } else {
+                let from = input.hasPrefix("/") ? input.index(after: input.startIndex) : input.startIndex
+                let end = input[from...].firstIndex(of: "/") ?? input.endIndex
+                output += input[..<end]
+                input = input[end...]
+            }
+        }
+        return output
+    }
+}

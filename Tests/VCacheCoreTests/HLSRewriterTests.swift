@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+@testable import VCacheCore
+
+/// Rewriting a playlist for the proxy: every URI replaced, every other byte kept (RFC 8216 §4.1,
+/// §4.2), offline masters without what is not cached.
+@Suite struct HLSRewriterTests {
+    static let base = "https://cdn.example/v/index.m3u8"
+    static let rewriter = HLSRewriter(url: base, proxy: { "P<\($0)>" })
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        var name: String
+        var input: String
+        var expected: String
+        var testDescription: String { name }
+    }
+
+    static let u = "https://cdn.example/v/"
+
+    static let cases: [Case] = [
+        Case(name: "§4.1 URI lines, resolved then proxied", input: "#EXTM3U\n#EXTINF:4,\na.ts\n#EXTINF:4,\n../b.ts?t=1\n",
+             expected: "#EXTM3U\n#EXTINF:4,\nP<\(u)a.ts>\n#EXTINF:4,\nP<https://cdn.example/b.ts?t=1>\n"),
+        Case(name: "§4.3.2.4 EXT-X-KEY: URI inside its quotes, IV and attribute order kept",
+             input: "#EXT-X-KEY:METHOD=AES-128,URI=\"k.key\",IV=0x00000000000000000000000000000001\n",
+             expected: "#EXT-X-KEY:METHOD=AES-128,URI=\"P<\(u)k.key>\",IV=0x00000000000000000000000000000001\n"),
+        Case(name: "§4.3.2.5 EXT-X-MAP: BYTERANGE stays quoted", input: "#EXT-X-MAP:URI=\"init.mp4\",BYTERANGE=\"1355@0\"\n",
+             expected: "#EXT-X-MAP:URI=\"P<\(u)init.mp4>\",BYTERANGE=\"1355@0\"\n"),
+        Case(name: "§4.2 a quoted string with commas before URI", input: "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",NAME=\"x, y\",URI=\"en.m3u8\"\n",
+             expected: "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",NAME=\"x, y\",URI=\"P<\(u)en.m3u8>\"\n"),
+        Case(name: "§4.3.4.1 an EXT-X-MEDIA without URI is left alone", input: "#EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID=\"cc\",NAME=\"CC1\",INSTREAM-ID=\"CC1\"\n",
+             expected: "#EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID=\"cc\",NAME=\"CC1\",INSTREAM-ID=\"CC1\"\n"),
+        Case(name: "§4.3.4.2 a variant's URI line; its attributes untouched",
+             input: "#EXT-X-STREAM-INF:BANDWIDTH=1,CODECS=\"avc1.4d401e,mp4a.40.2\"\n360p/i.m3u8\n",
+             expected: "#EXT-X-STREAM-INF:BANDWIDTH=1,CODECS=\"avc1.4d401e,mp4a.40.2\"\nP<\(u)360p/i.m3u8>\n"),
+        Case(name: "§4.3.4.3 EXT-X-I-FRAME-STREAM-INF's URI", input: "#EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=9,URI=\"if.m3u8\"\n",
+             expected: "#EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=9,URI=\"P<\(u)if.m3u8>\"\n"),
+        Case(name: "§4.3.4.4-5 EXT-X-SESSION-DATA and EXT-X-SESSION-KEY",
+             input: "#EXT-X-SESSION-DATA:DATA-ID=\"d\",URI=\"d.json\"\n#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"/k\"\n",
+             expected: "#EXT-X-SESSION-DATA:DATA-ID=\"d\",URI=\"P<\(u)d.json>\"\n#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"P<https://cdn.example/k>\"\n"),
+        Case(name: "LL-HLS EXT-X-PRELOAD-HINT and EXT-X-RENDITION-REPORT, and an unknown tag's URI",
+             input: "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p9.mp4\"\n#EXT-X-RENDITION-REPORT:URI=\"../hi/i.m3u8\",LAST-MSN=9\n#EXT-X-FUTURE:A=1,URI=\"f\"\n",
+             expected: "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"P<\(u)p9.mp4>\"\n#EXT-X-RENDITION-REPORT:URI=\"P<https://cdn.example/hi/i.m3u8>\",LAST-MSN=9\n#EXT-X-FUTURE:A=1,URI=\"P<\(u)f>\"\n"),
+        Case(name: "§5.2 EXT-X-MEDIA-SEQUENCE, comments, titles and unknown tags stay as written",
+             input: "#EXT-X-MEDIA-SEQUENCE:1234\n# URI=\"c\"\n#EXT-X-FUTURE:whatever\n#EXTINF:4,URI=\"t\"\n#EXT-X-BYTERANGE:10@0\na.ts\n",
+             expected: "#EXT-X-MEDIA-SEQUENCE:1234\n# URI=\"c\"\n#EXT-X-FUTURE:whatever\n#EXTINF:4,URI=\"t\"\n#EXT-X-BYTERANGE:10@0\nP<\(u)a.ts>\n"),
+        Case(name: "§4.1 CRLF line ends and no final line end are kept", input: "#EXTM3U\r\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\"\r\n#EXTINF:4,\r\na.ts",
+             expected: "#EXTM3U\r\n#EXT-X-KEY:METHOD=AES-128,URI=\"P<\(u)k>\"\r\n#EXTINF:4,\r\nP<\(u)a.ts>"),
+        Case(name: "§4.1 a BOM and blank lines are kept", input: "\u{FEFF}#EXTM3U\n\n#EXTINF:4,\n a.ts \n\n",
+             expected: "\u{FEFF}#EXTM3U\n\n#EXTINF:4,\n P<\(u)a.ts> \n\n"),
+        Case(name: "§4.3.2.4 skd:// and data: key URIs are the player's: left as written",
+             input: "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://id-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"data:;base64,AAAA\"\n",
+             expected: "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://id-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"data:;base64,AAAA\"\n"),
+        Case(name: "§4.2 a malformed attribute list is left as written", input: "#EXT-X-FUTURE:URI=\"a\",URI=\"b\"\n",
+             expected: "#EXT-X-FUTURE:URI=\"a\",URI=\"b\"\n"),
+    ]
+
+    @Test(arguments: cases) func rewrites(_ c: Case) {
+        #expect(Self.rewriter.rewrite(c.input) == c.expected)
+    }
+
+    static let master = """
+        #EXTM3U\r
+        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="audio.m3u8"\r
+        #EXT-X-STREAM-INF:BANDWIDTH=1280000,RESOLUTION=640x360,AUDIO="a"\r
+        360p.m3u8\r
+        \r
+        #EXT-X-STREAM-INF:BANDWIDTH=2560000,RESOLUTION=1280x720,AUDIO="a"\r
+        720p.m3u8\r
+        #EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=90000,URI="if360.m3u8"\r
+        #EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=190000,URI="if720.m3u8"\r
+
+        """
+
+    @Test func anOfflineMasterDropsWhatIsNotCached() {
+        let u = Self.u
+        let cached: Set<String> = [u + "360p.m3u8", u + "if360.m3u8"]
+        let r = HLSRewriter(url: Self.base, proxy: { "P<\($0)>" }, keep: { cached.contains($0) })
+        #expect(r.rewrite(Self.master) == """
+            #EXTM3U\r
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="P<\(u)audio.m3u8>"\r
+            #EXT-X-STREAM-INF:BANDWIDTH=1280000,RESOLUTION=640x360,AUDIO="a"\r
+            P<\(u)360p.m3u8>\r
+            \r
+            #EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=90000,URI="P<\(u)if360.m3u8>"\r
+
+            """)
+    }
+
+    @Test func aRewrittenPlaylistParsesToTheSameSegmentsAtProxiedURLs() throws {
+        let text = """
+            #EXTM3U
+            #EXT-X-TARGETDURATION:4
+            #EXT-X-MEDIA-SEQUENCE:77
+            #EXT-X-KEY:METHOD=AES-128,URI="k.key"
+            #EXT-X-MAP:URI="all.mp4",BYTERANGE="720@0"
+            #EXTINF:4,
+            #EXT-X-BYTERANGE:1000@720
+            all.mp4
+            #EXTINF:4,
+            #EXT-X-BYTERANGE:500
+            all.mp4
+            #EXT-X-ENDLIST
+
+            """
+        let proxy: @Sendable (String) -> String = { ProxyURL.make(origin: $0, base: "http://127.0.0.1:8089") }
+        let rewritten = HLSRewriter(url: Self.base, proxy: proxy).rewrite(text)
+        guard case .media(let before) = try HLSPlaylist.parse(text: text, url: Self.base),
+              case .media(let after) = try HLSPlaylist.parse(text: rewritten, url: "http://127.0.0.1:8089/v/x/index.m3u8") else {
+            Issue.record("not media playlists")
+            return
+        }
+        #expect(after.segments.map(\.uri) == before.segments.map { proxy($0.uri) })
+        #expect(after.segments.map(\.byteRange) == before.segments.map(\.byteRange))
+        #expect(after.segments.map(\.sequence) == [77, 78])
+        #expect(after.segments[0].map?.uri == proxy(Self.u + "all.mp4") && after.segments[0].map?.byteRange == ByteRange(0, 720))
+        #expect(after.segments[1].keys.first?.uri == proxy(Self.u + "k.key"))
+        #expect(after.segments.allSatisfy { ProxyURL.origin(path: String($0.uri.dropFirst("http://127.0.0.1:8089".count))) == Self.u + "all.mp4" })
+    }
+}
