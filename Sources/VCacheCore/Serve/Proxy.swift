@@ -93,6 +93,17 @@ public final class Proxy: Sendable {
             case .unreachable(let why): return finish(502, why, originError: "unreachable")
             }
         }
+        if let playlist = playlistAnswer(request, origin: origin, video: video) {
+            readThrough.markUsed(video.key)
+            line.status = playlist.status
+            line.fromCache = playlist.fromCache
+            line.fromOrigin = playlist.fromOrigin
+            line.seconds = (ContinuousClock.now - start).inSeconds
+            line.note = "playlist, rewritten"
+            log(line)
+            metrics.record(status: playlist.status, cache: playlist.cache, fromCache: playlist.fromCache, fromOrigin: playlist.fromOrigin, originError: nil)
+            return playlist.response
+        }
         let name = (request.path as NSString).lastPathComponent.removingPercentEncoding ?? ""
         let etag = ProxyURL.etag(video)
         var headers: [(String, String)] = [
