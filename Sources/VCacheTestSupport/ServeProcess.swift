@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// `vcache serve --port 0` as a subprocess: its base URL (the first line it prints), its log
 /// (stderr, in a file), and a clean stop.
@@ -119,6 +120,18 @@ public enum Tool {
         return (p.terminationStatus, out, String(decoding: err, as: UTF8.self))
     }
 
+}
+
+/// curl run by a test: the response's status, headers (names lower-cased) and body, the head and
+/// body kept in files of `dir` (never pipes: a child's pipe can outlive it).
+public enum Curl {
+    public static func fetch(_ args: [String], in dir: TempDirectory, sourceLocation: SourceLocation = #_sourceLocation) throws -> (status: Int, headers: [String: String], body: Data) {
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
+        if r.status != 0 { Issue.record("curl \(args): exit \(r.status) \(r.err)", sourceLocation: sourceLocation) }
+        let head = (try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? ""
+        let (status, headers) = ResponseHeadText.parse(head)
+        return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
+    }
 }
 
 /// A response head as curl's `-D` writes it: the status of the last response and its headers

@@ -257,6 +257,17 @@ import VCacheTestSupport
         let failures = lines(r).last?["failures"] as? [[String: Any]] ?? []
         #expect(failures.contains { $0["url"] as? String == list[3] && ($0["error"] as? [String: Any])?["kind"] as? String == "over_cap" }, "\(failures)")
         #expect(lines(r).last?["exit_code"] as? Int == 5)
+        // With several at once, the run's account is true: an item is among the failures exactly
+        // when it is not complete in the cache at the end (stored items were reported failed).
+        let parallel = dir.file("cache-j4")
+        let p = try VCacheBinary.run(["prefetch", "-j", "4", "--max-size", "2500K", "--json"] + list, cacheDir: parallel)
+        let inspector4 = try CacheInspector(directory: parallel)
+        let failedURLs = Set((lines(p).last?["failures"] as? [[String: Any]] ?? []).compactMap { $0["url"] as? String })
+        for u in list {
+            let complete = try inspector4.entry(u)?.isComplete == true
+            #expect(failedURLs.contains(u) != complete, "\(u): complete \(complete), failed \(failedURLs.contains(u))")
+        }
+        #expect(try duSize(parallel) <= 2500 * 1024)
     }
 
     @Test func theConfiguredMaxSizeAppliesToEveryRun() throws {
@@ -264,7 +275,7 @@ import VCacheTestSupport
         for i in 0..<4 { origin.setResource("/c\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(50 + i)))) }
         #expect(try VCacheBinary.run(["config", "set", "max-size", "2500K"], cacheDir: cache).status == 0)
         #expect(try VCacheBinary.run(["config", "get", "max-size"], cacheDir: cache).stdout == "max-size = 2500K\n")
-        #expect(try VCacheBinary.run(["config"], cacheDir: cache).stdout == "max-size = 2500K\nkey-ignore-query = (unset)\nkey-strip-param = (unset)\n")
+        #expect(try VCacheBinary.run(["config"], cacheDir: cache).stdout == "max-size = 2500K\nmin-free = (unset)\nkey-ignore-query = (unset)\nkey-strip-param = (unset)\n")
         let typo = try VCacheBinary.run(["config", "set", "maxsize", "1G"], cacheDir: cache)
         #expect(typo.status == 2)
         #expect(typo.stderr == "vcache: unknown setting 'maxsize'; did you mean 'max-size'?\n")
@@ -314,12 +325,15 @@ import VCacheTestSupport
         origin.setResource("/long.mp4", .init(body: body, etag: "\"l\""))
         origin.throttle("/long.mp4", to: 2 << 20)
         let url = origin.url("/long.mp4")
-        let first = try VCacheBinary.run(["prefetch", url, "--max-time", "2s"], cacheDir: cache)
+        origin.setResource("/later.mp4", .init(body: TestBytes.make(100_000, seed: 98)))
+        let first = try VCacheBinary.run(["prefetch", "-j", "1", url, origin.url("/later.mp4"), "--max-time", "2s"], cacheDir: cache)
         #expect(first.status == 3)
         // Planned, not a failure: said as a stop, and counted apart.
         #expect(first.stderr.contains("stopped \(url) at the --max-time deadline: "), "\(first.stderr)")
         #expect(!first.stderr.contains("cannot prefetch"), "\(first.stderr)")
-        #expect(first.stderrLines.last?.hasPrefix("0 done, 1 stopped at --max-time, 0 failed; fetched ") == true, "\(first.stderr)")
+        // The item the deadline came before is named too.
+        #expect(first.stderr.contains("stopped \(origin.url("/later.mp4")) at the --max-time deadline: "), "\(first.stderr)")
+        #expect(first.stderrLines.last?.hasPrefix("0 done, 2 stopped at --max-time, 0 failed; fetched ") == true, "\(first.stderr)")
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil)
         #expect(claims.claimed > 0)

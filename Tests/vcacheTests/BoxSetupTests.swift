@@ -124,7 +124,7 @@ import VCacheTestSupport
     /// there (exit 1) and makes nothing.
     @Test func aCommandThatOnlyReadsFindsNoCacheWhereThereIsNone() throws {
         let typo = dir.file("vcahce")
-        for args in [["ls"], ["ls", "--json"], ["info", "http://127.0.0.1:9/x.mp4"], ["verify"], ["status"]] {
+        for args in [["ls"], ["ls", "--json"], ["info", "http://127.0.0.1:9/x.mp4"], ["verify"], ["status"], ["config", "get"], ["check", "http://127.0.0.1:9/x.mp4"]] {
             let r = try VCacheBinary.run(args, cacheDir: typo)
             #expect(r.status == 1, "\(args): \(r.stderr)")
             #expect(r.stderr.contains("there is no cache at '\(typo)'") || r.stdout.contains("\"kind\":\"no_cache\""), "\(args): \(r.stderr)")
@@ -143,7 +143,7 @@ import VCacheTestSupport
         for i in 0..<5 { origin.setResource("/old\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(240 + i)))) }
         let big = TestBytes.make(4 << 20, seed: 246)
         origin.setResource("/big.mp4", .init(body: big, etag: "\"big\""))
-        #expect(try VCacheBinary.run(["prefetch", "-q"] + (0..<5).map { origin.url("/old\($0).mp4") }, cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", "-q", "-j", "1"] + (0..<5).map { origin.url("/old\($0).mp4") }, cacheDir: cache).status == 0)
         let r = try VCacheBinary.run(["prefetch", origin.url("/big.mp4")], cacheDir: cache)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try CacheInspector(directory: cache).entry(origin.url("/big.mp4"))?.sha256 == TestBytes.sha256(big))
@@ -167,5 +167,52 @@ import VCacheTestSupport
         #expect(statvfs(disk.path, &fs) == 0)
         #expect(Int64(fs.f_bavail) * Int64(fs.f_frsize) >= 5 << 20)
         #expect(try CacheInspector(directory: cache).entry(origin.url("/m7.mp4"))?.isComplete == true)
+    }
+
+    /// A cap raised by SIGHUP holds for what is stored next, including the head a new video's
+    /// first request fetches (it evicted down to the cap serve started with).
+    @Test(.timeLimit(.minutes(1)))
+    func aCapRaisedBySIGHUPIsTheOneStoringKeepsTo() throws {
+        let notify = try NotifySocket(path: dir.file("notify2.sock"))
+        let cache = dir.file("raise")
+        let origin = try TestOrigin()
+        let bodies = (0..<3).map { TestBytes.make(1_500_000, seed: UInt64(260 + $0)) }
+        for (i, b) in bodies.enumerated() { origin.setResource("/r\(i).mp4", .init(body: b, etag: "\"r\(i)\"")) }
+        #expect(try VCacheBinary.run(["config", "set", "max-size", "1M"], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, environment: ["NOTIFY_SOCKET": notify.path])
+        #expect(notify.receive()?.hasPrefix("READY=1") == true)
+        #expect(try VCacheBinary.run(["config", "set", "max-size", "6M"], cacheDir: cache).status == 0)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(notify.receive()?.hasPrefix("RELOADING=1") == true && notify.receive() == "READY=1")
+        for (i, b) in bodies.enumerated() {
+            let out = dir.file("r\(i).out")
+            let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, serve.url(origin.url("/r\(i).mp4"))])
+            #expect(r.status == 0 && TestBytes.sha256(file: out) == TestBytes.sha256(b))
+        }
+        serve.stop()
+        let store = try CacheInspector(directory: cache).store
+        let entries = try store.catalog.allEntries()
+        #expect(entries.filter(\.isComplete).count == 3, "\(entries.map { ($0.latestURL, $0.cachedBytes) })")
+        #expect(Evictor(store: store).footprint().total(entries) <= 6 << 20)
+    }
+
+    /// Two downloads that fill the disk at once: room is made and both end stored, with no
+    /// failure said for the item that then succeeded (the whole cache went, and one still failed).
+    @Test(.timeLimit(.minutes(1)))
+    func twoDownloadsFillingTheDiskAtOnceBothEndStored() throws {
+        guard let disk = try SmallDisk(size: "14m", in: dir) else { return }
+        defer { disk.unmount() }
+        let cache = disk.path + "/cache"
+        let origin = try TestOrigin()
+        for i in 0..<3 { origin.setResource("/o\(i).mp4", .init(body: TestBytes.make(3 << 20, seed: UInt64(270 + i)))) }
+        let new = (0..<2).map { TestBytes.make(3 << 20, seed: UInt64(280 + $0)) }
+        for (i, b) in new.enumerated() { origin.setResource("/n\(i).mp4", .init(body: b, etag: "\"n\(i)\"")) }
+        #expect(try VCacheBinary.run(["prefetch", "-q", "-j", "1"] + (0..<3).map { origin.url("/o\($0).mp4") }, cacheDir: cache).status == 0)
+        let r = try VCacheBinary.run(["prefetch", "-j", "2", origin.url("/n0.mp4"), origin.url("/n1.mp4")], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.stderr.contains("cannot prefetch"), "\(r.stderr)")
+        let inspector = try CacheInspector(directory: cache)
+        for (i, b) in new.enumerated() { #expect(try inspector.entry(origin.url("/n\(i).mp4"))?.sha256 == TestBytes.sha256(b)) }
+        #expect(try inspector.store.catalog.allEntries().count >= 3, "only what was needed went")
     }
 }

@@ -15,7 +15,7 @@ import VCacheTestSupport
     /// Failures at the C boundary arrive typed, with their cause: a catalog a newer vcache wrote
     /// (it was a DatabaseError with code 0), a port another program holds (errno was read late).
     @Test func aNewerCatalogAndATakenPortSayWhatIsWrong() throws {
-        #expect(try vcache("config", "get").status == 0)
+        #expect(try vcache("config", "unset", "max-size").status == 0)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
         p.arguments = [cache + "/catalog.db", "PRAGMA user_version = 7"]
@@ -84,7 +84,7 @@ import VCacheTestSupport
     }
 
     @Test func globalOptionsMayComeBeforeTheCommand() throws {
-        #expect(try VCacheBinary.run(["--cache-dir", dir.file("other"), "config", "get"], cacheDir: nil).status == 0)
+        #expect(try VCacheBinary.run(["--cache-dir", dir.file("other"), "config", "unset", "max-size"], cacheDir: nil).status == 0)
         let r = try VCacheBinary.run(["--cache-dir", dir.file("other"), "ls"], cacheDir: nil)
         #expect(r.status == 0)
         #expect(r.stdout == "the cache at \(dir.file("other")) is empty; add videos with 'vcache prefetch URL'\n")
@@ -188,7 +188,7 @@ import VCacheTestSupport
     }
 
     @Test func lsOnAnEmptyCacheSaysSo() throws {
-        #expect(try vcache("config", "get").status == 0)  // makes the cache
+        #expect(try vcache("config", "unset", "max-size").status == 0)  // makes the cache
         let r = try vcache("ls")
         #expect(r.status == 0)
         #expect(r.stdout == "the cache at \(cache) is empty; add videos with 'vcache prefetch URL'\n")

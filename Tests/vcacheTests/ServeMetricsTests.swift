@@ -10,11 +10,9 @@ import VCacheTestSupport
     let dir = TempDirectory("vcache-metrics")
     var cache: String { dir.file("cache") }
 
-    func curl(_ args: [String]) throws -> (status: Int, headers: [String: String], body: Data) {
-        let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
-        #expect(r.status == 0, "curl \(args): \(r.err)")
-        let (status, headers) = ResponseHeadText.parse((try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? "")
-        return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
+    /// curl: (status, headers, body).
+    func curl(_ args: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> (status: Int, headers: [String: String], body: Data) {
+        try Curl.fetch(args, in: dir, sourceLocation: sourceLocation)
     }
 
     /// `name{labels} value` lines of the text format, by name with labels.
@@ -59,6 +57,9 @@ import VCacheTestSupport
         #expect((m["vcache_cache_size_bytes"] ?? 0) > Double((1 << 20) + (768 << 10)))
         #expect(m["vcache_storing_jobs"] != nil && m["vcache_open_connections"] != nil && m["vcache_disk_free_bytes"] != nil)
 
+        // A scrape is not a request: scraping again changes no count.
+        let again = Self.samples(String(decoding: try curl([serve.base + "/metrics"]).body, as: UTF8.self))
+        #expect(again["vcache_requests_total{code=\"200\"}"] == 3)
         let status = try curl([serve.base + "/status"])
         let json = try #require(try JSONSerialization.jsonObject(with: status.body) as? [String: Any])
         #expect(json["from_cache_bytes"] as? Int == (1 << 20) + 100 + (256 << 10))
@@ -68,6 +69,13 @@ import VCacheTestSupport
         // A page that rebinds its own name to 127.0.0.1 still cannot read them.
         #expect(try curl(["-H", "Host: evil.example:\(serve.port)", serve.base + "/metrics"]).status == 403)
         serve.stop()
+    }
+
+    @Test func metricsFromTakesOneAddress() throws {
+        for bad in ["10.0.0.0/8", "300.1.1.1", "garbage", "box.local"] {
+            let r = try VCacheBinary.run(["serve", "--port", "0", "--metrics-from", bad], cacheDir: dir.file("mf"))
+            #expect(r.status == 2 && r.stderr.contains("for --metrics-from"), "\(bad): \(r.stderr)")
+        }
     }
 
     @Test func onlyLoopbackAndNamedAddressesReadTheMetrics() throws {

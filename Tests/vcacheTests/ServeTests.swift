@@ -9,13 +9,9 @@ import VCacheTestSupport
     let dir = TempDirectory("vcache-serve")
     var cache: String { dir.file("cache") }
 
-    /// curl with the response head on stdout before the body: (status, headers, body).
-    func curl(_ args: [String]) throws -> (status: Int, headers: [String: String], body: Data) {
-        let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
-        #expect(r.status == 0, "curl \(args): \(r.err)")
-        let head = (try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? ""
-        let (status, headers) = ResponseHeadText.parse(head)
-        return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
+    /// curl: (status, headers, body).
+    func curl(_ args: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> (status: Int, headers: [String: String], body: Data) {
+        try Curl.fetch(args, in: dir, sourceLocation: sourceLocation)
     }
 
     /// A real MP4 fixture published by a fresh nginx, and a proxy in front of it. Keep the value

@@ -342,7 +342,7 @@ final class ResultBox<T>: @unchecked Sendable {
         guard let nobodys = try NobodysCache(in: dir) else { return }
         let (cache, binary) = (nobodys.cache, nobodys.binary)
         // The catalog made by the serving user, an entry warmed by root (0600 under a 0700 folder).
-        _ = try nobodys.run(["config", "get"])
+        _ = try nobodys.run(["config", "unset", "max-size"])
         let origin = try TestOrigin()
         let body = TestBytes.make(1 << 20, seed: 212)
         origin.setResource("/u.mp4", .init(body: body, etag: "\"u\""))

@@ -89,12 +89,15 @@ public final class Prefetcher {
     }
 
     /// The disk filled during an item: least recently used entries outside the run go to free
-    /// room for it (at least 64 MiB, as a cap would). True when something was freed.
+    /// room for it (an eighth of the file system, at most 64 MiB; the item runs again and may
+    /// ask again). True when something was freed.
     private func makeRoom(protecting keys: Set<String>) -> Bool {
         guard let entries = try? store.catalog.allEntries() else { return false }
         let evictor = Evictor(store: store)
+        var fs = statvfs()
+        let size = statvfs(store.directory, &fs) == 0 ? Int64(fs.f_blocks) * Int64(fs.f_frsize) : Int64(64 << 20) * 8
         var c = Evictor.Criteria()
-        c.maxSize = max(0, evictor.footprint(exact: false).total(entries) - (64 << 20))
+        c.maxSize = max(0, evictor.footprint(exact: false).total(entries) - min(64 << 20, max(1 << 20, size / 8)))
         c.protected = keys
         guard let out = try? evictor.evict(c, dryRun: false), out.freedBytes > 0 else { return false }
         events(.evicted(urls: out.evicted.map(\.latestURL), freedBytes: out.freedBytes, usage: out.usageAfter, overCap: false))
@@ -129,9 +132,16 @@ public final class Prefetcher {
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var next = 0
         var finishedBytes: Int64 = 0  // downloaded by jobs that have ended
-        // Items whose disk filled, to run once more after room was made (each at most once).
+        // Items whose disk filled, to run again after room was made (each at most 3 times).
         var again: [Int] = []
-        var retriedForSpace = Set<Int>()
+        var spaceRetries: [Int: Int] = [:]
+        // A job's "finished" with a full disk is held until it is known whether the item runs
+        // again (then the failure was never the item's end, and is not said).
+        var heldFinish: [Int: PrefetchEvent] = [:]
+        // Counts the times room was made; an item whose disk filled after room was made for
+        // another (in parallel) runs again too.
+        var roomMade = 0
+        var roomMadeAtStart: [Int: Int] = [:]
 
         func launch() {
             while (!again.isEmpty || next < items.count) && running.count < max(1, options.concurrency) && !fetcher.isStopped {
@@ -142,15 +152,28 @@ public final class Prefetcher {
                 } else {
                     index = again.removeFirst()
                 }
-                let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: events) { done in
+                let events = self.events
+                let emit: (PrefetchEvent) -> Void = { event in
+                    if case .finished(let r) = event, case .disk(let e)? = r.error, e.isNoSpace {
+                        heldFinish[index] = event
+                    } else {
+                        events(event)
+                    }
+                }
+                let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: emit) { done in
                     finishedBytes += done.fetched
-                    if case .disk(let e)? = done.result?.error, e.isNoSpace, !retriedForSpace.contains(index),
-                       self.makeRoom(protecting: runKeys) {
-                        // ENOSPC is a reason to make room under the cap's rules before failing.
-                        retriedForSpace.insert(index)
+                    let held = heldFinish.removeValue(forKey: index)
+                    // ENOSPC is a reason to make room under the cap's rules before failing: room
+                    // made now, or freed meanwhile (another item's retry), and the item runs again.
+                    let madeMeanwhile = roomMade > roomMadeAtStart[index, default: 0]
+                    if case .disk(let e)? = done.result?.error, e.isNoSpace, spaceRetries[index, default: 0] < 3,
+                       madeMeanwhile || self.makeRoom(protecting: runKeys) {
+                        if !madeMeanwhile { roomMade += 1 }
+                        spaceRetries[index, default: 0] += 1
                         again.append(index)
                     } else {
                         results[index] = done.result
+                        if let held { events(held) }
                     }
                     running.removeValue(forKey: ObjectIdentifier(done))
                     self.keepUnderCap(protecting: runKeys)
@@ -158,6 +181,7 @@ public final class Prefetcher {
                     self.fetcher.after(0) { launch() }
                 }
                 running[ObjectIdentifier(job)] = (index, job)
+                roomMadeAtStart[index] = roomMade
                 job.start()
             }
         }
@@ -192,11 +216,13 @@ public final class Prefetcher {
             r.job.abort(why)
         }
         let usage = keepUnderCap(protecting: runKeys, final: true)
+        var never: [Int] = []
         for i in results.indices where results[i] == nil {
             let key = options.keyRules.key(for: items[i].url)
             results[i] = PrefetchResult(url: items[i].url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
                                         requestedBytes: nil, complete: false, elapsed: 0,
                                         error: why == .interrupted ? .notStarted : why)
+            never.append(i)
         }
         if let cap = limit(), let usage, usage > cap {
             for i in giveBack(items, cap: cap, usage: usage) {
@@ -204,6 +230,19 @@ public final class Prefetcher {
                 results[i]?.complete = false
             }
         }
+        if case .noRoom = why {
+            // Stopped for room, an item that stayed and is complete is done, whatever stopped it.
+            for i in results.indices {
+                guard case .noRoom? = results[i]?.error else { continue }
+                let key = options.keyRules.key(for: items[i].url)
+                if ((try? store.catalog.entry(key: key)) ?? nil)?.isComplete == true {
+                    results[i]?.error = nil
+                    results[i]?.complete = true
+                }
+            }
+        }
+        // Items that never started are said too (each unfinished URL is named).
+        for i in never { if let r = results[i] { events(.finished(r)) } }
         return results.map { $0! }
     }
 }

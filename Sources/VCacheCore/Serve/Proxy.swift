@@ -72,10 +72,8 @@ public final class Proxy: Sendable {
         if let host = request.headers["host"], !serverNames.accepts(host) {
             return finish(403, "Host '\(host)' is not a name of this proxy (add it with --server-name)")
         }
-        if let answer = control(request) {
-            metrics.record(status: answer.status, cache: nil, fromCache: 0, fromOrigin: 0, originError: nil)
-            return answer
-        }
+        // The operator's own paths are not players' requests: a scrape does not count itself.
+        if let answer = control(request) { return answer }
         guard let origin = ProxyURL.origin(path: request.path) else { return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)") }
         line.url = origin
         // Refuses control characters, other schemes, and what libcurl's own parser refuses.

@@ -180,6 +180,7 @@ public final class ReadThrough: Sendable {
         }
         snap.file?.close()
         var o = options
+        o.maxSize = currentCap  // the cap in force (SIGHUP may have changed it), not the start's
         let headWrites = HeadWrites()
         o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1

@@ -35,7 +35,8 @@ enum ConfigCommand: VCacheCommand {
             console.usage("invalid value '\(p[2])' for \(setting.name): \(problem)")
             return 2
         }
-        guard let store = openStore(args, console: console) else { return StoreOpening.failure }
+        // Reading the settings reads only (a mistyped path is said, not made); changing them makes the cache.
+        guard let store = openStore(args, console: console, readOnly: verb == "get") else { return StoreOpening.failure }
         do {
             switch verb {
             case "set":

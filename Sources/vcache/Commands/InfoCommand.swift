@@ -82,7 +82,8 @@ enum InfoCommand: VCacheCommand {
         if e.ranges.isEmpty { rows.removeAll { $0.0 == "ranges" } }
         if let facts { rows += mp4Rows(facts) }
         if let playable, let d = facts?.duration {
-            rows.append(("plays offline", playable >= d ? "all \(Units.formatDuration(d)) from the cache" : "the first \(Units.formatDuration(playable)) of \(Units.formatDuration(d)) from the cache"))
+            // Tenths as computed: a rounded-up figure would claim more than plays.
+            rows.append(("plays offline", playable >= d ? "all \(Units.formatDuration(d)) from the cache" : "the first \(String(format: "%.1fs", playable)) of \(Units.formatDuration(d)) from the cache"))
         }
         let width = rows.map(\.0.count).max() ?? 0
         for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v + "\n") }

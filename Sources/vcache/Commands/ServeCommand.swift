@@ -110,7 +110,15 @@ enum ServeCommand: VCacheCommand {
             guard let d = Units.parseDuration(v), d > 0 else { console.usage("invalid duration '\(v)' for --stats; use e.g. 30s, 10m"); return 2 }
             every = d
         }
-        let proxy = Proxy(readThrough: readThrough, allowedOrigins: allowed, metricsClients: Set(args.all("metrics-from"))) { line in
+        var metricsClients = Set<String>()
+        for a in args.all("metrics-from") {
+            guard let canonical = canonicalAddress(a) else {
+                console.usage("invalid address '\(Console.escaped(a))' for --metrics-from; give one IP address (no names, no ranges), e.g. 192.168.1.5")
+                return 2
+            }
+            metricsClients.formUnion(canonical)
+        }
+        let proxy = Proxy(readThrough: readThrough, allowedOrigins: allowed, metricsClients: metricsClients) { line in
             if quiet { return }
             if json { console.event("request", fields(line)) } else { console.err(render(line)) }
         }
@@ -157,6 +165,21 @@ enum ServeCommand: VCacheCommand {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
         raise(caught)
         return 128 + caught
+    }
+
+    /// An IP address as the server reports clients (inet_ntop's form), with its IPv4-mapped IPv6
+    /// twin for an IPv4 one; nil when `text` is not one address.
+    static func canonicalAddress(_ text: String) -> Set<String>? {
+        var v4 = in_addr(), v6 = in6_addr()
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        if inet_pton(AF_INET, text, &v4) == 1, inet_ntop(AF_INET, &v4, &buffer, socklen_t(buffer.count)) != nil {
+            let s = String(cString: buffer)
+            return [s, "::ffff:" + s]
+        }
+        if inet_pton(AF_INET6, text, &v6) == 1, inet_ntop(AF_INET6, &v6, &buffer, socklen_t(buffer.count)) != nil {
+            return [String(cString: buffer)]
+        }
+        return nil
     }
 
     /// SIGHUP: the cache's settings read again. The cap reaches the next room made; a `--max-size`

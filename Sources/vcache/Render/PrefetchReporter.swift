@@ -104,7 +104,7 @@ final class PrefetchReporter {
             case .json:
                 console.event("evicted", ["urls": urls, "freed_bytes": freed, "usage_bytes": usage, "over_cap": overCap])
             case .bars, .lines:
-                if !urls.isEmpty { log("evicted \(urls.count) \(urls.count == 1 ? "entry" : "entries") (\(Units.formatSize(freed))) to stay under --max-size: \(urls.joined(separator: ", "))") }
+                if !urls.isEmpty { log("evicted \(urls.count) \(urls.count == 1 ? "entry" : "entries") (\(Units.formatSize(freed))) to make room: \(urls.joined(separator: ", "))") }
                 if overCap { log("warning: the cache uses \(Units.formatSize(usage)), over --max-size: what is left is pinned or in use by another process") }
             case .quiet:
                 if overCap { console.error("the cache uses \(Units.formatSize(usage)), over --max-size: what is left is pinned or in use by another process", kind: "over_cap") }
