@@ -215,4 +215,21 @@ import VCacheTestSupport
         for (i, b) in new.enumerated() { #expect(try inspector.entry(origin.url("/n\(i).mp4"))?.sha256 == TestBytes.sha256(b)) }
         #expect(try inspector.store.catalog.allEntries().count >= 3, "only what was needed went")
     }
+
+    /// `serve --limit-rate` holds each origin transfer to the rate (it let a 20 MB video through
+    /// in 0.03 s). A lower bound only: nothing can make it faster than the rate allows.
+    @Test(.timeLimit(.minutes(1)))
+    func serveLimitRateHoldsEachOriginTransfer() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(3 << 20, seed: 290)
+        origin.setResource("/lr.mp4", .init(body: body, etag: "\"lr\""))
+        let serve = try ServeProcess(cacheDir: dir.file("lr"), logDir: dir, arguments: ["--limit-rate", "1M"])
+        let out = dir.file("lr.out")
+        let start = ContinuousClock.now
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, serve.url(origin.url("/lr.mp4"))])
+        let elapsed = (ContinuousClock.now - start).inSeconds
+        #expect(r.status == 0 && TestBytes.sha256(file: out) == TestBytes.sha256(body))
+        #expect(elapsed >= 2.5, "3 MiB at 1 MiB/s took \(elapsed) s")
+        serve.stop()
+    }
 }

@@ -6,7 +6,7 @@ import Foundation
 /// the reader's thread, only while the reader wants bytes, so at most what one loop turn
 /// receives is buffered.
 final class DirectStream: TransferDelegate {
-    private let fetcher = Fetcher()
+    private let fetcher: Fetcher
     private var buffer: [UInt8] = []
     private var consumed = 0
     private var done = false
@@ -19,6 +19,8 @@ final class DirectStream: TransferDelegate {
     private var remaining: Int64
 
     init(url: String, span: ByteRange, validators: Validators, options: RequestOptions) {
+        // serve's --limit-rate, per stream (libcurl's own receive limit alone let bursts through).
+        fetcher = Fetcher(maxRate: options.maxReceiveRate)
         // Under a weak validator (or none) the response must carry exactly the promised weak
         // ETag, Last-Modified and length: the reader only asks for that when the bytes already
         // sent are this run's own, or none (`ServeDecision`).

@@ -83,11 +83,9 @@ enum ServeCommand: VCacheCommand {
         }
         var options: PrefetchOptions
         do { options = try PrefetchCommand.makeOptions(args) } catch { console.error(error); return 2 }
-        // A rate for serve is per origin transfer (players each get theirs), not one bucket.
-        if let rate = options.maxRate {
-            options.request.maxReceiveRate = rate
-            options.maxRate = nil
-        }
+        // A rate for serve is per origin transfer (players each get theirs), not one bucket: each
+        // storing job's fetch loop gets its own bucket (libcurl's own limit also, for streams).
+        if let rate = options.maxRate { options.request.maxReceiveRate = rate }
         // With a list of origin hosts, a redirect could lead anywhere: none is followed.
         if allowed != nil { options.request.maxRedirects = 0 }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
