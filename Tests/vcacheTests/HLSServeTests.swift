@@ -45,3 +45,45 @@ import VCacheTestSupport
         serve.stop()
     }
 }
+
+/// Issue 24 (a second slice): `vcache prefetch` of a playlist warms the stream it names: the
+/// chosen variant's media playlists, renditions, init sections, keys and segments (the first
+/// `--seconds` of each, or all), so it plays offline through `serve` without ever having played.
+@Suite struct HLSPrefetchTests {
+    let dir = TempDirectory("vcache-hlsprefetch")
+
+    @Test(.timeLimit(.minutes(2)))
+    func aWarmedStreamPlaysOfflineThroughServe() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
+            print("skipped: ffmpeg is not installed")
+            return
+        }
+        let nginx = try Nginx()
+        #expect(try Tool.run("/usr/bin/env", ["bash", Fixtures.path("hls/make-streams.sh"), nginx.root + "/hls"]).status == 0)
+        let cache = dir.file("cache")
+        let origin = "http://127.0.0.1:\(nginx.port)"
+        let streams = ["ts/index.m3u8", "fmp4/index.m3u8", "br/index.m3u8", "aes/index.m3u8", "abr/master.m3u8"]
+        for s in streams {
+            let r = try VCacheBinary.run(["prefetch", "-q", origin + "/hls/" + s], cacheDir: cache)
+            #expect(r.status == 0, "\(s): \(r.stderr)")
+        }
+        // --seconds takes less than the whole; --bytes does not apply to a stream.
+        let short = try VCacheBinary.run(["prefetch", "--json", origin + "/hls/abr/master.m3u8", "--seconds", "1"], cacheDir: dir.file("short"))
+        #expect(short.status == 0, "\(short.stderr)")
+        let whole = try CacheInspector(directory: cache).store.catalog.allEntries().filter { $0.latestURL.contains("/abr/") }.count
+        let some = try CacheInspector(directory: dir.file("short")).store.catalog.allEntries().count
+        #expect(some > 3 && some < whole, "\(some) of \(whole)")
+        let bytes = try VCacheBinary.run(["prefetch", origin + "/hls/ts/index.m3u8", "--bytes", "1M"], cacheDir: dir.file("bytes"))
+        #expect(bytes.status == 4 && bytes.stderr.contains("--bytes does not apply to a stream"), "\(bytes.stderr)")
+
+        nginx.stop()
+        let refused = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        for s in streams {
+            let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(origin + "/hls/" + s), "-f", "null", "-"])
+            #expect(play.status == 0 && play.err.isEmpty, "\(s) offline after prefetch: \(play.err)")
+        }
+        serve.stop()
+    }
+}

@@ -24,6 +24,9 @@ public enum HLSPlaylist: Equatable, Sendable {
     }
 
     /// Content types that name a playlist (§4; the others are seen in the wild), lower-case.
+    /// The largest body taken as a playlist (a VOD playlist of hours is a few hundred KiB).
+    public static let maxBytes = 8 << 20
+
     public static let contentTypes: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl"]
 
     /// Whether a response is a playlist: its Content-Type is one of `contentTypes` (any case,

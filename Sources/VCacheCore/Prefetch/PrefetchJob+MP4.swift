@@ -3,6 +3,17 @@
 /// again, until it is met.
 extension PrefetchJob {
     func advanceMP4() {
+        // An HLS playlist is fetched whole (it is small) and no MP4 goal applies: the run then
+        // fetches the stream it names (Docs/hls.md).
+        if !entry.isPlaylist, let length = entry.validators.length, let writer, looksLikePlaylist(writer, length: length) {
+            notePlaylist()
+            settleMP4()
+            var missing = RangeSet([ByteRange(0, length)])
+            for r in writer.held.ranges { missing.remove(r) }
+            guard length <= Int64(HLSPlaylist.maxBytes), !missing.isEmpty else { return complete() }
+            planMP4(missing)
+            return nextRequest()
+        }
         guard let goal = item.mp4, !plan.mp4Settled else { return complete() }
         guard let length = entry.validators.length, let writer else {
             settleMP4()
@@ -35,5 +46,16 @@ extension PrefetchJob {
             if case .notMP4 = e {} else { emit(.note(url: item.url, message: "no moov fetched: \(e.description)")) }
             complete()
         }
+    }
+
+    /// By its Content-Type, or its first bytes when they are held.
+    private func looksLikePlaylist(_ writer: EntryWriter, length: Int64) -> Bool {
+        let n = min(16, length)
+        var first: [UInt8] = []
+        if n > 0, writer.held.contains(ByteRange(0, n)) {
+            var b = [UInt8](repeating: 0, count: Int(n))
+            if (try? b.withUnsafeMutableBytes { try writer.data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil { first = b }
+        }
+        return HLSPlaylist.looksLikePlaylist(firstBytes: first, contentType: entry.contentType)
     }
 }

@@ -84,6 +84,11 @@ extension PrefetchJob {
         var heldFromThisRunOnly = true
         /// Wanted bytes already cached when the length was first known (nil until then).
         var alreadyCached: Int64?
+        /// The URL that answered, after redirects (what a playlist's URIs resolve against).
+        var finalURL: String?
+        /// The entry is an HLS playlist (by its Content-Type or first bytes): fetched whole, no
+        /// MP4 goal; the run then fetches the stream it names.
+        var isPlaylist = false
     }
 }
 

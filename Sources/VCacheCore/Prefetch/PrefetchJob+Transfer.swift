@@ -14,6 +14,7 @@ extension PrefetchJob {
         switch verdict(on: head, asked: x.asked) {
         case .accept(let offset, let limit, let v):
             adopt(v, contentType: head.contentType)
+            noteFinalURL(head.effectiveURL)
             beginWriting(&x, at: offset, limit: limit)
             update(x)
             return .proceed

@@ -214,6 +214,8 @@ final class PrefetchJob: TransferDelegate {
 
     /// The response of a new version names its type before the old version is dropped.
     func noteContentType(_ type: String) { entry.contentType = type }
+    func noteFinalURL(_ url: String) { entry.finalURL = url }
+    func notePlaylist() { entry.isPlaylist = true }
 
     /// The MP4's structure needs `ranges` too.
     func planMP4(_ ranges: RangeSet) { plan.addMP4(ranges) }
@@ -273,6 +275,7 @@ final class PrefetchJob: TransferDelegate {
         return PrefetchResult(
             url: item.url, key: key, length: length, fetchedBytes: checkpointer?.addedBytes ?? 0,
             alreadyCachedBytes: entry.alreadyCached ?? 0, requestedBytes: requested, complete: entry.wasComplete,
-            elapsed: (ContinuousClock.now - startTime).inSeconds, error: error)
+            elapsed: (ContinuousClock.now - startTime).inSeconds, error: error,
+            finalURL: entry.finalURL, isPlaylist: entry.isPlaylist)
     }
 }

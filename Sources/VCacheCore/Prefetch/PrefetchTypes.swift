@@ -76,6 +76,11 @@ public struct PrefetchOptions: Sendable {
     /// Keep the cache at most this big (real disk use): least recently used entries other than
     /// this run's are evicted as the run goes and at its end.
     public var maxSize: Int64?
+    /// HLS: which variant of a master playlist, and which audio language (Docs/hls.md).
+    public var hlsVariant: HLSPlan.VariantChoice = .best
+    public var hlsAudio: String?
+    /// A playlist's stream joins the run (prefetch); serve's own jobs fetch only what is read.
+    public var expandStreams = true
     /// Keep at least this much free on the cache's file system (nginx's `min_free`): least
     /// recently used entries go, under the cap's rules, before the disk fills.
     public var minFree: Int64?
@@ -130,6 +135,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case interrupted
     case deadline
     case notStarted
+    /// An HLS stream that cannot be fetched as asked (a playlist that does not parse, no such
+    /// variant, `--bytes` on a stream).
+    case stream(String)
     /// `--max-size` cannot hold what this run asks for: with every other entry evicted, the run's
     /// own videos still exceed it. The run stopped storing; what did not fit was given back.
     case noRoom(cap: Int64)
@@ -178,6 +186,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .catalogBusy: .tryLater
         case .lockBusy, .interrupted, .deadline, .notStarted: .tryLater
         case .noRoom: .fixLocal
+        case .stream: .fixOrigin
         }
     }
 
@@ -206,6 +215,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .mp4(let e): "cannot map its MP4 for --seconds: \(e.description)"
         case .interrupted: "interrupted; what arrived is saved and a rerun resumes"
         case .deadline: "stopped at the --max-time deadline; what arrived is saved and a rerun resumes"
+        case .stream(let why): why
         case .noRoom(let cap): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         }
@@ -232,6 +242,10 @@ public struct PrefetchResult: Equatable, Sendable {
     public var complete: Bool
     public var elapsed: Double
     public var error: PrefetchError?
+    /// The URL that answered last, after redirects.
+    public var finalURL: String? = nil
+    /// The entry is an HLS playlist: the run went on to the stream it names.
+    public var isPlaylist = false
 
     public var succeeded: Bool { error == nil }
 }

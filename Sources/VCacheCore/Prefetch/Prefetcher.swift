@@ -104,6 +104,63 @@ public final class Prefetcher {
         return true
     }
 
+    /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
+    /// for a media playlist, the segments (the first `--seconds` of them, or all), their init
+    /// sections and keys, byte ranges merged. Each carries the stream's `--seconds`.
+    func expand(_ r: PrefetchResult, item: PrefetchItem) -> (items: [PrefetchItem], error: PrefetchError?) {
+        var seconds: Double?
+        switch item.mp4 {
+        case .seconds(let s)?: seconds = s
+        case .moov?: return ([], .stream("\(r.url) is an HLS playlist: --bytes does not apply to a stream; give --seconds N, or neither for the whole stream"))
+        case nil:
+            if item.requests.contains(where: { $0 != .whole }) {
+                return ([], .stream("\(r.url) is an HLS playlist: --range does not apply to a stream; give --seconds N, or neither for the whole stream"))
+            }
+        }
+        guard let length = r.length, let data = try? store.openDataForReading(key: r.key) else {
+            return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
+        }
+        defer { data.close() }
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        guard (try? bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil else {
+            return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
+        }
+        let plan = HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)
+        let playlist: HLSPlaylist
+        do {
+            playlist = try HLSPlaylist.parse(bytes, url: r.finalURL ?? r.url)
+        } catch {
+            return ([], .stream("\(r.url): not a playlist vcache can read: \(error)"))
+        }
+        func carry(_ url: String) -> PrefetchItem {
+            seconds.map { PrefetchItem.seconds(url, $0) } ?? PrefetchItem(url: url)
+        }
+        switch playlist {
+        case .master:
+            do {
+                return (try plan.playlists(for: playlist).urls.map(carry), nil)
+            } catch {
+                return ([], .stream("\(r.url): \(error)"))
+            }
+        case .media(let media):
+            let fetch = plan.fetches(for: media)
+            if fetch.isLive {
+                events(.note(url: r.url, message: "a live playlist (no EXT-X-ENDLIST): the segments it lists now are fetched; the next run fetches the ones added since"))
+            }
+            if !fetch.unfetchableKeys.isEmpty {
+                events(.note(url: r.url, message: "its segments are encrypted with keys vcache cannot fetch (\(fetch.unfetchableKeys.map { $0.keyFormat ?? "\($0.method)" }.joined(separator: ", "))): cached as sent, they will not play offline"))
+            }
+            // Each URL once: a whole resource, or its byte ranges.
+            var order: [String] = []
+            var ranges: [String: [RangeRequest]] = [:]
+            for q in fetch.requests {
+                if ranges[q.url] == nil { order.append(q.url); ranges[q.url] = [] }
+                if let b = q.range { ranges[q.url]?.append(.span(first: b.lowerBound, last: b.upperBound - 1)) }
+            }
+            return (order.map { PrefetchItem(url: $0, requests: ranges[$0] ?? []) }, nil)
+        }
+    }
+
     /// The run's own videos do not fit under the cap: the last of the list are given back first
     /// (the list's order is its priority), never a pinned one, until the cache fits. Returns
     /// the indexes of the items given back.
@@ -127,7 +184,11 @@ public final class Prefetcher {
         return given
     }
 
-    private func runUnique(_ items: [PrefetchItem]) -> [PrefetchResult] {
+    private func runUnique(_ requested: [PrefetchItem]) -> [PrefetchResult] {
+        // An HLS stream adds its playlists and segments to the run as they are read (Docs/hls.md):
+        // `items` grows; `parent` ties each added item to the one it came from.
+        var items = requested
+        var parent: [Int: Int] = [:]
         var results = [PrefetchResult?](repeating: nil, count: items.count)
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var next = 0
@@ -135,8 +196,8 @@ public final class Prefetcher {
         // Items whose disk filled, to run again after room was made (each at most 3 times).
         var again: [Int] = []
         var spaceRetries: [Int: Int] = [:]
-        // A job's "finished" with a full disk is held until it is known whether the item runs
-        // again (then the failure was never the item's end, and is not said).
+        // A job's "finished" is held until its item's end is known: a full disk may run it again
+        // (then that failure is never said), a playlist's stream may fail it.
         var heldFinish: [Int: PrefetchEvent] = [:]
         // Counts the times room was made; an item whose disk filled after room was made for
         // another (in parallel) runs again too.
@@ -154,11 +215,7 @@ public final class Prefetcher {
                 }
                 let events = self.events
                 let emit: (PrefetchEvent) -> Void = { event in
-                    if case .finished(let r) = event, case .disk(let e)? = r.error, e.isNoSpace {
-                        heldFinish[index] = event
-                    } else {
-                        events(event)
-                    }
+                    if case .finished = event { heldFinish[index] = event } else { events(event) }
                 }
                 let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: emit) { done in
                     finishedBytes += done.fetched
@@ -173,7 +230,18 @@ public final class Prefetcher {
                         again.append(index)
                     } else {
                         results[index] = done.result
-                        if let held { events(held) }
+                        if let r = done.result, r.isPlaylist, r.succeeded, self.options.expandStreams {
+                            // The stream it names joins the run (each URL of it once).
+                            let (members, error) = self.expand(r, item: items[index])
+                            if let error { results[index]?.error = error }
+                            for m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
+                                runKeys.insert(self.options.keyRules.key(for: m.url))
+                                parent[items.count] = index
+                                items.append(m)
+                                results.append(nil)
+                            }
+                        }
+                        if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
                     }
                     running.removeValue(forKey: ObjectIdentifier(done))
                     self.keepUnderCap(protecting: runKeys)
@@ -186,7 +254,7 @@ public final class Prefetcher {
             }
         }
 
-        let runKeys = Set(items.map { options.keyRules.key(for: $0.url) })
+        var runKeys = Set(items.map { options.keyRules.key(for: $0.url) })
         if let maxTime = options.maxTime {
             fetcher.setDeadline(.now + .milliseconds(Int64(maxTime * 1000)), reason: Self.deadlineReason)
         }
@@ -243,6 +311,19 @@ public final class Prefetcher {
         }
         // Items that never started are said too (each unfinished URL is named).
         for i in never { if let r = results[i] { events(.finished(r)) } }
-        return results.map { $0! }
+        // A stream is one item to whoever asked: its members' bytes count for it, and the first
+        // member that failed is its failure.
+        var out = Array(results.prefix(requested.count).map { $0! })
+        for i in stride(from: items.count - 1, through: requested.count, by: -1) {
+            guard let r = results[i] else { continue }
+            var root = i
+            while let p = parent[root] { root = p }
+            guard root < out.count else { continue }
+            out[root].fetchedBytes += r.fetchedBytes
+            out[root].alreadyCachedBytes += r.alreadyCachedBytes
+            if let e = r.error { out[root].error = e }
+            if !r.complete { out[root].complete = false }
+        }
+        return out
     }
 }

@@ -4,8 +4,7 @@ import Foundation
 /// lines, and `URI="..."` of keys, maps, renditions, I-frame streams) pointing at the proxy, so a
 /// player fetches segments, init sections and keys through the cache and plays them offline.
 extension Proxy {
-    /// Playlists are small: a bigger body is not one.
-    static let playlistLimit = 8 << 20
+    static var playlistLimit: Int { HLSPlaylist.maxBytes }
 
     /// The answer for a playlist, or nil when `video` is not one (then it is served as bytes).
     /// A playlist is fetched fresh from the origin each time (a live one must never be served

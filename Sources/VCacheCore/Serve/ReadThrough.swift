@@ -70,6 +70,8 @@ public final class ReadThrough: Sendable {
 
     public init(store: CacheStore, options: PrefetchOptions) {
         self.store = store
+        var options = options
+        options.expandStreams = false  // a player fetches what it plays, through the proxy
         self.options = options
         cap = Mutex(options.maxSize)
     }

@@ -103,6 +103,7 @@ struct FailureInfo {
         case .interrupted: kind = "interrupted"
         case .deadline: kind = "deadline"
         case .noRoom: kind = "over_cap"
+        case .stream: kind = "bad_stream"
         case .notStarted: kind = "not_started"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))

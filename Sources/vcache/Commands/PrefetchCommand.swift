@@ -36,6 +36,8 @@ enum PrefetchCommand: VCacheCommand {
             .value("max-time", "DURATION", "stop the whole run cleanly after DURATION; a rerun resumes"),
             .value("limit-rate", "SIZE", "cap the total download rate, e.g. 2M (per second, all downloads together)"),
             .value("max-size", "SIZE", "keep the cache under SIZE by evicting least recently used entries (default: config max-size)"),
+            .value("variant", "best|worst|all|720p|<=720p|BANDWIDTH", "HLS: which variant of a master playlist (default best: the highest BANDWIDTH)"),
+            .value("audio", "LANG", "HLS: the audio rendition in this language (default: the DEFAULT=YES one)"),
             .value("min-free", "SIZE", "keep SIZE free on the cache's disk by evicting least recently used entries (default: config min-free)"),
             .flag("key-ignore-query", "URLs differing only in their query are one entry (signed URLs)"),
             .repeated("key-strip-param", "NAME", "ignore query parameter NAME when keying, e.g. token (repeatable)"),
@@ -228,6 +230,13 @@ enum PrefetchCommand: VCacheCommand {
         o.verbose = args.flag("verbose")
         if let t = args.value("max-time") { o.maxTime = try duration(t, "--max-time") }
         if let r = args.value("limit-rate") { o.maxRate = try size(r, "--limit-rate", minimum: 1024) }
+        if let v = args.value("variant") {
+            guard let choice = HLSPlan.VariantChoice(argument: v) else {
+                throw UsageError("invalid variant '\(v)' for --variant; use best, worst, all, a height such as 720p, <=720p, or a BANDWIDTH in bits/s")
+            }
+            o.hlsVariant = choice
+        }
+        o.hlsAudio = args.value("audio")
         return o
     }
 
