@@ -135,21 +135,25 @@ FUZZ_SECONDS ?= 60
 FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift \
                 Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift \
                 Sources/VCacheCore/Support/BenchSwitches.swift
+FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift
+FUZZ_TARGETS  = Walker Mapper Playlist
 fuzz-build:
 	@mkdir -p .build/fuzz
-	@for t in Walker Mapper; do \
+	@for t in $(FUZZ_TARGETS); do \
 	  echo "building fuzz-$$t"; \
-	  swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Fuzz$$t $(FUZZ_SOURCES) Tests/Fuzz/$$t.swift \
+	  case $$t in Playlist) src="$(FUZZ_SOURCES_Playlist)";; *) src="$(FUZZ_SOURCES)";; esac; \
+	  swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name Fuzz$$t $$src Tests/Fuzz/$$t.swift \
 	    -o .build/fuzz/fuzz-$$t || exit 1; \
 	done
 fuzz: fuzz-build fuzz-run
 # Runs the fuzzers fuzz-build made (CI builds them as a step that must pass, then runs them).
 fuzz-run:
-	@for t in Walker Mapper; do \
+	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p .build/fuzz/corpus-$$t; \
+	  seeds=../../Tests/Fuzz/corpus; [ $$t = Playlist ] && seeds=../../Tests/Fuzz/corpus-playlist; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  (cd .build/fuzz && ./fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-	    -print_final_stats=1 corpus-$$t ../../Tests/Fuzz/corpus 2>&1 | grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY|crash-|timeout-|oom-") \
+	    -print_final_stats=1 corpus-$$t $$seeds 2>&1 | grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY|crash-|timeout-|oom-") \
 	    || exit 1; \
 	  if [ -n "$$(find .build/fuzz -maxdepth 1 \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' \))" ]; then \
 	    echo "fuzz: a failing input is in .build/fuzz"; exit 1; fi; \
