@@ -73,6 +73,9 @@ import VCacheTestSupport
         let whole = try CacheInspector(directory: cache).store.catalog.allEntries().filter { $0.latestURL.contains("/abr/") }.count
         let some = try CacheInspector(directory: dir.file("short")).store.catalog.allEntries().count
         #expect(some > 3 && some < whole, "\(some) of \(whole)")
+        // Only the lowest variant of the master, in a cache of its own.
+        let worst = try VCacheBinary.run(["prefetch", "-q", origin + "/hls/abr/master.m3u8", "--variant", "worst"], cacheDir: dir.file("worst"))
+        #expect(worst.status == 0, "\(worst.stderr)")
         let bytes = try VCacheBinary.run(["prefetch", origin + "/hls/ts/index.m3u8", "--bytes", "1M"], cacheDir: dir.file("bytes"))
         #expect(bytes.status == 4 && bytes.stderr.contains("--bytes does not apply to a stream"), "\(bytes.stderr)")
 
@@ -85,5 +88,16 @@ import VCacheTestSupport
             #expect(play.status == 0 && play.err.isEmpty, "\(s) offline after prefetch: \(play.err)")
         }
         serve.stop()
+        // Offline, a master lists only the variants that play from the cache: the player's ABR
+        // cannot pick the one that was never warmed.
+        let lowOnly = try ServeProcess(cacheDir: dir.file("worst"), logDir: dir)
+        let master = try Curl.fetch([lowOnly.url(origin + "/hls/abr/master.m3u8")], in: dir)
+        let text = String(decoding: master.body, as: UTF8.self)
+        #expect(master.headers["x-cache"] == "HIT")
+        #expect(text.components(separatedBy: "#EXT-X-STREAM-INF").count == 2, "\(text)")
+        #expect(text.contains("RESOLUTION=160x90") && !text.contains("RESOLUTION=320x180"), "\(text)")
+        let low = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", lowOnly.url(origin + "/hls/abr/master.m3u8"), "-f", "null", "-"])
+        #expect(low.status == 0 && low.err.isEmpty, "\(low.err)")
+        lowOnly.stop()
     }
 }

@@ -25,11 +25,42 @@ extension Proxy {
         }
         guard let text else { return nil }
         let host = request.headers["host"].map { "http://" + $0 } ?? "http://127.0.0.1"
-        let rewritten = Array(HLSRewriter(url: finalURL, proxy: { ProxyURL.make(origin: $0, base: host) }).rewrite(text).utf8)
+        // Offline, a master lists only the variants that play from the cache, so a player's
+        // ABR cannot pick one that does not (when none does, all stay: the player says why).
+        var keep: @Sendable (String) -> Bool = { _ in true }
+        if status == .hit, case .master(let master)? = try? HLSPlaylist.parse(text: text, url: finalURL) {
+            let playable = Set(master.variants.map(\.uri).filter { self.playsFromCache($0) })
+            if !playable.isEmpty { keep = { playable.contains($0) } }
+        }
+        let rewritten = Array(HLSRewriter(url: finalURL, proxy: { ProxyURL.make(origin: $0, base: host) }, keep: keep).rewrite(text).utf8)
         let headers: [(String, String)] = [("Content-Type", "application/vnd.apple.mpegurl"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)), 200,
                 status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status)
+    }
+
+    /// Whether the media playlist at `url` and every segment, init section and key it names are
+    /// cached (byte ranges held, or whole entries complete).
+    func playsFromCache(_ url: String) -> Bool {
+        let store = readThrough.store, rules = readThrough.options.keyRules
+        func entry(_ u: String) -> CacheEntry? { (try? store.catalog.entry(key: rules.key(for: u))) ?? nil }
+        func held(_ u: String, _ range: ByteRange?) -> Bool {
+            guard let e = entry(u) else { return false }
+            if let range { return e.ranges.contains(range) }
+            return e.isComplete
+        }
+        guard let e = entry(url), e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes),
+              let data = try? store.openDataForReading(key: e.key) else { return false }
+        defer { data.close() }
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        guard (try? bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil,
+              case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL) else { return false }
+        for s in media.segments {
+            guard held(s.uri, s.byteRange) else { return false }
+            if let m = s.map, !held(m.uri, m.byteRange) { return false }
+            for k in s.keys where k.isFetchable { if let u = k.uri, !held(u, nil) { return false } }
+        }
+        return true
     }
 
     /// The entry's first `count` bytes when the cache holds them all, else nil.
