@@ -149,6 +149,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case let e as SystemError: self = .disk(e)
         case let e as TransportError: self = .transport(e)
         case let e as DatabaseError where e.isBusy: self = .catalogBusy(e.description)
+        // The catalog's disk is full: the same as `data`'s (room can be made, and the message
+        // says so), not a damaged catalog.
+        case let e as DatabaseError where e.isDiskFull: self = .disk(SystemError("commit to", path: "the catalog", errno: ENOSPC))
         default: self = .catalog("\(error)")
         }
     }
