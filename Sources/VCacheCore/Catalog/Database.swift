@@ -200,7 +200,13 @@ public final class Connection {
     }
 
     private func error(_ rc: Int32, _ context: String) -> DatabaseError {
-        DatabaseError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), context: context)
+        var message = String(cString: sqlite3_errmsg(handle))
+        // "disk I/O error" names no cause: the system's, read now (EIO, ENOSPC, EACCES...).
+        let code = sqlite3_extended_errcode(handle)
+        if code & 0xff == SQLITE_IOERR || code & 0xff == SQLITE_CANTOPEN, sqlite3_system_errno(handle) != 0 {
+            message += " (" + String(cString: strerror(sqlite3_system_errno(handle))) + ")"
+        }
+        return DatabaseError(code: code, message: message, context: context)
     }
 
     /// One or more statements without parameters or results.
