@@ -102,7 +102,16 @@ for c in $(seq 1 "$cycles"); do
   # What vcache said was done goes outside the image: the cut must not take it back.
   VCACHE_DIR="$mnt/cache" "${run[@]}" prefetch --json -i "$list" -j 4 --limit-rate 12M >"$work/said.json" 2>/dev/null &
   pid=$!
-  sleep "$(python3 -c 'import random; print(round(random.uniform(0.15, 1.2), 2))')"
+  # The cut comes at a random moment after the first video was reported complete (before that,
+  # there is nothing said to take back, and the control could not fail): 0.3 to 1.5 s later, past
+  # ext4's one-second commit (a cut before it loses little even without fsync).
+  for _ in $(seq 1 200); do
+    grep -q '"event":"done"' "$work/said.json" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 1.5), 2))')"
+  [ -n "${POWERCUT_DEBUG:-}" ] && echo "cycle $c: cut after $(grep -c '"event":"done"' "$work/said.json") done"
   python3 -c 'import fcntl, os, struct, sys; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))' "$mnt"
   kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
   umount "$mnt" 2>/dev/null || umount -l "$mnt"
