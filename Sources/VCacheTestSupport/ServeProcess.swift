@@ -1,5 +1,4 @@
 import Foundation
-import Testing
 
 /// `vcache serve --port 0` as a subprocess: its base URL (the first line it prints), its log
 /// (stderr, in a file), and a clean stop.
@@ -125,9 +124,14 @@ public enum Tool {
 /// curl run by a test: the response's status, headers (names lower-cased) and body, the head and
 /// body kept in files of `dir` (never pipes: a child's pipe can outlive it).
 public enum Curl {
-    public static func fetch(_ args: [String], in dir: TempDirectory, sourceLocation: SourceLocation = #_sourceLocation) throws -> (status: Int, headers: [String: String], body: Data) {
+    public struct Failed: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Throws when curl itself fails (not for an HTTP error status: that is the test's to judge).
+    public static func fetch(_ args: [String], in dir: TempDirectory) throws -> (status: Int, headers: [String: String], body: Data) {
         let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
-        if r.status != 0 { Issue.record("curl \(args): exit \(r.status) \(r.err)", sourceLocation: sourceLocation) }
+        guard r.status == 0 else { throw Failed(description: "curl \(args): exit \(r.status) \(r.err)") }
         let head = (try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? ""
         let (status, headers) = ResponseHeadText.parse(head)
         return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())

@@ -10,8 +10,8 @@ import VCacheTestSupport
     var cache: String { dir.file("cache") }
 
     /// curl: (status, headers, body).
-    func curl(_ args: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> (status: Int, headers: [String: String], body: Data) {
-        try Curl.fetch(args, in: dir, sourceLocation: sourceLocation)
+    func curl(_ args: [String]) throws -> (status: Int, headers: [String: String], body: Data) {
+        try Curl.fetch(args, in: dir)
     }
 
     /// A real MP4 fixture published by a fresh nginx, and a proxy in front of it. Keep the value
