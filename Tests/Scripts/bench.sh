@@ -124,7 +124,7 @@ resume vcache /resume-vcache.bin "env VCACHE_DIR='$work/cache' '$VCACHE' prefetc
 summary+=("| resume after SIGKILL half-way through ${RESUME_MB} MiB: bytes asked again | curl -C - ${RES[curl]} MiB (nothing fsynced), aria2 ${RES[aria2]} MiB | ${RES[vcache]} MiB | | <= 16 MiB (32 MiB window) |")
 
 echo; echo "== 4. the catalog at $ENTRIES entries"
-clean; V ls >/dev/null
+clean; V config unset max-size >/dev/null  # makes the cache (ls only reads)
 sqlite3 "$work/cache/catalog.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < $ENTRIES)
   INSERT INTO entries (key, url, latest_url, length, created, last_used, cached_bytes, disk_bytes)
   SELECT printf('%064x', i), 'https://cdn.example/v/' || i || '.mp4', 'https://cdn.example/v/' || i || '.mp4', 4194304, 1.7e9, 1.7e9 + i, 1048576, 1048576 FROM n;"
