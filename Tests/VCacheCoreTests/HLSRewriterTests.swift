@@ -50,8 +50,9 @@ import Testing
         Case(name: "§4.3.2.4 skd:// and data: key URIs are the player's: left as written",
              input: "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://id-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"data:;base64,AAAA\"\n",
              expected: "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://id-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"data:;base64,AAAA\"\n"),
-        Case(name: "§4.2 a malformed attribute list is left as written", input: "#EXT-X-FUTURE:URI=\"a\",URI=\"b\"\n",
-             expected: "#EXT-X-FUTURE:URI=\"a\",URI=\"b\"\n"),
+        Case(name: "§4.2 a list the parser refuses (URI twice) still has every quoted URI rewritten (players accept it)",
+             input: "#EXT-X-FUTURE:URI=\"a\",URI=\"b\"\n",
+             expected: "#EXT-X-FUTURE:URI=\"P<https://cdn.example/v/a>\",URI=\"P<https://cdn.example/v/b>\"\n"),
     ]
 
     @Test(arguments: cases) func rewrites(_ c: Case) {
@@ -70,6 +71,15 @@ import Testing
         #EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=190000,URI="if720.m3u8"\r
 
         """
+
+    /// An attribute list the parser refuses (a repeated name, an empty value) that players
+    /// accept: its URI is still rewritten (it was left pointing at the origin).
+    @Test(arguments: [#"#EXT-X-KEY:METHOD=AES-128,URI="k.key",KEYFORMATVERSIONS="1",KEYFORMATVERSIONS="1""#,
+                      #"#EXT-X-MAP:URI="init.mp4",X-VENDOR="#])
+    func aURIInAnAttributeListThePaserRefusesIsStillRewritten(line: String) {
+        let out = Self.rewriter.rewrite("#EXTM3U\n" + line + "\n")
+        #expect(out.contains(#"URI="P<"#) && !out.contains(#"URI="k.key""#) && !out.contains(#"URI="init.mp4""#), "\(out)")
+    }
 
     @Test func anOfflineMasterDropsWhatIsNotCached() {
         let u = Self.u

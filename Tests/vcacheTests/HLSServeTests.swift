@@ -101,3 +101,79 @@ import VCacheTestSupport
         lowOnly.stop()
     }
 }
+
+/// Found by a hostile review of HLS: error pages in the place of playlists or segments, an origin
+/// that says no, a playlist that lists more each time.
+@Suite struct HLSHostileOriginTests {
+    let dir = TempDirectory("vcache-hlshostile")
+
+    static func playlist(_ segments: [String], live: Bool = false) -> Data {
+        var s = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n"
+        for seg in segments { s += "#EXTINF:2.0,\n\(seg)\n" }
+        if !live { s += "#EXT-X-ENDLIST\n" }
+        return Data(s.utf8)
+    }
+
+    /// `n` MPEG-TS packets: a sync byte, a header with no error and no scrambling, random payload.
+    static func ts(_ n: Int, seed: UInt64) -> Data {
+        var d = Data(count: 188 * n)
+        var x = seed
+        for i in 0..<d.count {
+            x = x &* 6364136223846793005 &+ 1442695040888963407
+            switch i % 188 {
+            case 0: d[i] = 0x47
+            case 1: d[i] = 0x01
+            case 3: d[i] = 0x10
+            default: d[i] = UInt8(truncatingIfNeeded: x >> 33)
+            }
+        }
+        return d
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func errorPagesAreNeitherPlaylistsNorSegments() throws {
+        let origin = try TestOrigin()
+        let html = Data("<html><body>Access denied</body></html>".utf8)
+        // A .m3u8 answering a web page with a non-HTML Content-Type; a segment answering one as video/mp2t.
+        origin.setResource("/a/index.m3u8", .init(body: html, contentType: "application/octet-stream"))
+        origin.setResource("/b/index.m3u8", .init(body: Self.playlist(["s0.ts"]), contentType: "application/vnd.apple.mpegurl"))
+        origin.setResource("/b/s0.ts", .init(body: html, contentType: "video/mp2t"))
+        let cache = dir.file("cache")
+        let a = try VCacheBinary.run(["prefetch", origin.url("/a/index.m3u8")], cacheDir: cache)
+        #expect(a.status == 4 && a.stderr.contains("is not a playlist"), "\(a.stderr)")
+        let b = try VCacheBinary.run(["prefetch", origin.url("/b/index.m3u8")], cacheDir: cache)
+        #expect(b.status == 4 && b.stderr.contains("is not one"), "\(b.stderr)")
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(origin.url("/a/index.m3u8"))?.cachedBytes ?? 0 == 0)
+        #expect(try inspector.entry(origin.url("/b/s0.ts"))?.cachedBytes ?? 0 == 0)
+        // Through serve: the page is not stored as the playlist, and once the origin serves the
+        // playlist, the proxy answers it rewritten.
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(origin.url("/a/index.m3u8"))], in: dir).status != 200)
+        origin.setResource("/a/index.m3u8", .init(body: Self.playlist(["s0.ts"]), contentType: "application/octet-stream"))
+        origin.setResource("/a/s0.ts", .init(body: Self.ts(20, seed: 1), contentType: "video/mp2t"))
+        let fixed = try Curl.fetch([serve.url(origin.url("/a/index.m3u8"))], in: dir)
+        #expect(fixed.status == 200 && String(decoding: fixed.body, as: UTF8.self).contains(serve.base + "/v/"), "\(String(decoding: fixed.body, as: UTF8.self))")
+        // An origin that is up and says no is answered as it said, never with a stale copy.
+        var faults = TestOrigin.Faults()
+        faults.statuses = [(503, [:])]
+        origin.setFaults("/a/index.m3u8", faults)
+        #expect(try Curl.fetch([serve.url(origin.url("/a/index.m3u8"))], in: dir).status == 503)
+        serve.stop()
+    }
+
+    /// A live playlist: the next prefetch fetches it again and the segments added since.
+    @Test(.timeLimit(.minutes(1)))
+    func theNextPrefetchOfALivePlaylistFetchesWhatWasAdded() throws {
+        let origin = try TestOrigin()
+        for i in 0..<4 { origin.setResource("/live/s\(i).ts", .init(body: Self.ts(10, seed: UInt64(i + 10)), contentType: "video/mp2t")) }
+        origin.setResource("/live/index.m3u8", .init(body: Self.playlist(["s0.ts", "s1.ts"], live: true), contentType: "application/vnd.apple.mpegurl"))
+        let cache = dir.file("live")
+        let first = try VCacheBinary.run(["prefetch", origin.url("/live/index.m3u8")], cacheDir: cache)
+        #expect(first.status == 0 && first.stderr.contains("a live playlist"), "\(first.stderr)")
+        origin.setResource("/live/index.m3u8", .init(body: Self.playlist(["s1.ts", "s2.ts", "s3.ts"], live: true), contentType: "application/vnd.apple.mpegurl"))
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/live/index.m3u8")], cacheDir: cache).status == 0)
+        let inspector = try CacheInspector(directory: cache)
+        for i in 0..<4 { #expect(try inspector.entry(origin.url("/live/s\(i).ts"))?.isComplete == true, "s\(i)") }
+    }
+}

@@ -83,9 +83,35 @@ public struct HLSRewriter: Sendable {
 
     /// The value of the `URI` attribute replaced, inside its quotes; the rest as written.
     func rewriteAttributes(_ text: Substring, value: Substring) -> String {
-        guard let list = try? HLSAttributeList(parsing: value), let uri = list["URI"], let proxied = proxied(uri.value) else { return String(text) }
-        let r = uri.valueRange
-        return String(text[..<r.lowerBound]) + proxied + String(text[r.upperBound...])
+        if let list = try? HLSAttributeList(parsing: value), let uri = list["URI"] {
+            guard let proxied = proxied(uri.value) else { return String(text) }
+            let r = uri.valueRange
+            return String(text[..<r.lowerBound]) + proxied + String(text[r.upperBound...])
+        }
+        // An attribute list this parser refuses (a repeated name, an empty value) that players
+        // still accept: no quoted URI="..." of it may be left pointing at the origin.
+        var out = String(text)
+        let offset = text.distance(from: text.startIndex, to: value.startIndex)
+        for r in Self.quotedURIs(in: value).reversed() {
+            guard let proxied = proxied(String(value[r])) else { continue }
+            let lo = out.index(out.startIndex, offsetBy: offset + value.distance(from: value.startIndex, to: r.lowerBound))
+            let hi = out.index(out.startIndex, offsetBy: offset + value.distance(from: value.startIndex, to: r.upperBound))
+            out.replaceSubrange(lo..<hi, with: proxied)
+        }
+        return out
+    }
+
+    /// The ranges of the values of quoted `URI="..."` attributes (at the start or after a comma).
+    static func quotedURIs(in value: Substring) -> [Range<Substring.Index>] {
+        var found: [Range<Substring.Index>] = []
+        var search = value.startIndex
+        while let m = value[search...].range(of: "URI=\"") {
+            let atStart = m.lowerBound == value.startIndex || value[value.index(before: m.lowerBound)] == ","
+            guard let close = value[m.upperBound...].firstIndex(of: "\"") else { break }
+            if atStart { found.append(m.upperBound..<close) }
+            search = value.index(after: close)
+        }
+        return found
     }
 
     /// The proxy's URL for a URI as written; nil when it does not resolve to http(s).

@@ -117,7 +117,7 @@ public struct ResponseJudge: Equatable, Sendable {
 
     /// File extensions that name media: a page (HTML, XHTML) answered for one is an error page,
     /// not the video (a CDN's "not found" or a login wall answered with 200).
-    static let mediaExtensions: Set<String> = ["mp4", "m4v", "m4a", "mov", "3gp", "webm", "mkv", "ts", "m4s", "mp3", "aac", "flac", "ogg", "ogv", "avi"]
+    static let mediaExtensions: Set<String> = ["mp4", "m4v", "m4a", "mov", "3gp", "webm", "mkv", "ts", "m4s", "mp3", "aac", "flac", "ogg", "ogv", "avi", "m3u8", "m3u"]
 
     static func notMedia(_ head: ResponseHead) -> String? {
         guard let type = head.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
@@ -125,7 +125,7 @@ public struct ResponseJudge: Equatable, Sendable {
         let path = URL(string: head.effectiveURL)?.path ?? head.effectiveURL
         let ext = (path as NSString).pathExtension.lowercased()
         guard mediaExtensions.contains(ext) else { return nil }
-        return "origin answered a web page (Content-Type: \(type)) for a .\(ext) video"
+        return "origin answered a web page (Content-Type: \(type)) for a .\(ext) " + (ext.hasPrefix("m3u") ? "playlist" : "video")
     }
 
     /// May a part with validators `v` be combined with the held bytes?

@@ -28,8 +28,22 @@ extension PrefetchJob {
     /// Boxes an MP4 or QuickTime file starts with (ISO/IEC 14496-12, QuickTime's `wide`/`pnot`).
     static let firstBoxTypes: Set<String> = ["ftyp", "styp", "moov", "mdat", "free", "skip", "wide", "pnot", "sidx", "moof", "uuid", "pdin", "meta", "prfl"]
 
+    /// For an unencrypted HLS segment: why its first bytes are not one.
+    func notASegment(_ bytes: UnsafeRawBufferPointer) -> String? {
+        guard item.checkSegment, !HLSSegmentCheck.looksLikeSegment(firstBytes: Array(bytes.prefix(376))) else { return nil }
+        let shown = String(decoding: bytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+        return "origin's answer for an HLS segment is not one: its first bytes '\(shown)' are not MPEG-TS, fMP4, packed audio or WebVTT"
+    }
+
     static func notAnMP4Start(url: String, _ bytes: UnsafeRawBufferPointer) -> String? {
         let ext = ((URL(string: url)?.path ?? url) as NSString).pathExtension.lowercased()
+        // A URL naming a playlist whose answer is not one (an error page with any Content-Type):
+        // the name does not make it a playlist, but it does make a web page in its place wrong.
+        if ext == "m3u8" {
+            guard !HLSPlaylist.looksLikePlaylist(firstBytes: Array(bytes.prefix(16)), contentType: nil) else { return nil }
+            let shown = String(decoding: bytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+            return "origin's answer for a .\(ext) is not a playlist: its first bytes '\(shown)' are not #EXTM3U"
+        }
         guard ["mp4", "m4v", "m4a", "mov", "3gp"].contains(ext), bytes.count >= 8 else { return nil }
         let size = UInt32(bytes[0]) << 24 | UInt32(bytes[1]) << 16 | UInt32(bytes[2]) << 8 | UInt32(bytes[3])
         let type = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[4..<8]), as: UTF8.self)

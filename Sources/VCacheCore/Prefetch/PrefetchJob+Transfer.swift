@@ -73,7 +73,7 @@ extension PrefetchJob {
             }
             count = Int(min(Int64(count), limit - x.offset))
         }
-        if x.offset == 0, count >= 8, let why = Self.notAnMP4Start(url: item.url, bytes) {
+        if x.offset == 0, count >= 8, let why = Self.notAnMP4Start(url: item.url, bytes) ?? notASegment(bytes) {
             x.failure = .notTheVideo(why)
             return false
         }

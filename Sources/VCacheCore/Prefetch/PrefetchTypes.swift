@@ -6,11 +6,15 @@ public struct PrefetchItem: Equatable, Sendable {
     public var url: String
     public var requests: [RangeRequest]
     public var mp4: MP4Goal?
+    /// An unencrypted HLS segment or init section: its first bytes must be one (TS, fMP4, packed
+    /// audio, WebVTT), never an error page answered with 200 (`HLSSegmentCheck`).
+    public var checkSegment = false
 
-    public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil) {
+    public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: Bool = false) {
         self.url = url
         self.requests = requests
         self.mp4 = mp4
+        self.checkSegment = checkSegment
     }
 
     /// `--seconds N`: the first 64 KiB (which holds `ftyp`, often the `moov`, and the first

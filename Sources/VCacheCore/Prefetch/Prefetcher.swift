@@ -104,6 +104,22 @@ public final class Prefetcher {
         return true
     }
 
+    /// A live playlist (no EXT-X-ENDLIST) cached whole is fetched again by the next run, which
+    /// then fetches the segments added since: its cached copy is let go first.
+    private func forgetLivePlaylist(_ url: String) {
+        let key = options.keyRules.key(for: url)
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
+              length <= Int64(HLSPlaylist.maxBytes), let data = try? store.openDataForReading(key: key) else { return }
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        let read = (try? bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil
+        data.close()
+        guard read, HLSPlaylist.looksLikePlaylist(firstBytes: bytes.prefix(16), contentType: e.contentType),
+              case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL), media.isLive else { return }
+        var c = Evictor.Criteria()
+        c.keys = [key]
+        _ = try? Evictor(store: store).evict(c, dryRun: false)
+    }
+
     /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
     /// for a media playlist, the segments (the first `--seconds` of them, or all), their init
     /// sections and keys, byte ranges merged. Each carries the stream's `--seconds`.
@@ -116,6 +132,9 @@ public final class Prefetcher {
             if item.requests.contains(where: { $0 != .whole }) {
                 return ([], .stream("\(r.url) is an HLS playlist: --range does not apply to a stream; give --seconds N, or neither for the whole stream"))
             }
+        }
+        if let length = r.length, length > Int64(HLSPlaylist.maxBytes) {
+            return ([], .stream("\(r.url) is an HLS playlist of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one"))
         }
         guard let length = r.length, let data = try? store.openDataForReading(key: r.key) else {
             return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
@@ -157,7 +176,11 @@ public final class Prefetcher {
                 if ranges[q.url] == nil { order.append(q.url); ranges[q.url] = [] }
                 if let b = q.range { ranges[q.url]?.append(.span(first: b.lowerBound, last: b.upperBound - 1)) }
             }
-            return (order.map { PrefetchItem(url: $0, requests: ranges[$0] ?? []) }, nil)
+            // Segments and init sections are checked to be ones, except where AES-128 encrypts a
+            // whole segment (its bytes look random) and for keys.
+            let keyURLs = Set(fetch.keys.compactMap(\.uri))
+            let encrypted = Set(fetch.segments.filter { $0.keys.contains { $0.method == .aes128 } }.map(\.uri))
+            return (order.map { PrefetchItem(url: $0, requests: ranges[$0] ?? [], checkSegment: !keyURLs.contains($0) && !encrypted.contains($0)) }, nil)
         }
     }
 
@@ -250,6 +273,7 @@ public final class Prefetcher {
                 }
                 running[ObjectIdentifier(job)] = (index, job)
                 roomMadeAtStart[index] = roomMade
+                if options.expandStreams { self.forgetLivePlaylist(items[index].url) }
                 job.start()
             }
         }

@@ -11,25 +11,42 @@ extension Proxy {
     /// stale), resolved against the URL that answered after redirects; when the origin cannot be
     /// reached, the cached copy is used (offline playback).
     func playlistAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, status: Int, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus)? {
-        guard video.length <= Int64(Self.playlistLimit) else { return nil }
         let cached = cachedHead(video, count: 16)
-        guard HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
+        // A URL named like a playlist is asked for fresh too, whatever is cached under it (an
+        // error page cached there must not hide the playlist the origin now serves); what is a
+        // playlist is still decided by the answer's content.
+        let named = ((URL(string: origin)?.path ?? origin) as NSString).pathExtension.lowercased() == "m3u8"
+        guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
         var text: String?, finalURL = origin, status: CacheStatus = .miss
-        if let fresh = SmallGet.get(origin, options: readThrough.options.request, limit: Self.playlistLimit), fresh.status == 200,
-           HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) {
+        if let fresh = SmallGet.get(origin, options: readThrough.options.request, limit: Self.playlistLimit) {
+            guard fresh.status == 200 else {
+                // The origin is reachable and says no: that is the answer, never a stale copy.
+                let code = (100...599).contains(fresh.status) ? fresh.status : 502
+                return (HTTPServer.Response(status: code, headers: Self.inert), code, 0, 0, .miss)
+            }
+            guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
-        } else if let whole = cachedHead(video, count: Int(video.length)) {
+        } else if video.length <= Int64(Self.playlistLimit), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
+                  let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
             status = .hit
         }
         guard let text else { return nil }
-        let host = request.headers["host"].map { "http://" + $0 } ?? "http://127.0.0.1"
+        // The proxy as the player reached it (its Host: accepted names only), else its own address.
+        let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
         // Offline, a master lists only the variants that play from the cache, so a player's
         // ABR cannot pick one that does not (when none does, all stay: the player says why).
         var keep: @Sendable (String) -> Bool = { _ in true }
         if status == .hit, case .master(let master)? = try? HLSPlaylist.parse(text: text, url: finalURL) {
-            let playable = Set(master.variants.map(\.uri).filter { self.playsFromCache($0) })
+            // A variant plays when its media playlist does and, for its AUDIO group, at least one
+            // rendition with its own playlist does (a group without such renditions needs none).
+            func groupPlays(_ group: String?) -> Bool {
+                guard let group else { return true }
+                let uris = master.renditions.filter { $0.groupID == group }.compactMap(\.uri)
+                return uris.isEmpty || uris.contains { self.playsFromCache($0) }
+            }
+            let playable = Set(master.variants.filter { self.playsFromCache($0.uri) && groupPlays($0.audio) }.map(\.uri))
             if !playable.isEmpty { keep = { playable.contains($0) } }
         }
         let rewritten = Array(HLSRewriter(url: finalURL, proxy: { ProxyURL.make(origin: $0, base: host) }, keep: keep).rewrite(text).utf8)

@@ -204,8 +204,12 @@ extension Proxy {
 public struct ServerNames: Sendable, Equatable {
     public var names: Set<String>
     public var port: Int
+    /// The proxy's own base URL (its listening address; loopback when it listens on any).
+    public var base: String
 
     public init(listening address: String, port: Int, extra: [String] = []) {
+        let own = ["0.0.0.0", "::", ""].contains(address) ? "127.0.0.1" : address
+        base = "http://" + (own.contains(":") ? "[\(own)]" : own) + ":\(port)"
         var n: Set<String> = ["localhost", "127.0.0.1", "::1", OriginTarget.canonicalHost(address)]
         for e in extra { n.insert(OriginTarget.canonicalHost(e)) }
         names = n
