@@ -48,6 +48,11 @@ if [ "$1" = configure ]; then
   # warm-up as root or an admin in the vcache group shares the cache with the services.
   install -d -m 2770 -o vcache -g vcache /var/cache/vcache
   chgrp vcache /var/cache/vcache && chmod 2770 /var/cache/vcache
+  # An empty cache (its catalog), so that `vcache status` and `ls` answer from the first minute.
+  if [ ! -e /var/cache/vcache/catalog.db ]; then
+    VCACHE_DIR=/var/cache/vcache /usr/bin/vcache config unset max-size >/dev/null 2>&1 || true
+    chown -R vcache:vcache /var/cache/vcache
+  fi
   if [ -d /run/systemd/system ]; then systemctl --system daemon-reload >/dev/null || true; fi
   if command -v deb-systemd-helper >/dev/null; then
     for unit in vcache-serve.service vcache-warmup.timer; do
