@@ -136,10 +136,6 @@ extension MP4Walker {
 
     /// A walker over a file, reading with pread.
     public init(file: RawFile, length: Int64) {
-        self.init(length: length) { offset, count in
-            var buffer = [UInt8](repeating: 0, count: count)
-            try buffer.withUnsafeMutableBytes { try file.readExactly(into: $0, fromAbsoluteOffset: offset) }
-            return buffer
-        }
+        self.init(length: length) { offset, count in try file.bytes(count, at: offset) }
     }
 }

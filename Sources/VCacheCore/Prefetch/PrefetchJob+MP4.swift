@@ -21,11 +21,7 @@ extension PrefetchJob {
             return complete()
         }
         let have = writer.held, data = writer.data
-        let planner = MP4Planner(goal: goal, length: length, have: have) { offset, count in
-            var bytes = [UInt8](repeating: 0, count: count)
-            try bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
-            return bytes
-        }
+        let planner = MP4Planner(goal: goal, length: length, have: have) { offset, count in try data.bytes(count, at: offset) }
         switch planner.next() {
         case .need(let ranges, let reason):
             // The planner only asks for bytes not held; asking again for held ones would loop.
@@ -51,11 +47,7 @@ extension PrefetchJob {
     /// By its Content-Type, or its first bytes when they are held.
     private func looksLikePlaylist(_ writer: EntryWriter, length: Int64) -> Bool {
         let n = min(16, length)
-        var first: [UInt8] = []
-        if n > 0, writer.held.contains(ByteRange(0, n)) {
-            var b = [UInt8](repeating: 0, count: Int(n))
-            if (try? b.withUnsafeMutableBytes { try writer.data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil { first = b }
-        }
+        let first = n > 0 && writer.held.contains(ByteRange(0, n)) ? (try? writer.data.bytes(Int(n), at: 0)) ?? [] : []
         return HLSPlaylist.looksLikePlaylist(firstBytes: first, contentType: entry.contentType)
     }
 }

@@ -109,6 +109,13 @@ public final class RawFile: Sendable {
         }
     }
 
+    /// `count` bytes from `offset` as an array, or throws (a short file is an error here).
+    public func bytes(_ count: Int, at offset: Int64) throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        try buffer.withUnsafeMutableBytes { try readExactly(into: $0, fromAbsoluteOffset: offset) }
+        return buffer
+    }
+
     /// fsync(2): the data written so far is durable.
     public func sync() throws {
         let fd = try liveDescriptor()

@@ -50,9 +50,7 @@ enum CheckCommand: VCacheCommand {
             defer { data?.close() }
             let readiness = Readiness.of(item, entry: entry) { offset, count in
                 guard let data else { throw SystemError("read", path: store.dataPath(key), errno: ENOENT) }
-                var b = [UInt8](repeating: 0, count: count)
-                try b.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
-                return b
+                return try data.bytes(count, at: offset)
             }
             let (state, detail): (String, String) = switch readiness {
             case .ready: ("ready", Self.asked(item))

@@ -94,22 +94,14 @@ enum InfoCommand: VCacheCommand {
     static func playableSeconds(_ e: CacheEntry, duration: Double, store: CacheStore) -> Double? {
         guard let data = try? store.openDataForReading(key: e.key) else { return nil }
         defer { data.close() }
-        return Readiness.playableSeconds(e, duration: duration) { offset, count in
-            var b = [UInt8](repeating: 0, count: count)
-            try b.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
-            return b
-        }
+        return Readiness.playableSeconds(e, duration: duration) { offset, count in try data.bytes(count, at: offset) }
     }
 
     /// The MP4 facts the cached bytes show; nil when nothing is cached.
     static func mp4Facts(_ e: CacheEntry, store: CacheStore) -> MP4Facts? {
         guard let length = e.length, !e.ranges.isEmpty, let data = try? store.openDataForReading(key: e.key) else { return nil }
         let ranges = e.ranges
-        return MP4Facts.inspect(length: length, have: ranges) { offset, count in
-            var b = [UInt8](repeating: 0, count: count)
-            try b.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: offset) }
-            return b
-        }
+        return MP4Facts.inspect(length: length, have: ranges) { offset, count in try data.bytes(count, at: offset) }
     }
 
     static func mp4Rows(_ f: MP4Facts) -> [(String, String)] {
