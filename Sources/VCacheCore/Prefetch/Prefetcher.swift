@@ -108,12 +108,11 @@ public final class Prefetcher {
     /// then fetches the segments added since: its cached copy is let go first.
     private func forgetLivePlaylist(_ url: String) {
         let key = options.keyRules.key(for: url)
+        // Every item of a run comes here: its first bytes decide before the whole is read.
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
-              length <= Int64(HLSPlaylist.maxBytes), let data = try? store.openDataForReading(key: key) else { return }
-        var bytes = [UInt8](repeating: 0, count: Int(length))
-        let read = (try? bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil
-        data.close()
-        guard read, HLSPlaylist.looksLikePlaylist(firstBytes: bytes.prefix(16), contentType: e.contentType),
+              length <= Int64(HLSPlaylist.maxBytes),
+              HLSPlaylist.looksLikePlaylist(firstBytes: store.cachedBytes(of: e, count: 16) ?? [], contentType: e.contentType),
+              let bytes = store.cachedBytes(of: e),
               case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL), media.isLive else { return }
         var c = Evictor.Criteria()
         c.keys = [key]
@@ -136,12 +135,7 @@ public final class Prefetcher {
         if let length = r.length, length > Int64(HLSPlaylist.maxBytes) {
             return ([], .stream("\(r.url) is an HLS playlist of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one"))
         }
-        guard let length = r.length, let data = try? store.openDataForReading(key: r.key) else {
-            return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
-        }
-        defer { data.close() }
-        var bytes = [UInt8](repeating: 0, count: Int(length))
-        guard (try? bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil else {
+        guard let e = (try? store.catalog.entry(key: r.key)) ?? nil, let bytes = store.cachedBytes(of: e) else {
             return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
         }
         let plan = HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)

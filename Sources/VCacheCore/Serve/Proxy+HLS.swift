@@ -67,11 +67,7 @@ extension Proxy {
             return e.isComplete
         }
         guard let e = entry(url), e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes),
-              let data = try? store.openDataForReading(key: e.key) else { return false }
-        defer { data.close() }
-        var bytes = [UInt8](repeating: 0, count: Int(length))
-        guard (try? bytes.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil,
-              case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL) else { return false }
+              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL) else { return false }
         for s in media.segments {
             guard held(s.uri, s.byteRange) else { return false }
             if let m = s.map, !held(m.uri, m.byteRange) { return false }
@@ -83,12 +79,7 @@ extension Proxy {
     /// The entry's first `count` bytes when the cache holds them all, else nil.
     private func cachedHead(_ video: ReadThrough.Video, count: Int) -> [UInt8]? {
         let store = readThrough.store
-        let n = min(Int64(count), video.length)
-        guard n > 0, let e = (try? store.catalog.entry(key: video.key)) ?? nil, e.ranges.contains(ByteRange(0, n)),
-              let data = try? store.openDataForReading(key: video.key) else { return nil }
-        defer { data.close() }
-        var b = [UInt8](repeating: 0, count: Int(n))
-        guard (try? b.withUnsafeMutableBytes { try data.readExactly(into: $0, fromAbsoluteOffset: 0) }) != nil else { return nil }
-        return b
+        guard let e = (try? store.catalog.entry(key: video.key)) ?? nil else { return nil }
+        return store.cachedBytes(of: e, count: Int64(count))
     }
 }

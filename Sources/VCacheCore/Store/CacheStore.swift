@@ -232,6 +232,16 @@ public final class CacheStore: Sendable {
         return file
     }
 
+    /// The entry's first `count` bytes (all of it when nil), read under LOCK_SH, when `e`'s ranges
+    /// (as `Catalog.entry` reads them) claim them all; nil otherwise.
+    public func cachedBytes(of e: CacheEntry, count: Int64? = nil) -> [UInt8]? {
+        guard let length = e.length else { return nil }
+        let n = min(count ?? length, length)
+        guard n > 0, e.ranges.contains(ByteRange(0, n)), let data = try? openDataForReading(key: e.key) else { return nil }
+        defer { data.close() }
+        return try? data.bytes(Int(n), at: 0)
+    }
+
     /// A reader's `data` (export, verify, info): read-only and never created, so a reader racing
     /// an eviction cannot leave an empty file behind. LOCK_SH is held while open. Throws ENOENT
     /// when there is no `data`.
