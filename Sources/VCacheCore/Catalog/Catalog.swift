@@ -184,15 +184,6 @@ public final class Catalog: Sendable {
         return try integrityProblem() == nil
     }
 
-    /// Sum of every entry's allocated `data` bytes as of its last checkpoint.
-    public func totalDiskBytes() throws -> Int64 {
-        try database.read { c in
-            var total: Int64 = 0
-            try c.query("SELECT COALESCE(SUM(disk_bytes), 0) FROM entries") { total = $0.int(0) }
-            return total
-        }
-    }
-
     public func setPinned(key: String, _ pinned: Bool) throws -> Bool {
         try database.write { c in
             try c.run("UPDATE entries SET pinned = ? WHERE key = ?", .int(pinned ? 1 : 0), .text(key)) > 0

@@ -48,13 +48,6 @@ public struct Evictor {
         public var usageAfter: Int64 = 0
     }
 
-    /// Disk used by the catalog files and the full-disk reserve.
-    public func catalogBytes() -> Int64 {
-        ["catalog.db", "catalog.db-wal", "catalog.db-shm", CacheStore.reserveName].reduce(0) { sum, name in
-            sum + (FileSystem.status(store.directory + "/" + name).map(FileSystem.allocatedBytes) ?? 0)
-        }
-    }
-
     /// What the cache uses on disk, as `du -s` counts it. `fixed`: the cache folder and every file
     /// in it (the catalog with its journal, the reserve, catalogs `verify --fix` set aside),
     /// `entries/` and its shards, and entry folders no row describes (orphans, until a sweep).

@@ -75,17 +75,12 @@ public final class Prefetcher {
     /// under `minFree` (what is missing of it comes off the cache). Nil: neither is set.
     private func limit() -> Int64? {
         var limit = options.maxSize
-        if let minFree = options.minFree, let free = Self.freeBytes(store.directory), free < minFree,
+        if let minFree = options.minFree, let free = FileSystem.space(store.directory)?.free, free < minFree,
            let entries = try? store.catalog.allEntries() {
             let usage = Evictor(store: store).footprint(exact: false).total(entries)
             limit = min(limit ?? .max, max(0, usage - (minFree - free)))
         }
         return limit
-    }
-
-    static func freeBytes(_ path: String) -> Int64? {
-        var fs = statvfs()
-        return statvfs(path, &fs) == 0 ? Int64(fs.f_bavail) * Int64(fs.f_frsize) : nil
     }
 
     /// The disk filled during an item: least recently used entries outside the run go to free
@@ -94,8 +89,7 @@ public final class Prefetcher {
     private func makeRoom(protecting keys: Set<String>) -> Bool {
         guard let entries = try? store.catalog.allEntries() else { return false }
         let evictor = Evictor(store: store)
-        var fs = statvfs()
-        let size = statvfs(store.directory, &fs) == 0 ? Int64(fs.f_blocks) * Int64(fs.f_frsize) : Int64(64 << 20) * 8
+        let size = FileSystem.space(store.directory)?.size ?? Int64(64 << 20) * 8
         var c = Evictor.Criteria()
         c.maxSize = max(0, evictor.footprint(exact: false).total(entries) - min(64 << 20, max(1 << 20, size / 8)))
         c.protected = keys

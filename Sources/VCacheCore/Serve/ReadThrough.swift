@@ -338,8 +338,7 @@ public final class ReadThrough: Sendable {
     /// space was freed (a new job may then try again).
     func makeRoom(for key: String, wanted: Int64) -> Bool {
         // A span larger than the whole file system never fits: evicting for it would only lose videos.
-        var fs = statvfs()
-        guard statvfs(store.directory, &fs) == 0, Int64(fs.f_blocks) * Int64(fs.f_frsize) > wanted else { return false }
+        guard let size = FileSystem.space(store.directory)?.size, size > wanted else { return false }
         let evictor = Evictor(store: store)
         guard let entries = try? store.catalog.allEntries() else { return false }
         var c = Evictor.Criteria()

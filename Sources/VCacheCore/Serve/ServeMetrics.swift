@@ -84,15 +84,15 @@ public final class ServeMetrics: Sendable {
 
         public init() {}
 
-        public static func measure(_ store: CacheStore, cap: Int64?) -> Gauges {
+        /// `entries`: the catalog's rows when the caller has read them already.
+        public static func measure(_ store: CacheStore, cap: Int64?, entries known: [CacheEntry]? = nil) -> Gauges {
             var g = Gauges()
-            let entries = (try? store.catalog.allEntries()) ?? []
+            let entries = known ?? (try? store.catalog.allEntries()) ?? []
             g.cacheBytes = Evictor(store: store).footprint().total(entries)
             g.capBytes = cap
             g.completeEntries = entries.filter(\.isComplete).count
             g.partialEntries = entries.count - g.completeEntries
-            var fs = statvfs()
-            if statvfs(store.directory, &fs) == 0 { g.diskFreeBytes = Int64(fs.f_bavail) * Int64(fs.f_frsize) }
+            g.diskFreeBytes = FileSystem.space(store.directory)?.free
             return g
         }
     }

@@ -136,8 +136,7 @@ public final class CacheStore: Sendable {
         } catch let e as DatabaseError where e.isDiskFull || e.isIOError {
             // Only a full disk is what the reserve is for (a folder named catalog.db, or one this
             // user cannot open, must not cost it).
-            var fs = statvfs()
-            let full = e.isDiskFull || (statvfs((path as NSString).deletingLastPathComponent, &fs) == 0 && Int64(fs.f_bavail) * Int64(fs.f_frsize) < Int64(reserveBytes))
+            let full = e.isDiskFull || (FileSystem.space((path as NSString).deletingLastPathComponent).map { $0.free < Int64(reserveBytes) } ?? false)
             guard full, unlink(reserve) == 0 else { throw e }
             return try Catalog(path: path, mode: mode)
         }

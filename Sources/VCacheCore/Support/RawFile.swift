@@ -262,6 +262,14 @@ public enum FileSystem {
         return true
     }
 
+    /// statvfs(2): the size of the file system holding `path` and what an unprivileged user may
+    /// still write there, in bytes; nil when it cannot be asked.
+    public static func space(_ path: String) -> (size: Int64, free: Int64)? {
+        var fs = statvfs()
+        guard statvfs(path, &fs) == 0 else { return nil }
+        return (Int64(fs.f_blocks) * Int64(fs.f_frsize), Int64(fs.f_bavail) * Int64(fs.f_frsize))
+    }
+
     /// Allocated bytes on disk (what `du` counts), not the apparent length.
     public static func allocatedBytes(_ st: stat) -> Int64 { Int64(st.st_blocks) * 512 }
 

@@ -34,7 +34,7 @@ enum StatusCommand: VCacheCommand {
         } catch {
             return console.fail(error, context: "cannot read \(store.directory)")
         }
-        let gauges = ServeMetrics.Gauges.measure(store, cap: cap)
+        let gauges = ServeMetrics.Gauges.measure(store, cap: cap, entries: entries)
         let pinned = entries.filter(\.pinned).count
         let serve = SmallGet.get("http://127.0.0.1:\(port)/status", timeout: 2)
             .flatMap { $0.status == 200 ? (try? JSONSerialization.jsonObject(with: $0.body)) as? [String: Any] : nil }
