@@ -10,7 +10,8 @@ extension Proxy {
     /// A playlist is fetched fresh from the origin each time (a live one must never be served
     /// stale), resolved against the URL that answered after redirects; when the origin cannot be
     /// reached, the cached copy is used (offline playback).
-    func playlistAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, status: Int, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus)? {
+    /// `cache` is nil when the answer is the origin's error, not a playlist.
+    func playlistAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
         let cached = cachedHead(video, count: 16)
         // A URL named like a playlist is asked for fresh too, whatever is cached under it (an
         // error page cached there must not hide the playlist the origin now serves); what is a
@@ -22,7 +23,7 @@ extension Proxy {
             guard fresh.status == 200 else {
                 // The origin is reachable and says no: that is the answer, never a stale copy.
                 let code = (100...599).contains(fresh.status) ? fresh.status : 502
-                return (HTTPServer.Response(status: code, headers: Self.inert), code, 0, 0, .miss)
+                return (HTTPServer.Response(status: code, headers: Self.inert), 0, 0, nil, "the origin answered \(fresh.status) for the playlist")
             }
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
@@ -52,8 +53,8 @@ extension Proxy {
         let rewritten = Array(HLSRewriter(url: finalURL, proxy: { ProxyURL.make(origin: $0, base: host) }, keep: keep).rewrite(text).utf8)
         let headers: [(String, String)] = [("Content-Type", "application/vnd.apple.mpegurl"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let bytes = Int64(rewritten.count)
-        return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)), 200,
-                status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status)
+        return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
+                status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten")
     }
 
     /// Whether the media playlist at `url` and every segment, init section and key it names are

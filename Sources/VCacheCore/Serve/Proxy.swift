@@ -56,12 +56,17 @@ public final class Proxy: Sendable {
         var line = LogLine(time: Date(), client: request.client, method: request.method, url: request.path, range: request.headers["range"],
                            status: 0, fromCache: 0, fromOrigin: 0, seconds: 0, note: nil)
         let log = self.log, metrics = self.metrics
+        // Every answer ends here: its log line and its counters, from one record.
+        @Sendable func account(_ l: LogLine, cache: CacheStatus?, originError: String?) {
+            var l = l
+            l.seconds = (ContinuousClock.now - start).inSeconds
+            log(l)
+            metrics.record(status: l.status, cache: cache, fromCache: l.fromCache, fromOrigin: l.fromOrigin, originError: originError)
+        }
         func finish(_ status: Int, _ note: String?, headers: [(String, String)] = [], originError: String? = nil) -> HTTPServer.Response {
             line.status = status
             line.note = note
-            line.seconds = (ContinuousClock.now - start).inSeconds
-            log(line)
-            metrics.record(status: status, cache: nil, fromCache: 0, fromOrigin: 0, originError: originError)
+            account(line, cache: nil, originError: originError)
             return HTTPServer.Response(status: status, headers: headers + Self.inert)
         }
         guard request.method == "GET" || request.method == "HEAD" else {
@@ -93,13 +98,11 @@ public final class Proxy: Sendable {
         }
         if let playlist = playlistAnswer(request, origin: origin, video: video) {
             readThrough.markUsed(video.key)
-            line.status = playlist.status
+            line.status = playlist.response.status
             line.fromCache = playlist.fromCache
             line.fromOrigin = playlist.fromOrigin
-            line.seconds = (ContinuousClock.now - start).inSeconds
-            line.note = "playlist, rewritten"
-            log(line)
-            metrics.record(status: playlist.status, cache: playlist.cache, fromCache: playlist.fromCache, fromOrigin: playlist.fromOrigin, originError: nil)
+            line.note = playlist.note
+            account(line, cache: playlist.cache, originError: playlist.cache == nil ? "status" : nil)
             return playlist.response
         }
         let name = (request.path as NSString).lastPathComponent.removingPercentEncoding ?? ""
@@ -159,14 +162,11 @@ public final class Proxy: Sendable {
                 done.fromOrigin += done.fromCache
                 done.fromCache = 0
             }
-            done.seconds = (ContinuousClock.now - start).inSeconds
             var notes: [String] = []
             if let p = reader.fileProblem { notes.append(p) }
             if !completed { notes.append(reader.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
-            log(done)
-            metrics.record(status: finalStatus, cache: cacheStatus, fromCache: done.fromCache, fromOrigin: done.fromOrigin,
-                           originError: completed || reader.failure == nil ? nil : "cut")
+            account(done, cache: cacheStatus, originError: completed || reader.failure == nil ? nil : "cut")
         }
     }
 }
