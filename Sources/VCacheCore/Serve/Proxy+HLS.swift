@@ -4,8 +4,6 @@ import Foundation
 /// lines, and `URI="..."` of keys, maps, renditions, I-frame streams) pointing at the proxy, so a
 /// player fetches segments, init sections and keys through the cache and plays them offline.
 extension Proxy {
-    static var playlistLimit: Int { HLSPlaylist.maxBytes }
-
     /// The answer for a playlist, or nil when `video` is not one (then it is served as bytes).
     /// A playlist is fetched fresh from the origin each time (a live one must never be served
     /// stale), resolved against the URL that answered after redirects; when the origin cannot be
@@ -19,7 +17,7 @@ extension Proxy {
         let named = ((URL(string: origin)?.path ?? origin) as NSString).pathExtension.lowercased() == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
         var text: String?, finalURL = origin, status: CacheStatus = .miss
-        if let fresh = SmallGet.get(origin, options: readThrough.options.request, limit: Self.playlistLimit) {
+        if let fresh = SmallGet.get(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes) {
             guard fresh.status == 200 else {
                 // The origin is reachable and says no: that is the answer, never a stale copy.
                 let code = (100...599).contains(fresh.status) ? fresh.status : 502
@@ -28,7 +26,7 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
-        } else if video.length <= Int64(Self.playlistLimit), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
+        } else if video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
             status = .hit
