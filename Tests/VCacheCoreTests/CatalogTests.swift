@@ -27,6 +27,26 @@ import VCacheTestSupport
         #expect(try c.allEntries().count == 1)
     }
 
+    /// Each field is read from its own column: a row written by name with a distinct value in
+    /// every column reads back into the matching field (a SELECT list and a reader that disagree
+    /// on a position would swap two of them).
+    @Test func everyColumnReadsIntoItsOwnField() throws {
+        let c = try Catalog(path: dir.file("cols.db"))
+        try c.database.write { db in
+            try db.run("""
+                INSERT INTO entries (disk_bytes, cached_bytes, pinned, sha256, completed, last_used, created, content_type,
+                                     last_modified, etag, length, latest_url, url, key)
+                VALUES (14, 13, 1, 'sha', 10.5, 9.5, 8.5, 'video/mp4', 'lm', '"et"', 4, 'http://h/latest', 'http://h/first', 'k')
+                """)
+        }
+        let e = try #require(try c.entry(key: "k"))
+        #expect(e.key == "k" && e.url == "http://h/first" && e.latestURL == "http://h/latest")
+        #expect(e.length == 4 && e.etag == "\"et\"" && e.lastModified == "lm" && e.contentType == "video/mp4")
+        #expect(e.created.timeIntervalSince1970 == 8.5 && e.lastUsed.timeIntervalSince1970 == 9.5)
+        #expect(e.completed?.timeIntervalSince1970 == 10.5 && e.sha256 == "sha" && e.pinned)
+        #expect(e.cachedBytes == 13 && e.diskBytes == 14)
+    }
+
     /// Group commit: eight threads committing at once (as eight downloads' checkpoints do) share
     /// transactions, and every caller gets back a range set holding its own update, and all of
     /// them land.

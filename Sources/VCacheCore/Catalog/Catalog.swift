@@ -89,22 +89,60 @@ public final class Catalog: Sendable {
 
     // MARK: - Reading
 
-    static let entryColumns = "key, url, latest_url, length, etag, last_modified, content_type, created, last_used, completed, sha256, pinned, cached_bytes, disk_bytes"
+    /// The `entries` columns an entry is read from and written to, in one declaration: the
+    /// SELECT list, the INSERT list and each value's position all come from it, so a column can
+    /// never be read at another column's position.
+    enum EntryColumn: String, CaseIterable {
+        case key, url, latest_url, length, etag, last_modified, content_type, created, last_used, completed, sha256,
+             pinned, cached_bytes, disk_bytes
+
+        /// Its position in `EntryColumn.list`, hence in a row selected with it.
+        var position: Int32 { Int32(Self.allCases.firstIndex(of: self)!) }
+        /// `key, url, ...`: every column, for SELECT and INSERT.
+        static let list = allCases.map(\.rawValue).joined(separator: ", ")
+        /// `?, ?, ...`: one parameter per column.
+        static let parameters = allCases.map { _ in "?" }.joined(separator: ", ")
+
+        /// The entry's value for this column, as written.
+        func value(of e: CacheEntry) -> SQLValue {
+            switch self {
+            case .key: .text(e.key)
+            case .url: .text(e.url)
+            case .latest_url: .text(e.latestURL)
+            case .length: .optional(e.length)
+            case .etag: .optional(e.etag)
+            case .last_modified: .optional(e.lastModified)
+            case .content_type: .optional(e.contentType)
+            case .created: .double(e.created.timeIntervalSince1970)
+            case .last_used: .double(e.lastUsed.timeIntervalSince1970)
+            case .completed: .optional(e.completed?.timeIntervalSince1970)
+            case .sha256: .optional(e.sha256)
+            case .pinned: .int(e.pinned ? 1 : 0)
+            case .cached_bytes: .int(e.cachedBytes)
+            case .disk_bytes: .int(e.diskBytes)
+            }
+        }
+    }
 
     /// A row as read: every value is untrusted (a damaged or hand-edited catalog must give clear
     /// answers, never a trap): a negative length is unknown, sizes are at least 0, and times are
     /// clamped to the years 1970 to 5138 (a date of -1e300 would overflow every formatter), byte
     /// counts to 64 TiB an entry (a sum over the catalog must not overflow).
+    /// `r` is a row selected with `EntryColumn.list`.
     static func entry(from r: Row) -> CacheEntry {
+        typealias C = EntryColumn
         func time(_ t: Double) -> Date { Date(timeIntervalSince1970: t.isFinite ? min(max(t, 0), 1e11) : 0) }
         // At most 2^46 (64 TiB) an entry: sums over a catalog (ls, evict, the cap) cannot overflow.
         func bytes(_ n: Int64) -> Int64 { min(max(0, n), 1 << 46) }
         return CacheEntry(
-            key: r.text(0), url: r.text(1), latestURL: r.text(2), length: r.optionalInt(3).flatMap { $0 >= 0 ? $0 : nil },
-            etag: r.optionalText(4), lastModified: r.optionalText(5), contentType: r.optionalText(6),
-            created: time(r.double(7)), lastUsed: time(r.double(8)),
-            completed: r.optionalDouble(9).map(time), sha256: r.optionalText(10),
-            pinned: r.int(11) != 0, cachedBytes: bytes(r.int(12)), diskBytes: bytes(r.int(13)), ranges: RangeSet())
+            key: r.text(C.key.position), url: r.text(C.url.position), latestURL: r.text(C.latest_url.position),
+            length: r.optionalInt(C.length.position).flatMap { $0 >= 0 ? $0 : nil },
+            etag: r.optionalText(C.etag.position), lastModified: r.optionalText(C.last_modified.position),
+            contentType: r.optionalText(C.content_type.position),
+            created: time(r.double(C.created.position)), lastUsed: time(r.double(C.last_used.position)),
+            completed: r.optionalDouble(C.completed.position).map(time), sha256: r.optionalText(C.sha256.position),
+            pinned: r.int(C.pinned.position) != 0, cachedBytes: bytes(r.int(C.cached_bytes.position)),
+            diskBytes: bytes(r.int(C.disk_bytes.position)), ranges: RangeSet())
     }
 
     static func ranges(_ c: Connection, key: String) throws -> RangeSet {
@@ -120,7 +158,7 @@ public final class Catalog: Sendable {
     public func entry(key: String) throws -> CacheEntry? {
         try database.read(snapshot: true) { c in
             var found: CacheEntry?
-            try c.query("SELECT \(Self.entryColumns) FROM entries WHERE key = ?", .text(key)) { found = Self.entry(from: $0) }
+            try c.query("SELECT \(EntryColumn.list) FROM entries WHERE key = ?", .text(key)) { found = Self.entry(from: $0) }
             if found != nil { found!.ranges = try Self.ranges(c, key: key) }
             return found
         }
@@ -130,7 +168,7 @@ public final class Catalog: Sendable {
     public func allEntries() throws -> [CacheEntry] {
         try database.read { c in
             var out: [CacheEntry] = []
-            try c.query("SELECT \(Self.entryColumns) FROM entries ORDER BY last_used DESC, key") { out.append(Self.entry(from: $0)) }
+            try c.query("SELECT \(EntryColumn.list) FROM entries ORDER BY last_used DESC, key") { out.append(Self.entry(from: $0)) }
             return out
         }
     }
@@ -329,7 +367,7 @@ public final class Catalog: Sendable {
             for id in ids.sorted() {
                 do {
                     var entry: CacheEntry?
-                    try c.query("SELECT \(Self.entryColumns) FROM old.entries WHERE rowid = ?", .int(id)) { entry = Self.entry(from: $0) }
+                    try c.query("SELECT \(EntryColumn.list) FROM old.entries WHERE rowid = ?", .int(id)) { entry = Self.entry(from: $0) }
                     guard let entry else { continue }
                     var ranges: [(Int64, Int64)] = []
                     do {
@@ -352,10 +390,8 @@ public final class Catalog: Sendable {
             for (var e, ranges) in rows {
                 if ranges.isEmpty && e.cachedBytes > 0 { e.cachedBytes = 0; e.completed = nil }
                 let added = try c.run("""
-                    INSERT OR IGNORE INTO entries (\(Self.entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, .text(e.key), .text(e.url), .text(e.latestURL), .optional(e.length), .optional(e.etag), .optional(e.lastModified),
-                    .optional(e.contentType), .double(e.created.timeIntervalSince1970), .double(e.lastUsed.timeIntervalSince1970),
-                    .optional(e.completed?.timeIntervalSince1970), .optional(e.sha256), .int(e.pinned ? 1 : 0), .int(e.cachedBytes), .int(e.diskBytes))
+                    INSERT OR IGNORE INTO entries (\(EntryColumn.list)) VALUES (\(EntryColumn.parameters))
+                    """, EntryColumn.allCases.map { $0.value(of: e) })
                 guard added > 0 else { continue }
                 for (start, end) in ranges {
                     try c.run("INSERT OR IGNORE INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(e.key), .int(start), .int(end))

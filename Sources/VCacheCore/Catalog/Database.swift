@@ -242,7 +242,11 @@ public final class Connection {
 
     /// Runs a statement with parameters; returns the number of rows changed.
     @discardableResult
-    public func run(_ sql: String, _ values: SQLValue...) throws -> Int {
+    public func run(_ sql: String, _ values: SQLValue...) throws -> Int { try run(sql, values) }
+
+    /// `run` with the parameters as an array (a row written column by column).
+    @discardableResult
+    public func run(_ sql: String, _ values: [SQLValue]) throws -> Int {
         let s = try prepared(sql)
         bind(s, values)
         defer { sqlite3_reset(s) }
