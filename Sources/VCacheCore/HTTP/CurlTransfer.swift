@@ -45,12 +45,18 @@ public final class CurlTransfer {
     private(set) var lastActivity = ContinuousClock.now
     /// No byte for this long and the Fetcher abandons the transfer.
     let stallTimeout: Duration
-    /// The run's shared bucket, when the total rate is capped; set by the Fetcher.
-    var limiter: RateLimiter?
-    /// Paused because the bucket was empty; the Fetcher resumes it.
-    var paused = false
-    /// Held by its delegate (`HeadDecision.hold`) until `Fetcher.release(_:)`; no stall clock meanwhile.
-    var held = false
+    /// The run's shared bucket, when the total rate is capped (`Fetcher.add` hands it over).
+    private(set) var limiter: RateLimiter?
+    /// Why the body waits, if it does: libcurl was told to pause it.
+    enum Waiting {
+        /// Paused because the bucket was empty; the Fetcher resumes it when there are tokens.
+        case forTokens
+        /// Held by its delegate (`HeadDecision.hold`) until `Fetcher.release(_:)`; no stall clock meanwhile.
+        case heldByDelegate
+    }
+    private(set) var waiting: Waiting?
+    var paused: Bool { waiting == .forTokens }
+    var held: Bool { waiting == .heldByDelegate }
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
@@ -166,16 +172,16 @@ public final class CurlTransfer {
                 stoppedByDelegate = true
                 return 0
             case .hold:
-                held = true
+                waiting = .heldByDelegate
                 return Int(CURL_WRITEFUNC_PAUSE)  // libcurl delivers these bytes again on release
             }
         }
         if delegate?.transferShouldWait(self) == true {
-            held = true
+            waiting = .heldByDelegate
             return Int(CURL_WRITEFUNC_PAUSE)
         }
         if let limiter, !limiter.take(bytes.count) {
-            paused = true
+            waiting = .forTokens
             return Int(CURL_WRITEFUNC_PAUSE)
         }
         if delegate?.transferDidReceive(self, bytes: bytes) != true {
@@ -184,6 +190,9 @@ public final class CurlTransfer {
         }
         return bytes.count
     }
+
+    /// Called by the Fetcher as it starts the transfer: the run's rate bucket, if any.
+    func share(_ limiter: RateLimiter?) { self.limiter = limiter }
 
     /// Called by the Fetcher when libcurl reports the transfer done.
     func complete(code: CURLcode) {
@@ -205,8 +214,7 @@ public final class CurlTransfer {
 
     /// Called by the Fetcher when the bucket has tokens again, or the delegate releases a hold.
     func resume() {
-        paused = false
-        held = false
+        waiting = nil
         lastActivity = ContinuousClock.now
         curl_easy_pause(easy, CURLPAUSE_CONT)
     }

@@ -114,7 +114,7 @@ public final class Fetcher {
 
     public func add(_ transfer: CurlTransfer) {
         loop.precondition()
-        transfer.limiter = limiter
+        transfer.share(limiter)
         let rc = curl_multi_add_handle(multi, transfer.easy)
         guard rc == CURLM_OK else {
             // Never started: it fails on the loop's next turn, as any transfer ends (its owner

@@ -22,14 +22,21 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     let board: EntryBoard
     public let video: ReadThrough.Video
     public let range: ByteRange
-    private var file: RawFile?
-    private(set) var fileID: FileID?
-    /// Claims justified for `file` (they only grow: a claim about a file stays true of it).
-    private var claims: RangeSet
+    /// The file this response reads, and what is known of it.
+    private struct Source {
+        var file: RawFile?
+        var id: FileID?
+        /// Claims justified for `file` (they only grow: a claim about a file stays true of it).
+        var claims: RangeSet
+        /// Where the reader last read the catalog at a gap (nil: not at this gap yet).
+        var refreshedAt: Int64?
+    }
+    private var source: Source
+    private var file: RawFile? { source.file }
+    var fileID: FileID? { source.id }
+    private var claims: RangeSet { source.claims }
     /// What was claimed when the response began (bytes counted as from the cache).
     private let claimedAtStart: RangeSet
-    /// Where the reader last read the catalog at a gap (nil: not at this gap yet).
-    private var refreshedAt: Int64?
     /// Parts under a weak validator may be combined: every cached byte of the file is this
     /// process's own (Docs/cache-format.md, "Versions").
     let weakPartsCombine: Bool
@@ -39,20 +46,21 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     private let streamWhole: Bool
     private var mayStore: Bool
     private var direct: DirectStream?
-    private var jobsStarted = 0
-    /// The storing jobs this response started.
-    private var myJobs: [EntryBoard.Writer] = []
-    /// The first bytes, read before the response head goes out (`prepare`).
-    private var primed: [UInt8] = []
-    private var primedAt: Int64 = 0
+    /// Storing jobs this response asked for, and those it started.
+    private var ownJobs: (asked: Int, started: [EntryBoard.Writer]) = (0, [])
+    /// The first bytes, read before the response head goes out (`prepare`), and their offset.
+    private var primed: (bytes: [UInt8], at: Int64) = ([], 0)
     private var preparing = false
     /// Bytes sent from what was cached when the response began, and from the origin since.
     public let fromCache = Atomic<Int64>(0)
     public let fromOrigin = Atomic<Int64>(0)
+    /// Why the response was cut short, and the origin's HTTP status when that is why it could
+    /// not begin.
+    private var cut: (why: String, status: Int?)?
     /// Why the response was cut short, if it was.
-    public private(set) var failure: String?
+    public var failure: String? { cut?.why }
     /// The origin's HTTP status when that is why the response could not begin.
-    public private(set) var failureStatus: Int?
+    public var failureStatus: Int? { cut?.status }
     /// Why `data` could not be opened (logged with the request), if it could not.
     public let fileProblem: String?
     private let closed = Atomic<Bool>(false)
@@ -63,16 +71,14 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         self.board = board
         self.video = video
         self.range = range
-        file = snapshot.file
-        fileID = snapshot.fileID
-        claims = snapshot.claims
+        // The claims were read just now, at the span's start.
+        source = Source(file: snapshot.file, id: snapshot.fileID, claims: snapshot.claims, refreshedAt: range.lowerBound)
         claimedAtStart = snapshot.claims
         fileProblem = snapshot.problem
         self.weakPartsCombine = weakPartsCombine
         self.streamWhole = streamWhole
         foreignWeak = !video.validators.hasStrongValidator && !weakPartsCombine
         mayStore = snapshot.problem == nil && !foreignWeak && !streamWhole
-        refreshedAt = range.lowerBound  // the claims were read just now
         board.cond.lock()
         board.readers += 1
         board.hold(fileID)
@@ -103,18 +109,17 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             if let fileProblem { why = "\(fileProblem); \(why)" }
             return (failureStatus ?? 502, why)
         }
-        primed = Array(buffer[0..<n])
-        primedAt = 0
+        primed = (Array(buffer[0..<n]), 0)
         return nil
     }
 
     public func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         guard !closed.load(ordering: .relaxed) else { return nil }
-        if !primed.isEmpty && offset == primedAt {
-            let n = min(buffer.count, primed.count)
-            primed.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            primed.removeFirst(n)
-            primedAt += Int64(n)
+        if !primed.bytes.isEmpty && offset == primed.at {
+            let n = min(buffer.count, primed.bytes.count)
+            primed.bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            primed.bytes.removeFirst(n)
+            primed.at += Int64(n)
             return n
         }
         let p = range.lowerBound + offset
@@ -131,7 +136,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             board.cond.lock()
             if board.closing {
                 board.cond.unlock()
-                failure = "the server is stopping"
+                cut = ("the server is stopping", nil)
                 return nil
             }
             var justified = claims
@@ -139,8 +144,8 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             let jobs = board.writers.filter { !$0.finished }.map {
                 ServeDecision.Job(start: $0.start, end: $0.effectiveEnd, position: $0.position, writesReadersFile: $0.file != nil && $0.file == fileID)
             }
-            let decision = ServeDecision.Read(position: p, end: range.upperBound, justified: justified, refreshed: refreshedAt == p,
-                                              hasFile: file != nil && !streamWhole, jobs: jobs, jobsStarted: jobsStarted, mayStore: mayStore)
+            let decision = ServeDecision.Read(position: p, end: range.upperBound, justified: justified, refreshed: source.refreshedAt == p,
+                                              hasFile: file != nil && !streamWhole, jobs: jobs, jobsStarted: ownJobs.asked, mayStore: mayStore)
             switch decision.step {
             case .read(let upTo):
                 let fromWrites = claims.contiguousEnd(from: p) < upTo
@@ -161,13 +166,13 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 if preparing, let trouble = board.writers.first(where: { $0.trouble != nil && $0.start <= p && p < $0.effectiveEnd })?.trouble {
                     // About to answer: a job retrying the origin means the origin is not there now.
                     board.cond.unlock()
-                    failure = trouble
+                    cut = (trouble, nil)
                     return nil
                 }
                 let signalled = board.cond.wait(until: Date().addingTimeInterval(1))
                 board.cond.unlock()
                 if closed.load(ordering: .relaxed) { return nil }
-                if !signalled { refreshedAt = nil }
+                if !signalled { source.refreshedAt = nil }
             case .startJob(let span):
                 if let failed = ownFailure(at: p) {
                     // A job of this response failed here already: the origin's answer stands
@@ -180,16 +185,16 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                     mayStore = false
                     continue
                 }
-                jobsStarted += 1
+                ownJobs.asked += 1
                 let started = owner.startWriter(board, reader: self, span: span)
-                if let started { myJobs.append(started) }
+                if let started { ownJobs.started.append(started) }
                 board.cond.unlock()
                 if started == nil {
                     // Another process writes the entry, nothing more fits under the cap, or the
                     // file is not the entry's any more: the rest plays, streamed, not stored.
                     mayStore = false
                 } else {
-                    refreshedAt = nil
+                    source.refreshedAt = nil
                 }
             case .stream(let span):
                 let failed = ownFailure(at: p)
@@ -202,7 +207,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 if foreignWeak && p > range.lowerBound {
                     // Bytes of another run under a weak validator went out: nothing proves the
                     // origin's are the same version, so they are not joined.
-                    failure = "the cached bytes have no strong validator and cannot be joined with the origin's"
+                    cut = ("the cached bytes have no strong validator and cannot be joined with the origin's", nil)
                     return nil
                 }
                 return startDirect(span, into: out)
@@ -216,7 +221,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         do {
             try file.readExactly(into: UnsafeMutableRawBufferPointer(rebasing: out[0..<n]), fromAbsoluteOffset: p)
         } catch {
-            failure = "cannot read the cached bytes: \(error)"
+            cut = ("cannot read the cached bytes: \(error)", nil)
             return nil
         }
         if claimedAtStart.contains(ByteRange(p, p + Int64(n))) { fromCache.add(Int64(n), ordering: .relaxed) } else { fromOrigin.add(Int64(n), ordering: .relaxed) }
@@ -226,11 +231,11 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     /// Reads what the catalog claims now; the claims count for the reader's file only while the
     /// path still names it and the catalog's version is the promised one.
     private func refresh(at p: Int64) {
-        refreshedAt = p
+        source.refreshedAt = p
         guard let fileID else { return }
         guard let entry = (try? owner.store.catalog.entry(key: video.key)) ?? nil else { return }
         guard FileSystem.identity(owner.store.dataPath(video.key)) == fileID, video.validators.admits(entry.validators) else { return }
-        claims.formUnion(entry.ranges)
+        source.claims.formUnion(entry.ranges)
     }
 
     /// For a storing job about to start (the writer lock and the board's lock held): the file it
@@ -249,10 +254,10 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             try store.openDataForWriting(key: video.key).close()
             let f = try store.openDataForReading(key: video.key)
             let id = try f.identity()
-            file = f
-            fileID = id
+            source.file = f
+            source.id = id
             board.hold(id)
-            if let entry { claims.formUnion(entry.ranges) }
+            if let entry { source.claims.formUnion(entry.ranges) }
             return id
         } catch {
             return nil
@@ -268,8 +273,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
 
     private func pass(_ n: Int?) -> Int? {
         guard let n, n > 0 else {
-            failure = failure ?? direct?.error ?? "the origin stopped sending"
-            if failureStatus == nil { failureStatus = direct?.status }
+            cut = (cut?.why ?? direct?.error ?? "the origin stopped sending", cut?.status ?? direct?.status)
             return nil
         }
         fromOrigin.add(Int64(n), ordering: .relaxed)
@@ -280,15 +284,14 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     /// `cond` held). Only this response's own jobs count, and a job stopped because its readers
     /// left or the server stops is not a failure of the origin.
     private func ownFailure(at p: Int64) -> PrefetchError? {
-        myJobs.last { w in
+        ownJobs.started.last { w in
             guard w.finished, let e = w.error, e != .interrupted, e != .deadline, e != .lockBusy else { return false }
             return w.start <= p && p < w.end
         }?.error
     }
 
     private func noteFailure(_ e: PrefetchError) {
-        failure = e.description
-        if case .http(let status, _) = e { failureStatus = status }
+        if case .http(let status, _) = e { cut = (e.description, status) } else { cut = (e.description, cut?.status) }
     }
 
     public func finished(completed: Bool) {
