@@ -89,7 +89,25 @@ import VCacheTestSupport
         _ = try Catalog(path: path)
         let db = try Database(path: path)
         try db.write { try $0.execute("PRAGMA user_version = 99") }
-        #expect(throws: Catalog.NewerSchema(found: 99, known: 1)) { try Catalog(path: path) }
+        #expect(throws: Catalog.NewerSchema(found: 99, known: Catalog.schemaVersion)) { try Catalog(path: path) }
+    }
+
+    /// A catalog of schema 1 (entries, ranges, config) opens, upgrades in place and keeps its rows.
+    @Test func aSchemaOneCatalogUpgradesInPlaceAndKeepsItsEntries() throws {
+        let path = dir.file("v1.db")
+        do {
+            let c = try Catalog(path: path)
+            try c.commit(update("k", [ByteRange(0, 1000)], sha: "abc"))
+            try c.database.write { db in
+                try db.execute("DROP TABLE chunk_states")
+                try db.execute("PRAGMA user_version = 1")
+            }
+        }
+        let c = try Catalog(path: path)
+        #expect(try c.database.read { try $0.userVersion } == Catalog.schemaVersion)
+        let e = try #require(try c.entry(key: "k"))
+        #expect(e.isComplete && e.sha256 == "abc" && e.ranges == RangeSet([ByteRange(0, 1000)]))
+        #expect(try c.chunkStates(key: "k") == nil)
     }
 
     @Test func configValuesAreSetReadAndUnset() throws {

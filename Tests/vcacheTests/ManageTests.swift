@@ -45,6 +45,40 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(url)?.cachedBytes == 0)
     }
 
+    /// Two flipped bytes in a 5.2 MiB video: verify names the two damaged 1 MiB chunks (from the
+    /// digest's states kept at completion), --fix drops those two and keeps the rest, and the
+    /// next prefetch fetches only them and ends byte-exact.
+    @Test func verifyFixDropsOnlyTheDamagedChunks() throws {
+        let nginx = try Nginx()
+        let body = TestBytes.make(5_500_000, seed: 11)
+        let url = try nginx.publish("chunks.bin", body)
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        let fh = try #require(FileHandle(forUpdatingAtPath: try dataPath(url)))
+        for offset: UInt64 in [1_600_000, 5_300_000] {
+            try fh.seek(toOffset: offset)
+            let b = try #require(try fh.read(upToCount: 1)).first!
+            try fh.seek(toOffset: offset)
+            try fh.write(contentsOf: Data([b ^ 0x01]))
+        }
+        try fh.close()
+        let found = try vcache(["verify"])
+        #expect(found.status == 1)
+        #expect(found.stdout.contains("its bytes no longer match the SHA-256 stored at completion: damaged 1.0 MiB at byte 1048576, 251 KiB at byte 5242880"), "\(found.stdout)")
+        let fixed = try vcache(["verify", "--fix"])
+        #expect(fixed.status == 1)
+        #expect(fixed.stdout.contains("dropped the damaged 1.2 MiB"), "\(fixed.stdout)")
+        #expect(try vcache(["verify"]).status == 0)
+        let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
+        #expect(claims.mismatch == nil)
+        #expect(claims.claimed == 5_500_000 - 1_048_576 - 257_120)
+        let before = nginx.accessLog().count
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        let refetched = nginx.accessLog().dropFirst(before).reduce(Int64(0)) { $0 + $1.bytes }
+        #expect(refetched == 1_048_576 + 257_120)
+        let e = try #require(try CacheInspector(directory: cache).entry(url))
+        #expect(e.isComplete && e.sha256 == SHA256Digest.hash(body))
+    }
+
     @Test func verifyFindsATruncatedDataFileAndFixKeepsWhatIsReallyThere() throws {
         let (_, url, body) = try cachedVideo()
         #expect(truncate(try dataPath(url), 100_000) == 0)

@@ -5,7 +5,7 @@ import Synchronization
 /// Invariant 1 (Docs/cache-format.md) is kept by the callers: ranges are committed here only after `data`
 /// was fsynced. Every write is one transaction.
 public final class Catalog: Sendable {
-    public static let schemaVersion = 1
+    public static var schemaVersion: Int { migrations.count }
     public let database: Database
     /// Updates waiting for the next group commit (`commit`).
     private let commitQueue = Mutex<[CommitTicket]>([])
@@ -59,6 +59,17 @@ public final class Catalog: Sendable {
         CREATE TABLE config (
             name TEXT PRIMARY KEY NOT NULL,
             value TEXT NOT NULL
+        );
+        """,
+        // 2: the SHA-256 states at each chunk boundary of a complete entry (ChunkStates), so
+        // verify --fix drops only damaged chunks. A row counts only while its sha256 is the
+        // entry's: a new version's completion replaces it, and an old row says nothing.
+        """
+        CREATE TABLE chunk_states (
+            key TEXT PRIMARY KEY NOT NULL REFERENCES entries(key) ON DELETE CASCADE,
+            sha256 TEXT NOT NULL,
+            chunk_size INTEGER NOT NULL,
+            states BLOB NOT NULL
         );
         """,
     ]
@@ -196,6 +207,18 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// The chunk states kept with the entry's digest, when they are of its current digest.
+    public func chunkStates(key: String) throws -> ChunkStates? {
+        try database.read { c in
+            var found: ChunkStates?
+            try c.query("""
+                SELECT s.sha256, s.chunk_size, s.states FROM chunk_states s JOIN entries e ON e.key = s.key
+                WHERE s.key = ? AND e.sha256 = s.sha256
+                """, .text(key)) { found = ChunkStates(sha256: $0.text(0), chunkSize: $0.int(1), states: $0.blob(2)) }
+            return found
+        }
+    }
+
     /// `PRAGMA integrity_check`: nil when SQLite finds nothing wrong, else its report.
     public func integrityProblem() throws -> String? {
         try database.read { c in
@@ -240,6 +263,8 @@ public final class Catalog: Sendable {
         public var added = RangeSet()
         public var diskBytes: Int64?
         public var sha256: String?
+        /// With `sha256`: the digest's states at each chunk boundary, kept beside it.
+        public var chunkStates: ChunkStates?
 
         public init(key: String, url: String, validators: Validators, contentType: String? = nil) {
             self.key = key
@@ -306,6 +331,10 @@ public final class Catalog: Sendable {
         }
         if let sha = u.sha256 {
             try c.run("UPDATE entries SET completed = ?, sha256 = ? WHERE key = ?", .double(t), .text(sha), .text(u.key))
+            if let cs = u.chunkStates, cs.sha256 == sha {
+                try c.run("INSERT OR REPLACE INTO chunk_states (key, sha256, chunk_size, states) VALUES (?, ?, ?, ?)",
+                          .text(u.key), .text(sha), .int(cs.chunkSize), .blob(cs.states))
+            }
         }
         return set
     }

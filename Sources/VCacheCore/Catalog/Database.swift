@@ -236,6 +236,7 @@ public final class Connection {
             case .int(let x): sqlite3_bind_int64(s, idx, x)
             case .double(let x): sqlite3_bind_double(s, idx, x)
             case .text(let x): sqlite3_bind_text(s, idx, x, -1, vc_sqlite_transient())
+            case .blob(let x): x.withUnsafeBytes { _ = sqlite3_bind_blob(s, idx, $0.baseAddress, Int32($0.count), vc_sqlite_transient()) }
             }
         }
     }
@@ -279,7 +280,7 @@ public final class Connection {
 }
 
 public enum SQLValue: Sendable {
-    case null, int(Int64), double(Double), text(String)
+    case null, int(Int64), double(Double), text(String), blob([UInt8])
 
     public static func optional(_ s: String?) -> SQLValue { s.map { .text($0) } ?? .null }
     public static func optional(_ i: Int64?) -> SQLValue { i.map { .int($0) } ?? .null }
@@ -298,6 +299,11 @@ public struct Row {
         return String(cString: p)
     }
     public func optionalText(_ i: Int32) -> String? { isNull(i) ? nil : text(i) }
+    public func blob(_ i: Int32) -> [UInt8] {
+        let n = Int(sqlite3_column_bytes(statement, i))
+        guard n > 0, let p = sqlite3_column_blob(statement, i) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: n))
+    }
     public func optionalInt(_ i: Int32) -> Int64? { isNull(i) ? nil : int(i) }
     public func optionalDouble(_ i: Int32) -> Double? { isNull(i) ? nil : double(i) }
 }

@@ -191,6 +191,17 @@ public struct Verifier {
             let digest = SHA256Digest()
             try digest.update(from: data, ByteRange(0, length))
             if digest.finalize() != e.sha256 {
+                // The digest's states at each 1 MiB, kept at completion, tell which chunks
+                // changed: only those are dropped (a flipped bit costs a chunk, not the video).
+                if let states = try store.catalog.chunkStates(key: e.key), let damaged = try states.damaged(in: data, length: length),
+                   !damaged.isEmpty, damaged.count < length {
+                    let spans = damaged.ranges.prefix(3).map { "\(Units.formatSize($0.count)) at byte \($0.lowerBound)" }
+                    let more = damaged.ranges.count > 3 ? " and \(damaged.ranges.count - 3) more" : ""
+                    report.problems.append("its bytes no longer match the SHA-256 stored at completion: damaged \(spans.joined(separator: ", "))\(more)")
+                    var keep = backed
+                    for r in damaged.ranges { keep.remove(r) }
+                    return keep
+                }
                 report.problems.append("its bytes no longer match the SHA-256 stored at completion")
                 return RangeSet()
             }
@@ -239,7 +250,9 @@ public struct Verifier {
 
     private func repair(_ e: CacheEntry, keep: RangeSet, report: inout EntryReport) throws {
         let changed = report.problems.contains { $0.hasPrefix("changed on the origin") }
-        let checksum = report.problems.contains { $0.contains("SHA-256") }
+        // A checksum failure without chunk states drops the video; with them (`keep` lacks
+        // only the damaged chunks), only those chunks go.
+        let checksum = report.problems.contains { $0.contains("SHA-256") } && (keep.isEmpty || e.length.map { keep.contains(ByteRange(0, $0)) } ?? true)
         let onlyOrigin = report.problems.allSatisfy { $0.hasPrefix("origin check failed") }
         guard !onlyOrigin else { return }
         let structural = report.problems.allSatisfy { $0.hasPrefix("MP4 structure") || $0.hasPrefix("origin check failed") }
@@ -255,7 +268,8 @@ public struct Verifier {
         } else {
             let whole = e.length.map { keep.contains(ByteRange(0, $0)) } ?? false
             try store.catalog.replaceRanges(key: e.key, with: keep, diskBytes: store.diskUsage(key: e.key), keepCompletion: whole && e.isComplete)
-            report.actions.append("kept the \(Units.formatSize(keep.count)) really in data, dropped the rest")
+            let dropped = (e.length ?? keep.count) - keep.count
+            report.actions.append("kept the \(Units.formatSize(keep.count)) really in data, dropped \(e.isComplete && dropped > 0 ? "the damaged \(Units.formatSize(dropped))" : "the rest"); 'vcache prefetch \(e.latestURL)' fetches it again")
         }
         report.state = .fixed
     }

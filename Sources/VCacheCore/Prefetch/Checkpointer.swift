@@ -121,19 +121,20 @@ final class Checkpointer: @unchecked Sendable {
                 }
                 return (s.queued, s.queuedValidators, s.queuedType)
             }
-            if let v { _ = commitNow(all, validators: v, contentType: type, sha256: nil) }
+            if let v { _ = commitNow(all, validators: v, contentType: type, digest: nil) }
         }
     }
 
     /// On the queue: fsync, then one transaction. Returns false (and records why) on failure.
-    func commitNow(_ batch: RangeSet, validators: Validators, contentType: String?, sha256: String?) -> Bool {
+    func commitNow(_ batch: RangeSet, validators: Validators, contentType: String?, digest: ChunkStates?) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
         do {
             if !batch.isEmpty { try data.sync() }
             var update = Catalog.Update(key: key, url: url, validators: validators, contentType: contentType)
             update.added = batch
             update.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
-            update.sha256 = sha256
+            update.sha256 = digest?.sha256
+            update.chunkStates = digest
             let all = try catalog.commit(update)
             state.withLock { s in
                 s.added += max(0, all.count - s.committed.count)
@@ -159,7 +160,7 @@ final class Checkpointer: @unchecked Sendable {
         let on = on && !BenchSwitches.noDigest
         feeding.store(on, ordering: .relaxed)
         digestQueue.async { [self] in
-            if !on { digest = nil } else if digest == nil { digest = (SHA256Digest(), 0) }
+            if !on { digest = nil } else if digest == nil { digest = (SHA256Digest(chunkSize: ChunkStates.size), 0) }
         }
     }
 
@@ -211,15 +212,17 @@ final class Checkpointer: @unchecked Sendable {
 
     /// On the queue: the SHA-256 of `[0, length)`, all of which is durably in `data`; continues the
     /// running digest when there is one, otherwise reads the whole file once.
-    func finalDigest(length: Int64) throws -> String {
+    /// The states at each chunk boundary come with it (`ChunkStates`).
+    func finalDigest(length: Int64) throws -> ChunkStates {
         dispatchPrecondition(condition: .onQueue(queue))
-        if BenchSwitches.noDigest { return String(repeating: "0", count: 64) }
+        if BenchSwitches.noDigest { return ChunkStates(sha256: String(repeating: "0", count: 64), chunkSize: ChunkStates.size, states: []) }
         return try digestQueue.sync { [self] in
-            let d = digest ?? (SHA256Digest(), 0)
+            let d = digest ?? (SHA256Digest(chunkSize: ChunkStates.size), 0)
             digest = nil
             feeding.store(false, ordering: .relaxed)
             try d.hasher.update(from: data, ByteRange(min(d.through, length), length))
-            return d.hasher.finalize()
+            let sha = d.hasher.finalize()
+            return ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: d.hasher.chunkStates)
         }
     }
 

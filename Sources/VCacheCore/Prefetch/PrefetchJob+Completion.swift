@@ -25,7 +25,7 @@ extension PrefetchJob {
     /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
     static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
                          contentType: String?, needsDigest: Bool) -> FinalOutcome {
-        var digest: String?
+        var digest: ChunkStates?
         var all = checkpointer.committed
         all.formUnion(batch)
         if needsDigest, let length = validators.length, all.contains(ByteRange(0, length)) {
@@ -40,7 +40,7 @@ extension PrefetchJob {
         // current): skip the transaction. A run that fetched nothing still commits, as its "use".
         if batch.isEmpty && digest == nil && checkpointer.commitCount > 0 { return .partial }
         testPause("complete-before-commit", checkpointer.key)
-        guard checkpointer.commitNow(batch, validators: validators, contentType: contentType, sha256: digest) else {
+        guard checkpointer.commitNow(batch, validators: validators, contentType: contentType, digest: digest) else {
             return .failed(checkpointer.firstError ?? .catalog("the catalog commit failed"))
         }
         return digest != nil ? .completed : .partial
