@@ -169,6 +169,37 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(origin.url("/m7.mp4"))?.isComplete == true)
     }
 
+    /// serve keeps config min-free too, as set when SIGHUP reloads the settings: what it stores
+    /// for players evicts least recently used videos to keep the space free, and the newest
+    /// played video is kept whole.
+    @Test(.timeLimit(.minutes(1)))
+    func serveKeepsTheMinFreeSIGHUPReloads() throws {
+        guard let disk = try SmallDisk(size: "12m", in: dir) else { return }
+        defer { disk.unmount() }
+        let cache = disk.path + "/cache"
+        let notify = try NotifySocket(path: dir.file("notify3.sock"))
+        let origin = try TestOrigin()
+        let bodies = (0..<8).map { TestBytes.make(1 << 20, seed: UInt64(270 + $0)) }
+        for (i, b) in bodies.enumerated() { origin.setResource("/f\(i).mp4", .init(body: b, etag: "\"f\(i)\"")) }
+        #expect(try VCacheBinary.run(["config", "unset", "min-free"], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, environment: ["NOTIFY_SOCKET": notify.path])
+        #expect(notify.receive()?.hasPrefix("READY=1") == true)
+        #expect(try VCacheBinary.run(["config", "set", "min-free", "5M"], cacheDir: cache).status == 0)
+        kill(serve.process.processIdentifier, SIGHUP)
+        #expect(notify.receive()?.hasPrefix("RELOADING=1") == true && notify.receive() == "READY=1")
+        for (i, b) in bodies.enumerated() {
+            let out = dir.file("f\(i).out")
+            let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, serve.url(origin.url("/f\(i).mp4"))])
+            #expect(r.status == 0 && TestBytes.sha256(file: out) == TestBytes.sha256(b), "f\(i)")
+        }
+        serve.stop()
+        var fs = statvfs()
+        #expect(statvfs(disk.path, &fs) == 0)
+        #expect(Int64(fs.f_bavail) * Int64(fs.f_frsize) >= 5 << 20)
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/f7.mp4"))?.isComplete == true)
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
     /// A cap raised by SIGHUP holds for what is stored next, including the head a new video's
     /// first request fetches (it evicted down to the cap serve started with).
     @Test(.timeLimit(.minutes(1)))

@@ -24,8 +24,9 @@ import Synchronization
 public final class ReadThrough: Sendable {
     public let store: CacheStore
     let options: PrefetchOptions
-    /// The size cap; `options.maxSize` at start, changed by `setCap` (serve's SIGHUP).
-    private let cap: Mutex<Int64?>
+    /// The size cap and the free space kept on the disk; `options.maxSize` and `options.minFree`
+    /// at start, changed by `setLimits` (serve's SIGHUP).
+    private let limits: Mutex<(cap: Int64?, minFree: Int64?)>
     private let boards = Mutex<[String: EntryBoard]>([:])
     private let touched = Mutex<[String: ContinuousClock.Instant]>([:])
     private let touchQueue = DispatchQueue(label: "vcache.serve.touch")
@@ -48,9 +49,10 @@ public final class ReadThrough: Sendable {
         touchQueue.async { try? catalog.touch(key: key) }
     }
 
-    /// The cap storing keeps the cache under from now on (nil: none); the next room made uses it.
-    public func setCap(_ bytes: Int64?) { cap.withLock { $0 = bytes } }
-    public var currentCap: Int64? { cap.withLock { $0 } }
+    /// The cap storing keeps the cache under, and the free space it keeps on the disk, from now
+    /// on (nil: none); the next room made uses them.
+    public func setLimits(cap: Int64?, minFree: Int64?) { limits.withLock { $0 = (cap, minFree) } }
+    public var currentCap: Int64? { limits.withLock { $0.cap } }
 
     /// Waits for the last-use updates handed to the background (before the server exits).
     public func flushUse() { touchQueue.sync {} }
@@ -73,7 +75,7 @@ public final class ReadThrough: Sendable {
         var options = options
         options.expandStreams = false  // a player fetches what it plays, through the proxy
         self.options = options
-        cap = Mutex(options.maxSize)
+        limits = Mutex((options.maxSize, options.minFree))
     }
 
     /// Storing jobs running now (serve's metrics).
@@ -182,7 +184,7 @@ public final class ReadThrough: Sendable {
         }
         snap.file?.close()
         var o = options
-        o.maxSize = currentCap  // the cap in force (SIGHUP may have changed it), not the start's
+        (o.maxSize, o.minFree) = limits.withLock { $0 }  // those in force (SIGHUP may have changed them), not the start's
         let headWrites = HeadWrites()
         o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1
@@ -317,13 +319,21 @@ public final class ReadThrough: Sendable {
         }
     }
 
-    /// How many more bytes may be stored under the cap (nil: no cap), after evicting least
-    /// recently used entries other than `key` to make room for `wanted` of them (the video being
-    /// played is the most recently used; an entry being served is never evicted: its readers hold
-    /// `data` open).
+    /// How many more bytes may be stored under the cap and above the disk's kept free space
+    /// (nil: neither is set), after evicting least recently used entries other than `key` to make
+    /// room for `wanted` of them (the video being played is the most recently used; an entry
+    /// being served is never evicted: its readers hold `data` open).
     func room(for key: String, wanted: Int64) -> Int64? {
-        guard let cap = self.cap.withLock({ $0 }) else { return nil }
+        let (maxSize, minFree) = limits.withLock { $0 }
         let evictor = Evictor(store: store)
+        var limit = maxSize
+        // min-free: the cache may grow only by what the disk has beyond it (what is missing
+        // of it comes off the cache), as prefetch does.
+        if let minFree, let free = FileSystem.space(store.directory)?.free, let entries = try? store.catalog.allEntries() {
+            let usage = evictor.footprint(exact: false).total(entries)
+            limit = min(limit ?? .max, max(0, usage + free - minFree))
+        }
+        guard let cap = limit else { return nil }
         // Storing adds more than its bytes: the entry's folders and the catalog's journal.
         let allowance = evictor.footprint(exact: false).growthAllowance
         var c = Evictor.Criteria()
@@ -396,7 +406,8 @@ public final class ReadThrough: Sendable {
         var o = options
         o.sharedLock = shared
         o.stopAt = { writer.limit.load(ordering: .relaxed) }
-        o.maxSize = nil        // the room was made above; the job stores no more than fits
+        o.maxSize = nil        // the room was made above (cap and min-free); the job stores no more than fits
+        o.minFree = nil
         o.onWrite = recorder(board, writer: writer)
         o.onGiveBack = { [board] file, ranges, punch in
             // No reader may go on trusting those bytes, and none may be reading them: forget

@@ -193,7 +193,7 @@ enum ServeCommand: VCacheCommand {
             console.error(error, context: "cannot reload the settings; keeping the current ones")
             return
         }
-        readThrough.setCap(fresh.maxSize)
+        readThrough.setLimits(cap: fresh.maxSize, minFree: fresh.minFree)
         let cap = fresh.maxSize.map(Units.formatSize) ?? "none"
         if json {
             var o: [String: Any] = ["signal": "SIGHUP"]
