@@ -250,6 +250,42 @@ import VCacheTestSupport
         _ = serve.stop()
     }
 
+    /// RFC 9112 §3.2: a Host given twice (the first the proxy's, the second a foreign one), a
+    /// Range or If-Range given twice, and an HTTP/1.1 request without Host get 400 and reach no
+    /// origin; an HTTP/1.0 request without Host is served.
+    @Test(.timeLimit(.minutes(1)))
+    func aHostOrRangeGivenTwiceOrAMissingHostIsRefused() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(100_000, seed: 212)
+        origin.setResource("/h.mp4", .init(body: body, etag: "\"h\""))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let path = "/v/" + ProxyURLCoding.encode(origin.url("/h.mp4")) + "/h.mp4"
+        let me = "127.0.0.1:\(serve.port)"
+        func statusLine(_ head: String) -> String {
+            let fd = Sockets.connectLoopback(serve.port)
+            guard fd >= 0 else { return "no connection" }
+            defer { close(fd) }
+            Sockets.say(fd, head + "Connection: close\r\n\r\n")
+            var received = Data()
+            var buf = [UInt8](repeating: 0, count: 64 << 10)
+            while true {
+                let n = read(fd, &buf, buf.count)
+                if n <= 0 { break }
+                received.append(contentsOf: buf[0..<n])
+            }
+            return String(decoding: received.prefix(while: { $0 != 13 }), as: UTF8.self)
+        }
+        #expect(statusLine("GET \(path) HTTP/1.1\r\nHost: \(me)\r\nHost: attacker.example:\(serve.port)\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(statusLine("GET \(path) HTTP/1.1\r\nHost: \(me)\r\nRange: bytes=0-9\r\nRange: bytes=50-99\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(statusLine("GET \(path) HTTP/1.1\r\nHost: \(me)\r\nIf-Range: \"h\"\r\nIf-Range: \"x\"\r\nRange: bytes=0-9\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(statusLine("GET \(path) HTTP/1.1\r\n") == "HTTP/1.1 400 Bad Request")
+        #expect(origin.requests("/h.mp4").isEmpty)
+        #expect(serve.log.contains { $0.contains("more than one Host header") })
+        #expect(statusLine("GET \(path) HTTP/1.0\r\n").hasPrefix("HTTP/1.1 200") || statusLine("GET \(path) HTTP/1.0\r\n").hasPrefix("HTTP/1.0 200"))
+        #expect(statusLine("GET \(path) HTTP/1.1\r\nHost: \(me)\r\nRange: bytes=0-9\r\n") == "HTTP/1.1 206 Partial Content")
+        _ = serve.stop()
+    }
+
     /// Item 10: 300 clients each announcing a large body and dripping it: each is answered 400 at
     /// once and closed, and a player is served meanwhile.
     @Test(.timeLimit(.minutes(1)))

@@ -25,6 +25,9 @@ public final class HTTPServer: @unchecked Sendable {
         public var client: String
         /// The request came with a body (none is accepted).
         public var hadBody: Bool
+        /// What makes the head unacceptable (RFC 9112 §3.2: no Host in HTTP/1.1, or a Host,
+        /// Range or If-Range header given twice, which two parties could read differently).
+        public var malformed: String? = nil
     }
 
     /// Bytes of a response body produced on demand, on the connection's thread (it may block).
@@ -199,7 +202,8 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
         // Case-insensitive; the value is copied at once.
         if let v = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: v) }
     }
-    let req = makeRequest(connection, method: method, url: url, headers: headers, hadBody: request.hadBody)
+    var req = makeRequest(connection, method: method, url: url, headers: headers, hadBody: request.hadBody)
+    req.malformed = headProblem(connection, version: version.map { String(cString: $0) } ?? "", headers: headers)
     let response = server.handler(req)
     request.completed = response.completed
     guard let mhd = makeResponse(response.body) else {
@@ -220,6 +224,24 @@ private func makeRequest(_ connection: OpaquePointer, method: UnsafePointer<CCha
     vc_mhd_client(connection, &client, socklen_t(client.count))
     return HTTPServer.Request(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/",
                               headers: headers, client: String(cString: client), hadBody: hadBody)
+}
+
+/// Why a request head cannot be answered, if it cannot: a header vcache acts on given more than
+/// once, or an HTTP/1.1 request without Host.
+private func headProblem(_ connection: OpaquePointer, version: String, headers: [String: String]) -> String? {
+    var counts: [String: Int] = [:]
+    withUnsafeMutablePointer(to: &counts) { p in
+        _ = MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, _ in
+            guard let cls, let key else { return .YES }
+            cls.assumingMemoryBound(to: [String: Int].self).pointee[String(cString: key).lowercased(), default: 0] += 1
+            return .YES
+        }, p)
+    }
+    for name in ["Host", "Range", "If-Range"] where (counts[name.lowercased()] ?? 0) > 1 {
+        return "more than one \(name) header"
+    }
+    if version == "HTTP/1.1" && headers["host"] == nil { return "an HTTP/1.1 request without a Host header" }
+    return nil
 }
 
 /// Asks the handler for the answer to a request whose body is refused (it logs it) and queues

@@ -73,6 +73,7 @@ public final class Proxy: Sendable {
             return finish(405, "only GET and HEAD", headers: [("Allow", "GET, HEAD")])
         }
         guard !request.hadBody else { return finish(400, "a request body is not accepted") }
+        if let why = request.malformed { return finish(400, why) }
         guard let serverNames else { return finish(503, "not listening yet") }
         if let host = request.headers["host"], !serverNames.accepts(host) {
             return finish(403, "Host '\(host)' is not a name of this proxy (add it with --server-name)")
