@@ -2,15 +2,14 @@ import VCacheCore
 
 /// `vcache config get|set|unset`: defaults stored in the cache's catalog, used by every run.
 enum ConfigCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "config",
         abstract: "show or set defaults stored in the cache (max-size, key rules)",
         usage: "config [get [NAME]] | config set NAME VALUE | config unset NAME",
         discussion: "settings:\n" + Settings.known.map { "  \($0.name.padding(toLength: 18, withPad: " ", startingAt: 0))\($0.help)" }.joined(separator: "\n"),
-        options: [],
         minPositionals: 0, maxPositionals: 3)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+    static func run(_ args: ParsedArguments<NoOptions>, console: Console) -> Int32 {
         let p = args.positionals.isEmpty ? ["get"] : args.positionals
         let verb = p[0]
         let names = Settings.known.map(\.name)
@@ -23,7 +22,7 @@ enum ConfigCommand: VCacheCommand {
         switch (verb, p.count) {
         case ("get", 1), ("get", 2), ("set", 3), ("unset", 2): break
         default:
-            console.usage("usage: vcache \(spec.usage)")
+            console.usage("usage: vcache \(configuration.usage)")
             return 2
         }
         var setting: Settings.Known?
