@@ -114,7 +114,7 @@ extension VCacheCommand {
         var console = console
         let spec = self.spec
         // With --json, even a bad command line is reported as an `error` event.
-        if spec.declares(.json), args.contains("--json") {
+        if spec.declares(.json), args.contains("--" + GlobalFlag.json.rawValue) {
             console.jsonCommand = spec.name
         }
         let parsed: ParsedArguments<Options>

@@ -88,7 +88,7 @@ enum CompletionCommand: VCacheCommand {
                 help) [ "$pos" -eq 1 ] && { COMPREPLY=($(compgen -W "\(commandNames)" -- "$cur")); return; };;
                 completion) [ "$pos" -eq 1 ] && { COMPREPLY=($(compgen -W "\(shells)" -- "$cur")); return; };;
                 config)
-                    if [ "$pos" -eq 1 ]; then COMPREPLY=($(compgen -W "get set unset" -- "$cur")); return; fi
+                    if [ "$pos" -eq 1 ]; then COMPREPLY=($(compgen -W "\(ConfigCommand.Verb.allCases.map(\.rawValue).joined(separator: " "))" -- "$cur")); return; fi
                     if [ "$pos" -eq 2 ] && [[ "$cur" != -* ]]; then COMPREPLY=($(compgen -W "\(settings)" -- "$cur")); return; fi;;
             esac
             case "$cmd" in
