@@ -34,6 +34,11 @@ import VCacheCore
         #expect(p.common.cacheDir == nil)
     }
 
+    @Test func helpAnywhereWinsOverABadValue() throws {
+        #expect(ParsedArguments<Demo>(try ArgumentParser.parse(["--jobs", "x", "--help"], spec: spec)).common.help)
+        #expect(throws: UsageError("invalid count 'x' for --jobs; use 1 to 64")) { try parse("--jobs", "x", "--bytes", "y") }  // the first one
+    }
+
     @Test func anOptionGivenTwiceKeepsTheLastValue() throws {
         #expect(try parse("u", "-j", "2", "--jobs=3").jobs == 3)
     }

@@ -76,7 +76,9 @@ import Testing
         let text = try String(contentsOfFile: docs, encoding: .utf8)
         let sections = text.components(separatedBy: "\n## ").dropFirst()
         var missing: [String] = []
-        for c in commands where !c.options.isEmpty {
+        for c in commands {
+            if !text.contains("vcache \(c.name)") { missing.append(c.name) }
+            if c.options.isEmpty { continue }
             // `## \`vcache ls [options]\``, `## \`vcache pin URL|KEY...\`, \`vcache unpin ...\``
             let heading = { (section: String) in section.prefix { $0 != "\n" } }
             guard let section = sections.first(where: { names(String(heading($0)), "`vcache \(c.name)") }) else {

@@ -13,11 +13,17 @@ enum ArgumentParser {
         var parsed = ParsedValues()
         var i = 0
         var optionsEnded = false
+        // A bad value is said after the whole line is read: `--help` anywhere still shows the help.
+        var badValue: (any Error)?
         func store(_ o: OptionSpec, _ value: String?) throws {
             guard let parse = o.parse else { parsed.flags.insert(o.long); return }
             guard let value else { throw UsageError("option '--\(o.long)' of '\(spec.name)' needs a value") }
-            let typed = try parse(value)
-            if o.arity == .repeated { parsed.byName[o.long, default: []].append(typed) } else { parsed.byName[o.long] = [typed] }
+            do {
+                let typed = try parse(value)
+                if o.arity == .repeated { parsed.byName[o.long, default: []].append(typed) } else { parsed.byName[o.long] = [typed] }
+            } catch {
+                badValue = badValue ?? error
+            }
         }
         while i < args.count {
             let a = args[i]
@@ -72,6 +78,7 @@ enum ArgumentParser {
             }
         }
         if parsed.flags.contains(CommonOptions().help.spec.long) { return parsed }
+        if let badValue { throw badValue }
         if parsed.positionals.count < spec.minPositionals {
             throw UsageError("'\(spec.name)' needs more arguments; usage: vcache \(spec.usage)")
         }
