@@ -26,27 +26,27 @@ struct VCache {
     /// Global options may come before the command too (`vcache --cache-dir X ls`): they are
     /// moved behind it, where the command's declaration parses them.
     static func hoistGlobalOptions(_ args: [String]) -> [String] {
-        var globals: [String] = []
+        let globals = CommandSpec.globalOptions
+        var hoisted: [String] = []
         var i = 0
         while i < args.count {
             let a = args[i]
-            if a == "--cache-dir", i + 1 < args.count {
-                globals += [a, args[i + 1]]
+            if globals.contains(where: { $0.takesValue && "--" + $0.long == a }), i + 1 < args.count {
+                hoisted += [a, args[i + 1]]
                 i += 2
-            } else if a.hasPrefix("--cache-dir=") || ["-q", "--quiet", "--json", "-v", "--verbose"].contains(a) {
-                globals.append(a)
+            } else if globals.contains(where: { $0.takesValue ? a.hasPrefix("--\($0.long)=") : $0.names.contains(a) }) {
+                hoisted.append(a)
                 i += 1
             } else {
                 break
             }
         }
-        guard !globals.isEmpty, i < args.count else { return args }
-        return [args[i]] + globals + args[(i + 1)...]
+        guard !hoisted.isEmpty, i < args.count else { return args }
+        return [args[i]] + hoisted + args[(i + 1)...]
     }
 
     static func run(_ rawArgs: [String], console: Console) -> Int32 {
         let args = hoistGlobalOptions(rawArgs)
-        var console = console
         guard let first = args.first else {
             console.err(overview)
             return 2
@@ -75,23 +75,7 @@ struct VCache {
             console.usage(unknownCommand(first))
             return 2
         }
-        // With --json, even a bad command line is reported as an `error` event.
-        if command.spec.options.contains(where: { $0.long == "json" }), args.contains("--json") {
-            console.jsonCommand = command.spec.name
-        }
-        let parsed: ParsedArguments
-        do {
-            parsed = try ArgumentParser.parse(Array(args.dropFirst()), spec: command.spec)
-        } catch {
-            console.error(error)
-            return 2
-        }
-        if parsed.flag("help") {
-            console.out(command.spec.helpText)
-            return 0
-        }
-        if parsed.flag("json") { console.jsonCommand = command.spec.name }
-        return command.run(parsed, console: console)
+        return command.main(Array(args.dropFirst()), console: console)
     }
 
     static func unknownCommand(_ name: String) -> String {
@@ -109,28 +93,55 @@ struct VCache {
         for c in commands {
             lines.append("  " + c.spec.name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + c.spec.abstract)
         }
-        lines += ["", "'vcache help COMMAND' or 'vcache COMMAND --help' for a command's options.",
-                  "exit codes: 0 done, 1 some item failed, 2 usage error, 3 try again later, 4 fix the origin or URL,", "            5 fix this machine (disk, catalog), 130/143 interrupted (see Docs/cli.md)"]
+        lines += ["", "'vcache help COMMAND' or 'vcache COMMAND --help' for a command's options."] + ExitStatus.overview
         return lines.joined(separator: "\n") + "\n"
     }
 }
 
+/// A command: what it is, its options (declared once, typed), and what it does with them.
 protocol VCacheCommand {
-    static var spec: CommandSpec { get }
-    static func run(_ args: ParsedArguments, console: Console) -> Int32
+    associatedtype Options: OptionGroup
+    static var configuration: CommandConfiguration { get }
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32
+    /// Parses `args` by the declarations, then runs (the default does; no command overrides it).
+    static func main(_ args: [String], console: Console) -> Int32
 }
 
 extension VCacheCommand {
+    static var spec: CommandSpec { CommandSpec(configuration: configuration, options: Options.declarations) }
+
+    static func main(_ args: [String], console: Console) -> Int32 {
+        var console = console
+        let spec = self.spec
+        // With --json, even a bad command line is reported as an `error` event.
+        if spec.declares(.json), args.contains("--" + GlobalFlag.json.rawValue) {
+            console.jsonCommand = spec.name
+        }
+        let parsed: ParsedArguments<Options>
+        do {
+            parsed = ParsedArguments(try ArgumentParser.parse(args, spec: spec))
+        } catch {
+            console.error(error)
+            return 2
+        }
+        if parsed.common.help {
+            console.out(spec.helpText)
+            return 0
+        }
+        if parsed.isSet(.json) { console.jsonCommand = spec.name }
+        return run(parsed, console: console)
+    }
+
     /// Opens the cache named by `--cache-dir` (or the environment); on failure prints the error
     /// and returns nil, and `StoreOpening.failure` is the exit code the error's class names (5 for
     /// this machine's disk or catalog), the same the JSON error carries.
     /// `readOnly`: for commands that only read (ls, info, verify, status): nothing is made or
     /// written, so they work on a read-only file system and say so when there is no cache.
-    static func openStore(_ args: ParsedArguments, console: Console, readOnly: Bool = false) -> CacheStore? {
-        let dir = CacheLocation.resolve(explicit: args.value("cache-dir"))
+    static func openStore<O>(_ args: ParsedArguments<O>, console: Console, readOnly: Bool = false) -> CacheStore? {
+        let dir = CacheLocation.resolve(explicit: args.common.cacheDir)
         // Only a folder named (--cache-dir, VCACHE_DIR) can be mistyped: the default one of a user
         // who never cached anything is made, and is empty.
-        let named = args.value("cache-dir") != nil || !(ProcessInfo.processInfo.environment["VCACHE_DIR"] ?? "").isEmpty
+        let named = args.common.cacheDir != nil || !(ProcessInfo.processInfo.environment["VCACHE_DIR"] ?? "").isEmpty
         do {
             return try CacheStore(directory: dir, readOnly: readOnly && (named || FileSystem.exists(dir + "/catalog.db")))
         } catch {

@@ -67,25 +67,6 @@ import VCacheTestSupport
         #expect(missing.isEmpty, "not in the man page: \(missing)")
     }
 
-    /// Docs/cli.md is a third copy of the declarations: it must name every option of every command.
-    @Test func theCommandLineReferenceNamesEveryOptionOfEveryCommand() throws {
-        let reference = try String(contentsOfFile: Fixtures.directory + "/../../Docs/cli.md", encoding: .utf8)
-        let overview = try VCacheBinary.run(["--help"], cacheDir: nil).stdout
-        let commands = overview.split(separator: "\n").drop { !$0.hasPrefix("commands:") }.dropFirst()
-            .prefix { $0.hasPrefix("  ") }.compactMap { $0.split(separator: " ").first.map(String.init) }
-        var missing: [String] = []
-        for c in commands where c != "manpage" && c != "completion" {
-            if !reference.contains("vcache \(c)") { missing.append(c) }
-            let help = try VCacheBinary.run([c, "--help"], cacheDir: nil).stdout
-            let options = help.split(separator: "\n").drop { !$0.hasPrefix("options:") }.dropFirst()
-                .compactMap { $0.split(separator: " ").first { $0.hasPrefix("--") }.map(String.init) }
-            for o in options where o != "--help" && o != "--cache-dir" && !reference.contains("`\(o)") && !reference.contains(" \(o)") {
-                missing.append("\(c) \(o)")
-            }
-        }
-        #expect(missing.isEmpty, "Docs/cli.md does not name: \(missing)")
-    }
-
     /// The files `make install` puts under DESTDIR (from the binary under test; `.ci/run` runs the
     /// real release install and checks it runs with no toolchain), and `make uninstall` removes.
     @Test func installPutsTheBinaryManPageAndCompletionsUnderDestdirAndUninstallRemovesThem() throws {

@@ -1,14 +1,3 @@
-/// What the user typed, checked against a `CommandSpec`.
-struct ParsedArguments {
-    var flags: Set<String> = []
-    var values: [String: [String]] = [:]
-    var positionals: [String] = []
-
-    func flag(_ name: String) -> Bool { flags.contains(name) }
-    func value(_ name: String) -> String? { values[name]?.last }
-    func all(_ name: String) -> [String] { values[name] ?? [] }
-}
-
 /// A usage error: one line naming what was not understood; exit code 2.
 struct UsageError: Error, Equatable, CustomStringConvertible {
     var message: String
@@ -16,18 +5,24 @@ struct UsageError: Error, Equatable, CustomStringConvertible {
     init(_ message: String) { self.message = message }
 }
 
+/// Parses a command line against a command's declarations (`CommandSpec`).
 enum ArgumentParser {
     /// GNU-style: `--name value`, `--name=value`, `-j 8`, `-j8`, `-qj8`... `--` ends options.
-    static func parse(_ args: [String], spec: CommandSpec) throws -> ParsedArguments {
-        var parsed = ParsedArguments()
+    /// Each value is parsed by its option's type here, so a command never sees text it must check.
+    static func parse(_ args: [String], spec: CommandSpec) throws -> ParsedValues {
+        var parsed = ParsedValues()
         var i = 0
         var optionsEnded = false
+        // A bad value is said after the whole line is read: `--help` anywhere still shows the help.
+        var badValue: (any Error)?
         func store(_ o: OptionSpec, _ value: String?) throws {
-            switch o.kind {
-            case .flag: parsed.flags.insert(o.long)
-            case .value, .repeated:
-                guard let value else { throw UsageError("option '--\(o.long)' of '\(spec.name)' needs a value") }
-                if case .value = o.kind { parsed.values[o.long] = [value] } else { parsed.values[o.long, default: []].append(value) }
+            guard let parse = o.parse else { parsed.flags.insert(o.long); return }
+            guard let value else { throw UsageError("option '--\(o.long)' of '\(spec.name)' needs a value") }
+            do {
+                let typed = try parse(value)
+                if o.arity == .repeated { parsed.byName[o.long, default: []].append(typed) } else { parsed.byName[o.long] = [typed] }
+            } catch {
+                badValue = badValue ?? error
             }
         }
         while i < args.count {
@@ -82,7 +77,8 @@ enum ArgumentParser {
                 }
             }
         }
-        if parsed.flag("help") { return parsed }
+        if parsed.flags.contains(CommonOptions().help.spec.long) { return parsed }
+        if let badValue { throw badValue }
         if parsed.positionals.count < spec.minPositionals {
             throw UsageError("'\(spec.name)' needs more arguments; usage: vcache \(spec.usage)")
         }

@@ -1,70 +1,68 @@
-/// A command's declaration: its options are declared once, and parsing, help text and error
-/// messages all come from it (swift-argument-parser's idea, in a hundred lines).
-struct OptionSpec {
-    enum Kind { case flag, value(String), repeated(String) }
-    var long: String
-    var short: Character?
-    var kind: Kind
-    var help: String
+import Foundation
 
-    static func flag(_ long: String, short: Character? = nil, _ help: String) -> OptionSpec {
-        OptionSpec(long: long, short: short, kind: .flag, help: help)
-    }
-    static func value(_ long: String, short: Character? = nil, _ valueName: String, _ help: String) -> OptionSpec {
-        OptionSpec(long: long, short: short, kind: .value(valueName), help: help)
-    }
-    static func repeated(_ long: String, short: Character? = nil, _ valueName: String, _ help: String) -> OptionSpec {
-        OptionSpec(long: long, short: short, kind: .repeated(valueName), help: help)
-    }
-
-    var takesValue: Bool {
-        if case .flag = kind { return false }
-        return true
-    }
-
-    /// What kind of value the option takes, read from its value name (one declaration serves
-    /// parsing, help, completion and the man page): `FILE`, `DIR`, `URL`, `a|b|c` choices...
-    enum Hint: Equatable { case none, file, folder, url, choices([String]), other }
-    var hint: Hint {
-        switch kind {
-        case .flag: return .none
-        case .value(let v), .repeated(let v):
-            if v.contains("|") { return .choices(v.split(separator: "|").map(String.init)) }
-            switch v {
-            case "FILE": return .file
-            case "DIR": return .folder
-            case "URL": return .url
-            default: return .other
-            }
-        }
-    }
-
-    var synopsis: String {
-        let names = (short.map { "-\($0), " } ?? "    ") + "--\(long)"
-        switch kind {
-        case .flag: return names
-        case .value(let v), .repeated(let v): return names + " " + v
-        }
-    }
-}
-
-struct CommandSpec {
+/// What a command is, declared once with its options (an `OptionGroup`): parsing, `--help`, the
+/// man page, the shell completions and the usage errors all come from it (swift-argument-parser's
+/// idea, in a few hundred lines).
+struct CommandConfiguration: Sendable {
     var name: String
     var abstract: String
     var usage: String
     var discussion: String = ""
-    var options: [OptionSpec]
     /// Positional arguments accepted: at least `minPositionals`, at most `maxPositionals` (nil: any).
     var minPositionals = 0
     var maxPositionals: Int? = 0
+}
 
-    /// Options every command takes.
-    static let common: [OptionSpec] = [
-        .value("cache-dir", "DIR", "cache directory (default: $VCACHE_DIR, $XDG_CACHE_HOME/vcache, ~/.cache/vcache)"),
-        .flag("help", short: "h", "show this help"),
-    ]
+/// One option as parsing, help and completion see it, whatever its value's type.
+struct OptionSpec: Sendable {
+    enum Arity: Sendable { case flag, single, repeated }
+    var long: String
+    var short: Character?
+    var arity: Arity
+    /// `SIZE`, `FILE`, `lru|size|url`...; empty for a flag.
+    var valueName: String
+    var help: String
+    var completion: Completion
+    /// It may also come before the command (`vcache --cache-dir X ls`).
+    var global = false
+    /// The value's type parses the text (throwing the usage error); nil for a flag.
+    var parse: (@Sendable (String) throws -> any Sendable)?
 
-    var allOptions: [OptionSpec] { options + Self.common }
+    var takesValue: Bool { arity != .flag }
+
+    var synopsis: String {
+        let names = (short.map { "-\($0), " } ?? "    ") + "--\(long)"
+        return takesValue ? names + " " + valueName : names
+    }
+
+    /// `--long`, and `-s` when it has one.
+    var names: [String] { ["--" + long] + (short.map { ["-\($0)"] } ?? []) }
+}
+
+/// What a shell may offer for an option's value.
+enum Completion: Sendable, Equatable {
+    struct Word: Sendable, Equatable {
+        var value: String
+        var help: String
+    }
+    case none, file, folder, anything
+    case words([Word])
+}
+
+struct CommandSpec: Sendable {
+    var configuration: CommandConfiguration
+    /// The command's own options, then the common ones.
+    var options: [OptionSpec]
+
+    var name: String { configuration.name }
+    var abstract: String { configuration.abstract }
+    var usage: String { configuration.usage }
+    var discussion: String { configuration.discussion }
+    var minPositionals: Int { configuration.minPositionals }
+    var maxPositionals: Int? { configuration.maxPositionals }
+    var allOptions: [OptionSpec] { options + CommonOptions.declarations }
+
+    func declares(_ flag: GlobalFlag) -> Bool { options.contains { $0.long == flag.rawValue } }
 
     var helpText: String {
         var lines = ["vcache \(name): \(abstract)", "", "usage: vcache \(usage)"]
@@ -78,4 +76,29 @@ struct CommandSpec {
     }
 }
 
-import Foundation
+/// Options every command takes.
+struct CommonOptions: OptionGroup {
+    var cacheDir = Option("cache-dir", .folder, help: "cache directory (default: $VCACHE_DIR, $XDG_CACHE_HOME/vcache, ~/.cache/vcache)", global: true)
+    var help = Flag("help", short: "h", help: "show this help")
+}
+
+/// Flags several commands take (each with its own help) that may also come before the command.
+enum GlobalFlag: String, CaseIterable, Sendable {
+    case json, quiet, verbose
+
+    var short: Character? {
+        switch self {
+        case .json: nil
+        case .quiet: "q"
+        case .verbose: "v"
+        }
+    }
+}
+
+extension CommandSpec {
+    /// The options that may come before the command: the common ones marked global and the global flags.
+    static var globalOptions: [OptionSpec] {
+        CommonOptions.declarations.filter(\.global) + GlobalFlag.allCases.map { Flag($0, help: "").spec }
+    }
+}
+

@@ -16,23 +16,44 @@ enum Settings {
         Known(name: "key-strip-param", help: "comma-separated query parameters ignored when keying (e.g. token,expires)") { $0.contains(" ") ? "use names separated by commas, no spaces" : nil },
     ]
 
+    /// What a command line gives for the settings (each command its own options): it wins over the config.
+    struct Overrides {
+        var maxSize: Int64?
+        var minFree: Int64?
+        var keyIgnoreQuery = false
+        var keyStripParameters: [String] = []
+
+        init(maxSize: Int64? = nil, minFree: Int64? = nil, keys: ParsedArguments<KeyOptions>? = nil) {
+            self.maxSize = maxSize
+            self.minFree = minFree
+            keyIgnoreQuery = keys?.keyIgnoreQuery ?? false
+            keyStripParameters = keys?.keyStripParam ?? []
+        }
+    }
+
     /// The config's values, then the command line's, into `options`.
-    static func apply(store: CacheStore, args: ParsedArguments, to options: inout PrefetchOptions) throws {
+    static func apply(store: CacheStore, _ overrides: Overrides, to options: inout PrefetchOptions) throws {
         let c = store.catalog
         if let v = try c.config("max-size") { options.maxSize = Units.parseSize(v) }
         if let v = try c.config("min-free") { options.minFree = Units.parseSize(v) }
         if try c.config("key-ignore-query") == "true" { options.keyRules.ignoreQuery = true }
         if let v = try c.config("key-strip-param") { options.keyRules.stripParameters.formUnion(v.split(separator: ",").map(String.init)) }
-        if let v = args.value("max-size") { options.maxSize = try PrefetchCommand.size(v, "--max-size") }
-        if let v = args.value("min-free") { options.minFree = try PrefetchCommand.size(v, "--min-free") }
-        if args.flag("key-ignore-query") { options.keyRules.ignoreQuery = true }
-        options.keyRules.stripParameters.formUnion(args.all("key-strip-param"))
+        if let v = overrides.maxSize { options.maxSize = v }
+        if let v = overrides.minFree { options.minFree = v }
+        if overrides.keyIgnoreQuery { options.keyRules.ignoreQuery = true }
+        options.keyRules.stripParameters.formUnion(overrides.keyStripParameters)
     }
 
     /// The key rules alone (for commands that look entries up by URL).
     static func keyRules(store: CacheStore) -> CacheKeyRules {
         var o = PrefetchOptions()
-        try? apply(store: store, args: ParsedArguments(), to: &o)
+        try? apply(store: store, Overrides(), to: &o)
         return o.keyRules
     }
+}
+
+/// How URLs map to entries, overriding the config (prefetch, check).
+struct KeyOptions: OptionGroup {
+    var keyIgnoreQuery = Flag("key-ignore-query", help: "URLs differing only in their query are one entry (signed URLs)")
+    var keyStripParam = Repeated("key-strip-param", .text("NAME"), help: "ignore query parameter NAME when keying, e.g. token (repeatable)")
 }

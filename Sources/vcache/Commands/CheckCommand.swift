@@ -4,7 +4,7 @@ import VCacheCore
 /// `vcache check`: is what a list asks for cached now? (`wget --spider` or `rclone check` for a
 /// cache: no network, exit 0 only when every item is ready.)
 enum CheckCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "check",
         abstract: "say whether what a list asks for is cached now (no network); exit 0 only when all of it is",
         usage: "check [URL...] [-i FILE] [--bytes SIZE | --seconds N | --range A-B]",
@@ -14,24 +14,25 @@ enum CheckCommand: VCacheCommand {
         in the cache: what a player would find offline. Reads only. Exit 0 when every item is
         ready, 1 when one is not (or a line of the list is malformed), 2 for a usage error.
         """,
-        options: [
-            .value("input", short: "i", "FILE", "read URLs from FILE (- for stdin), as prefetch reads it"),
-            .value("bytes", "SIZE", "each video's first SIZE (and, for an MP4, its moov)"),
-            .repeated("range", "A-B", "bytes A to B inclusive; A- to the end; -N the last N (repeatable)"),
-            .value("seconds", "N", "the first N seconds of each MP4"),
-            .flag("no-moov", "with --bytes: the bytes alone, not the moov too"),
-            .flag("key-ignore-query", "URLs differing only in their query are one entry (signed URLs)"),
-            .repeated("key-strip-param", "NAME", "ignore query parameter NAME when keying (repeatable)"),
-            .flag("json", "a checked event per URL, then a summary (Docs/json.md)"),
-        ],
         minPositionals: 0, maxPositionals: nil)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+    struct Options: OptionGroup {
+        var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin), as prefetch reads it")
+        var bytes = Option("bytes", .size(), help: "each video's first SIZE (and, for an MP4, its moov)")
+        var range = Repeated("range", .byteRange, help: "bytes A to B inclusive; A- to the end; -N the last N (repeatable)")
+        var seconds = Option("seconds", .duration.named("N"), help: "the first N seconds of each MP4")
+        var noMoov = Flag("no-moov", help: "with --bytes: the bytes alone, not the moov too")
+        var keys = KeyOptions()
+        var json = Flag(.json, help: "a checked event per URL, then a summary (Docs/json.md)")
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
         let items: [PrefetchItem], inputErrors: [String]
         do {
-            (items, inputErrors) = try PrefetchCommand.requestedItems(args)
-            guard !items.isEmpty || !inputErrors.isEmpty || args.value("input") != nil else {
-                throw UsageError("'check' needs a URL (or -i FILE); usage: vcache \(spec.usage)")
+            (items, inputErrors) = try PrefetchCommand.requestedItems(.init(bytes: args.bytes, ranges: args.range, seconds: args.seconds,
+                                                                            noMoov: args.noMoov, input: args.input, urls: args.positionals))
+            guard !items.isEmpty || !inputErrors.isEmpty || args.input != nil else {
+                throw UsageError("'check' needs a URL (or -i FILE); usage: vcache \(configuration.usage)")
             }
         } catch {
             console.error(error)
@@ -40,7 +41,7 @@ enum CheckCommand: VCacheCommand {
         for e in inputErrors { console.error(e, kind: "bad_input") }
         guard let store = openStore(args, console: console, readOnly: true) else { return StoreOpening.failure }
         var options = PrefetchOptions()
-        do { try Settings.apply(store: store, args: args, to: &options) } catch { console.error(error); return 2 }
+        do { try Settings.apply(store: store, Settings.Overrides(keys: args.keys), to: &options) } catch { console.error(error); return 2 }
         var rows = [["STATE", "URL", "DETAIL"]]
         var notReady = 0
         for item in items {
@@ -58,7 +59,7 @@ enum CheckCommand: VCacheCommand {
             case .absent: ("absent", "not in the cache")
             }
             if !readiness.isReady { notReady += 1 }
-            if args.flag("json") {
+            if args.json {
                 var o: [String: Any] = ["url": item.url, "state": state, "detail": detail]
                 if case .missing(let bytes?, _) = readiness { o["missing_bytes"] = bytes }
                 console.event("checked", o)
@@ -67,7 +68,7 @@ enum CheckCommand: VCacheCommand {
             }
         }
         let code: Int32 = notReady == 0 && inputErrors.isEmpty ? 0 : 1
-        if args.flag("json") {
+        if args.json {
             console.event("summary", ["items": items.count, "ready": items.count - notReady, "not_ready": notReady,
                                       "bad_input_lines": inputErrors.count, "exit_code": Int(code)])
         } else {

@@ -3,7 +3,7 @@ import VCacheCore
 
 /// `vcache evict`: remove entries by size cap (least recently used first), age, state or name.
 enum EvictCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "evict",
         abstract: "remove least recently used, old, partial or named entries",
         usage: "evict [URL|KEY...] [--lru --max-size SIZE] [--older-than DURATION] [--partial] [--all] [--dry-run]",
@@ -13,31 +13,27 @@ enum EvictCommand: VCacheCommand {
         process is writing or reading are skipped (pinned ones go when named, or with --include-pinned).
         Sizes count real disk use (allocated blocks, as du counts), catalog included.
         """,
-        options: [
-            .flag("lru", "least recently used first (the default order; says what --max-size does)"),
-            .value("max-size", "SIZE", "evict until the cache uses at most SIZE"),
-            .value("older-than", "DURATION", "only entries last used more than DURATION ago"),
-            .flag("partial", "only incomplete entries"),
-            .flag("all", "every entry (with the other filters)"),
-            .flag("include-pinned", "pinned entries too"),
-            .flag("dry-run", "list what would go and what it frees; change nothing"),
-            .flag("json", "one JSON object per evicted entry, then a summary"),
-        ],
         minPositionals: 0, maxPositionals: nil)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+    struct Options: OptionGroup {
+        var lru = Flag("lru", help: "least recently used first (the default order; says what --max-size does)")
+        var maxSize = Option("max-size", .size(), help: "evict until the cache uses at most SIZE")
+        var olderThan = Option("older-than", .duration, help: "only entries last used more than DURATION ago")
+        var partial = Flag("partial", help: "only incomplete entries")
+        var all = Flag("all", help: "every entry (with the other filters)")
+        var includePinned = Flag("include-pinned", help: "pinned entries too")
+        var dryRun = Flag("dry-run", help: "list what would go and what it frees; change nothing")
+        var json = Flag(.json, help: "one JSON object per evicted entry, then a summary")
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
         var c = Evictor.Criteria()
-        do {
-            if let v = args.value("max-size") { c.maxSize = try PrefetchCommand.size(v, "--max-size") }
-            if let v = args.value("older-than") { c.olderThan = try PrefetchCommand.duration(v, "--older-than") }
-        } catch {
-            console.error(error)
-            return 2
-        }
-        c.partialOnly = args.flag("partial")
-        c.all = args.flag("all")
-        c.includePinned = args.flag("include-pinned")
-        if args.flag("lru") && c.maxSize == nil {
+        c.maxSize = args.maxSize
+        c.olderThan = args.olderThan
+        c.partialOnly = args.partial
+        c.all = args.all
+        c.includePinned = args.includePinned
+        if args.lru && c.maxSize == nil {
             console.usage("--lru needs --max-size SIZE (the size to evict down to)")
             return 2
         }
@@ -52,7 +48,7 @@ enum EvictCommand: VCacheCommand {
             case .failure(let e): console.error(e); return 1
             }
         }
-        let dry = args.flag("dry-run")
+        let dry = args.dryRun
         let evictor = Evictor(store: store)
         let out: Evictor.Outcome
         do {
@@ -80,7 +76,7 @@ enum EvictCommand: VCacheCommand {
             console.err("kept \(url): it does not match the other filters given\n")
         }
         let exitCode: Int32 = overByEntries || (!args.positionals.isEmpty && (!out.skipped.isEmpty || !unmatched.isEmpty)) || out.untouchable > 0 ? 1 : 0
-        if args.flag("json") {
+        if args.json {
             for e in out.evicted {
                 console.event(dry ? "would_evict" : "evicted", ["key": e.key, "url": e.latestURL, "disk_bytes": e.diskBytes,
                                                                  "last_used": Timestamp.iso8601(e.lastUsed)])
@@ -105,7 +101,7 @@ enum EvictCommand: VCacheCommand {
         }
         if let cap = c.maxSize, overByEntries {
             console.error("the cache is still over \(Units.formatSize(cap)): the rest is pinned, in use, or cannot be removed by this user (see the skipped lines)", kind: "over_cap")
-        } else if over && !args.flag("json") {
+        } else if over && !args.json {
             console.err("note: no entry is left; the catalog itself uses \(Units.formatSize(out.usageAfter))\n")
         }
         return exitCode

@@ -3,7 +3,7 @@ import VCacheCore
 
 /// `vcache export URL|KEY DEST`, `vcache export --all DIR`: complete videos out as .mp4 files.
 enum ExportCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "export",
         abstract: "copy complete videos out of the cache, checked against their SHA-256",
         usage: "export URL|KEY DEST | export --all DIR [--force] [--link | --faststart]",
@@ -12,23 +12,24 @@ enum ExportCommand: VCacheCommand {
         segment, made safe). The copy is written to a temp file beside DEST, checked against the
         SHA-256 stored at completion, fsynced and renamed into place.
         """,
-        options: [
-            .flag("all", "every complete entry into the folder DIR"),
-            .flag("force", "overwrite an existing file"),
-            .flag("link", "hard-link instead of copying (same filesystem only; the file then shares the cache's inode)"),
-            .flag("faststart", "MP4: write the moov in front of the media (as ffmpeg -movflags +faststart), offsets shifted"),
-            .flag("json", "an exported or failed event per file, then a summary (Docs/json.md)"),
-        ],
         minPositionals: 1, maxPositionals: 2)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        let all = args.flag("all")
+    struct Options: OptionGroup {
+        var all = Flag("all", help: "every complete entry into the folder DIR")
+        var force = Flag("force", help: "overwrite an existing file")
+        var link = Flag("link", help: "hard-link instead of copying (same filesystem only; the file then shares the cache's inode)")
+        var faststart = Flag("faststart", help: "MP4: write the moov in front of the media (as ffmpeg -movflags +faststart), offsets shifted")
+        var json = Flag(.json, help: "an exported or failed event per file, then a summary (Docs/json.md)")
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
+        let all = args.all
         let p = args.positionals
         guard (all && p.count == 1) || (!all && p.count == 2) else {
-            console.usage(all ? "'export --all' takes one folder; usage: vcache \(spec.usage)" : "'export' takes URL|KEY and DEST; usage: vcache \(spec.usage)")
+            console.usage(all ? "'export --all' takes one folder; usage: vcache \(configuration.usage)" : "'export' takes URL|KEY and DEST; usage: vcache \(configuration.usage)")
             return 2
         }
-        if args.flag("link") && args.flag("faststart") {
+        if args.link && args.faststart {
             console.usage("--link and --faststart exclude each other: a rewritten file cannot share the cache's inode")
             return 2
         }
@@ -71,9 +72,9 @@ enum ExportCommand: VCacheCommand {
         var failed = 0
         for job in jobs {
             do {
-                let done = try exporter.export(key: job.key, to: job.dest, force: args.flag("force"), link: args.flag("link"),
-                                               faststart: args.flag("faststart"))
-                if args.flag("json") {
+                let done = try exporter.export(key: job.key, to: job.dest, force: args.force, link: args.link,
+                                               faststart: args.faststart)
+                if args.json {
                     var o: [String: Any] = ["path": done.path, "size_bytes": done.bytes, "linked": done.linked, "key": job.key]
                     if let moved = done.movedMoov { o["moved_moov"] = moved }
                     console.event("exported", o)
@@ -97,7 +98,7 @@ enum ExportCommand: VCacheCommand {
                 console.event("failed", ["path": job.dest, "key": job.key, "error": failure.json])
             }
         }
-        if all && jobs.isEmpty && !args.flag("json") { console.out("no complete entries to export\n") }
+        if all && jobs.isEmpty && !args.json { console.out("no complete entries to export\n") }
         console.event("summary", ["exported": jobs.count - failed, "failed": failed, "exit_code": failed == 0 ? 0 : 1])
         return failed == 0 ? 0 : 1
     }

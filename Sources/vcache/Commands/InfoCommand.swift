@@ -3,7 +3,7 @@ import VCacheCore
 
 /// `vcache info URL|KEY`: everything the catalog knows of one entry.
 enum InfoCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "info",
         abstract: "everything known about one cached video",
         usage: "info URL|KEY [--probe] [--json]",
@@ -13,16 +13,17 @@ enum InfoCommand: VCacheCommand {
         bytes '--seconds 1/2/5' would cache. --probe first fetches what that needs and nothing
         more: the top-level box headers and the moov (a URL not yet cached is fine).
         """,
-        options: [
-            .flag("probe", "fetch the MP4's box headers and moov first when they are not cached"),
-            .flag("json", "one JSON object"),
-        ],
         minPositionals: 1, maxPositionals: 1)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        guard let store = openStore(args, console: console, readOnly: !args.flag("probe")) else { return StoreOpening.failure }
+    struct Options: OptionGroup {
+        var probe = Flag("probe", help: "fetch the MP4's box headers and moov first when they are not cached")
+        var json = Flag(.json, help: "one JSON object")
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
+        guard let store = openStore(args, console: console, readOnly: !args.probe) else { return StoreOpening.failure }
         let target = args.positionals[0]
-        if args.flag("probe") {
+        if args.probe {
             let url = EntryLookup.key(for: target, store: store).flatMap { (try? store.catalog.entry(key: $0)) ?? nil }?.latestURL ?? target
             guard PrefetchItem.urlProblem(url) == nil else {
                 console.error("not in the cache: \(target); give its URL to probe it", kind: "not_found")
@@ -46,7 +47,7 @@ enum InfoCommand: VCacheCommand {
         let playable = facts?.duration.flatMap { d in playableSeconds(e, duration: d, store: store) }
         let layout = facts?.layout ?? "unknown (nothing cached)"
         let disk = store.diskUsage(key: key)
-        if args.flag("json") {
+        if args.json {
             var o = entryJSON(e)
             o["disk_bytes"] = disk
             o["ranges"] = rangesJSON(e.ranges)

@@ -3,57 +3,62 @@ import VCacheCore
 
 /// `vcache ls`: what is cached, how much of each, most recently used first.
 enum ListCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "ls",
         abstract: "list cached videos: state, bytes cached, last use",
-        usage: "ls [--sort lru|size|url] [--complete | --partial] [--ranges] [--json]",
-        options: [
-            .value("sort", "lru|size|url", "order: most recently used first (default), largest first, or by URL"),
-            .flag("complete", "only complete entries"),
-            .flag("partial", "only incomplete entries"),
-            .flag("ranges", "each entry's cached ranges (a coverage bar on a terminal)"),
-            .value("max-size", "SIZE", "show usage against this cap (default: config max-size)"),
-            .flag("json", "an entry event per entry, then a summary event (Docs/json.md)"),
-        ])
+        usage: "ls [--sort lru|size|url] [--complete | --partial] [--ranges] [--json]")
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        let sort = args.value("sort") ?? "lru"
-        guard ["lru", "size", "url"].contains(sort) else {
-            console.usage("invalid order '\(sort)' for --sort; use lru, size or url")
-            return 2
+    struct Options: OptionGroup {
+        var sort = Option<Order>("sort", help: "order: most recently used first (default), largest first, or by URL")
+        var complete = Flag("complete", help: "only complete entries")
+        var partial = Flag("partial", help: "only incomplete entries")
+        var ranges = Flag("ranges", help: "each entry's cached ranges (a coverage bar on a terminal)")
+        var maxSize = Option("max-size", .size(), help: "show usage against this cap (default: config max-size)")
+        var json = Flag(.json, help: "an entry event per entry, then a summary event (Docs/json.md)")
+    }
+
+    enum Order: String, CLIChoice {
+        case lru, size, url
+        static var noun: String { "order" }
+        var help: String {
+            switch self {
+            case .lru: "most recently used first"
+            case .size: "largest on disk first"
+            case .url: "by URL"
+            }
         }
-        if args.flag("complete") && args.flag("partial") {
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
+        if args.complete && args.partial {
             console.usage("--complete and --partial exclude each other; give one")
             return 2
         }
-        var cap: Int64?
-        if let v = args.value("max-size") {
-            do { cap = try PrefetchCommand.size(v, "--max-size") } catch { console.error(error); return 2 }
-        }
+        var cap = args.maxSize
         guard let store = openStore(args, console: console, readOnly: true) else { return StoreOpening.failure }
         var entries: [CacheEntry]
         do {
             entries = try store.catalog.allEntries()
             if cap == nil { cap = try store.catalog.config("max-size").flatMap(Units.parseSize) }
-            if args.flag("ranges") {
+            if args.ranges {
                 for i in entries.indices { entries[i].ranges = try store.catalog.entry(key: entries[i].key)?.ranges ?? RangeSet() }
             }
         } catch {
             return console.fail(error, context: "cannot list \(store.directory)")
         }
-        if args.flag("complete") { entries = entries.filter(\.isComplete) }
-        if args.flag("partial") { entries = entries.filter { !$0.isComplete } }
-        switch sort {
-        case "size": entries.sort { ($0.diskBytes, $1.lastUsed) > ($1.diskBytes, $0.lastUsed) }
-        case "url": entries.sort { $0.latestURL < $1.latestURL }
-        default: break  // the catalog returns most recently used first
+        if args.complete { entries = entries.filter(\.isComplete) }
+        if args.partial { entries = entries.filter { !$0.isComplete } }
+        switch args.sort ?? .lru {
+        case .size: entries.sort { ($0.diskBytes, $1.lastUsed) > ($1.diskBytes, $0.lastUsed) }
+        case .url: entries.sort { $0.latestURL < $1.latestURL }
+        case .lru: break  // the catalog returns most recently used first
         }
         let disk = entries.reduce(Int64(0)) { $0 + $1.diskBytes }
         let cached = entries.reduce(Int64(0)) { $0 + $1.cachedBytes }
-        if args.flag("json") {
+        if args.json {
             for e in entries {
                 var o = entryJSON(e)
-                if args.flag("ranges") { o["ranges"] = rangesJSON(e.ranges) }
+                if args.ranges { o["ranges"] = rangesJSON(e.ranges) }
                 console.event("entry", o)
             }
             var summary: [String: Any] = ["entries": entries.count, "cached_bytes": cached, "disk_bytes": disk, "exit_code": 0]
@@ -62,14 +67,14 @@ enum ListCommand: VCacheCommand {
             return 0
         }
         guard !entries.isEmpty else {
-            let filtered = args.flag("complete") || args.flag("partial")
+            let filtered = args.complete || args.partial
             console.out(filtered ? "no matching entries in \(store.directory)\n" : "the cache at \(store.directory) is empty; add videos with 'vcache prefetch URL'\n")
             return 0
         }
         let showPin = entries.contains(where: \.pinned)
         var header = ["STATE", "CACHED", "TOTAL", "%", "LAST USED"]
         if showPin { header.append("PIN") }
-        if args.flag("ranges") { header.append("RANGES") }
+        if args.ranges { header.append("RANGES") }
         header.append("URL")
         var rows: [[String]] = [header]
         let now = Date()
@@ -79,7 +84,7 @@ enum ListCommand: VCacheCommand {
             var row = [e.isComplete ? "complete" : "partial", Units.formatSize(e.cachedBytes),
                        e.length.map(Units.formatSize) ?? "?", percent, Table.age(e.lastUsed, now: now)]
             if showPin { row.append(e.pinned ? "pin" : "") }
-            if args.flag("ranges") { row.append(bar ? Table.coverageBar(e.ranges, length: e.length, width: 24) : Table.rangeList(e.ranges)) }
+            if args.ranges { row.append(bar ? Table.coverageBar(e.ranges, length: e.length, width: 24) : Table.rangeList(e.ranges)) }
             row.append(e.latestURL)
             rows.append(row)
         }

@@ -4,14 +4,13 @@ import VCacheCore
 /// `vcache manpage`: the man page vcache(1) in roff, generated from the commands' declarations
 /// (`make` writes it to .build/vcache.1 and `make install` installs it).
 enum ManPageCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "manpage",
         abstract: "print the man page vcache(1) (roff), generated from these declarations",
         usage: "manpage",
-        options: [],
         minPositionals: 0, maxPositionals: 0)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+    static func run(_ args: ParsedArguments<NoOptions>, console: Console) -> Int32 {
         console.out(page())
         return 0
     }
@@ -23,15 +22,14 @@ enum ManPageCommand: VCacheCommand {
         return s
     }
 
-    static let exitCodes: [(String, String)] = [
-        ("0", "Everything asked for was done."),
-        ("1", "Some item failed for another reason (a malformed line of a list; verify found a problem; export refused)."),
-        ("2", "Usage error or bad input; nothing was done."),
-        ("3", "Try again later: the network, a busy origin (5xx, 408, 429), \\-\\-max\\-time, a busy lock or catalog. The next run resumes."),
-        ("4", "Fix the origin or the URL: a 4xx, a wrong Content\\-Range, a file that cannot be mapped as MP4."),
-        ("5", "Fix this machine: the disk (full, read\\-only, I/O errors) or a damaged catalog."),
-        ("130, 143", "Interrupted by SIGINT or SIGTERM after a clean checkpoint (vcache dies by the signal)."),
-    ]
+    /// "--cache-dir may also come before the command, and so may --json, -q and -v for the commands that take them."
+    static var globalOptionsSentence: String {
+        func list(_ names: [String]) -> String { names.dropLast().joined(separator: ", ") + (names.count > 1 ? " and " : "") + (names.last ?? "") }
+        let globals = CommandSpec.globalOptions
+        let everywhere = globals.filter { o in CommonOptions.declarations.contains { $0.long == o.long } }.map { "--" + $0.long }
+        let some = globals.filter { o in !CommonOptions.declarations.contains { $0.long == o.long } }.map { o in o.short.map { "-\($0)" } ?? "--" + o.long }
+        return "\(list(everywhere)) may also come before the command, and so may \(list(some)) for the commands that take them."
+    }
 
     static func page() -> String {
         var p = """
@@ -53,7 +51,7 @@ enum ManPageCommand: VCacheCommand {
         a false claim.
         .PP
         Sizes: 512K, 2M, 1.5G (binary), 2MB (decimal). Durations: 30s, 5m, 12h, 7d, 1h30m.
-        \\-\\-cache\\-dir and \\-\\-json may also come before the command, and so may \\-q and \\-v for the commands that take them.
+        \(esc(globalOptionsSentence))
         .SH COMMANDS
 
         """
@@ -62,11 +60,12 @@ enum ManPageCommand: VCacheCommand {
             if !c.discussion.isEmpty { p += ".PP\n" + esc(c.discussion.replacingOccurrences(of: "\n", with: " ")) + "\n" }
             for o in c.allOptions {
                 var tag = (o.short.map { "\\fB\\-\($0)\\fR, " } ?? "") + "\\fB\\-\\-\(esc(o.long))\\fR"
-                switch o.kind {
-                case .flag: break
-                case .value(let v), .repeated(let v): tag += " \\fI\(esc(v))\\fR"
-                }
+                if o.takesValue { tag += " \\fI\(esc(o.valueName))\\fR" }
                 p += ".TP\n\(tag)\n\(esc(o.help))\n"
+                // A choice's words, each with its help.
+                if case .words(let words) = o.completion {
+                    p += ".RS\n" + words.map { ".TP\n.B \(esc($0.value))\n\(esc($0.help))\n" }.joined() + ".RE\n"
+                }
             }
         }
         // The settings `vcache config` keeps, one entry each (a table in a discussion would be
@@ -74,7 +73,7 @@ enum ManPageCommand: VCacheCommand {
         p += ".SH CONFIGURATION\nSettings stored in the cache's catalog with \\fBvcache config set\\fR \\fINAME VALUE\\fR, read by every run:\n"
         for k in Settings.known { p += ".TP\n.B \(esc(k.name))\n\(esc(k.help))\n" }
         p += ".SH \"EXIT STATUS\"\n"
-        for (code, meaning) in exitCodes { p += ".TP\n.B \(code)\n\(meaning)\n" }
+        for e in ExitStatus.all { p += ".TP\n.B \(e.codes.map(String.init).joined(separator: ", "))\n\(esc(e.meaning))\n" }
         p += """
         .SH ENVIRONMENT
         .TP

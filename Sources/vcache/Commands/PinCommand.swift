@@ -2,20 +2,20 @@ import VCacheCore
 
 /// `vcache pin` / `vcache unpin`: pinned entries survive --lru, --older-than and --partial.
 enum PinCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "pin", abstract: "keep entries through eviction (only evict URL or --include-pinned removes them)",
-        usage: "pin URL|KEY...", options: [], minPositionals: 1, maxPositionals: nil)
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 { setPinned(true, args, console) }
+        usage: "pin URL|KEY...", minPositionals: 1, maxPositionals: nil)
+    static func run(_ args: ParsedArguments<NoOptions>, console: Console) -> Int32 { setPinned(true, args, console) }
 }
 
 enum UnpinCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "unpin", abstract: "let pinned entries be evicted again",
-        usage: "unpin URL|KEY...", options: [], minPositionals: 1, maxPositionals: nil)
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 { setPinned(false, args, console) }
+        usage: "unpin URL|KEY...", minPositionals: 1, maxPositionals: nil)
+    static func run(_ args: ParsedArguments<NoOptions>, console: Console) -> Int32 { setPinned(false, args, console) }
 }
 
-private func setPinned(_ pinned: Bool, _ args: ParsedArguments, _ console: Console) -> Int32 {
+private func setPinned(_ pinned: Bool, _ args: ParsedArguments<NoOptions>, _ console: Console) -> Int32 {
     guard let store = PinCommand.openStore(args, console: console) else { return StoreOpening.failure }
     switch EntryLookup.keys(for: args.positionals, store: store) {
     case .failure(let e):

@@ -9,7 +9,7 @@ import Darwin
 
 /// `vcache prefetch URL... [options]`: make sure the asked-for bytes are in the cache.
 enum PrefetchCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "prefetch",
         abstract: "download the missing bytes of videos into the cache",
         usage: "prefetch URL... [--seconds N | --bytes SIZE | --range A-B...] [options]",
@@ -21,55 +21,70 @@ enum PrefetchCommand: VCacheCommand {
         lies outside the head.
         SIZE: 512K, 2M, 1.5G (binary) or 2MB (decimal). DURATION: 30s, 5m, 2h.
         """,
-        options: [
-            .value("seconds", "N", "MP4: cache the moov and every sample of the first N seconds (e.g. 10, 2.5, 10s)"),
-            .value("bytes", "SIZE", "make sure the first SIZE bytes are cached (and an MP4's moov, wherever it is)"),
-            .flag("no-moov", "with --bytes, do not also fetch an MP4's moov that lies outside the head"),
-            .repeated("range", "A-B", "bytes A to B inclusive; A- to the end; -N the last N (repeatable)"),
-            .value("input", short: "i", "FILE", "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s)"),
-            .value("jobs", short: "j", "N", "parallel downloads (default 4)"),
-            .repeated("header", short: "H", "'NAME: VALUE'", "extra request header, e.g. auth or cookie (repeatable); @FILE reads them from FILE"),
-            .value("user-agent", "STRING", "User-Agent header (default vcache/\(VCacheVersion.string))"),
-            .value("connect-timeout", "DURATION", "give up connecting after DURATION (default 15s)"),
-            .value("timeout", "DURATION", "give up when no byte arrives for DURATION (default 30s)"),
-            .value("retries", "N", "retries after connection errors, timeouts, 5xx, 408, 429 (default 3)"),
-            .value("max-time", "DURATION", "stop the whole run cleanly after DURATION; a rerun resumes"),
-            .value("limit-rate", "SIZE", "cap the total download rate, e.g. 2M (per second, all downloads together)"),
-            .value("max-size", "SIZE", "keep the cache under SIZE by evicting least recently used entries (default: config max-size)"),
-            .value("variant", "best|worst|all|720p|<=720p|BANDWIDTH", "HLS: which variant of a master playlist (default best: the highest BANDWIDTH)"),
-            .value("audio", "LANG", "HLS: the audio rendition in this language (default: the DEFAULT=YES one)"),
-            .value("min-free", "SIZE", "keep SIZE free on the cache's disk by evicting least recently used entries (default: config min-free)"),
-            .flag("key-ignore-query", "URLs differing only in their query are one entry (signed URLs)"),
-            .repeated("key-strip-param", "NAME", "ignore query parameter NAME when keying, e.g. token (repeatable)"),
-            .flag("no-wait", "skip an entry another vcache process is writing instead of waiting"),
-        ] + originOptions + [
-            .flag("verbose", short: "v", "each request and response head, and each decision, on stderr"),
-            .value("progress", "auto|bar|lines|none", "progress display: a bar on a terminal, plain lines in logs (default auto)"),
-            .value("stats", "DURATION", "with plain lines, a progress line per download this often (default 10s)"),
-            .flag("json", "JSON-lines events on stdout"),
-            .flag("quiet", short: "q", "print errors only"),
-        ],
         minPositionals: 0, maxPositionals: nil)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+    struct Options: OptionGroup {
+        var seconds = Option("seconds", .duration.named("N"), help: "MP4: cache the moov and every sample of the first N seconds (e.g. 10, 2.5, 10s)")
+        var bytes = Option("bytes", .size(), help: "make sure the first SIZE bytes are cached (and an MP4's moov, wherever it is)")
+        var noMoov = Flag("no-moov", help: "with --bytes, do not also fetch an MP4's moov that lies outside the head")
+        var range = Repeated("range", .byteRange, help: "bytes A to B inclusive; A- to the end; -N the last N (repeatable)")
+        var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s)")
+        var jobs = Option("jobs", short: "j", .count(1...64), help: "parallel downloads (default 4)")
+        var header = Repeated("header", short: "H", .text("'NAME: VALUE'"), help: "extra request header, e.g. auth or cookie (repeatable); @FILE reads them from FILE")
+        var userAgent = Option("user-agent", .text("STRING"), help: "User-Agent header (default vcache/\(VCacheVersion.string))")
+        var connectTimeout = Option("connect-timeout", .duration, help: "give up connecting after DURATION (default 15s)")
+        var timeout = Option("timeout", .duration, help: "give up when no byte arrives for DURATION (default 30s)")
+        var retries = Option("retries", .count(0...Int.max), help: "retries after connection errors, timeouts, 5xx, 408, 429 (default 3)")
+        var maxTime = Option("max-time", .duration, help: "stop the whole run cleanly after DURATION; a rerun resumes")
+        var limitRate = Option("limit-rate", .size(minimum: 1024), help: "cap the total download rate, e.g. 2M (per second, all downloads together)")
+        var maxSize = Option("max-size", .size(), help: "keep the cache under SIZE by evicting least recently used entries (default: config max-size)")
+        var variant = Option("variant", .variant, help: "HLS: which variant of a master playlist (default best: the highest BANDWIDTH)")
+        var audio = Option("audio", .text("LANG"), help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
+        var minFree = Option("min-free", .size(), help: "keep SIZE free on the cache's disk by evicting least recently used entries (default: config min-free)")
+        var keys = KeyOptions()
+        var noWait = Flag("no-wait", help: "skip an entry another vcache process is writing instead of waiting")
+        var origin = OriginOptions()
+        var verbose = Flag(.verbose, help: "each request and response head, and each decision, on stderr")
+        var progress = Option<ProgressDisplay>("progress", help: "progress display: a bar on a terminal, plain lines in logs (default auto)")
+        var stats = Option("stats", .duration, help: "with plain lines, a progress line per download this often (default 10s)")
+        var json = Flag(.json, help: "JSON-lines events on stdout")
+        var quiet = Flag(.quiet, help: "print errors only")
+    }
+
+    enum ProgressDisplay: String, CLIChoice {
+        case auto, bar, lines
+        case off = "none"
+
+        var help: String {
+            switch self {
+            case .auto: "a bar on a terminal, plain lines otherwise"
+            case .bar: "a bar redrawn in place"
+            case .lines: "plain timestamped progress lines, as in a log"
+            case .off: "no progress (the ok and failure lines and the summary stay)"
+            }
+        }
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
         let items: [PrefetchItem]
         var options: PrefetchOptions
         var inputErrors: [String] = []
         do {
             options = try makeOptions(args)
             var list: [PrefetchItem]
-            (list, inputErrors) = try requestedItems(args)
+            (list, inputErrors) = try requestedItems(Asked(bytes: args.bytes, ranges: args.range, seconds: args.seconds,
+                                                           noMoov: args.noMoov, input: args.input, urls: args.positionals))
             guard !list.isEmpty || !inputErrors.isEmpty else {
-                if let input = args.value("input") {
+                if let input = args.input {
                     // An empty list is a quiet night for cron, not a usage error.
-                    if args.flag("json") {
+                    if args.json {
                         console.event("summary", Summary(results: [], elapsed: 0, inputErrors: 0).json)
-                    } else if !args.flag("quiet") {
+                    } else if !args.quiet {
                         console.err("no URLs in \(input == "-" ? "stdin" : input); nothing to do\n")
                     }
                     return 0
                 }
-                throw UsageError("'prefetch' needs a URL (or -i FILE); usage: vcache \(spec.usage)")
+                throw UsageError("'prefetch' needs a URL (or -i FILE); usage: vcache \(configuration.usage)")
             }
             items = list
         } catch {
@@ -79,31 +94,26 @@ enum PrefetchCommand: VCacheCommand {
         for e in inputErrors { console.error(e, kind: "bad_input") }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         do {
-            try Settings.apply(store: store, args: args, to: &options)
+            try Settings.apply(store: store, Settings.Overrides(maxSize: args.maxSize, minFree: args.minFree, keys: args.keys), to: &options)
         } catch {
             console.error(error)
             return 2
         }
 
-        var mode: PrefetchReporter.Mode = args.flag("json") ? .json : args.flag("quiet") ? .quiet : console.stderrIsTTY ? .bars : .lines
+        var mode: PrefetchReporter.Mode = args.json ? .json : args.quiet ? .quiet : console.stderrIsTTY ? .bars : .lines
         // TERM=dumb cannot redraw in place: plain lines.
         if mode == .bars && ProcessInfo.processInfo.environment["TERM"] == "dumb" { mode = .lines }
         var interval: Duration = .seconds(10)
-        switch args.value("progress") {
-        case nil, "auto": break
-        case "bar": if mode != .json && mode != .quiet { mode = .bars }
-        case "lines": if mode != .json && mode != .quiet { mode = .lines }
-        case "none":
+        switch args.progress ?? .auto {
+        case .auto: break
+        case .bar: if mode != .json && mode != .quiet { mode = .bars }
+        case .lines: if mode != .json && mode != .quiet { mode = .lines }
+        case .off:
             // No bar and no progress lines; the ok/failure lines and the summary stay.
             if mode == .bars { mode = .lines }
             interval = .seconds(Int64(Units.maxDuration))
-        case let other?:
-            console.usage("invalid value '\(other)' for --progress; use auto, bar, lines or none")
-            return 2
         }
-        if let s = args.value("stats") {
-            do { interval = .milliseconds(Int64(try duration(s, "--stats") * 1000)) } catch { console.error(error); return 2 }
-        }
+        if let s = args.stats { interval = .milliseconds(Int64(s * 1000)) }
         let reporter = PrefetchReporter(mode: mode, console: console)
         reporter.expectedCount = items.count
         reporter.progressInterval = interval
@@ -125,16 +135,6 @@ enum PrefetchCommand: VCacheCommand {
         if let signal = signals.caught, stopFlag.reason == signal { signals.dieBy(signal) }
         return summary.exitCode
     }
-
-    /// What curl users behind a private CA, a proxy or split DNS need, for prefetch and serve.
-    static let originOptions: [OptionSpec] = [
-        .value("cacert", "FILE", "trust the CA certificates in FILE (PEM) instead of the system's"),
-        .value("proxy", "URL", "send origin requests through this proxy (http_proxy etc. are honoured too)"),
-        .value("netrc-file", "FILE", "credentials per host from a .netrc FILE"),
-        .repeated("resolve", "HOST:PORT:ADDR", "connect to ADDR for HOST:PORT, skipping DNS (repeatable)"),
-        .flag("ipv4", short: "4", "resolve names to IPv4 addresses only"),
-        .flag("ipv6", short: "6", "resolve names to IPv6 addresses only"),
-    ]
 
     /// `-H` values: `Name: value`, or `@FILE` for such lines in a file (secrets out of `ps` and
     /// crontab); blank lines and `#` comments in the file are skipped.
@@ -165,34 +165,38 @@ enum PrefetchCommand: VCacheCommand {
         return out
     }
 
+    /// What a command line asks for, typed: `prefetch`'s and `check`'s options of the same names.
+    struct Asked {
+        var bytes: Int64?
+        var ranges: [RangeRequest]
+        var seconds: Double?
+        var noMoov: Bool
+        var input: String?
+        var urls: [String]
+    }
+
     /// What the command line asks for: its URLs and `-i` list, each with `--bytes`, `--range`,
     /// `--seconds` (a list line's own size or seconds win), and the list's bad lines. Shared with
     /// `check`, so "is it cached" means what `prefetch` would fetch.
-    static func requestedItems(_ args: ParsedArguments) throws -> (items: [PrefetchItem], inputErrors: [String]) {
+    static func requestedItems(_ asked: Asked) throws -> (items: [PrefetchItem], inputErrors: [String]) {
         var inputErrors: [String] = []
         var requests: [RangeRequest] = []
         var goal: MP4Goal?
-        if let b = args.value("bytes") {
-            guard let n = Units.parseSize(b) else { throw UsageError("invalid size '\(b)' for --bytes; use e.g. 2M, 512K, 1.5G") }
+        if let n = asked.bytes {
             guard n > 0 else { throw UsageError("--bytes 0 asks for nothing; give a size such as 2M, or leave --bytes out for the whole video") }
             requests.append(.head(n))
-            if !args.flag("no-moov") { goal = .moov }
+            if !asked.noMoov { goal = .moov }
         }
-        for r in args.all("range") {
-            guard let rr = RangeRequest(httpSpec: r) else { throw UsageError("invalid range '\(r)' for --range; use A-B, A- or -N (bytes, inclusive)") }
-            requests.append(rr)
-        }
-        var seconds: Double?
-        if let t = args.value("seconds") { seconds = try duration(t, "--seconds") }
+        requests += asked.ranges
         // A bad URL given on the command line is bad input (exit 2); in a list it is one failed line.
         // An internationalised host is converted to the ASCII form libcurl contacts.
-        let urls = args.positionals.map(OriginTarget.asciiHost)
+        let urls = asked.urls.map(OriginTarget.asciiHost)
         for url in urls {
             if let why = PrefetchItem.urlProblem(url) { throw UsageError("cannot prefetch \(Console.escaped(url)): \(why)") }
         }
-        let defaults = Defaults(requests: requests, goal: goal, seconds: seconds, fetchMoov: !args.flag("no-moov"))
+        let defaults = Defaults(requests: requests, goal: goal, seconds: asked.seconds, fetchMoov: !asked.noMoov)
         var list = urls.map { defaults.item($0) }
-        if let input = args.value("input") {
+        if let input = asked.input {
             let (fromFile, errors) = try readInput(input, defaults: defaults)
             list += fromFile
             inputErrors = errors
@@ -200,58 +204,22 @@ enum PrefetchCommand: VCacheCommand {
         return (list, inputErrors)
     }
 
-    static func makeOptions(_ args: ParsedArguments) throws -> PrefetchOptions {
+    static func makeOptions(_ args: ParsedArguments<Options>) throws -> PrefetchOptions {
         var o = PrefetchOptions()
-        o.request.headers = try headers(args.all("header"))
-        o.request.caFile = args.value("cacert")
-        o.request.proxy = args.value("proxy")
-        o.request.netrcFile = args.value("netrc-file")
-        if args.flag("ipv4") && args.flag("ipv6") { throw UsageError("-4 and -6 exclude each other") }
-        o.request.ipVersion = args.flag("ipv4") ? 4 : args.flag("ipv6") ? 6 : nil
-        o.request.resolve = try args.all("resolve").map { r in
-            let parts = r.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count >= 3, !parts[0].isEmpty, Int(parts[1]) != nil, !parts[2...].joined(separator: ":").isEmpty else {
-                throw UsageError("invalid value '\(r)' for --resolve; use HOST:PORT:ADDR, e.g. cdn.example:443:10.0.0.5")
-            }
-            return r
-        }
-        if let ua = args.value("user-agent") { o.request.userAgent = ua }
-        if let t = args.value("connect-timeout") { o.request.connectTimeout = try duration(t, "--connect-timeout") }
-        if let t = args.value("timeout") { o.request.stallTimeout = try duration(t, "--timeout") }
-        if let r = args.value("retries") {
-            guard let n = Int(r), n >= 0 else { throw UsageError("invalid count '\(r)' for --retries; use a whole number >= 0") }
-            o.retries = n
-        }
-        if let j = args.value("jobs") {
-            guard let n = Int(j), n >= 1, n <= 64 else { throw UsageError("invalid count '\(j)' for --jobs; use 1 to 64") }
-            o.concurrency = n
-        }
-        o.waitForLock = !args.flag("no-wait")
-        o.verbose = args.flag("verbose")
-        if let t = args.value("max-time") { o.maxTime = try duration(t, "--max-time") }
-        if let r = args.value("limit-rate") { o.maxRate = try size(r, "--limit-rate", minimum: 1024) }
-        if let v = args.value("variant") {
-            guard let choice = HLSPlan.VariantChoice(argument: v) else {
-                throw UsageError("invalid variant '\(v)' for --variant; use best, worst, all, a height such as 720p, <=720p, or a BANDWIDTH in bits/s")
-            }
-            o.hlsVariant = choice
-        }
-        o.hlsAudio = args.value("audio")
+        o.request.headers = try headers(args.header)
+        try OriginOptions.apply(args.origin, to: &o.request)
+        if let ua = args.userAgent { o.request.userAgent = ua }
+        if let t = args.connectTimeout { o.request.connectTimeout = t }
+        if let t = args.timeout { o.request.stallTimeout = t }
+        if let n = args.retries { o.retries = n }
+        if let n = args.jobs { o.concurrency = n }
+        o.waitForLock = !args.noWait
+        o.verbose = args.verbose
+        o.maxTime = args.maxTime
+        o.maxRate = args.limitRate
+        if let v = args.variant { o.hlsVariant = v }
+        o.hlsAudio = args.audio
         return o
-    }
-
-    static func size(_ text: String, _ option: String, minimum: Int64 = 0) throws -> Int64 {
-        guard let n = Units.parseSize(text), n >= minimum else {
-            throw UsageError("invalid size '\(text)' for \(option); use e.g. 2M, 512K, 1.5G" + (minimum > 0 ? " (at least \(Units.formatSize(minimum)))" : ""))
-        }
-        return n
-    }
-
-    static func duration(_ text: String, _ option: String) throws -> Double {
-        guard let d = Units.parseDuration(text), d > 0 else {
-            throw UsageError("invalid duration '\(text)' for \(option); use e.g. 30s, 5m, 2h (at most \(Units.maxDurationText))")
-        }
-        return d
     }
 
     /// What each URL gets unless its line in a list says otherwise.

@@ -12,7 +12,7 @@ import VCacheCore
 enum ServeCommand: VCacheCommand {
     static let defaultPort = 8089
 
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "serve",
         abstract: "a local proxy players read through: cached bytes from disk, the rest streamed and kept",
         usage: "serve [--port N] [--listen ADDR:PORT --allow-host HOST...] [--json]",
@@ -23,73 +23,66 @@ enum ServeCommand: VCacheCommand {
         cache's settings again (config max-size) without dropping a connection. Under systemd it
         reports readiness (Type=notify).
         """,
-        options: [
-            .value("port", "N", "port on 127.0.0.1 (default \(defaultPort); 0: any free port, printed)"),
-            .value("listen", "ADDR:PORT", "listen on another address (needs --allow-host): e.g. 0.0.0.0:8089"),
-            .repeated("allow-host", "HOST[:PORT]", "the only origin hosts (and ports) the proxy contacts (repeatable; required with --listen)"),
-            .repeated("server-name", "NAME", "another name players use for this proxy in their Host header (repeatable; loopback names and the --listen address are always accepted)"),
-            .repeated("header", short: "H", "'NAME: VALUE'", "extra request header sent to origins (repeatable)"),
-            .value("timeout", "DURATION", "give up on an origin when no byte arrives for DURATION (default 30s)"),
-            .value("header-timeout", "DURATION", "cut a player's connection that has not sent its request head within DURATION (default 10s)"),
-            .value("max-size", "SIZE", "keep the cache under SIZE while serving (default: config max-size); a bigger video still plays"),
-            .value("retries", "N", "retries of a storing job's failed origin request (default 3)"),
-            .value("connect-timeout", "DURATION", "give up connecting to an origin after DURATION (default 15s)"),
-            .value("limit-rate", "RATE", "at most RATE bytes per second for each origin transfer (e.g. 2M)"),
-            .flag("quiet", short: "q", "no line per request (errors and the periodic summary still go to stderr)"),
-            .value("stats", "DURATION", "a summary line (requests, hit ratio, bytes) every DURATION (default 10m)"),
-            .repeated("metrics-from", "ADDR", "another client address allowed to read /metrics and /status (loopback always is; repeatable)"),
-            .flag("json", "JSON events on stdout: listening (with the base URL), one per request, stopping"),
-        ] + PrefetchCommand.originOptions,
         minPositionals: 0, maxPositionals: 0)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
+    struct Options: OptionGroup {
+        var port = Option("port", .port(0...65535), help: "port on 127.0.0.1 (default \(defaultPort); 0: any free port, printed)")
+        var listen = Option("listen", .listenAddress, help: "listen on another address (needs --allow-host): e.g. 0.0.0.0:8089")
+        var allowHost = Repeated("allow-host", .originRule, help: "the only origin hosts (and ports) the proxy contacts (repeatable; required with --listen)")
+        var serverName = Repeated("server-name", .text("NAME"), help: "another name players use for this proxy in their Host header (repeatable; loopback names and the --listen address are always accepted)")
+        var header = Repeated("header", short: "H", .text("'NAME: VALUE'"), help: "extra request header sent to origins (repeatable)")
+        var timeout = Option("timeout", .duration, help: "give up on an origin when no byte arrives for DURATION (default 30s)")
+        var headerTimeout = Option("header-timeout", .duration, help: "cut a player's connection that has not sent its request head within DURATION (default 10s)")
+        var maxSize = Option("max-size", .size(), help: "keep the cache under SIZE while serving (default: config max-size); a bigger video still plays")
+        var retries = Option("retries", .count(0...Int.max), help: "retries of a storing job's failed origin request (default 3)")
+        var connectTimeout = Option("connect-timeout", .duration, help: "give up connecting to an origin after DURATION (default 15s)")
+        var limitRate = Option("limit-rate", .size(minimum: 1024).named("RATE"), help: "at most RATE bytes per second for each origin transfer (e.g. 2M)")
+        var quiet = Flag(.quiet, help: "no line per request (errors and the periodic summary still go to stderr)")
+        var stats = Option("stats", .duration, help: "a summary line (requests, hit ratio, bytes) every DURATION (default 10m)")
+        var metricsFrom = Repeated("metrics-from", .clientAddress, help: "another client address allowed to read /metrics and /status (loopback always is; repeatable)")
+        var json = Flag(.json, help: "JSON events on stdout: listening (with the base URL), one per request, stopping")
+        var origin = OriginOptions()
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
         var address = "127.0.0.1"
-        var headTimeout: Duration = .seconds(10)
-        var port = UInt16(defaultPort)
+        var port = UInt16(args.port ?? defaultPort)
+        if let l = args.listen {
+            address = l.host
+            port = l.port
+        }
+        let headTimeout: Duration = .milliseconds(Int64((args.headerTimeout ?? 10) * 1000))
         var allowed: AllowedOrigins?
+        if !args.allowHost.isEmpty {
+            var a = AllowedOrigins()
+            for rule in args.allowHost { a.add(host: rule.host, port: rule.port) }
+            allowed = a
+        }
+        let loopback = address == "127.0.0.1" || address == "::1" || address.hasPrefix("127.")
+        if !loopback && allowed == nil {
+            console.usage("--listen \(address) reaches beyond this machine: name the origin hosts it may contact with --allow-host HOST, so it is never an open proxy")
+            return 2
+        }
+        var options = PrefetchOptions()
         do {
-            if let p = args.value("port") {
-                guard let n = UInt16(p) else { throw UsageError("invalid port '\(p)' for --port; use 0 to 65535") }
-                port = n
-            }
-            if let l = args.value("listen") {
-                guard let colon = l.lastIndex(of: ":"), let n = UInt16(l[l.index(after: colon)...]) else {
-                    throw UsageError("invalid address '\(l)' for --listen; use ADDR:PORT, e.g. 0.0.0.0:\(defaultPort)")
-                }
-                address = String(l[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-                port = n
-            }
-            if let t = args.value("header-timeout") {
-                headTimeout = .milliseconds(Int64(try PrefetchCommand.duration(t, "--header-timeout") * 1000))
-            }
-            let hosts = args.all("allow-host")
-            if !hosts.isEmpty {
-                var a = AllowedOrigins()
-                for h in hosts {
-                    guard let rule = AllowedOrigins.rule(h) else {
-                        throw UsageError("invalid host '\(Console.escaped(h))' for --allow-host; use HOST or HOST:PORT, e.g. cdn.example.com:443")
-                    }
-                    a.add(host: rule.host, port: rule.port)
-                }
-                allowed = a
-            }
-            let loopback = address == "127.0.0.1" || address == "::1" || address.hasPrefix("127.")
-            if !loopback && allowed == nil {
-                throw UsageError("--listen \(address) reaches beyond this machine: name the origin hosts it may contact with --allow-host HOST, so it is never an open proxy")
-            }
+            options.request.headers = try PrefetchCommand.headers(args.header)
+            try OriginOptions.apply(args.origin, to: &options.request)
         } catch {
             console.error(error)
             return 2
         }
-        var options: PrefetchOptions
-        do { options = try PrefetchCommand.makeOptions(args) } catch { console.error(error); return 2 }
+        if let t = args.connectTimeout { options.request.connectTimeout = t }
+        if let t = args.timeout { options.request.stallTimeout = t }
+        if let n = args.retries { options.retries = n }
+        options.maxRate = args.limitRate
         // A rate for serve is per origin transfer (players each get theirs), not one bucket: each
         // storing job's fetch loop gets its own bucket (libcurl's own limit also, for streams).
         if let rate = options.maxRate { options.request.maxReceiveRate = rate }
         // With a list of origin hosts, a redirect could lead anywhere: none is followed.
         if allowed != nil { options.request.maxRedirects = 0 }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
-        do { try Settings.apply(store: store, args: args, to: &options) } catch { console.error(error); return 2 }
+        let overrides = Settings.Overrides(maxSize: args.maxSize)
+        do { try Settings.apply(store: store, overrides, to: &options) } catch { console.error(error); return 2 }
 
         // Signals: blocked before the server's threads start (they inherit the mask), then
         // waited for here. SIGPIPE from a player that left is ignored.
@@ -101,21 +94,10 @@ enum ServeCommand: VCacheCommand {
         sigaddset(&set, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &set, nil)
 
-        let json = args.flag("json"), quiet = args.flag("quiet")
+        let json = args.json, quiet = args.quiet
         let readThrough = ReadThrough(store: store, options: options)
-        var every = 600.0
-        if let v = args.value("stats") {
-            guard let d = Units.parseDuration(v), d > 0 else { console.usage("invalid duration '\(v)' for --stats; use e.g. 30s, 10m"); return 2 }
-            every = d
-        }
-        var metricsClients = Set<String>()
-        for a in args.all("metrics-from") {
-            guard let canonical = canonicalAddress(a) else {
-                console.usage("invalid address '\(Console.escaped(a))' for --metrics-from; give one IP address (no names, no ranges), e.g. 192.168.1.5")
-                return 2
-            }
-            metricsClients.formUnion(canonical)
-        }
+        let every = args.stats ?? 600
+        let metricsClients = Set(args.metricsFrom.joined())
         let proxy = Proxy(readThrough: readThrough, allowedOrigins: allowed, metricsClients: metricsClients) { line in
             if quiet { return }
             if json { console.event("request", fields(line)) } else { console.err(render(line)) }
@@ -132,7 +114,7 @@ enum ServeCommand: VCacheCommand {
         } catch {
             return console.fail(error, context: "cannot serve")
         }
-        proxy.serverNames = ServerNames(listening: address, port: server.port, extra: args.all("server-name"))
+        proxy.serverNames = ServerNames(listening: address, port: server.port, extra: args.serverName)
         proxy.countConnections { server.openConnections }
         let summaries = summarize(proxy.metrics, every: every, readThrough: readThrough, server: server, console: console, json: json)
         let host = address.contains(":") ? "[\(address)]" : address
@@ -148,7 +130,7 @@ enum ServeCommand: VCacheCommand {
         while true {
             sigwait(&set, &caught)
             guard caught == SIGHUP else { break }
-            reload(readThrough, store: store, args: args, console: console, json: json)
+            reload(readThrough, store: store, overrides, console: console, json: json)
         }
         ServiceManager.notify("STOPPING=1")
         summaries.cancel()
@@ -183,12 +165,12 @@ enum ServeCommand: VCacheCommand {
     /// SIGHUP: the cache's settings read again. The cap reaches the next room made; a `--max-size`
     /// given on the command line still wins; key rules stay as started (a change would give every
     /// cached video a new key: restart for that).
-    static func reload(_ readThrough: ReadThrough, store: CacheStore, args: ParsedArguments, console: Console, json: Bool) {
+    static func reload(_ readThrough: ReadThrough, store: CacheStore, _ overrides: Settings.Overrides, console: Console, json: Bool) {
         ServiceManager.notify("RELOADING=1\nMONOTONIC_USEC=\(ServiceManager.monotonicMicroseconds)")
         defer { ServiceManager.notify("READY=1") }
         var fresh = PrefetchOptions()
         do {
-            try Settings.apply(store: store, args: args, to: &fresh)
+            try Settings.apply(store: store, overrides, to: &fresh)
         } catch {
             console.error(error, context: "cannot reload the settings; keeping the current ones")
             return
@@ -200,7 +182,7 @@ enum ServeCommand: VCacheCommand {
             if let m = fresh.maxSize { o["max_size_bytes"] = m }
             console.event("reloaded", o)
         } else {
-            console.err("vcache serve: reloaded the settings (SIGHUP): cap \(cap)\(args.value("max-size") != nil ? " (from --max-size)" : "")\n")
+            console.err("vcache serve: reloaded the settings (SIGHUP): cap \(cap)\(overrides.maxSize != nil ? " (from --max-size)" : "")\n")
         }
     }
 
@@ -266,34 +248,24 @@ enum ServeCommand: VCacheCommand {
 
 /// `vcache url ORIGIN_URL`: the proxy URL a player should open.
 enum UrlCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "url",
         abstract: "print the proxy URL of a video for 'vcache serve'",
         usage: "url ORIGIN_URL... [--port N | --listen HOST:PORT]",
         discussion: "The proxy URL ends with the origin's file name, so players recognise the format.",
-        options: [.value("port", "N", "the port serve listens on (default \(ServeCommand.defaultPort))"),
-                  .value("listen", "HOST:PORT", "the address players reach serve at (serve --listen, or a --server-name), e.g. 192.168.1.20:8089")],
         minPositionals: 1, maxPositionals: nil)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        var port = ServeCommand.defaultPort
-        if let p = args.value("port") {
-            guard let n = UInt16(p), n > 0 else {
-                console.usage("invalid port '\(p)' for --port; use 1 to 65535")
-                return 2
-            }
-            port = Int(n)
-        }
-        var base = "http://127.0.0.1:\(port)"
-        if let l = args.value("listen") {
-            guard args.value("port") == nil else { console.usage("--listen names the port too; give --port or --listen"); return 2 }
-            guard let colon = l.lastIndex(of: ":"), let p = UInt16(l[l.index(after: colon)...]), p > 0, colon != l.startIndex else {
-                console.usage("invalid address '\(l)' for --listen; use HOST:PORT, e.g. 192.168.1.20:8089")
-                return 2
-            }
-            var host = String(l[..<colon])
-            if host.contains(":") && !host.hasPrefix("[") { host = "[\(host)]" }  // an IPv6 address
-            base = "http://\(host):\(p)"
+    struct Options: OptionGroup {
+        var port = Option("port", .port(1...65535), help: "the port serve listens on (default \(ServeCommand.defaultPort))")
+        var listen = Option("listen", .playerAddress, help: "the address players reach serve at (serve --listen, or a --server-name), e.g. 192.168.1.20:8089")
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
+        var base = "http://127.0.0.1:\(args.port ?? ServeCommand.defaultPort)"
+        if let l = args.listen {
+            guard args.port == nil else { console.usage("--listen names the port too; give --port or --listen"); return 2 }
+            let host = l.host.contains(":") && !l.host.hasPrefix("[") ? "[\(l.host)]" : l.host  // an IPv6 address
+            base = "http://\(host):\(l.port)"
         }
         for origin in args.positionals {
             if let why = PrefetchItem.urlProblem(origin) {

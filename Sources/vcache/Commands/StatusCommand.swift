@@ -4,7 +4,7 @@ import VCacheCore
 /// `vcache status`: the box at a glance: the cache against its cap and the disk, entries by
 /// state, and a running serve's counters (asked on its loopback port).
 enum StatusCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "status",
         abstract: "the cache against its cap and the disk, entries by state, and serve's counters",
         usage: "status [--port N] [--json]",
@@ -13,18 +13,15 @@ enum StatusCommand: VCacheCommand {
         http://127.0.0.1:PORT/status (default \(ServeCommand.defaultPort)); when nothing answers,
         status says serve is not running there. Exit 0, or 1 when there is no cache.
         """,
-        options: [
-            .value("port", "N", "the port serve listens on (default \(ServeCommand.defaultPort))"),
-            .flag("json", "one status event (Docs/json.md)"),
-        ],
         minPositionals: 0, maxPositionals: 0)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        var port = ServeCommand.defaultPort
-        if let p = args.value("port") {
-            guard let n = Int(p), (1...65535).contains(n) else { console.usage("invalid port '\(p)' for --port; use 1 to 65535"); return 2 }
-            port = n
-        }
+    struct Options: OptionGroup {
+        var port = Option("port", .port(1...65535), help: "the port serve listens on (default \(ServeCommand.defaultPort))")
+        var json = Flag(.json, help: "one status event (Docs/json.md)")
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
+        let port = args.port ?? ServeCommand.defaultPort
         guard let store = openStore(args, console: console, readOnly: true) else { return StoreOpening.failure }
         let entries: [CacheEntry]
         let cap: Int64?
@@ -38,7 +35,7 @@ enum StatusCommand: VCacheCommand {
         let pinned = entries.filter(\.pinned).count
         let serve = SmallGet.get("http://127.0.0.1:\(port)/status", timeout: 2)
             .flatMap { $0.status == 200 ? (try? JSONSerialization.jsonObject(with: $0.body)) as? [String: Any] : nil }
-        if args.flag("json") {
+        if args.json {
             var o: [String: Any] = ["cache_dir": store.directory, "sharing": store.sharing.rawValue, "cache_bytes": gauges.cacheBytes,
                                     "complete_entries": gauges.completeEntries, "partial_entries": gauges.partialEntries,
                                     "pinned_entries": pinned, "serve_port": port, "serve_running": serve != nil, "exit_code": 0]

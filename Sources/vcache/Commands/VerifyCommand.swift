@@ -3,7 +3,7 @@ import VCacheCore
 
 /// `vcache verify [URL|KEY...]`: is every claimed byte there and right?
 enum VerifyCommand: VCacheCommand {
-    static let spec = CommandSpec(
+    static let configuration = CommandConfiguration(
         name: "verify",
         abstract: "check the catalog, the data files, checksums and MP4 structure",
         usage: "verify [URL|KEY...] [--origin] [--fix] [--json]",
@@ -13,16 +13,17 @@ enum VerifyCommand: VCacheCommand {
         catalog passes SQLite's integrity check. Exit 0 when all is well, 1 when a problem was
         found (even if fixed), so cron can alert; 5 when the catalog is damaged and --fix was not given.
         """,
-        options: [
-            .flag("origin", "also ask each origin whether the video changed (one-byte ranged GET)"),
-            .flag("fix", "drop what is wrong so the cache is true again, and say what was dropped"),
-            .flag("json", "one JSON object per entry, then a summary"),
-        ],
         minPositionals: 0, maxPositionals: nil)
 
-    static func run(_ args: ParsedArguments, console: Console) -> Int32 {
-        let dir = CacheLocation.resolve(explicit: args.value("cache-dir"))
-        let fix = args.flag("fix")
+    struct Options: OptionGroup {
+        var origin = Flag("origin", help: "also ask each origin whether the video changed (one-byte ranged GET)")
+        var fix = Flag("fix", help: "drop what is wrong so the cache is true again, and say what was dropped")
+        var json = Flag(.json, help: "one JSON object per entry, then a summary")
+    }
+
+    static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
+        let dir = CacheLocation.resolve(explicit: args.common.cacheDir)
+        let fix = args.fix
         var catalogNote: String?
         var store: CacheStore
         do {
@@ -83,7 +84,7 @@ enum VerifyCommand: VCacheCommand {
         }
         var options = Verifier.Options()
         options.fix = fix
-        options.checkOrigin = args.flag("origin")
+        options.checkOrigin = args.origin
         let reports: [Verifier.EntryReport]
         var orphans: [String] = []
         do {
@@ -94,7 +95,7 @@ enum VerifyCommand: VCacheCommand {
         }
         let bad = reports.filter { $0.state == .problem || $0.state == .fixed }
         let code: Int32 = bad.isEmpty && catalogNote == nil && orphans.isEmpty ? 0 : 1
-        if args.flag("json") {
+        if args.json {
             for r in reports {
                 console.event("checked", ["key": r.key, "url": r.url, "state": r.state.rawValue, "problems": r.problems, "actions": r.actions])
             }

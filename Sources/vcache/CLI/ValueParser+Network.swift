@@ -1,0 +1,75 @@
+import Foundation
+import VCacheCore
+
+// The values of the network options (addresses, hosts, rules), each parsed with its usage error.
+
+extension ValueParser where Value == String {
+    /// curl's `--resolve HOST:PORT:ADDR`.
+    static var resolveRule: ValueParser {
+        ValueParser(valueName: "HOST:PORT:ADDR") { r, option in
+            let parts = r.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count >= 3, !parts[0].isEmpty, Int(parts[1]) != nil, !parts[2...].joined(separator: ":").isEmpty else {
+                throw UsageError("invalid value '\(r)' for \(option); use HOST:PORT:ADDR, e.g. cdn.example:443:10.0.0.5")
+            }
+            return r
+        }
+    }
+}
+
+/// A host (or IP address) and a port, as `--listen` gives them.
+struct HostPort: Sendable, Equatable {
+    var host: String
+    var port: UInt16
+}
+
+extension ValueParser where Value == HostPort {
+    /// serve's `--listen ADDR:PORT` (an IPv6 address in brackets or not).
+    static var listenAddress: ValueParser {
+        ValueParser(valueName: "ADDR:PORT") { l, option in
+            guard let colon = l.lastIndex(of: ":"), let n = UInt16(l[l.index(after: colon)...]) else {
+                throw UsageError("invalid address '\(l)' for \(option); use ADDR:PORT, e.g. 0.0.0.0:\(ServeCommand.defaultPort)")
+            }
+            return HostPort(host: String(l[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: n)
+        }
+    }
+
+    /// url's `--listen HOST:PORT`: where players reach serve (a host and a port that is not 0).
+    static var playerAddress: ValueParser {
+        ValueParser(valueName: "HOST:PORT") { l, option in
+            guard let colon = l.lastIndex(of: ":"), let p = UInt16(l[l.index(after: colon)...]), p > 0, colon != l.startIndex else {
+                throw UsageError("invalid address '\(l)' for \(option); use HOST:PORT, e.g. 192.168.1.20:8089")
+            }
+            return HostPort(host: String(l[..<colon]), port: p)
+        }
+    }
+}
+
+extension ValueParser where Value == Set<String> {
+    /// `--metrics-from`: one IP address, as the server reports clients (with an IPv4 one's mapped IPv6 twin).
+    static var clientAddress: ValueParser {
+        ValueParser(valueName: "ADDR") { a, option in
+            guard let canonical = ServeCommand.canonicalAddress(a) else {
+                throw UsageError("invalid address '\(Console.escaped(a))' for \(option); give one IP address (no names, no ranges), e.g. 192.168.1.5")
+            }
+            return canonical
+        }
+    }
+}
+
+/// An origin host serve may contact, and its port when one is given.
+struct OriginRule: Sendable, Equatable {
+    var host: String
+    var port: Int?
+}
+
+extension ValueParser where Value == OriginRule {
+    /// `--allow-host HOST[:PORT]`.
+    static var originRule: ValueParser {
+        ValueParser(valueName: "HOST[:PORT]") { h, option in
+            guard let rule = AllowedOrigins.rule(h) else {
+                throw UsageError("invalid host '\(Console.escaped(h))' for \(option); use HOST or HOST:PORT, e.g. cdn.example.com:443")
+            }
+            return OriginRule(host: rule.host, port: rule.port)
+        }
+    }
+}
