@@ -45,6 +45,22 @@ public enum Sockets {
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count) }
     }
 
+    /// Sends `text` to 127.0.0.1:`port` on a new connection and returns everything the server
+    /// sends back until it closes (a raw request, for heads no client library would send).
+    public static func exchange(_ port: Int, _ text: String) -> Data {
+        let fd = connectLoopback(port)
+        guard fd >= 0 else { return Data() }
+        defer { close(fd) }
+        say(fd, text)
+        var received = Data()
+        var buf = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = read(fd, &buf, buf.count)
+            if n <= 0 { return received }
+            received.append(contentsOf: buf[0..<n])
+        }
+    }
+
     /// The path of the running executable.
     static var executablePath: String {
         #if os(Linux)

@@ -262,17 +262,7 @@ import VCacheTestSupport
         let path = "/v/" + ProxyURLCoding.encode(origin.url("/h.mp4")) + "/h.mp4"
         let me = "127.0.0.1:\(serve.port)"
         func statusLine(_ head: String) -> String {
-            let fd = Sockets.connectLoopback(serve.port)
-            guard fd >= 0 else { return "no connection" }
-            defer { close(fd) }
-            Sockets.say(fd, head + "Connection: close\r\n\r\n")
-            var received = Data()
-            var buf = [UInt8](repeating: 0, count: 64 << 10)
-            while true {
-                let n = read(fd, &buf, buf.count)
-                if n <= 0 { break }
-                received.append(contentsOf: buf[0..<n])
-            }
+            let received = Sockets.exchange(serve.port, head + "Connection: close\r\n\r\n")
             return String(decoding: received.prefix(while: { $0 != 13 }), as: UTF8.self)
         }
         #expect(statusLine("GET \(path) HTTP/1.1\r\nHost: \(me)\r\nHost: attacker.example:\(serve.port)\r\n") == "HTTP/1.1 400 Bad Request")
@@ -281,7 +271,7 @@ import VCacheTestSupport
         #expect(statusLine("GET \(path) HTTP/1.1\r\n") == "HTTP/1.1 400 Bad Request")
         #expect(origin.requests("/h.mp4").isEmpty)
         #expect(serve.log.contains { $0.contains("more than one Host header") })
-        #expect(statusLine("GET \(path) HTTP/1.0\r\n").hasPrefix("HTTP/1.1 200") || statusLine("GET \(path) HTTP/1.0\r\n").hasPrefix("HTTP/1.0 200"))
+        #expect(statusLine("GET \(path) HTTP/1.0\r\n").hasSuffix(" 200 OK"))
         #expect(statusLine("GET \(path) HTTP/1.1\r\nHost: \(me)\r\nRange: bytes=0-9\r\n") == "HTTP/1.1 206 Partial Content")
         _ = serve.stop()
     }
