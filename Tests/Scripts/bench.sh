@@ -14,12 +14,12 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-bench-XXXXXX")
 trap 'stop_origin; rm -rf "$work"' EXIT
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   SIZE_MB=${BENCH_SIZE_MB:-52}; HEADS=${BENCH_HEADS:-25}; ROUNDS=${BENCH_ROUNDS:-3}
-  ENTRIES=${BENCH_ENTRIES:-1000}; RESUME_MB=16; RSS_SIZES="16 52"; TTFB_N=40
+  ENTRIES=${BENCH_ENTRIES:-1000}; RESUME_MB=16; RSS_SIZES="16 52"; TTFB_N=40; SEGMENTS=${BENCH_SEGMENTS:-20}
 else
   SIZE_MB=${BENCH_SIZE_MB:-1024}; HEADS=${BENCH_HEADS:-500}; ROUNDS=${BENCH_ROUNDS:-5}
-  ENTRIES=${BENCH_ENTRIES:-10000}; RESUME_MB=256; RSS_SIZES="64 1024 4096"; TTFB_N=200
+  ENTRIES=${BENCH_ENTRIES:-10000}; RESUME_MB=256; RSS_SIZES="64 1024 4096"; TTFB_N=200; SEGMENTS=${BENCH_SEGMENTS:-200}
 fi
-for tool in curl aria2c nginx sqlite3 /usr/bin/time; do
+for tool in curl aria2c nginx sqlite3 ffmpeg /usr/bin/time; do
   command -v "$tool" >/dev/null || [ -x "$tool" ] || { echo "bench: $tool is missing (make bench installs it)" >&2; exit 1; }
 done
 mkdir -p "$work/www/heads" "$work/www/small"
@@ -175,6 +175,46 @@ printf '  time to first byte of a cached 64 KiB head, median of %s: nginx %s ms,
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
 summary+=("| serve: a cached ${SIZE_MB} MiB file, wall | nginx $nw s | $pw s | $(ratio "$nw" "$pw")x nginx's throughput | >= 0.9 |")
 summary+=("| serve: time to first byte of a cached 64 KiB head, median of $TTFB_N | nginx $tn ms | $tp ms | | < 1 ms |")
+
+echo; echo "== 7. an HLS stream of $SEGMENTS segments of 2 s (2.2 MiB each): fetched whole, 8 at a time, then played from the cache"
+# One real TS segment (x264 noise, so it does not compress), listed $SEGMENTS times under its own names.
+mkdir -p "$work/www/hls"
+ffmpeg -nostdin -v error -y -f lavfi -i "nullsrc=s=640x360:r=25,geq=random(1)*255:128:128" -t 2 \
+  -c:v libx264 -preset ultrafast -b:v 8M -maxrate 8M -bufsize 4M -f mpegts "$work/www/hls/seg.ts"
+{ printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n'
+  for i in $(seq -w 1 "$SEGMENTS"); do printf '#EXTINF:2.0,\ns%s.ts\n' "$i"; ln -s seg.ts "$work/www/hls/s$i.ts"; done
+  printf '#EXT-X-ENDLIST\n'; } > "$work/www/hls/index.m3u8"
+: > "$work/hls-aria2.txt"; : > "$work/hls-nginx.cfg"
+for i in $(seq -w 1 "$SEGMENTS"); do
+  printf '%s\n  out=s%s.ts\n' "$base/hls/s$i.ts" "$i" >> "$work/hls-aria2.txt"
+  printf 'url = "%s"\noutput = "/dev/null"\n' "$base/hls/s$i.ts" >> "$work/hls-nginx.cfg"
+done
+race aria2 "aria2c -q -j 8 -d '$work/out' -i '$work/hls-aria2.txt'" \
+     vcache "env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q -j 8 '$base/hls/index.m3u8'"
+for l in aria2 vcache; do row "$l"; done
+echo "  wall vcache/aria2: $(ratio "$(f vcache 1)" "$(f aria2 1)") (target <= 1.0; vcache also reads and checks the playlist and every segment)"
+summary+=("| HLS: $SEGMENTS segments of 2.2 MiB fetched whole, 8 at a time, wall | aria2 -j 8 on the segment list $(f aria2 1) s | $(f vcache 1) s | $(ratio "$(f vcache 1)" "$(f aria2 1)")x aria2's wall | <= 1.0 |")
+# Played from the cache: every segment in order on one connection (as a player reads them),
+# through the proxy against nginx serving the same files.
+clean
+V prefetch -q -j 8 "$base/hls/index.m3u8"
+env VCACHE_DIR="$work/cache" "$VCACHE" serve --port 0 --quiet > "$work/serve.out" 2> "$work/serve.log" &
+serve_pid=$!
+for _ in $(seq 1 100); do [ -s "$work/serve.out" ] && break; sleep 0.05; done
+port=$(sed 's/.*://' "$work/serve.out" | head -1)
+: > "$work/hls-proxy.cfg"
+for i in $(seq -w 1 "$SEGMENTS"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$(V url "$base/hls/s$i.ts" --port "$port")" >> "$work/hls-proxy.cfg"; done
+: > "$work/c.txt"; : > "$work/v.txt"
+for _ in $(seq 1 "$ROUNDS"); do
+  measure nginx curl -s -K "$work/hls-nginx.cfg" >> "$work/c.txt"
+  measure vcache curl -s -K "$work/hls-proxy.cfg" >> "$work/v.txt"
+done
+hits=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^vcache_responses_total\{cache="hit"\}/ { print $2 }')
+kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+[ "$hits" = $((SEGMENTS * ROUNDS)) ] || { echo "bench: $hits of $((SEGMENTS * ROUNDS)) segment responses were cache hits" >&2; exit 1; }
+read -r _ nw _ _ <<<"$(median < "$work/c.txt")"; read -r _ pw _ _ <<<"$(median < "$work/v.txt")"
+printf '  nginx wall %7.3fs, proxy wall %7.3fs: throughput proxy/nginx %s (target >= 0.9)\n' "$nw" "$pw" "$(ratio "$nw" "$pw")"
+summary+=("| HLS: the $SEGMENTS cached segments read in order through serve, wall | nginx $nw s | $pw s | $(ratio "$nw" "$pw")x nginx's throughput | >= 0.9 |")
 
 echo; echo "== the table for Docs/performance.md"
 echo "| workload | peers | vcache | ratio | target |"
