@@ -193,4 +193,30 @@ import Testing
         #expect(OriginTarget.asciiHost("http://example.com/ü.mp4") == "http://example.com/ü.mp4" || OriginTarget.asciiHost("http://example.com/ü.mp4").hasPrefix("http://example.com/"))
         #expect(OriginTarget.asciiHost("http://plain.example/x.mp4") == "http://plain.example/x.mp4")
     }
+
+    /// A live media playlist is answered from its last fetch for half its target duration, then
+    /// fetched again; VOD playlists and masters are never kept.
+    @Test func livePlaylistsAreKeptForHalfTheirTargetDuration() throws {
+        let memo = LivePlaylists()
+        let t0 = ContinuousClock.now
+        func answer(_ text: String) -> SmallGet.Answer {
+            SmallGet.Answer(status: 200, body: Data(text.utf8), finalURL: "http://o/l.m3u8", contentType: nil)
+        }
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:6\n#EXTINF:6,\ns0.ts\n"
+        memo.keep("u", answer(live), playlist: try HLSPlaylist.parse(text: live, url: "http://o/l.m3u8"), now: t0)
+        #expect(memo.fresh("u", now: t0 + .milliseconds(2999))?.body == Data(live.utf8))
+        #expect(memo.fresh("u", now: t0 + .seconds(3)) == nil)
+        let vod = live + "#EXT-X-ENDLIST\n"
+        memo.keep("u", answer(vod), playlist: try HLSPlaylist.parse(text: vod, url: "http://o/l.m3u8"), now: t0)
+        #expect(memo.fresh("u", now: t0) == nil)
+        let master = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1000\nl.m3u8\n"
+        memo.keep("m", answer(master), playlist: try HLSPlaylist.parse(text: master, url: "http://o/m.m3u8"), now: t0)
+        #expect(memo.fresh("m", now: t0) == nil)
+        // Bounded: the oldest goes first.
+        for i in 0...LivePlaylists.capacity {
+            memo.keep("k\(i)", answer(live), playlist: try HLSPlaylist.parse(text: live, url: "http://o/l.m3u8"), now: t0 + .milliseconds(i))
+        }
+        #expect(memo.fresh("k0", now: t0 + .seconds(1)) == nil)
+        #expect(memo.fresh("k\(LivePlaylists.capacity)", now: t0 + .seconds(1)) != nil)
+    }
 }

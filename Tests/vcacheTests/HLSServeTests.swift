@@ -162,6 +162,36 @@ import VCacheTestSupport
         serve.stop()
     }
 
+    /// Through serve, a live playlist asked for again within half its target duration is the
+    /// copy fetched then (one origin request, however many players reload it); a VOD playlist is
+    /// fetched fresh every time.
+    @Test(.timeLimit(.minutes(1)))
+    func aLivePlaylistIsFetchedAtMostOncePerHalfTargetDuration() throws {
+        let origin = try TestOrigin()
+        func live(_ segments: [String]) -> Data {
+            // A target duration of a minute: the two reloads below fall well inside 30 s.
+            var s = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:60\n#EXT-X-MEDIA-SEQUENCE:0\n"
+            for seg in segments { s += "#EXTINF:60.0,\n\(seg)\n" }
+            return Data(s.utf8)
+        }
+        origin.setResource("/l/index.m3u8", .init(body: live(["s0.ts"]), contentType: "application/vnd.apple.mpegurl"))
+        origin.setResource("/v/index.m3u8", .init(body: Self.playlist(["s0.ts"]), contentType: "application/vnd.apple.mpegurl"))
+        let serve = try ServeProcess(cacheDir: dir.file("live-cache"), logDir: dir)
+        let first = try Curl.fetch([serve.url(origin.url("/l/index.m3u8"))], in: dir)
+        #expect(first.status == 200 && String(decoding: first.body, as: UTF8.self).contains("s0.ts"))
+        let asked = origin.requests("/l/index.m3u8").count
+        origin.setResource("/l/index.m3u8", .init(body: live(["s0.ts", "s1.ts"]), contentType: "application/vnd.apple.mpegurl"))
+        let again = try Curl.fetch([serve.url(origin.url("/l/index.m3u8"))], in: dir)
+        #expect(again.status == 200 && again.body == first.body)
+        #expect(origin.requests("/l/index.m3u8").count == asked)
+        // VOD: every answer is the origin's of the moment.
+        #expect(try Curl.fetch([serve.url(origin.url("/v/index.m3u8"))], in: dir).status == 200)
+        origin.setResource("/v/index.m3u8", .init(body: Self.playlist(["s0.ts", "s9.ts"]), contentType: "application/vnd.apple.mpegurl"))
+        let vod = try Curl.fetch([serve.url(origin.url("/v/index.m3u8"))], in: dir)
+        #expect(String(decoding: vod.body, as: UTF8.self).contains("s9.ts"))
+        serve.stop()
+    }
+
     /// A live playlist: the next prefetch fetches it again and the segments added since.
     @Test(.timeLimit(.minutes(1)))
     func theNextPrefetchOfALivePlaylistFetchesWhatWasAdded() throws {

@@ -6,7 +6,8 @@ import Foundation
 extension Proxy {
     /// The answer for a playlist, or nil when `video` is not one (then it is served as bytes).
     /// A playlist is fetched fresh from the origin each time (a live one must never be served
-    /// stale), resolved against the URL that answered after redirects; when the origin cannot be
+    /// stale; one fetched less than half its target duration ago is answered from that fetch),
+    /// resolved against the URL that answered after redirects; when the origin cannot be
     /// reached, the cached copy is used (offline playback).
     /// `cache` is nil when the answer is the origin's error, not a playlist.
     func playlistAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
@@ -17,7 +18,8 @@ extension Proxy {
         let named = ((URL(string: origin)?.path ?? origin) as NSString).pathExtension.lowercased() == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
         var text: String?, finalURL = origin, status: CacheStatus = .miss
-        if let fresh = SmallGet.get(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes) {
+        let recent = livePlaylists.fresh(origin)
+        if let fresh = recent ?? SmallGet.get(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes) {
             guard fresh.status == 200 else {
                 // The origin is reachable and says no: that is the answer, never a stale copy.
                 let code = (100...599).contains(fresh.status) ? fresh.status : 502
@@ -26,6 +28,7 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
+            if recent == nil { livePlaylists.keep(origin, fresh, playlist: try? HLSPlaylist.parse(text: text!, url: finalURL)) }
         } else if video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)

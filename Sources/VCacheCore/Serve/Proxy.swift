@@ -32,6 +32,8 @@ public final class Proxy: Sendable {
     }
     private let log: @Sendable (LogLine) -> Void
     public let metrics = ServeMetrics()
+    /// Live playlists fetched in the last half target duration (`LivePlaylists`).
+    let livePlaylists = LivePlaylists()
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
     /// Open connections, from the server once it listens (for the metrics).
