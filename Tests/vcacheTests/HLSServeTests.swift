@@ -46,6 +46,59 @@ import VCacheTestSupport
     }
 }
 
+/// A live stream written by ffmpeg while the test runs (1 s segments, a window of 4, old
+/// segments deleted): played through serve, the playlist is fetched again as it moves (never
+/// frozen), and the segments played are kept, byte-exact.
+@Suite struct HLSLiveServeTests {
+    let dir = TempDirectory("vcache-hlslive")
+
+    @Test(.timeLimit(.minutes(2)))
+    func aLiveStreamPlaysThroughServeAndItsSegmentsAreKept() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
+            print("skipped: ffmpeg is not installed")
+            return
+        }
+        let nginx = try Nginx()
+        let live = nginx.root + "/live"
+        try FileManager.default.createDirectory(atPath: live, withIntermediateDirectories: true)
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        writer.arguments = ["-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=160x90:rate=25", "-t", "40",
+                            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0",
+                            "-f", "hls", "-hls_time", "1", "-hls_list_size", "4", "-hls_flags", "delete_segments",
+                            "-hls_segment_filename", live + "/s%03d.ts", live + "/index.m3u8"]
+        writer.standardError = FileHandle.nullDevice
+        try writer.run()
+        // SIGKILL: the test runner blocks SIGTERM, and ffmpeg inherits the mask.
+        defer { kill(writer.processIdentifier, SIGKILL); writer.waitUntilExit() }
+        // The stream exists once ffmpeg has written a playlist with two segments.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let text = (try? String(contentsOfFile: live + "/index.m3u8", encoding: .utf8)) ?? ""
+            if text.components(separatedBy: "#EXTINF").count > 2 { break }
+            usleep(100_000)
+        }
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(nginx.url("/live/index.m3u8"))
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", url, "-t", "5", "-c", "copy", "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "\(play.err)")
+        serve.stop()
+        // Reloaded as it moved: more than once (a frozen playlist would be asked for once).
+        let reloads = nginx.accessLog().filter { $0.path == "/live/index.m3u8" }.count
+        #expect(reloads >= 3, "the live playlist was fetched \(reloads) times")
+        // What was played is kept, each segment equal to the file ffmpeg wrote (if still there).
+        let inspector = try CacheInspector(directory: cache)
+        let segments = try inspector.store.catalog.allEntries().filter { $0.url.hasSuffix(".ts") && $0.isComplete }
+        #expect(segments.count >= 3, "\(segments.map(\.url))")
+        for e in segments {
+            let name = String(e.url.split(separator: "/").last!)
+            guard let file = FileManager.default.contents(atPath: live + "/" + name) else { continue }
+            #expect(e.sha256 == SHA256Digest.hash(file), "\(name)")
+        }
+    }
+}
+
 /// Issue 24 (a second slice): `vcache prefetch` of a playlist warms the stream it names: the
 /// chosen variant's media playlists, renditions, init sections, keys and segments (the first
 /// `--seconds` of each, or all), so it plays offline through `serve` without ever having played.
