@@ -59,4 +59,20 @@ import VCacheTestSupport
         #expect(text.contains("plays offline  the first \(String(format: "%.1fs", playable)) of"), "\(text)")
         #expect(text.contains("█") && text.contains("(the video, start to end)"))
     }
+
+    /// The same for a fragmented MP4, whose moov does not say its duration: the seconds are
+    /// searched for, and agree with `check`.
+    @Test func infoSaysHowManySecondsOfAFragmentedMP4PlayOffline() throws {
+        let nginx = try Nginx()
+        let url = try nginx.publish("frag.mp4", try Fixtures.data("fragmented.mp4"))
+        #expect(try vcache(["prefetch", "-q", url, "--seconds", "1"]).status == 0)
+        let json = try vcache(["info", url, "--json"])
+        let o = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let playable = try #require(o["playable_seconds"] as? Double)
+        #expect(playable >= 1.0 && playable < 10)
+        #expect(try vcache(["check", url, "--seconds", String(format: "%.1f", playable)]).status == 0)
+        #expect(try vcache(["check", url, "--seconds", String(format: "%.1f", playable + 0.1)]).status == 1)
+        let text = try vcache(["info", url]).stdout
+        #expect(text.contains("plays offline  the first \(String(format: "%.1fs", playable)) from the cache (fragmented"), "\(text)")
+    }
 }

@@ -78,6 +78,25 @@ public enum Readiness: Equatable, Sendable {
         return Double(lo) / 10
     }
 
+    /// For an MP4 whose moov does not give its duration (a fragmented one, without `mehd`): how
+    /// many seconds play from the cached bytes (to 0.1 s), searched by doubling up to `limit`.
+    /// Nil when its structure is not cached.
+    public static func playableSeconds(_ e: CacheEntry, upTo limit: Double = 86_400, read: @escaping MP4Walker.Read) -> Double? {
+        func ready(_ t: Double) -> Bool { of(PrefetchItem(url: e.url, requests: [.head(1)], mp4: .seconds(t)), entry: e, read: read).isReady }
+        guard ready(0.1) else { return 0 }
+        var lo = 1, hi = 2  // tenths: ready(lo), not ready(hi) once the doubling stops
+        while ready(Double(hi) / 10) {
+            lo = hi
+            hi *= 2
+            if Double(hi) / 10 > limit { return limit }
+        }
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2
+            if ready(Double(mid) / 10) { lo = mid } else { hi = mid }
+        }
+        return Double(lo) / 10
+    }
+
     static func describe(_ reason: MP4Planner.Reason, _ goal: MP4Goal) -> String {
         switch reason {
         case .header: "its box headers"

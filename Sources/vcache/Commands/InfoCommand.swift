@@ -44,7 +44,9 @@ enum InfoCommand: VCacheCommand {
             return 1
         }
         let facts = mp4Facts(e, store: store)
-        let playable = facts?.duration.flatMap { d in playableSeconds(e, duration: d, store: store) }
+        var playable = facts?.duration.flatMap { d in playableSeconds(e, duration: d, store: store) }
+        // A fragmented MP4's moov need not say its duration: the seconds that play are searched for.
+        if (facts?.duration ?? 0) <= 0, facts?.fragmented == true, !e.isComplete { playable = playableSeconds(e, duration: nil, store: store) }
         let layout = facts?.layout ?? "unknown (nothing cached)"
         let disk = store.diskUsage(key: key)
         if args.json {
@@ -82,9 +84,11 @@ enum InfoCommand: VCacheCommand {
         ]
         if e.ranges.isEmpty { rows.removeAll { $0.0 == "ranges" } }
         if let facts { rows += mp4Rows(facts) }
-        if let playable, let d = facts?.duration {
+        if let playable, let d = facts?.duration, d > 0 {
             // Tenths as computed: a rounded-up figure would claim more than plays.
             rows.append(("plays offline", playable >= d ? "all \(Units.formatDuration(d)) from the cache" : "the first \(String(format: "%.1fs", playable)) of \(Units.formatDuration(d)) from the cache"))
+        } else if facts?.fragmented == true {
+            rows.append(("plays offline", e.isComplete ? "all of it from the cache" : "the first \(String(format: "%.1fs", playable ?? 0)) from the cache (fragmented: its moov does not say its duration)"))
         }
         let width = rows.map(\.0.count).max() ?? 0
         for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v + "\n") }
@@ -92,10 +96,13 @@ enum InfoCommand: VCacheCommand {
     }
 
     /// Seconds that play from the cached bytes alone (the longest ready `--seconds`).
-    static func playableSeconds(_ e: CacheEntry, duration: Double, store: CacheStore) -> Double? {
+    /// `duration` nil: not known (a fragmented MP4), searched for.
+    static func playableSeconds(_ e: CacheEntry, duration: Double?, store: CacheStore) -> Double? {
         guard let data = try? store.openDataForReading(key: e.key) else { return nil }
         defer { data.close() }
-        return Readiness.playableSeconds(e, duration: duration) { offset, count in try data.bytes(count, at: offset) }
+        let read: MP4Walker.Read = { offset, count in try data.bytes(count, at: offset) }
+        guard let duration else { return Readiness.playableSeconds(e, read: read) }
+        return Readiness.playableSeconds(e, duration: duration, read: read)
     }
 
     /// The MP4 facts the cached bytes show; nil when nothing is cached.
