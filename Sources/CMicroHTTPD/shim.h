@@ -42,6 +42,25 @@ static inline int vc_mhd_connection_fd(struct MHD_Connection *connection) {
     return info ? info->connect_fd : -1;
 }
 
+/// Bytes of this TCP connection the peer has acknowledged (tcpi_bytes_acked, Linux 4.6+), or -1:
+/// how much of a response body sent by sendfile a client that left really got.
+#ifdef __linux__
+#include <string.h>
+static inline long long vc_tcp_bytes_acked(int fd) {
+    /* struct tcp_info as the kernel lays it out (linux/tcp.h): tcpi_bytes_acked is the u64 at
+       offset 120 (Linux 4.6+). linux/tcp.h itself clashes with glibc's netinet/tcp.h in a Swift
+       build (two definitions of struct tcp_info), so the bytes are read at their offset. */
+    unsigned char info[256] __attribute__((aligned(8)));
+    socklen_t size = sizeof info;
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, 11 /* TCP_INFO */, info, &size) != 0 || size < 128) return -1;
+    unsigned long long acked;
+    memcpy(&acked, info + 120, sizeof acked);
+    return (long long)acked;
+}
+#else
+static inline long long vc_tcp_bytes_acked(int fd) { (void)fd; return -1; }
+#endif
+
 /// The client's address as text ("127.0.0.1"), into buf; empty when unknown.
 static inline void vc_mhd_client(struct MHD_Connection *connection, char *buf, socklen_t size) {
     buf[0] = 0;

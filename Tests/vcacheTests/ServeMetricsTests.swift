@@ -71,6 +71,41 @@ import VCacheTestSupport
         serve.stop()
     }
 
+    /// A player that reads 1 MiB of a cached 24 MiB file sent by sendfile and leaves: the bytes
+    /// counted from the cache are about what it got (TCP's acknowledged count), not none and
+    /// not the whole file.
+    @Test(.timeLimit(.minutes(1)))
+    func aFileResponseAbandonedMidwayCountsWhatTheClientGot() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(24 << 20, seed: 243)
+        origin.setResource("/big.mp4", .init(body: body, etag: "\"big\""))
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/big.mp4")], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let fd = Sockets.connectLoopback(serve.port)
+        try #require(fd >= 0)
+        var small: Int32 = 16 << 10
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        let path = "/v/" + ProxyURLCoding.encode(origin.url("/big.mp4")) + "/big.mp4"
+        Sockets.say(fd, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(serve.port)\r\n\r\n")
+        var received = 0
+        var buf = [UInt8](repeating: 0, count: 64 << 10)
+        while received < 1 << 20 {
+            let n = read(fd, &buf, buf.count)
+            if n <= 0 { break }
+            received += n
+        }
+        close(fd)
+        // The response is counted when serve sees it end.
+        var m: [String: Double] = [:]
+        let deadline = Date().addingTimeInterval(20)
+        repeat {
+            m = Self.samples(String(decoding: try curl([serve.base + "/metrics"]).body, as: UTF8.self))
+        } while m["vcache_requests_total{code=\"200\"}"] == nil && Date() < deadline
+        let fromCache = m["vcache_sent_bytes_total{source=\"cache\"}"] ?? 0
+        #expect(fromCache >= Double(received) - 1024 && fromCache < Double(8 << 20), "counted \(fromCache) of the \(received) bytes read")
+        serve.stop()
+    }
+
     @Test func metricsFromTakesOneAddress() throws {
         for bad in ["10.0.0.0/8", "300.1.1.1", "garbage", "box.local"] {
             let r = try VCacheBinary.run(["serve", "--port", "0", "--metrics-from", bad], cacheDir: dir.file("mf"))

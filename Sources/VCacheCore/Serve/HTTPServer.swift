@@ -30,6 +30,15 @@ public final class HTTPServer: @unchecked Sendable {
         public var malformed: String? = nil
     }
 
+    /// How a response ended.
+    public struct Ending: Sendable {
+        /// Every byte went out.
+        public var completed: Bool
+        /// For a file body: how many of its bytes the client got (all when completed; what TCP
+        /// saw acknowledged when it left midway); nil for other bodies or where unknown.
+        public var fileBytesSent: Int64?
+    }
+
     /// Bytes of a response body produced on demand, on the connection's thread (it may block).
     public protocol Producer: AnyObject, Sendable {
         /// Fills `buffer` with the bytes at `offset` (relative to the body's start); returns how many,
@@ -54,9 +63,9 @@ public final class HTTPServer: @unchecked Sendable {
         public var headers: [(String, String)]
         public var body: Body
         /// Called once the response is done or abandoned, with whether it went out whole.
-        public var completed: (@Sendable (Bool) -> Void)?
+        public var completed: (@Sendable (Ending) -> Void)?
 
-        public init(status: Int, headers: [(String, String)] = [], body: Body = .none, completed: (@Sendable (Bool) -> Void)? = nil) {
+        public init(status: Int, headers: [(String, String)] = [], body: Body = .none, completed: (@Sendable (Ending) -> Void)? = nil) {
             self.status = status
             self.headers = headers
             self.body = body
@@ -166,7 +175,20 @@ public final class HTTPServer: @unchecked Sendable {
 /// One request's state between libmicrohttpd's calls (`*con_cls`).
 private final class RequestState {
     var hadBody = false
-    var completed: (@Sendable (Bool) -> Void)?
+    var completed: (@Sendable (HTTPServer.Ending) -> Void)?
+    /// A file body queued: its length, the connection's socket, the bytes the client had
+    /// acknowledged then (-1: unknown), and about how many bytes the response head takes.
+    var file: (length: Int64, fd: Int32, ackedBefore: Int64, head: Int64)?
+
+    /// How the response ended: for a file body abandoned midway, how much of it the client
+    /// acknowledged (TCP's count, less the head; nil where the system cannot say).
+    func ending(completed: Bool) -> HTTPServer.Ending {
+        guard let file else { return HTTPServer.Ending(completed: completed, fileBytesSent: nil) }
+        if completed { return HTTPServer.Ending(completed: true, fileBytesSent: file.length) }
+        let now = vc_tcp_bytes_acked(file.fd)
+        guard now >= 0, file.ackedBefore >= 0 else { return HTTPServer.Ending(completed: false, fileBytesSent: nil) }
+        return HTTPServer.Ending(completed: false, fileBytesSent: min(file.length, max(0, Int64(now) - file.ackedBefore - file.head)))
+    }
 }
 
 /// The access handler: called first with no state (make it), then with body chunks (discarded),
@@ -207,11 +229,18 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
     let response = server.handler(req)
     request.completed = response.completed
     guard let mhd = makeResponse(response.body) else {
-        request.completed?(false)
+        request.completed?(HTTPServer.Ending(completed: false, fileBytesSent: nil))
         request.completed = nil
         return .NO
     }
     for (name, value) in response.headers { MHD_add_response_header(mhd, name, value) }
+    if case .file(_, _, let length) = response.body {
+        // The head as libmicrohttpd writes it: the status line, these headers, and its own
+        // (Date, Content-Length, Connection), about 80 bytes.
+        let head = response.headers.reduce(Int64(96)) { $0 + Int64($1.0.utf8.count + $1.1.utf8.count + 4) }
+        let fd = vc_mhd_connection_fd(connection)
+        request.file = (length, fd, Int64(vc_tcp_bytes_acked(fd)), head)
+    }
     let queued = MHD_queue_response(connection, UInt32(response.status), mhd)
     MHD_destroy_response(mhd)  // reference-counted: the queued response lives on
     return queued
@@ -308,7 +337,7 @@ private func requestCompleted(_ cls: UnsafeMutableRawPointer?, _ connection: Opa
     guard let state, let p = state.pointee else { return }
     state.pointee = nil
     let request = Unmanaged<RequestState>.fromOpaque(p).takeRetainedValue()
-    request.completed?(code == .REQUEST_TERMINATED_COMPLETED_OK)
+    request.completed?(request.ending(completed: code == .REQUEST_TERMINATED_COMPLETED_OK))
 }
 
 private func notifyConnection(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,

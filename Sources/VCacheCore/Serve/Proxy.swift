@@ -154,12 +154,14 @@ public final class Proxy: Sendable {
         }
         let sendfileBytes: Int64 = { if case .file = body { return span.count } else { return 0 } }()
         let base = line, finalStatus = status
-        return HTTPServer.Response(status: status, headers: headers + Self.inert, body: body) { completed in
+        return HTTPServer.Response(status: status, headers: headers + Self.inert, body: body) { ending in
+            let completed = ending.completed
             reader.finished(completed: completed)
             var done = base
             done.status = finalStatus
-            // A file body abandoned midway: how much of it the client got is unknown, so none is counted.
-            done.fromCache = isHead || !completed ? reader.fromCache.load(ordering: .relaxed) : sendfileBytes + reader.fromCache.load(ordering: .relaxed)
+            // A file body abandoned midway counts what the client acknowledged (TCP's count).
+            let fileBytes = isHead ? 0 : ending.fileBytesSent ?? (completed ? sendfileBytes : 0)
+            done.fromCache = fileBytes + reader.fromCache.load(ordering: .relaxed)
             done.fromOrigin = reader.fromOrigin.load(ordering: .relaxed)
             if fresh {
                 done.fromOrigin += done.fromCache
