@@ -5,7 +5,7 @@ import Synchronization
 /// Invariant 1 (Docs/cache-format.md) is kept by the callers: ranges are committed here only after `data`
 /// was fsynced. Every write is one transaction.
 public final class Catalog: Sendable {
-    public static let schemaVersion = 1
+    public static var schemaVersion: Int { migrations.count }
     public let database: Database
     /// Updates waiting for the next group commit (`commit`).
     private let commitQueue = Mutex<[CommitTicket]>([])
@@ -17,7 +17,12 @@ public final class Catalog: Sendable {
         let version = try database.read { try $0.userVersion }
         guard version <= Self.migrations.count else { throw NewerSchema(found: Int(version), known: Self.migrations.count) }
         hasSchema = version > 0
+        schema = Int(version)
     }
+
+    /// The schema version of the file as opened (read-only, an older catalog stays as it is:
+    /// what a later migration added reads as empty).
+    public let schema: Int
 
     /// False for a catalog file with no schema yet (made, then a crash before its first commit):
     /// read-only, it holds no entry.
@@ -27,6 +32,7 @@ public final class Catalog: Sendable {
     public init(path: String, mode: mode_t = 0o600) throws {
         database = try Database(path: path, mode: mode)
         hasSchema = true
+        schema = Self.migrations.count
         try migrate()
     }
 
@@ -60,6 +66,20 @@ public final class Catalog: Sendable {
             name TEXT PRIMARY KEY NOT NULL,
             value TEXT NOT NULL
         );
+        """,
+        // 2: streams (Catalog+Streams.swift): which entries make one stream, and the role of each.
+        // Rows only: every entry of schema 1 stays as it was, a stream of none.
+        """
+        CREATE TABLE streams (
+            root TEXT PRIMARY KEY NOT NULL,
+            format TEXT NOT NULL
+        );
+        CREATE TABLE stream_members (
+            key TEXT PRIMARY KEY NOT NULL,
+            root TEXT NOT NULL,
+            role TEXT NOT NULL
+        );
+        CREATE INDEX stream_members_by_root ON stream_members(root);
         """,
     ]
 
@@ -184,9 +204,15 @@ public final class Catalog: Sendable {
         return try integrityProblem() == nil
     }
 
+    /// Pins (or unpins) the entry and, when it is a stream's root, every member of the stream
+    /// cached now (a member cached later counts as pinned: `EvictionChoice` keeps a stream whole).
     public func setPinned(key: String, _ pinned: Bool) throws -> Bool {
         try database.write { c in
-            try c.run("UPDATE entries SET pinned = ? WHERE key = ?", .int(pinned ? 1 : 0), .text(key)) > 0
+            let n = try c.run("UPDATE entries SET pinned = ? WHERE key = ?", .int(pinned ? 1 : 0), .text(key))
+            if schema >= 2 {
+                try c.run("UPDATE entries SET pinned = ? WHERE key IN (SELECT key FROM stream_members WHERE root = ?)", .int(pinned ? 1 : 0), .text(key))
+            }
+            return n > 0
         }
     }
 
@@ -384,6 +410,7 @@ public final class Catalog: Sendable {
                                   .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
                 guard n > 0 else { continue }
                 try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+                try Self.forgetMembership(c, key: key)
                 gone.insert(key)
             }
             return gone
