@@ -32,6 +32,8 @@ public struct Evictor {
         public var includePinned = false
         /// Never these keys (e.g. the entries the running prefetch is filling).
         public var protected: Set<String> = []
+        /// Each entry on its own, a stream's members too (a live playlist let go, its segments kept).
+        public var alone = false
 
         public init() {}
     }
@@ -127,7 +129,7 @@ public struct Evictor {
         // Each round removes or excludes at least one entry; the bound only guards against a
         // concurrent writer adding entries forever.
         for _ in 0..<16 {
-            let choice = EvictionChoice.choose(entries, c, footprint: footprint, excluded: excluded, now: now)
+            let choice = EvictionChoice.choose(entries, c, footprint: footprint, excluded: excluded, streams: try streamRoots(), now: now)
             let byKey = Dictionary(entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let victims = choice.victims.compactMap { byKey[$0] }
             out.usageAfter = choice.usageAfter
@@ -181,6 +183,13 @@ public struct Evictor {
             if let cap = c.maxSize, out.usageAfter <= cap { break }
         }
         return out
+    }
+
+    /// Member key to root key, for every stream (a stream is evicted as one unit).
+    private func streamRoots() throws -> [String: String] {
+        var roots: [String: String] = [:]
+        for s in try store.catalog.streams() { for k in s.keys { roots[k] = s.root } }
+        return roots
     }
 
     enum Removal {

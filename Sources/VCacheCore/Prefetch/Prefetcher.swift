@@ -108,9 +108,14 @@ public final class Prefetcher {
               HLSPlaylist.looksLikePlaylist(firstBytes: store.cachedBytes(of: e, count: 16) ?? [], contentType: e.contentType),
               let bytes = store.cachedBytes(of: e),
               case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL), media.isLive else { return }
+        // Its stream is kept (only the playlist goes): its rows go with the root, so they are
+        // written again; the expansion that follows adds what the playlist names now.
+        let stream = (try? store.catalog.stream(root: key)) ?? nil
         var c = Evictor.Criteria()
         c.keys = [key]
+        c.alone = true
         _ = try? Evictor(store: store).evict(c, dryRun: false)
+        if let stream { _ = try? store.catalog.recordStream(root: key, format: stream.format, members: stream.members) }
     }
 
     /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
