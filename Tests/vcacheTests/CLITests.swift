@@ -23,7 +23,7 @@ import VCacheTestSupport
         p.waitUntilExit()
         let newer = try vcache("ls", "--json")
         #expect(newer.status == 5)
-        #expect(newer.stderr.contains("was written by a newer vcache (schema 7; this one knows 1); upgrade vcache"), "\(newer.stderr)")
+        #expect(newer.stderr.contains("was written by a newer vcache (schema 7; this one knows \(Catalog.schemaVersion)); upgrade vcache"), "\(newer.stderr)")
         #expect(newer.stdout.contains("\"exit_code\":5"))
 
         let taken = try TestOrigin()  // listening on its port

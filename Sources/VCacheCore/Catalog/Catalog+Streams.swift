@@ -126,3 +126,21 @@ extension Catalog {
         }
     }
 }
+
+extension Catalog {
+    /// The entries among `keys` that exist, each with its ranges, read in one snapshot.
+    public func entries(keys: [String]) throws -> [String: CacheEntry] {
+        try database.read(snapshot: true) { c in
+            var out: [String: CacheEntry] = [:]
+            for key in keys where out[key] == nil {
+                var found: CacheEntry?
+                try c.query("SELECT \(Self.entryColumns) FROM entries WHERE key = ?", .text(key)) { found = Self.entry(from: $0) }
+                if var e = found {
+                    e.ranges = try Self.ranges(c, key: key)
+                    out[key] = e
+                }
+            }
+            return out
+        }
+    }
+}
