@@ -86,4 +86,58 @@ import VCacheTestSupport
         #expect(try inspector.store.catalog.allEntries().isEmpty)
         #expect(try inspector.store.catalog.streams().isEmpty)
     }
+
+    /// `export STREAM DIR`: a self-contained folder, playlists rewritten to relative local names,
+    /// that ffmpeg plays from disk with the origin stopped.
+    @Test(.timeLimit(.minutes(2)))
+    func aStreamExportsAsAFolderThatPlaysFromDisk() throws {
+        guard let nginx = try Self.streams() else { return }
+        let cache = dir.file("cache")
+        let streams = ["abr/master.m3u8", "fmp4/index.m3u8", "br/index.m3u8", "br/implicit.m3u8", "ts/index.m3u8"]
+        for s in streams {
+            let r = try VCacheBinary.run(["prefetch", "-q", nginx.url("/hls/" + s)], cacheDir: cache)
+            #expect(r.status == 0, "\(s): \(r.stderr)")
+        }
+        let worst = dir.file("worst")
+        #expect(try VCacheBinary.run(["prefetch", "-q", nginx.url("/hls/abr/master.m3u8"), "--variant", "worst"], cacheDir: worst).status == 0)
+        let short = dir.file("short")
+        #expect(try VCacheBinary.run(["prefetch", "-q", nginx.url("/hls/ts/index.m3u8"), "--seconds", "1"], cacheDir: short).status == 0)
+        let origin = nginx.root + "/hls/"
+        nginx.stop()
+        let refused = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(refused) {} }
+
+        for (i, s) in streams.enumerated() {
+            let out = dir.file("out\(i)")
+            let r = try VCacheBinary.run(["export", nginx.url("/hls/" + s), out], cacheDir: cache)
+            #expect(r.status == 0 && r.stdout.hasPrefix("exported \(out)/master.m3u8 ("), "\(s): \(r.stdout) \(r.stderr)")
+            // Every playlist names local files only.
+            let files = FileManager.default.enumerator(atPath: out)?.compactMap { $0 as? String } ?? []
+            for f in files where f.hasSuffix(".m3u8") {
+                let text = try String(contentsOfFile: out + "/" + f, encoding: .utf8)
+                #expect(!text.contains("http"), "\(s) \(f):\n\(text)")
+            }
+            let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", out + "/master.m3u8", "-f", "null", "-"])
+            #expect(play.status == 0 && play.err.isEmpty, "\(s) from disk: \(play.err)")
+        }
+        // The bytes are the origin's.
+        #expect(TestBytes.sha256(file: dir.file("out0/180p/seg_001.m4s")) == TestBytes.sha256(file: origin + "abr/180p/seg_001.m4s"))
+        #expect(TestBytes.sha256(file: dir.file("out4/seg_000.ts")) == TestBytes.sha256(file: origin + "ts/seg_000.ts"))
+        // Again into the same folder: refused without --force, done with it.
+        let again = try VCacheBinary.run(["export", nginx.url("/hls/ts/index.m3u8"), dir.file("out4")], cacheDir: cache)
+        #expect(again.status == 1 && again.stderr.contains("'\(dir.file("out4"))/master.m3u8' already exists; use --force to overwrite it"), "\(again.stderr)")
+        #expect(try VCacheBinary.run(["export", nginx.url("/hls/ts/index.m3u8"), dir.file("out4"), "--force"], cacheDir: cache).status == 0)
+
+        // A master keeps the variants that play from the cache; the one never warmed is left out.
+        let low = try VCacheBinary.run(["export", nginx.url("/hls/abr/master.m3u8"), dir.file("low")], cacheDir: worst)
+        #expect(low.status == 0 && low.stderr.contains("left out \(nginx.url("/hls/abr/180p/index.m3u8")): it does not play from the cache"), "\(low.stderr)")
+        let master = try String(contentsOfFile: dir.file("low/master.m3u8"), encoding: .utf8)
+        #expect(master.components(separatedBy: "#EXT-X-STREAM-INF").count == 2 && master.contains("90p/index.m3u8"), "\(master)")
+        let lowPlay = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", dir.file("low/master.m3u8"), "-f", "null", "-"])
+        #expect(lowPlay.status == 0 && lowPlay.err.isEmpty, "\(lowPlay.err)")
+        // A stream cached in part is not exported: nothing written, the reason said.
+        let part = try VCacheBinary.run(["export", nginx.url("/hls/ts/index.m3u8"), dir.file("part")], cacheDir: short)
+        #expect(part.status == 1 && part.stderr.contains("does not play from the cache: 1 of the 2 segments of \(nginx.url("/hls/ts/index.m3u8")) are not cached"), "\(part.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("part")))
+    }
 }
