@@ -140,4 +140,68 @@ import VCacheTestSupport
         #expect(part.status == 1 && part.stderr.contains("does not play from the cache: 1 of the 2 segments of \(nginx.url("/hls/ts/index.m3u8")) are not cached"), "\(part.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.file("part")))
     }
+
+    /// `info STREAM` lists its variants and renditions and what of each is cached; `verify
+    /// STREAM` checks every member.
+    @Test(.timeLimit(.minutes(2)))
+    func infoAndVerifyOfAStreamCoverEveryMember() throws {
+        guard let nginx = try Self.streams() else { return }
+        let cache = dir.file("cache")
+        let master = nginx.url("/hls/abr/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", master, "--variant", "worst"], cacheDir: cache).status == 0)
+        let info = try VCacheBinary.run(["info", master], cacheDir: cache)
+        #expect(info.status == 0, "\(info.stderr)")
+        let lines = info.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("variant") && $0.contains("160x90") && $0.contains("2/2 segments, 4.0 of 4.0 s") }, "\(info.stdout)")
+        #expect(lines.contains { $0.hasPrefix("variant") && $0.contains("320x180") && $0.contains("not cached") }, "\(info.stdout)")
+        #expect(lines.contains { $0.hasPrefix("audio") && $0.contains("\"audio") && $0.contains("3/3 segments") }, "\(info.stdout)")
+        #expect(lines.contains { $0.hasPrefix("segments ") && $0.hasSuffix("5 of 5 cached") }, "\(info.stdout)")
+        // Complete: every playlist cached holds all its segments (the variant never warmed is not a hole).
+        #expect(lines.contains { $0.hasPrefix("state ") && $0.hasSuffix(" complete") }, "\(info.stdout)")
+        #expect(lines.contains { $0.hasPrefix("plays offline ") && $0.hasSuffix(" 4.0 of 4.0 s") }, "\(info.stdout)")
+        let json = try VCacheBinary.run(["info", master, "--json"], cacheDir: cache)
+        let o = try #require(Self.events(json).first)
+        #expect(o["event"] as? String == "stream" && o["variants"] as? Int == 2 && o["variants_cached"] as? Int == 1, "\(o)")
+        let members = try #require(o["members"] as? [[String: Any]])
+        #expect(members.filter { $0["cached"] as? Bool == true }.count == 10 && members.first?["role"] as? String == "manifest", "\(members)")
+
+        // verify STREAM checks all ten members, fragments and playlists alike, and finds them sound.
+        let ok = try VCacheBinary.run(["verify", master, "--json"], cacheDir: cache)
+        #expect(ok.status == 0, "\(ok.stdout)")
+        #expect(Self.events(ok).filter { $0["event"] as? String == "checked" && $0["state"] as? String == "ok" }.count == 10, "\(ok.stdout)")
+        // One byte of a segment flipped: verify of the stream finds it.
+        let segment = nginx.url("/hls/abr/90p/seg_001.m4s")
+        let e = try #require(try CacheInspector(directory: cache).entry(segment))
+        let data = try CacheInspector(directory: cache).store.dataPath(e.key)
+        let handle = try #require(FileHandle(forUpdatingAtPath: data))
+        try handle.seek(toOffset: 100)
+        let byte = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: 100)
+        try handle.write(contentsOf: Data([byte ^ 0xFF]))
+        try handle.close()
+        let bad = try VCacheBinary.run(["verify", master], cacheDir: cache)
+        #expect(bad.status == 1, "\(bad.stdout)")
+        #expect(bad.stdout.split(separator: "\n").contains { $0.hasPrefix("problem") && $0.contains(segment) && $0.contains("SHA-256") }, "\(bad.stdout)")
+        #expect(bad.stdout.contains("10 entries checked, 1 with problems"), "\(bad.stdout)")
+    }
+
+    /// serve records the stream a player plays through it: played once, it is one row of `ls`.
+    @Test(.timeLimit(.minutes(2)))
+    func aStreamPlayedThroughServeIsOneStream() throws {
+        guard let nginx = try Self.streams() else { return }
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let master = nginx.url("/hls/abr/master.m3u8")
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(master), "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "\(play.err)")
+        serve.stop()
+        let all = try CacheInspector(directory: cache).store.catalog.allEntries()
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        let events = Self.events(ls)
+        let streams = events.filter { $0["event"] as? String == "stream" }
+        #expect(streams.count == 1 && streams.first?["url"] as? String == master, "\(ls.stdout)")
+        #expect(streams.first?["entries"] as? Int == all.count && events.filter { $0["event"] as? String == "entry" }.isEmpty, "\(ls.stdout)")
+        // A player fetched every segment of the variant it chose, and the audio.
+        #expect(streams.first?["segments_cached"] as? Int ?? 0 >= 5, "\(ls.stdout)")
+    }
 }

@@ -144,3 +144,15 @@ extension Catalog {
         }
     }
 }
+
+extension Catalog {
+    /// The role of `key` in the stream it belongs to, or nil (no stream, or a catalog older than streams).
+    public func streamRole(of key: String) throws -> StreamRole? {
+        guard schema >= 2 else { return nil }
+        return try database.read { c in
+            var role: StreamRole?
+            try c.query("SELECT role FROM stream_members WHERE key = ?", .text(key)) { role = StreamRole(rawValue: $0.text(0)) ?? .segment }
+            return role
+        }
+    }
+}
