@@ -116,6 +116,17 @@ import VCacheTestSupport
         #expect(try c.allEntries().allSatisfy { !$0.pinned })
     }
 
+    @Test func salvageKeepsTheStreamsOfRootsItKept() throws {
+        let old = try Catalog(path: dir.file("old.db"))
+        for k in ["m", "s"] { try old.commit(update(k)) }
+        try old.recordStream(root: "m", format: "hls", members: [.init(key: "s", role: .segment), .init(key: "t", role: .segment)])
+        try old.recordStream(root: "gone", format: "hls", members: [.init(key: "u", role: .segment)])
+        let new = try Catalog(path: dir.file("new.db"))
+        #expect(try new.salvage(from: dir.file("old.db")).kept == 2)
+        #expect(try new.streams().map(\.root) == ["m"])
+        #expect(try new.streams().first?.keys == ["m", "s", "t"])
+    }
+
     func update(_ key: String) -> Catalog.Update {
         Catalog.Update(key: key, url: "http://h/\(key)", validators: Validators(length: 10, etag: nil, lastModified: nil))
     }

@@ -204,4 +204,38 @@ import VCacheTestSupport
         // A player fetched every segment of the variant it chose, and the audio.
         #expect(streams.first?["segments_cached"] as? Int ?? 0 >= 5, "\(ls.stdout)")
     }
+
+    /// A cache the vcache before streams wrote (catalog schema 1: migration 1 is unchanged, so
+    /// today's cache with migration 2 taken off is that cache) reads as it is, upgrades in place
+    /// when a command writes, and keeps every entry and byte.
+    @Test(.timeLimit(.minutes(1)))
+    func aCacheOfTheVcacheBeforeStreamsUpgradesInPlaceAndKeepsItsEntries() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(200_000, seed: 11)
+        origin.setResource("/a.mp4", .init(body: body))
+        origin.setResource("/b.mp4", .init(body: TestBytes.make(300_000, seed: 12)))
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/a.mp4")], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/b.mp4"), "--bytes", "100K"], cacheDir: cache).status == 0)
+        func sql(_ s: String) throws -> String {
+            let r = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", s])
+            #expect(r.status == 0, "\(r.err)")
+            return String(decoding: r.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        _ = try sql("DROP TABLE stream_members; DROP TABLE streams; PRAGMA user_version = 1")
+        #expect(try sql("PRAGMA user_version") == "1")
+        // Reading does not upgrade.
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        #expect(ls.status == 0 && Self.events(ls).filter { $0["event"] as? String == "entry" }.count == 2, "\(ls.stdout) \(ls.stderr)")
+        #expect(try sql("PRAGMA user_version") == "1")
+        // Writing does, and keeps both entries, their state and their bytes.
+        let out = dir.file("a.mp4")
+        #expect(try VCacheBinary.run(["export", origin.url("/a.mp4"), out], cacheDir: cache).status == 0)
+        #expect(try sql("PRAGMA user_version") == "\(Catalog.schemaVersion)")
+        #expect(TestBytes.sha256(file: out) == TestBytes.sha256(body))
+        let entries = try CacheInspector(directory: cache).store.catalog.allEntries()
+        #expect(entries.count == 2 && entries.filter(\.isComplete).count == 1 && entries.map(\.cachedBytes).sorted() == [102_400, 200_000], "\(entries)")
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0 && verify.stdout.contains("2 entries checked, 0 with problems"), "\(verify.stdout)")
+    }
 }

@@ -334,6 +334,8 @@ public final class Catalog: Sendable {
         var out = Salvage()
         var rows: [(entry: CacheEntry, ranges: [(Int64, Int64)])] = []
         var settings: [(String, String)] = []
+        var streamRows: [(String, String)] = []
+        var memberRows: [(String, String, String)] = []
         // Read everything that reads, each statement on its own (no transaction spans the damaged
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
@@ -373,6 +375,9 @@ public final class Catalog: Sendable {
                 }
             }
             try? c.query("SELECT name, value FROM old.config") { settings.append(($0.text(0), $0.text(1))) }
+            // Streams as far as they read (none in a schema-1 catalog): rows of entries lost go below.
+            try? c.query("SELECT root, format FROM old.streams") { streamRows.append(($0.text(0), $0.text(1))) }
+            try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.text(0), $0.text(1), $0.text(2))) }
         }
         try database.write { c in
             for (var e, ranges) in rows {
@@ -389,6 +394,14 @@ public final class Catalog: Sendable {
                 out.kept += 1
             }
             for (name, value) in settings { try c.run("INSERT OR IGNORE INTO config (name, value) VALUES (?, ?)", .text(name), .text(value)) }
+            let kept = Set(rows.map(\.entry.key))
+            let roots = Set(streamRows.map(\.0).filter { kept.contains($0) })
+            for (root, format) in streamRows where roots.contains(root) {
+                try c.run("INSERT OR IGNORE INTO streams (root, format) VALUES (?, ?)", .text(root), .text(format))
+            }
+            for (key, root, role) in memberRows where roots.contains(root) {
+                try c.run("INSERT OR IGNORE INTO stream_members (key, root, role) VALUES (?, ?, ?)", .text(key), .text(root), .text(role))
+            }
         }
         return out
     }
