@@ -69,7 +69,7 @@ import VCacheTestSupport
         _ = try Catalog(path: path)
         let db = try Database(path: path)
         try db.write { try $0.execute("PRAGMA user_version = 99") }
-        #expect(throws: Catalog.NewerSchema(found: 99, known: 1)) { try Catalog(path: path) }
+        #expect(throws: Catalog.NewerSchema(found: 99, known: Catalog.schemaVersion)) { try Catalog(path: path) }
     }
 
     @Test func configValuesAreSetReadAndUnset() throws {
