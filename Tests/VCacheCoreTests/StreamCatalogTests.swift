@@ -127,6 +127,27 @@ import VCacheTestSupport
         #expect(try new.streams().first?.keys == ["m", "s", "t"])
     }
 
+    /// The stream model knows no HLS: a manifest of another format (a DASH MPD, say) folds the
+    /// same, complete when every member it names is cached complete.
+    @Test func aStreamOfAnotherFormatFoldsTheSame() throws {
+        let store = try CacheStore(directory: dir.file("cache"))
+        for k in ["mpd", "init", "s1", "x"] {
+            var u = update(k)
+            u.added = RangeSet([ByteRange(0, 10)])
+            u.sha256 = "h"
+            try store.catalog.commit(u)
+        }
+        try store.catalog.recordStream(root: "mpd", format: "dash", members: [.init(key: "init", role: .initSection), .init(key: "s1", role: .segment)])
+        let inventory = StreamInventory(store: store, keyRules: CacheKeyRules())
+        let (streams, alone) = try inventory.fold(try store.catalog.allEntries())
+        #expect(alone.map(\.key) == ["x"])
+        #expect(streams.count == 1 && streams[0].entries.map(\.key) == ["mpd", "init", "s1"] && streams[0].isComplete)
+        #expect(streams[0].cachedBytes == 30 && streams[0].playlists.isEmpty)
+        // A member named and not cached: partial.
+        try store.catalog.recordStream(root: "mpd", format: "dash", members: [.init(key: "s2", role: .segment)])
+        #expect(try inventory.stream(root: "mpd")?.isComplete == false)
+    }
+
     func update(_ key: String) -> Catalog.Update {
         Catalog.Update(key: key, url: "http://h/\(key)", validators: Validators(length: 10, etag: nil, lastModified: nil))
     }

@@ -127,6 +127,7 @@ public struct StreamExporter {
         var playlists: [(url: String, folder: String, media: HLSMediaPlaylist)] = []
         var folder: [String: String] = [:]
         var resources: [(url: String, path: String, ranges: RangeSet?)] = []
+        var resourceIndex: [String: Int] = [:]
         /// Absolute URL to its path in the folder.
         var names: [String: String] = [:]
         var usedPaths = Set<String>()
@@ -148,12 +149,13 @@ public struct StreamExporter {
             playlists.append((url, folder, media))
             self.folder[url] = folder
             func resource(_ url: String, _ range: ByteRange?) {
-                if let i = resources.firstIndex(where: { $0.url == url }) {
+                if let i = resourceIndex[url] {
                     if let range, resources[i].ranges != nil { resources[i].ranges?.insert(range) } else { resources[i].ranges = nil }
                     return
                 }
                 let prefix = folder.isEmpty ? "" : folder + "/"
-                var name = Exporter.fileName(for: url, key: String(url.utf8.count), contentType: nil)
+                // (The key stands in for a name only when the URL gives none.)
+                var name = Exporter.fileName(for: url, key: SHA256Digest.hash(url), contentType: nil)
                 if name == "master.m3u8" || name == "index.m3u8" { name = "_" + name }
                 var path = prefix + name
                 var n = 2
@@ -163,6 +165,7 @@ public struct StreamExporter {
                 }
                 usedPaths.insert(path)
                 names[url] = path
+                resourceIndex[url] = resources.count
                 resources.append((url, path, range.map { RangeSet([$0]) }))
             }
             for s in media.segments {

@@ -43,8 +43,11 @@ public struct StreamSummary: Sendable {
     public var seconds: Double { variants.map(\.seconds).max() ?? 0 }
     /// Complete: every member cached is complete, and every playlist cached holds all its segments
     /// (a variant never fetched, `--variant worst`, does not make it partial).
+    /// A format with no reader here (no `playlists`): complete when every member named is cached complete.
     public var isComplete: Bool {
-        entries.allSatisfy(\.isComplete) && playlists.allSatisfy { !$0.cached || $0.isWhole } && playlists.contains(where: \.isWhole)
+        guard entries.allSatisfy(\.isComplete) else { return false }
+        if playlists.isEmpty { return entries.count == record.members.count }
+        return playlists.allSatisfy { !$0.cached || $0.isWhole } && playlists.contains(where: \.isWhole)
     }
 }
 

@@ -107,7 +107,10 @@ enum ListCommand: VCacheCommand {
         }
         console.out(Table.render(rows, rightAligned: [1, 2, 3]))
         let alone = listed.count - streamCount
-        var totals = "\(alone) \(alone == 1 ? "entry" : "entries")\(streamCount > 0 ? ", \(streamCount) \(streamCount == 1 ? "stream" : "streams")" : ""), \(Units.formatSize(cached)) cached, \(Units.formatSize(disk)) on disk"
+        var counts: [String] = []
+        if alone > 0 || streamCount == 0 { counts.append("\(alone) \(alone == 1 ? "entry" : "entries")") }
+        if streamCount > 0 { counts.append("\(streamCount) \(streamCount == 1 ? "stream" : "streams")") }
+        var totals = counts.joined(separator: ", ") + ", \(Units.formatSize(cached)) cached, \(Units.formatSize(disk)) on disk"
         if let cap {
             // Against the cap the cache counts as evict counts it: its entries, the catalog (with
             // its WAL) and the full-disk reserve, what du counts.
