@@ -238,4 +238,31 @@ import VCacheTestSupport
         let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
         #expect(verify.status == 0 && verify.stdout.contains("2 entries checked, 0 with problems"), "\(verify.stdout)")
     }
+
+    /// The cap never takes half a stream's segments to make room for an unrelated video: the
+    /// stream goes whole.
+    @Test(.timeLimit(.minutes(2)))
+    func theCapTakesAStreamWholeOrNotAtAll() throws {
+        guard let nginx = try Self.streams() else { return }
+        let cache = dir.file("cache")
+        let master = nginx.url("/hls/abr/master.m3u8")
+        let plain = try nginx.publish("plain.bin", TestBytes.make(300_000, seed: 8))
+        #expect(try VCacheBinary.run(["prefetch", "-q", master, "--variant", "worst"], cacheDir: cache).status == 0)
+        let abrKeys = try CacheInspector(directory: cache).store.catalog.allEntries().map(\.key)
+        #expect(abrKeys.count == 10)
+        func usage() throws -> Int64 {
+            let r = try VCacheBinary.run(["evict", "--dry-run", "--max-size", "1T", "--json"], cacheDir: cache)
+            return try #require(Self.events(r).last?["usage_bytes"] as? Int64)
+        }
+        // What the cache uses with the plain video too, then without it again.
+        #expect(try VCacheBinary.run(["prefetch", "-q", plain], cacheDir: cache).status == 0)
+        let both = try usage()
+        #expect(try VCacheBinary.run(["evict", plain], cacheDir: cache).status == 0)
+        // 20 KB short of room for both: a few of the stream's oldest segments would do; the
+        // stream goes whole instead.
+        let r = try VCacheBinary.run(["prefetch", "-q", plain, "--max-size", "\(both - 20_000)"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let left = try CacheInspector(directory: cache).store.catalog.allEntries()
+        #expect(left.map(\.latestURL) == [plain], "\(left.map(\.latestURL))")
+    }
 }
