@@ -128,6 +128,12 @@ import VCacheTestSupport
         #expect(again.status == 1 && again.stderr.contains("'\(dir.file("out4"))/master.m3u8' already exists; use --force to overwrite it"), "\(again.stderr)")
         #expect(try VCacheBinary.run(["export", nginx.url("/hls/ts/index.m3u8"), dir.file("out4"), "--force"], cacheDir: cache).status == 0)
 
+        // Into a file that exists: refused, the file untouched.
+        let file = try dir.write("file.m3u8", Data("mine".utf8))
+        let onFile = try VCacheBinary.run(["export", nginx.url("/hls/ts/index.m3u8"), file], cacheDir: cache)
+        #expect(onFile.status == 1 && onFile.stderr.contains("'\(file)' exists and is not a folder"), "\(onFile.stderr)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "mine")
+
         // A master keeps the variants that play from the cache; the one never warmed is left out.
         let low = try VCacheBinary.run(["export", nginx.url("/hls/abr/master.m3u8"), dir.file("low")], cacheDir: worst)
         #expect(low.status == 0 && low.stderr.contains("left out \(nginx.url("/hls/abr/180p/index.m3u8")): it does not play from the cache"), "\(low.stderr)")

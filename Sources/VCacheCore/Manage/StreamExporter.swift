@@ -29,6 +29,7 @@ public struct StreamExporter {
         case notPlayable(url: String, why: String)
         case destinationExists(String)
         case missingFolder(String)
+        case notAFolder(String)
 
         public var description: String {
             switch self {
@@ -36,6 +37,7 @@ public struct StreamExporter {
             case .notPlayable(let url, let why): return "\(url) does not play from the cache: \(why); run 'vcache prefetch \(url)' to complete it"
             case .destinationExists(let p): return "'\(p)' already exists; use --force to overwrite it"
             case .missingFolder(let p): return "folder '\(p)' does not exist; create its parent first"
+            case .notAFolder(let p): return "'\(p)' exists and is not a folder: a stream is exported into a folder (DIR/master.m3u8)"
             }
         }
     }
@@ -56,6 +58,7 @@ public struct StreamExporter {
         guard let root = try store.catalog.entry(key: key) else { throw StreamExportError.notAStream(key) }
         guard let playlist = parse(root) else { throw StreamExportError.notAStream(root.latestURL) }
         let master = destination + "/master.m3u8"
+        if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.notAFolder(destination) }
         if FileSystem.status(master) != nil && !force { throw StreamExportError.destinationExists(master) }
         var plan = Plan()
         var dropped: [String] = []
@@ -218,7 +221,10 @@ public struct StreamExporter {
 
     private func makeFolder(_ path: String) throws {
         guard !path.isEmpty else { return }
-        if let st = FileSystem.followingStatus(path), (st.st_mode & S_IFMT) == S_IFDIR { return }
+        if let st = FileSystem.followingStatus(path) {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw StreamExportError.notAFolder(path) }
+            return
+        }
         let parent = (path as NSString).deletingLastPathComponent
         guard parent.isEmpty || FileSystem.followingStatus(parent).map({ ($0.st_mode & S_IFMT) == S_IFDIR }) == true else {
             throw StreamExportError.missingFolder(parent)
