@@ -106,6 +106,15 @@ import VCacheTestSupport
         #expect(try c.database.read { c in var n: Int64 = -1; try c.query("SELECT count(*) FROM stream_members") { n = $0.int(0) }; return n } == 0)
     }
 
+    /// A group (a stream's members) goes whole or not at all: one used since the choice keeps all.
+    @Test func aGroupIsRemovedWholeOrNotAtAll() throws {
+        let c = try Catalog(path: dir.file("g.db"))
+        for k in ["a", "b", "c"] { try c.commit(update(k)) }
+        let t = try #require(try c.entry(key: "a")).lastUsed
+        #expect(try c.removeEntries(groups: [[("a", t), ("b", t.addingTimeInterval(-60))], [("c", try #require(try c.entry(key: "c")).lastUsed)]], evenIfPinned: false) == ["c"])
+        #expect(try c.allEntries().map(\.key).sorted() == ["a", "b"])
+    }
+
     @Test func pinningARootPinsEveryCachedMember() throws {
         let c = try Catalog(path: dir.file("p.db"))
         for k in ["m", "p", "s"] { try c.commit(update(k)) }

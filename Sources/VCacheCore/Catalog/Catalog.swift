@@ -415,16 +415,28 @@ public final class Catalog: Sendable {
     /// may move the last bits). Checked in the statement that deletes the row (invariant 5), so a
     /// `pin` or a use landing after the choice wins. One transaction; returns the keys removed.
     public func removeEntries(_ chosen: [(key: String, lastUsed: Date)], evenIfPinned: Bool) throws -> Set<String> {
-        guard !chosen.isEmpty else { return [] }
+        try removeEntries(groups: chosen.map { [$0] }, evenIfPinned: evenIfPinned)
+    }
+
+    /// As `removeEntries`, each group whole or not at all (a stream's members: one of them pinned
+    /// or used since the choice keeps all of them). One transaction, a savepoint a group.
+    public func removeEntries(groups: [[(key: String, lastUsed: Date)]], evenIfPinned: Bool) throws -> Set<String> {
+        guard groups.contains(where: { !$0.isEmpty }) else { return [] }
         return try database.write { c in
             var gone = Set<String>()
-            for (key, lastUsed) in chosen {
-                let n = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
-                                  .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
-                guard n > 0 else { continue }
-                try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
-                try Self.forgetMembership(c, key: key)
-                gone.insert(key)
+            for group in groups where !group.isEmpty {
+                try c.execute("SAVEPOINT evict_group")
+                var removed: [String] = []
+                for (key, lastUsed) in group {
+                    let n = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
+                                      .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
+                    guard n > 0 else { break }
+                    try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+                    try Self.forgetMembership(c, key: key)
+                    removed.append(key)
+                }
+                if removed.count < group.count { try c.execute("ROLLBACK TO evict_group") } else { gone.formUnion(removed) }
+                try c.execute("RELEASE evict_group")
             }
             return gone
         }
