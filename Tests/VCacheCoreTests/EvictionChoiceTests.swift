@@ -69,3 +69,55 @@ import Testing
         #expect(out.victims == ["m", "q", "z"])
     }
 }
+
+/// A stream is one unit to eviction (issue 24): least recently used by its most recent member,
+/// removed whole or kept whole, never half of it for the cap.
+@Suite struct StreamEvictionChoiceTests {
+    typealias T = EvictionChoiceTests
+    static let now = T.now
+    // A stream m (its playlist p, segments s1 s2) whose oldest members are older than the lone
+    // entry x, but whose segment s2 was used after x.
+    static let rows = [T.row("m", age: 60), T.row("p", age: 55), T.row("s1", age: 50), T.row("s2", age: 5), T.row("x", age: 30)]
+    static let streams = ["m": "m", "p": "m", "s1": "m", "s2": "m"]
+    // 10 + 5 x 104 = 530.
+    static let footprint = T.footprint
+
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var rows: [CacheEntry] = StreamEvictionChoiceTests.rows
+        var criteria: Evictor.Criteria
+        var excluded: [String: String] = [:]
+        var victims: [String]
+        var skipped: [String] = []
+        var usageAfter: Int64
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "the stream was used after x: x goes first, not the stream's old segments",
+             criteria: T.criteria { $0.maxSize = 500 }, victims: ["x"], usageAfter: 426),
+        Case(name: "still over: the whole stream, root first", criteria: T.criteria { $0.maxSize = 400 },
+             victims: ["x", "m", "p", "s1", "s2"], usageAfter: 10),
+        Case(name: "one pinned member keeps the stream", rows: rows.map { $0.key == "s1" ? T.row("s1", age: 50, pinned: true) : $0 },
+             criteria: T.criteria { $0.maxSize = 0 }, victims: ["x"], skipped: ["s1"], usageAfter: 426),
+        Case(name: "a member in use keeps the stream", criteria: T.criteria { $0.maxSize = 0 }, excluded: ["p": "in use"],
+             victims: ["x"], skipped: ["p"], usageAfter: 426),
+        Case(name: "a member this run fills keeps the stream", criteria: T.criteria { $0.maxSize = 0; $0.protected = ["s2"] },
+             victims: ["x"], skipped: ["s2"], usageAfter: 426),
+        Case(name: "older than 20 s: the stream is as recent as its last use", criteria: T.criteria { $0.olderThan = 20 },
+             victims: ["x"], usageAfter: 426),
+        Case(name: "a partial member makes the stream partial", rows: rows.map { $0.key == "s2" ? T.row("s2", age: 5, complete: false) : $0 },
+             criteria: T.criteria { $0.partialOnly = true }, victims: ["m", "p", "s1", "s2"], usageAfter: 114),
+        Case(name: "the root named: the whole stream", criteria: T.criteria { $0.keys = ["m"] }, victims: ["m", "p", "s1", "s2"], usageAfter: 114),
+        Case(name: "a member named: it alone", criteria: T.criteria { $0.keys = ["s1"] }, victims: ["s1"], usageAfter: 426),
+        Case(name: "alone: the root named goes by itself", criteria: T.criteria { $0.keys = ["m"]; $0.alone = true }, victims: ["m"], usageAfter: 426),
+    ]
+
+    @Test(arguments: cases)
+    func choice(_ t: Case) {
+        let out = EvictionChoice.choose(t.rows.shuffled(), t.criteria, footprint: Self.footprint, excluded: t.excluded, streams: Self.streams, now: Self.now)
+        #expect(out.victims == t.victims)
+        #expect(out.skipped.map(\.key) == t.skipped)
+        #expect(out.usageAfter == t.usageAfter)
+    }
+}

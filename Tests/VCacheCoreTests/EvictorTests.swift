@@ -111,6 +111,29 @@ import VCacheTestSupport
         #expect(FileSystem.exists(cache.store.dataPath(key(0))))
     }
 
+    /// A stream goes whole or not at all: one member a reader holds keeps every member, named
+    /// (its root) or under a cap, and each is said.
+    @Test func aStreamWithAMemberInUseStaysWhole() throws {
+        try use(in: [0, 1, 2, 3, 4, 5])
+        try cache.store.catalog.recordStream(root: key(0), format: "hls", members: [1, 2, 3].map { .init(key: key($0), role: .segment) })
+        let reader = try cache.store.openDataForReading(key: key(2))
+        var c = Evictor.Criteria()
+        c.keys = [key(0)]
+        let named = try Evictor(store: cache.store).evict(c, dryRun: false)
+        #expect(named.evicted.isEmpty)
+        #expect(Set(named.skipped.map(\.entry.key)) == Set([0, 1, 2, 3].map(key)))
+        #expect(named.skipped.first { $0.entry.key == key(1) }?.reason == "kept with its stream: another member of it could not go")
+        var all = Evictor.Criteria()
+        all.all = true
+        let out = try Evictor(store: cache.store).evict(all, dryRun: false)
+        reader.close()
+        #expect(try remaining() == [0, 1, 2, 3])
+        #expect(Set(out.evicted.map(\.key)) == Set([4, 5].map(key)))
+        // Free again: the stream goes, all of it.
+        #expect(try Evictor(store: cache.store).evict(c, dryRun: false).evicted.count == 4)
+        #expect(try remaining() == [])
+    }
+
     /// `--dry-run` promises what the run does: the same entries, and a cache no larger than it said
     /// (it said "would use 200 MiB" and the run then used 205 MiB: the journal grew). A busy entry
     /// makes the next least recently used one go instead, in both.

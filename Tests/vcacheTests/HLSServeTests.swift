@@ -258,5 +258,9 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["prefetch", "-q", origin.url("/live/index.m3u8")], cacheDir: cache).status == 0)
         let inspector = try CacheInspector(directory: cache)
         for i in 0..<4 { #expect(try inspector.entry(origin.url("/live/s\(i).ts"))?.isComplete == true, "s\(i)") }
+        // Still one stream: the playlist let go before the run kept its stream, the new segments joined it.
+        let streams = try inspector.store.catalog.streams()
+        let segments = try (0..<4).map { try #require(try inspector.entry(origin.url("/live/s\($0).ts"))).key }
+        #expect(streams.count == 1 && Set(streams[0].keys) == Set(segments + [streams[0].root]), "\(streams)")
     }
 }

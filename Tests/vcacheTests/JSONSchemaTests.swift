@@ -197,11 +197,22 @@ import VCacheTestSupport
         let refetched = try run(["prefetch", "-q", v])
         #expect(refetched.status == 0, "\(refetched.stderr)")
 
+        // A stream (ls lists it as one `stream` event).
+        origin.setResource("/s/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["a.ts", "b.ts"]), contentType: "application/vnd.apple.mpegurl"))
+        for (i, name) in ["a.ts", "b.ts"].enumerated() {
+            origin.setResource("/s/" + name, .init(body: HLSHostileOriginTests.ts(20, seed: UInt64(i)), contentType: "video/mp2t"))
+        }
+        #expect(try run(["prefetch", "-q", origin.url("/s/index.m3u8")]).status == 0)
+
         // ls, info, evict, verify, export.
         #expect(try run(["pin", v]).status == 0)
         _ = check(try run(["ls", "--json", "--ranges", "--max-size", "1G"]), command: "ls", schema: schema, &seen)
         let info = check(try run(["info", v, "--json"]), command: "info", schema: schema, &seen)
         #expect(info.first?["mp4"] != nil)
+        let stream = check(try run(["info", origin.url("/s/index.m3u8"), "--json"]), command: "info", schema: schema, &seen)
+        #expect(stream.first?["event"] as? String == "stream")
+        let folder = check(try run(["export", origin.url("/s/index.m3u8"), dir.file("stream"), "--json"]), command: "export", schema: schema, &seen)
+        #expect(folder.first?["files"] as? Int == 3, "\(folder)")
         _ = check(try run(["verify", "--json"]), command: "verify", schema: schema, &seen)
         let out = dir.file("out")
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)

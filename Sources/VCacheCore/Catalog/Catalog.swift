@@ -6,6 +6,9 @@ import Synchronization
 /// was fsynced. Every write is one transaction.
 public final class Catalog: Sendable {
     public static var schemaVersion: Int { migrations.count }
+    /// The schema that added `chunk_states` (2) and the one that added streams (3): an older
+    /// catalog opened read-only has neither table, and reads as having no rows of them.
+    static let chunkStatesSchema = 2, streamsSchema = 3
     public let database: Database
     /// Updates waiting for the next group commit (`commit`).
     private let commitQueue = Mutex<[CommitTicket]>([])
@@ -17,7 +20,12 @@ public final class Catalog: Sendable {
         let version = try database.read { try $0.userVersion }
         guard version <= Self.migrations.count else { throw NewerSchema(found: Int(version), known: Self.migrations.count) }
         hasSchema = version > 0
+        schema = Int(version)
     }
+
+    /// The schema version of the file as opened (read-only, an older catalog stays as it is:
+    /// what a later migration added reads as empty).
+    public let schema: Int
 
     /// False for a catalog file with no schema yet (made, then a crash before its first commit):
     /// read-only, it holds no entry.
@@ -27,6 +35,7 @@ public final class Catalog: Sendable {
     public init(path: String, mode: mode_t = 0o600) throws {
         database = try Database(path: path, mode: mode)
         hasSchema = true
+        schema = Self.migrations.count
         try migrate()
     }
 
@@ -71,6 +80,20 @@ public final class Catalog: Sendable {
             chunk_size INTEGER NOT NULL,
             states BLOB NOT NULL
         );
+        """,
+        // 3: streams (Catalog+Streams.swift): which entries make one stream, and the role of each.
+        // Rows only: every entry of schemas 1 and 2 stays as it was, a stream of none.
+        """
+        CREATE TABLE streams (
+            root TEXT PRIMARY KEY NOT NULL,
+            format TEXT NOT NULL
+        );
+        CREATE TABLE stream_members (
+            key TEXT PRIMARY KEY NOT NULL,
+            root TEXT NOT NULL,
+            role TEXT NOT NULL
+        );
+        CREATE INDEX stream_members_by_root ON stream_members(root);
         """,
     ]
 
@@ -209,7 +232,8 @@ public final class Catalog: Sendable {
 
     /// The chunk states kept with the entry's digest, when they are of its current digest.
     public func chunkStates(key: String) throws -> ChunkStates? {
-        try database.read { c in
+        guard schema >= Self.chunkStatesSchema else { return nil }
+        return try database.read { c in
             var found: ChunkStates?
             try c.query("""
                 SELECT s.sha256, s.chunk_size, s.states FROM chunk_states s JOIN entries e ON e.key = s.key
@@ -245,9 +269,15 @@ public final class Catalog: Sendable {
         return try integrityProblem() == nil
     }
 
+    /// Pins (or unpins) the entry and, when it is a stream's root, every member of the stream
+    /// cached now (a member cached later counts as pinned: `EvictionChoice` keeps a stream whole).
     public func setPinned(key: String, _ pinned: Bool) throws -> Bool {
         try database.write { c in
-            try c.run("UPDATE entries SET pinned = ? WHERE key = ?", .int(pinned ? 1 : 0), .text(key)) > 0
+            let n = try c.run("UPDATE entries SET pinned = ? WHERE key = ?", .int(pinned ? 1 : 0), .text(key))
+            if schema >= Self.streamsSchema {
+                try c.run("UPDATE entries SET pinned = ? WHERE key IN (SELECT key FROM stream_members WHERE root = ?)", .int(pinned ? 1 : 0), .text(key))
+            }
+            return n > 0
         }
     }
 
@@ -375,6 +405,8 @@ public final class Catalog: Sendable {
         var out = Salvage()
         var rows: [(entry: CacheEntry, ranges: [(Int64, Int64)])] = []
         var settings: [(String, String)] = []
+        var streamRows: [(String, String)] = []
+        var memberRows: [(String, String, String)] = []
         // Read everything that reads, each statement on its own (no transaction spans the damaged
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
@@ -414,6 +446,9 @@ public final class Catalog: Sendable {
                 }
             }
             try? c.query("SELECT name, value FROM old.config") { settings.append(($0.text(0), $0.text(1))) }
+            // Streams as far as they read (none in a schema-1 catalog): rows of entries lost go below.
+            try? c.query("SELECT root, format FROM old.streams") { streamRows.append(($0.text(0), $0.text(1))) }
+            try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.text(0), $0.text(1), $0.text(2))) }
         }
         try database.write { c in
             for (var e, ranges) in rows {
@@ -428,6 +463,14 @@ public final class Catalog: Sendable {
                 out.kept += 1
             }
             for (name, value) in settings { try c.run("INSERT OR IGNORE INTO config (name, value) VALUES (?, ?)", .text(name), .text(value)) }
+            let kept = Set(rows.map(\.entry.key))
+            let roots = Set(streamRows.map(\.0).filter { kept.contains($0) })
+            for (root, format) in streamRows where roots.contains(root) {
+                try c.run("INSERT OR IGNORE INTO streams (root, format) VALUES (?, ?)", .text(root), .text(format))
+            }
+            for (key, root, role) in memberRows where roots.contains(root) {
+                try c.run("INSERT OR IGNORE INTO stream_members (key, root, role) VALUES (?, ?, ?)", .text(key), .text(root), .text(role))
+            }
         }
         return out
     }
@@ -441,15 +484,28 @@ public final class Catalog: Sendable {
     /// may move the last bits). Checked in the statement that deletes the row (invariant 5), so a
     /// `pin` or a use landing after the choice wins. One transaction; returns the keys removed.
     public func removeEntries(_ chosen: [(key: String, lastUsed: Date)], evenIfPinned: Bool) throws -> Set<String> {
-        guard !chosen.isEmpty else { return [] }
+        try removeEntries(groups: chosen.map { [$0] }, evenIfPinned: evenIfPinned)
+    }
+
+    /// As `removeEntries`, each group whole or not at all (a stream's members: one of them pinned
+    /// or used since the choice keeps all of them). One transaction, a savepoint a group.
+    public func removeEntries(groups: [[(key: String, lastUsed: Date)]], evenIfPinned: Bool) throws -> Set<String> {
+        guard groups.contains(where: { !$0.isEmpty }) else { return [] }
         return try database.write { c in
             var gone = Set<String>()
-            for (key, lastUsed) in chosen {
-                let n = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
-                                  .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
-                guard n > 0 else { continue }
-                try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
-                gone.insert(key)
+            for group in groups where !group.isEmpty {
+                try c.execute("SAVEPOINT evict_group")
+                var removed: [String] = []
+                for (key, lastUsed) in group {
+                    let n = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
+                                      .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
+                    guard n > 0 else { break }
+                    try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+                    try Self.forgetMembership(c, key: key)
+                    removed.append(key)
+                }
+                if removed.count < group.count { try c.execute("ROLLBACK TO evict_group") } else { gone.formUnion(removed) }
+                try c.execute("RELEASE evict_group")
             }
             return gone
         }

@@ -11,7 +11,9 @@ import Foundation
 /// Invariant 5 (Docs/cache-format.md): never an entry a writer holds (LOCK_EX on its folder fails) or a reader
 /// uses (LOCK_EX on `data` fails), never a pinned one unless asked by name or with
 /// `includePinned`; catalog rows go first and files second, so a crash between leaves only
-/// orphan files, which `sweepOrphans` removes. Lock order: the entry folder (the writer's lock),
+/// orphan files, which `sweepOrphans` removes. A stream goes whole or not at all: its members
+/// are one batch, a member that cannot be locked keeps the others, and their rows are deleted as
+/// one group (`Catalog.removeEntries(groups:)`). Lock order: the entry folder (the writer's lock),
 /// then `data`, both non-blocking.
 public struct Evictor {
     public let store: CacheStore
@@ -32,6 +34,8 @@ public struct Evictor {
         public var includePinned = false
         /// Never these keys (e.g. the entries the running prefetch is filling).
         public var protected: Set<String> = []
+        /// Each entry on its own, a stream's members too (a live playlist let go, its segments kept).
+        public var alone = false
 
         public init() {}
     }
@@ -127,7 +131,8 @@ public struct Evictor {
         // Each round removes or excludes at least one entry; the bound only guards against a
         // concurrent writer adding entries forever.
         for _ in 0..<16 {
-            let choice = EvictionChoice.choose(entries, c, footprint: footprint, excluded: excluded, now: now)
+            let roots = c.alone ? [:] : try streamRoots()
+            let choice = EvictionChoice.choose(entries, c, footprint: footprint, excluded: excluded, streams: roots, now: now)
             let byKey = Dictionary(entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let victims = choice.victims.compactMap { byKey[$0] }
             out.usageAfter = choice.usageAfter
@@ -152,11 +157,8 @@ public struct Evictor {
             }
             for s in choice.skipped { byKey[s.key].map { name($0, s.reason) } }
             if victims.isEmpty { break }
-            for start in stride(from: 0, to: victims.count, by: 256) {
-                // Chosen entries go together, one transaction for up to 256 (each catalog commit
-                // is a durable fsync; 5,000 of them cost seconds).
-                let batch = Array(victims[start..<min(start + 256, victims.count)])
-                for (e, removal) in try remove(batch, evenIfPinned: c.includePinned || c.keys != nil) {
+            for batch in Self.batches(victims, roots: roots) {
+                for (e, removal) in try remove(batch, roots: roots, evenIfPinned: c.includePinned || c.keys != nil) {
                     let why: String
                     switch removal {
                     case .removed(let freed):
@@ -164,6 +166,7 @@ public struct Evictor {
                         out.freedBytes += freed > 0 ? footprint.cost(e) : 0
                         continue
                     case .busy: why = "in use by another vcache process"
+                    case .withStream: why = "kept with its stream: another member of it could not go"
                     case .changed: why = "pinned or used while evicting"
                     case .untouchable(let reason):
                         why = reason
@@ -183,8 +186,35 @@ public struct Evictor {
         return out
     }
 
+    /// Member key to root key, for every stream (a stream is evicted as one unit).
+    private func streamRoots() throws -> [String: String] {
+        var roots: [String: String] = [:]
+        for s in try store.catalog.streams() { for k in s.keys { roots[k] = s.root } }
+        return roots
+    }
+
+    /// Chosen entries go together, one transaction for about 256 (each catalog commit is a
+    /// durable fsync; 5,000 of them cost seconds); a stream's members always in one batch.
+    static func batches(_ victims: [CacheEntry], roots: [String: String]) -> [[CacheEntry]] {
+        var out: [[CacheEntry]] = []
+        var current: [CacheEntry] = []
+        for (i, e) in victims.enumerated() {
+            current.append(e)
+            let root = roots[e.key] ?? e.key
+            let unitEnds = i + 1 == victims.count || (roots[victims[i + 1].key] ?? victims[i + 1].key) != root
+            if unitEnds && current.count >= 256 {
+                out.append(current)
+                current = []
+            }
+        }
+        if !current.isEmpty { out.append(current) }
+        return out
+    }
+
     enum Removal {
         case removed(Int64), busy, changed
+        /// A member of its stream could not be locked or removed: the stream stays whole.
+        case withStream
         /// This user cannot lock or remove its files (another user made them): skipped, named.
         case untouchable(String)
     }
@@ -226,7 +256,7 @@ public struct Evictor {
     /// Removes `entries`: each one's locks first (a busy one is skipped), then every row in one
     /// transaction (each deleted only if still unpinned and unused since it was chosen), then the
     /// files of those whose rows went. A crash between leaves only orphan folders.
-    private func remove(_ entries: [CacheEntry], evenIfPinned: Bool) throws -> [(CacheEntry, Removal)] {
+    private func remove(_ entries: [CacheEntry], roots: [String: String], evenIfPinned: Bool) throws -> [(CacheEntry, Removal)] {
         var outcome: [(CacheEntry, Removal)] = []
         var locked: [(CacheEntry, [RawFile])] = []
         defer { for (_, locks) in locked { locks.forEach { $0.close() } } }
@@ -250,8 +280,25 @@ public struct Evictor {
             locked.append((e, locks))
             testPause("evict-before-delete", e.key)
         }
+        // A stream goes whole or not at all: a member that could not be locked keeps the others.
+        let blocked = Set(outcome.compactMap { roots[$0.0.key] })
+        locked.removeAll { e, locks in
+            guard let root = roots[e.key], blocked.contains(root) else { return false }
+            locks.forEach { $0.close() }
+            outcome.append((e, .withStream))
+            return true
+        }
         let freed = locked.map { store.diskUsage(key: $0.0.key) }
-        let gone = try store.catalog.removeEntries(locked.map { ($0.0.key, $0.0.lastUsed) }, evenIfPinned: evenIfPinned)
+        // One group a stream (its members in a row, as chosen), one an entry of no stream.
+        var groups: [[(key: String, lastUsed: Date)]] = []
+        var groupRoot: String?
+        for (e, _) in locked {
+            let root = roots[e.key]
+            if root == nil || root != groupRoot { groups.append([]) }
+            groups[groups.count - 1].append((e.key, e.lastUsed))
+            groupRoot = root
+        }
+        let gone = try store.catalog.removeEntries(groups: groups, evenIfPinned: evenIfPinned)
         for (i, (e, _)) in locked.enumerated() {
             guard gone.contains(e.key) else {
                 outcome.append((e, .changed))

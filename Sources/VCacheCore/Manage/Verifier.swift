@@ -14,7 +14,8 @@ private let seekData: Int32 = SEEK_DATA, seekHole: Int32 = SEEK_HOLE
 
 /// Checks that the cache is true: each entry's catalog rows are sane, `data` holds every claimed
 /// byte, a complete entry still has the SHA-256 stored at completion and (for MP4) a sound
-/// structure; optionally that the origin still serves the same version. With `fix`, whatever is
+/// structure (a stream's playlists parse; its segments, init sections and keys are checked by
+/// their SHA-256 alone; a stream's root named stands for all its members); optionally that the origin still serves the same version. With `fix`, whatever is
 /// wrong is dropped so the catalog claims only what is really there. An entry being written by
 /// another process is skipped; while checked, an entry's writer lock is held (so nobody writes it)
 /// and its `data` is read under LOCK_SH (so nobody evicts it).
@@ -43,7 +44,9 @@ public struct Verifier {
     public func verify(keys: [String]?, options: Options) throws -> [EntryReport] {
         var entries = try store.catalog.allEntries()
         if let keys {
-            let wanted = Set(keys)
+            // A stream's root stands for every member of the stream.
+            var wanted = Set(keys)
+            for s in try store.catalog.streams() where wanted.contains(s.root) { wanted.formUnion(s.keys) }
             entries = entries.filter { wanted.contains($0.key) }
         }
         var originAnswers: [String: OriginProbe.Answer] = [:]
@@ -211,6 +214,25 @@ public struct Verifier {
     }
 
     private func checkStructure(_ e: CacheEntry, _ data: RawFile, length: Int64, into report: inout EntryReport) {
+        // A stream's member is checked as what it is to the stream (Docs/hls.md).
+        switch (try? store.catalog.streamRole(of: e.key)) ?? nil {
+        case .manifest?, .playlist?:
+            guard length <= Int64(HLSPlaylist.maxBytes) else {
+                report.problems.append("HLS playlist: larger than \(Units.formatSize(Int64(HLSPlaylist.maxBytes)))")
+                return
+            }
+            do {
+                _ = try HLSPlaylist.parse(try data.bytes(Int(length), at: 0), url: e.latestURL)
+            } catch {
+                report.problems.append("HLS playlist: \(error)")
+            }
+            return
+        case .segment?, .initSection?, .key?:
+            // A fragment or a key is no whole MP4: its SHA-256 is its check.
+            return
+        case nil:
+            break
+        }
         guard looksLikeMP4(e, data) else { return }
         do {
             _ = try MP4Walker(file: data, length: length).check()
@@ -255,7 +277,7 @@ public struct Verifier {
         let checksum = report.problems.contains { $0.contains("SHA-256") } && (keep.isEmpty || e.length.map { keep.contains(ByteRange(0, $0)) } ?? true)
         let onlyOrigin = report.problems.allSatisfy { $0.hasPrefix("origin check failed") }
         guard !onlyOrigin else { return }
-        let structural = report.problems.allSatisfy { $0.hasPrefix("MP4 structure") || $0.hasPrefix("origin check failed") }
+        let structural = report.problems.allSatisfy { $0.hasPrefix("MP4 structure") || $0.hasPrefix("HLS playlist") || $0.hasPrefix("origin check failed") }
         if structural {
             // The bytes are what the origin served (the checksum matched): nothing to drop.
             report.actions.append("kept: the bytes match what the origin served")

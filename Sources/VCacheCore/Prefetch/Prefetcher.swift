@@ -108,15 +108,21 @@ public final class Prefetcher {
               HLSPlaylist.looksLikePlaylist(firstBytes: store.cachedBytes(of: e, count: 16) ?? [], contentType: e.contentType),
               let bytes = store.cachedBytes(of: e),
               case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL), media.isLive else { return }
+        // Its stream is kept (only the playlist goes): its rows go with the root, so they are
+        // written again; the expansion that follows adds what the playlist names now.
+        let stream = (try? store.catalog.stream(root: key)) ?? nil
         var c = Evictor.Criteria()
         c.keys = [key]
+        c.alone = true
         _ = try? Evictor(store: store).evict(c, dryRun: false)
+        if let stream { _ = try? store.catalog.recordStream(root: key, format: stream.format, members: stream.members) }
     }
 
     /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
     /// for a media playlist, the segments (the first `--seconds` of them, or all), their init
     /// sections and keys, byte ranges merged. Each carries the stream's `--seconds`.
-    func expand(_ r: PrefetchResult, item: PrefetchItem) -> (items: [PrefetchItem], error: PrefetchError?) {
+    /// `root`: the key of the item the run was given (the stream's root manifest).
+    func expand(_ r: PrefetchResult, item: PrefetchItem, root: String) -> (items: [PrefetchItem], error: PrefetchError?) {
         var seconds: Double?
         switch item.mp4 {
         case .seconds(let s)?: seconds = s
@@ -138,6 +144,13 @@ public final class Prefetcher {
             playlist = try HLSPlaylist.parse(bytes, url: r.finalURL ?? r.url)
         } catch {
             return ([], .stream("\(r.url): not a playlist vcache can read: \(error)"))
+        }
+        // The stream in the catalog: what this playlist names joins the stream of its root.
+        do {
+            let members = playlist.members.map { StreamRecord.Member(key: options.keyRules.key(for: $0.url), role: $0.role) }
+            try store.catalog.recordStream(root: root, format: "hls", members: members)
+        } catch {
+            events(.note(url: r.url, message: "its stream could not be recorded in the catalog (its entries stay, each on its own): \(error)"))
         }
         func carry(_ url: String) -> PrefetchItem {
             seconds.map { PrefetchItem.seconds(url, $0) } ?? PrefetchItem(url: url)
@@ -243,7 +256,9 @@ public final class Prefetcher {
                         results[index] = done.result
                         if let r = done.result, r.isPlaylist, r.succeeded, self.options.expandStreams {
                             // The stream it names joins the run (each URL of it once).
-                            let (members, error) = self.expand(r, item: items[index])
+                            var top = index
+                            while let p = parent[top] { top = p }
+                            let (members, error) = self.expand(r, item: items[index], root: self.options.keyRules.key(for: items[top].url))
                             if let error { results[index]?.error = error }
                             for m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
                                 runKeys.insert(self.options.keyRules.key(for: m.url))

@@ -35,12 +35,14 @@ extension Proxy {
             status = .hit
         }
         guard let text else { return nil }
+        let parsed = try? HLSPlaylist.parse(text: text, url: finalURL)
+        if let parsed { recordStream(parsed, key: video.key) }
         // The proxy as the player reached it (its Host: accepted names only), else its own address.
         let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
         // Offline, a master lists only the variants that play from the cache, so a player's
         // ABR cannot pick one that does not (when none does, all stay: the player says why).
         var keep: @Sendable (String) -> Bool = { _ in true }
-        if status == .hit, case .master(let master)? = try? HLSPlaylist.parse(text: text, url: finalURL) {
+        if status == .hit, case .master(let master)? = parsed {
             // A variant plays when its media playlist does and, for its AUDIO group, at least one
             // rendition with its own playlist does (a group without such renditions needs none).
             func groupPlays(_ group: String?) -> Bool {
@@ -56,6 +58,15 @@ extension Proxy {
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
                 status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten")
+    }
+
+    /// The stream in the catalog (Docs/hls.md): what the playlist names joins the stream of the
+    /// playlist's own (a master's, once a player came through it). Best effort: the answer
+    /// does not wait on it, and a catalog that says no leaves the entries each on its own.
+    private func recordStream(_ playlist: HLSPlaylist, key: String) {
+        let rules = readThrough.options.keyRules
+        let members = playlist.members.map { StreamRecord.Member(key: rules.key(for: $0.url), role: $0.role) }
+        _ = try? readThrough.store.catalog.recordStream(root: key, format: "hls", members: members)
     }
 
     /// Whether the media playlist at `url` and every segment, init section and key it names are

@@ -1,16 +1,21 @@
 import Foundation
 import VCacheCore
 
-/// `vcache export URL|KEY DEST`, `vcache export --all DIR`: complete videos out as .mp4 files.
+/// `vcache export URL|KEY DEST`, `vcache export --all DIR`: complete videos out as .mp4 files;
+/// `vcache export STREAM DIR`: a stream as a folder that plays from disk.
 enum ExportCommand: VCacheCommand {
     static let configuration = CommandConfiguration(
         name: "export",
         abstract: "copy complete videos out of the cache, checked against their SHA-256",
-        usage: "export URL|KEY DEST | export --all DIR [--force] [--link | --faststart]",
+        usage: "export URL|KEY DEST | export STREAM DIR | export --all DIR [--force] [--link | --faststart]",
         discussion: """
         DEST is a file, or an existing folder (the name then comes from the URL's last path
         segment, made safe). The copy is written to a temp file beside DEST, checked against the
-        SHA-256 stored at completion, fsynced and renamed into place.
+        SHA-256 stored at completion, fsynced and renamed into place. A stream (the URL of an HLS
+        playlist prefetched or played through serve) is written as the folder DIR (made when
+        missing): DIR/master.m3u8, each media playlist that plays from the cache in a folder of its
+        own with its segments, init sections and keys, every URI a relative local name, so
+        'ffmpeg -i DIR/master.m3u8' plays it from disk.
         """,
         minPositionals: 1, maxPositionals: 2)
 
@@ -67,6 +72,8 @@ enum ExportCommand: VCacheCommand {
                 console.error("not in the cache: \(p[0]); see 'vcache ls'", kind: "not_found")
                 return 1
             }
+            // A stream's root: the whole stream into the folder DEST (ExportCommand+Stream.swift).
+            if ((try? store.catalog.stream(root: key)) ?? nil) != nil { return exportStream(key, to: p[1], args: args, store: store, console: console) }
             jobs.append((key, p[1]))
         }
         var failed = 0

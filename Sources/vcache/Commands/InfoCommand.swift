@@ -1,7 +1,7 @@
 import Foundation
 import VCacheCore
 
-/// `vcache info URL|KEY`: everything the catalog knows of one entry.
+/// `vcache info URL|KEY`: everything the catalog knows of one entry, or of one stream.
 enum InfoCommand: VCacheCommand {
     static let configuration = CommandConfiguration(
         name: "info",
@@ -11,7 +11,8 @@ enum InfoCommand: VCacheCommand {
         For an MP4 it also tells, from the cached bytes: where the moov is, whether the file is
         fragmented, its duration and tracks (kind, codec, timescale, samples, bitrate), and the
         bytes '--seconds 1/2/5' would cache. --probe first fetches what that needs and nothing
-        more: the top-level box headers and the moov (a URL not yet cached is fine).
+        more: the top-level box headers and the moov (a URL not yet cached is fine). For a
+        stream (an HLS playlist's URL), its variants and renditions and what of each is cached.
         """,
         minPositionals: 1, maxPositionals: 1)
 
@@ -42,6 +43,10 @@ enum InfoCommand: VCacheCommand {
               let e = (try? store.catalog.entry(key: key)) ?? nil else {
             console.error("not in the cache: \(target); see 'vcache ls', or add --probe", kind: "not_found")
             return 1
+        }
+        // A stream's root: the stream, its playlists and what of each is cached (InfoCommand+Stream.swift).
+        if let stream = try? StreamInventory(store: store, keyRules: Settings.keyRules(store: store)).stream(root: key) {
+            return infoStream(stream, args: args, console: console)
         }
         let facts = mp4Facts(e, store: store)
         var playable = facts?.duration.flatMap { d in playableSeconds(e, duration: d, store: store) }

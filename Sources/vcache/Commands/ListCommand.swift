@@ -37,8 +37,11 @@ enum ListCommand: VCacheCommand {
         var cap = args.maxSize
         guard let store = openStore(args, console: console, readOnly: true) else { return StoreOpening.failure }
         var entries: [CacheEntry]
+        var streams: [StreamSummary] = []
         do {
             entries = try store.catalog.allEntries()
+            // A stream is one row: its members fold into it (Docs/hls.md).
+            (streams, entries) = try StreamInventory(store: store, keyRules: Settings.keyRules(store: store)).fold(entries)
             if cap == nil { cap = try store.catalog.config("max-size").flatMap(Units.parseSize) }
             if args.ranges {
                 for i in entries.indices { entries[i].ranges = try store.catalog.entry(key: entries[i].key)?.ranges ?? RangeSet() }
@@ -46,32 +49,39 @@ enum ListCommand: VCacheCommand {
         } catch {
             return console.fail(error, context: "cannot list \(store.directory)")
         }
-        if args.complete { entries = entries.filter(\.isComplete) }
-        if args.partial { entries = entries.filter { !$0.isComplete } }
+        var listed = entries.map(ListRow.entry) + streams.map(ListRow.stream)
+        if args.complete { listed = listed.filter(\.isComplete) }
+        if args.partial { listed = listed.filter { !$0.isComplete } }
         switch args.sort ?? .lru {
-        case .size: entries.sort { ($0.diskBytes, $1.lastUsed) > ($1.diskBytes, $0.lastUsed) }
-        case .url: entries.sort { $0.latestURL < $1.latestURL }
-        case .lru: break  // the catalog returns most recently used first
+        case .size: listed.sort { ($0.diskBytes, $1.lastUsed) > ($1.diskBytes, $0.lastUsed) }
+        case .url: listed.sort { $0.url < $1.url }
+        case .lru: listed.sort { ($0.lastUsed, $1.key) > ($1.lastUsed, $0.key) }  // as the catalog orders entries
         }
-        let disk = entries.reduce(Int64(0)) { $0 + $1.diskBytes }
-        let cached = entries.reduce(Int64(0)) { $0 + $1.cachedBytes }
+        let disk = listed.reduce(Int64(0)) { $0 + $1.diskBytes }
+        let cached = listed.reduce(Int64(0)) { $0 + $1.cachedBytes }
+        let streamCount = listed.filter { if case .stream = $0 { true } else { false } }.count
         if args.json {
-            for e in entries {
-                var o = entryJSON(e)
-                if args.ranges { o["ranges"] = rangesJSON(e.ranges) }
-                console.event("entry", o)
+            for row in listed {
+                switch row {
+                case .entry(let e):
+                    var o = entryJSON(e)
+                    if args.ranges { o["ranges"] = rangesJSON(e.ranges) }
+                    console.event("entry", o)
+                case .stream(let s):
+                    console.event("stream", streamJSON(s))
+                }
             }
-            var summary: [String: Any] = ["entries": entries.count, "cached_bytes": cached, "disk_bytes": disk, "exit_code": 0]
+            var summary: [String: Any] = ["entries": listed.count - streamCount, "streams": streamCount, "cached_bytes": cached, "disk_bytes": disk, "exit_code": 0]
             if let cap { summary["max_size_bytes"] = cap }
             console.event("summary", summary)
             return 0
         }
-        guard !entries.isEmpty else {
+        guard !listed.isEmpty else {
             let filtered = args.complete || args.partial
             console.out(filtered ? "no matching entries in \(store.directory)\n" : "the cache at \(store.directory) is empty; add videos with 'vcache prefetch URL'\n")
             return 0
         }
-        let showPin = entries.contains(where: \.pinned)
+        let showPin = listed.contains(where: \.pinned)
         var header = ["STATE", "CACHED", "TOTAL", "%", "LAST USED"]
         if showPin { header.append("PIN") }
         if args.ranges { header.append("RANGES") }
@@ -79,7 +89,19 @@ enum ListCommand: VCacheCommand {
         var rows: [[String]] = [header]
         let now = Date()
         let bar = console.stdoutIsTTY
-        for e in entries {
+        for row in listed {
+            let e: CacheEntry
+            switch row {
+            case .entry(let entry): e = entry
+            case .stream(let s):
+                let percent = s.segments > 0 ? String(s.segmentsCached * 100 / s.segments) : "-"
+                var cells = [s.isComplete ? "complete" : "partial", Units.formatSize(s.cachedBytes), "-", percent, Table.age(s.lastUsed, now: now)]
+                if showPin { cells.append(s.pinned ? "pin" : "") }
+                if args.ranges { cells.append("") }
+                cells.append(s.url + " (" + streamLine(s) + ")")
+                rows.append(cells)
+                continue
+            }
             let percent = e.length.map { $0 > 0 ? String(Int(Double(e.cachedBytes) * 100 / Double($0))) : "100" } ?? "-"
             var row = [e.isComplete ? "complete" : "partial", Units.formatSize(e.cachedBytes),
                        e.length.map(Units.formatSize) ?? "?", percent, Table.age(e.lastUsed, now: now)]
@@ -89,7 +111,11 @@ enum ListCommand: VCacheCommand {
             rows.append(row)
         }
         console.out(Table.render(rows, rightAligned: [1, 2, 3]))
-        var totals = "\(entries.count) \(entries.count == 1 ? "entry" : "entries"), \(Units.formatSize(cached)) cached, \(Units.formatSize(disk)) on disk"
+        let alone = listed.count - streamCount
+        var counts: [String] = []
+        if alone > 0 || streamCount == 0 { counts.append("\(alone) \(alone == 1 ? "entry" : "entries")") }
+        if streamCount > 0 { counts.append("\(streamCount) \(streamCount == 1 ? "stream" : "streams")") }
+        var totals = counts.joined(separator: ", ") + ", \(Units.formatSize(cached)) cached, \(Units.formatSize(disk)) on disk"
         if let cap {
             // Against the cap the cache counts as evict counts it: its entries, the catalog (with
             // its WAL) and the full-disk reserve, what du counts.

@@ -1,0 +1,286 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// Writes a cached HLS stream out as a self-contained folder that plays from disk
+/// (`ffmpeg -i DIR/master.m3u8`): the root playlist as `master.m3u8`, each media playlist that
+/// plays from the cache in a folder of its own, its segments, init sections and keys beside it,
+/// every URI rewritten to a relative local name (`HLSRewriter`).
+///
+/// Invariant 6 as for one video (Docs/cache-format.md): a complete resource is checked against
+/// its SHA-256 (`Exporter`), every file is written to a temp file, fsynced and renamed into
+/// place, and `master.m3u8` comes last, so a folder with a master holds all it names.
+/// A master keeps only the variants that play from the cache (media playlist, segments, init
+/// sections, keys, and a rendition of their audio group); a media playlist must be cached whole.
+public struct StreamExporter {
+    public let store: CacheStore
+    public let keyRules: CacheKeyRules
+
+    public init(store: CacheStore, keyRules: CacheKeyRules) {
+        self.store = store
+        self.keyRules = keyRules
+    }
+
+    public enum StreamExportError: Error, Equatable, CustomStringConvertible {
+        case notAStream(String)
+        case notPlayable(url: String, why: String)
+        case destinationExists(String)
+        case missingFolder(String)
+        case notAFolder(String)
+
+        public var description: String {
+            switch self {
+            case .notAStream(let url): return "\(url) is not the root of a cached stream"
+            case .notPlayable(let url, let why): return "\(url) does not play from the cache: \(why); run 'vcache prefetch \(url)' to complete it"
+            case .destinationExists(let p): return "'\(p)' already exists; use --force to overwrite it"
+            case .missingFolder(let p): return "folder '\(p)' does not exist; create its parent first"
+            case .notAFolder(let p): return "'\(p)' exists and is not a folder: a stream is exported into a folder (DIR/master.m3u8)"
+            }
+        }
+    }
+
+    public struct Exported: Equatable, Sendable {
+        /// The folder's `master.m3u8`.
+        public var master: String
+        public var files: Int
+        public var bytes: Int64
+        /// Media playlists written, and those a master names but the cache cannot play.
+        public var playlists: Int
+        public var dropped: [String]
+    }
+
+    /// Exports the stream whose root manifest is the entry `key` into the folder `destination`
+    /// (made when missing; its parent must exist).
+    public func export(root key: String, to destination: String, force: Bool) throws -> Exported {
+        guard let root = try store.catalog.entry(key: key) else { throw StreamExportError.notAStream(key) }
+        guard let playlist = parse(root) else { throw StreamExportError.notAStream(root.latestURL) }
+        let master = destination + "/master.m3u8"
+        if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.notAFolder(destination) }
+        if FileSystem.status(master) != nil && !force { throw StreamExportError.destinationExists(master) }
+        var plan = Plan()
+        var dropped: [String] = []
+        switch playlist {
+        case .media(let media):
+            if let why = missing(media) { throw StreamExportError.notPlayable(url: root.latestURL, why: why) }
+            plan.add(media, url: root.latestURL, folder: "")
+        case .master(let m):
+            var plays: [String: HLSMediaPlaylist] = [:]
+            for url in m.variants.map(\.uri) + m.renditions.compactMap(\.uri) where plays[url] == nil {
+                if let e = entry(url), case .media(let media)? = parse(e), missing(media) == nil { plays[url] = media }
+            }
+            func groupPlays(_ group: String?) -> Bool {
+                guard let group else { return true }
+                let uris = m.renditions.filter { $0.groupID == group }.compactMap(\.uri)
+                return uris.isEmpty || uris.contains { plays[$0] != nil }
+            }
+            let variants = m.variants.filter { plays[$0.uri] != nil && groupPlays($0.audio) }
+            guard !variants.isEmpty else {
+                throw StreamExportError.notPlayable(url: root.latestURL, why: "none of its \(m.variants.count) variants is cached whole with its audio")
+            }
+            dropped = m.variants.filter { v in !variants.contains { $0.uri == v.uri } }.map(\.uri)
+            let needed = variants.map(\.uri) + m.renditions.compactMap(\.uri).filter { plays[$0] != nil }
+            for url in needed where plan.folder[url] == nil {
+                guard let media = plays[url] else { continue }
+                plan.add(media, url: url, folder: plan.uniqueFolder(for: url))
+            }
+        }
+        try makeFolder(destination)
+        var files = 0
+        var bytes: Int64 = 0
+        // Resources first, then the media playlists, then the master.
+        for r in plan.resources {
+            let path = destination + "/" + r.path
+            try makeFolder((path as NSString).deletingLastPathComponent)
+            bytes += try copy(r.url, to: path, ranges: r.ranges, force: force)
+            files += 1
+        }
+        for p in plan.playlists {
+            let names = plan.names
+            let folder = p.folder
+            let text = rewrite(key: keyRules.key(for: p.url)) { url in
+                guard let local = names[url] else { return url }
+                return Self.relative(local, from: folder)
+            }
+            let path = destination + "/" + (folder.isEmpty ? "master.m3u8" : folder + "/index.m3u8")
+            try makeFolder((path as NSString).deletingLastPathComponent)
+            try write(Array(text.utf8), to: path, force: force)
+            bytes += Int64(text.utf8.count)
+            files += 1
+        }
+        if case .master = playlist {
+            let folders = plan.folder
+            let keep = Set(plan.playlists.map(\.url))
+            let text = rewrite(key: root.key, keep: { keep.contains($0) }) { url in
+                folders[url].map { $0 + "/index.m3u8" } ?? url
+            }
+            try write(Array(text.utf8), to: master, force: force)
+            bytes += Int64(text.utf8.count)
+            files += 1
+        }
+        try? store.catalog.touch(key: key)
+        return Exported(master: master, files: files, bytes: bytes, playlists: plan.playlists.count, dropped: dropped)
+    }
+
+    /// What is written where: each resource once (by URL), with the byte ranges the playlists use
+    /// (nil: the whole resource).
+    struct Plan {
+        var playlists: [(url: String, folder: String, media: HLSMediaPlaylist)] = []
+        var folder: [String: String] = [:]
+        var resources: [(url: String, path: String, ranges: RangeSet?)] = []
+        var resourceIndex: [String: Int] = [:]
+        /// Absolute URL to its path in the folder.
+        var names: [String: String] = [:]
+        var usedPaths = Set<String>()
+
+        mutating func uniqueFolder(for url: String) -> String {
+            let parts = (URL(string: url)?.path ?? "").split(separator: "/")
+            var base = parts.count >= 2 ? Exporter.fileName(for: "http://x/" + parts[parts.count - 2], key: "p", contentType: nil) : "p"
+            base = (base as NSString).deletingPathExtension
+            if base.isEmpty || base == "master" { base = "p" }
+            var name = base
+            var n = 2
+            while usedPaths.contains(name) { name = "\(base)-\(n)"; n += 1 }
+            usedPaths.insert(name)
+            return name
+        }
+
+        /// `url`: the playlist's URL as the master names it.
+        mutating func add(_ media: HLSMediaPlaylist, url: String, folder: String) {
+            playlists.append((url, folder, media))
+            self.folder[url] = folder
+            func resource(_ url: String, _ range: ByteRange?) {
+                if let i = resourceIndex[url] {
+                    if let range, resources[i].ranges != nil { resources[i].ranges?.insert(range) } else { resources[i].ranges = nil }
+                    return
+                }
+                let prefix = folder.isEmpty ? "" : folder + "/"
+                // (The key stands in for a name only when the URL gives none.)
+                var name = Exporter.fileName(for: url, key: SHA256Digest.hash(url), contentType: nil)
+                if name == "master.m3u8" || name == "index.m3u8" { name = "_" + name }
+                var path = prefix + name
+                var n = 2
+                while usedPaths.contains(path) {
+                    path = prefix + (name as NSString).deletingPathExtension + "-\(n)." + (name as NSString).pathExtension
+                    n += 1
+                }
+                usedPaths.insert(path)
+                names[url] = path
+                resourceIndex[url] = resources.count
+                resources.append((url, path, range.map { RangeSet([$0]) }))
+            }
+            for s in media.segments {
+                if let m = s.map { resource(m.uri, m.byteRange) }
+                for k in s.keys where k.isFetchable { if let u = k.uri { resource(u, nil) } }
+                resource(s.uri, s.byteRange)
+            }
+        }
+    }
+
+    /// `path` (relative to the export folder) as seen from a playlist in `folder`.
+    static func relative(_ path: String, from folder: String) -> String {
+        guard !folder.isEmpty else { return path }
+        return path.hasPrefix(folder + "/") ? String(path.dropFirst(folder.count + 1)) : "../" + path
+    }
+
+    private func entry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
+
+    private func parse(_ e: CacheEntry) -> HLSPlaylist? {
+        guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
+        return try? HLSPlaylist.parse(bytes, url: e.latestURL)
+    }
+
+    /// Why the media playlist does not play from the cache, or nil when it does.
+    private func missing(_ media: HLSMediaPlaylist) -> String? {
+        func held(_ url: String, _ range: ByteRange?) -> Bool {
+            guard let e = entry(url) else { return false }
+            return range.map { e.ranges.contains($0) } ?? e.isComplete
+        }
+        if media.isLive { return "\(media.url) is a live playlist (no EXT-X-ENDLIST)" }
+        var missing = 0
+        for s in media.segments {
+            var ok = held(s.uri, s.byteRange)
+            if let m = s.map, !held(m.uri, m.byteRange) { ok = false }
+            for k in s.keys {
+                if !k.isFetchable && k.method != .none { return "\(media.url) is encrypted with a key vcache cannot fetch" }
+                if let u = k.uri, k.isFetchable, !held(u, nil) { ok = false }
+            }
+            if !ok { missing += 1 }
+        }
+        return missing == 0 ? nil : "\(missing) of the \(media.segments.count) segments of \(media.url) are not cached"
+    }
+
+    /// The cached playlist's text with every URI through `local`.
+    private func rewrite(key: String, keep: @escaping @Sendable (String) -> Bool = { _ in true },
+                         _ local: @escaping @Sendable (String) -> String) -> String {
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, let bytes = store.cachedBytes(of: e) else { return "" }
+        return HLSRewriter(url: e.latestURL, proxy: local, keep: keep).rewrite(String(decoding: bytes, as: UTF8.self))
+    }
+
+    private func makeFolder(_ path: String) throws {
+        guard !path.isEmpty else { return }
+        if let st = FileSystem.followingStatus(path) {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw StreamExportError.notAFolder(path) }
+            return
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        guard parent.isEmpty || FileSystem.followingStatus(parent).map({ ($0.st_mode & S_IFMT) == S_IFDIR }) == true else {
+            throw StreamExportError.missingFolder(parent)
+        }
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else { throw SystemError("mkdir", path: path, errno: errno) }
+    }
+
+    /// Copies the resource at `url`: whole (checked against its SHA-256 by `Exporter`), or only
+    /// `ranges` at their offsets (a byte-range file cached in part). Returns the bytes written.
+    private func copy(_ url: String, to path: String, ranges: RangeSet?, force: Bool) throws -> Int64 {
+        guard let e = entry(url) else { throw StreamExportError.notPlayable(url: url, why: "it is not cached") }
+        if e.isComplete {
+            return try Exporter(store: store).export(key: e.key, to: path, force: force, link: false).bytes
+        }
+        guard let ranges, let length = e.length, e.ranges.contains(ranges) else {
+            throw StreamExportError.notPlayable(url: url, why: "it is not cached whole")
+        }
+        if FileSystem.status(path) != nil && !force { throw StreamExportError.destinationExists(path) }
+        let data = try store.openDataForReading(key: e.key)
+        defer { data.close() }
+        let temp = path + ".vcache-\(getpid())"
+        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+        do {
+            defer { out.close() }
+            try out.resize(to: length)
+            for r in ranges.ranges {
+                var at = r.lowerBound
+                while at < r.upperBound {
+                    let n = Int(min(Int64(1 << 20), r.upperBound - at))
+                    let chunk = try data.bytes(n, at: at)
+                    try chunk.withUnsafeBytes { try out.write($0, toAbsoluteOffset: at) }
+                    at += Int64(n)
+                }
+            }
+            try out.sync()
+        } catch {
+            unlink(temp)
+            throw error
+        }
+        guard rename(temp, path) == 0 else { throw SystemError("rename", path: path, errno: errno) }
+        return ranges.count
+    }
+
+    /// Writes `bytes` to `path` through a temp file, fsynced, renamed into place.
+    private func write(_ bytes: [UInt8], to path: String, force: Bool) throws {
+        if FileSystem.status(path) != nil && !force { throw StreamExportError.destinationExists(path) }
+        let temp = path + ".vcache-\(getpid())"
+        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+        do {
+            defer { out.close() }
+            try bytes.withUnsafeBytes { try out.write($0, toAbsoluteOffset: 0) }
+            try out.sync()
+        } catch {
+            unlink(temp)
+            throw error
+        }
+        guard rename(temp, path) == 0 else { throw SystemError("rename", path: path, errno: errno) }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+extension StreamInventory {
+    /// An HLS stream's media playlists as its cached root names them (a master's variants and
+    /// renditions; a lone media playlist itself), each with the segments and seconds cached.
+    func hlsPlaylists(_ s: StreamSummary, _ byKey: [String: CacheEntry]) -> [StreamSummary.Playlist] {
+        guard let root = s.rootEntry, let playlist = parse(root) else { return [] }
+        switch playlist {
+        case .media(let media):
+            var p = StreamSummary.Playlist(url: root.latestURL, key: root.key, kind: "playlist", label: "", cached: true)
+            count(media, into: &p, byKey)
+            return [p]
+        case .master(let master):
+            var out: [StreamSummary.Playlist] = []
+            var seen = Set<String>()
+            func add(_ url: String, kind: String, label: String) {
+                guard seen.insert(url).inserted else { return }
+                let key = keyRules.key(for: url)
+                var p = StreamSummary.Playlist(url: url, key: key, kind: kind, label: label, cached: false)
+                if let e = byKey[key] ?? ((try? store.catalog.entry(key: key)) ?? nil), e.isComplete, case .media(let media)? = parse(e) {
+                    p.cached = true
+                    count(media, into: &p, byKey)
+                }
+                out.append(p)
+            }
+            for v in master.variants {
+                var label = "\(v.bandwidth / 1000) kbit/s"
+                if let r = v.resolution { label += ", \(r)" }
+                if let a = v.audio { label += ", audio \"\(a)\"" }
+                add(v.uri, kind: "variant", label: label)
+            }
+            for r in master.renditions {
+                guard let uri = r.uri else { continue }
+                let kind = switch r.type {
+                case .audio: "audio"
+                case .video: "video"
+                case .subtitles: "subtitles"
+                case .closedCaptions: "closed-captions"
+                case .other(let t): t.lowercased()
+                }
+                add(uri, kind: kind, label: "\"\(r.name)\" group \"\(r.groupID)\"" + (r.language.map { ", \($0)" } ?? ""))
+            }
+            return out
+        }
+    }
+
+    /// A complete playlist entry's cached text, parsed.
+    func parse(_ e: CacheEntry) -> HLSPlaylist? {
+        guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes) else { return nil }
+        let entry = e.ranges.isEmpty ? ((try? store.catalog.entry(key: e.key)) ?? nil) : e
+        guard let entry, let bytes = store.cachedBytes(of: entry) else { return nil }
+        return try? HLSPlaylist.parse(bytes, url: entry.latestURL)
+    }
+
+    /// Whether a segment's bytes are held: its range, or the whole resource.
+    func holds(_ url: String, _ range: ByteRange?, _ byKey: [String: CacheEntry]) -> Bool {
+        let key = keyRules.key(for: url)
+        guard let e = byKey[key] ?? ((try? store.catalog.entry(key: key)) ?? nil) else { return false }
+        if let range { return e.ranges.contains(range) }
+        return e.isComplete
+    }
+
+    private func count(_ media: HLSMediaPlaylist, into p: inout StreamSummary.Playlist, _ byKey: [String: CacheEntry]) {
+        var leading = true
+        for seg in media.segments {
+            p.segments += 1
+            p.seconds += seg.duration
+            var held = holds(seg.uri, seg.byteRange, byKey)
+            if let m = seg.map, !holds(m.uri, m.byteRange, byKey) { held = false }
+            for k in seg.keys where k.isFetchable { if let u = k.uri, !holds(u, nil, byKey) { held = false } }
+            if held { p.segmentsCached += 1 } else { leading = false }
+            if held && leading { p.secondsCached += seg.duration }
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+
+/// A stream as one thing to the user (`ls`, `info`, `verify`, `export`): its members folded,
+/// what of it is cached. Format-neutral; what a manifest says of its playlists and seconds comes
+/// from the format's reader (`StreamSummary+HLS.swift`), and a format without one still folds.
+public struct StreamSummary: Sendable {
+    public var record: StreamRecord
+    /// The members cached (an entry exists), root first, each with its ranges.
+    public var entries: [CacheEntry]
+    /// Each media playlist the root names (a lone media playlist: itself), with what is cached.
+    public var playlists: [Playlist] = []
+
+    public struct Playlist: Sendable, Equatable {
+        public var url: String
+        public var key: String
+        /// "variant" or the rendition's type ("audio", "subtitles", ...); "playlist" for a lone one.
+        public var kind: String
+        /// What the manifest says of it: bandwidth and resolution, or the rendition's name and language.
+        public var label: String
+        /// The playlist itself cached (complete).
+        public var cached: Bool
+        public var segments: Int = 0
+        /// Segments held whole (their byte range, their init section and key too).
+        public var segmentsCached: Int = 0
+        public var seconds: Double = 0
+        /// Seconds that play from the start with nothing missing.
+        public var secondsCached: Double = 0
+        public var isWhole: Bool { cached && segments > 0 && segmentsCached == segments }
+    }
+
+    public var root: String { record.root }
+    public var rootEntry: CacheEntry? { entries.first { $0.key == record.root } }
+    public var url: String { rootEntry?.latestURL ?? record.root }
+    public var cachedBytes: Int64 { entries.reduce(0) { $0 + $1.cachedBytes } }
+    public var diskBytes: Int64 { entries.reduce(0) { $0 + $1.diskBytes } }
+    public var lastUsed: Date { entries.map(\.lastUsed).max() ?? .distantPast }
+    public var pinned: Bool { entries.contains(where: \.pinned) }
+    public var variants: [Playlist] { playlists.filter { $0.kind == "variant" || $0.kind == "playlist" } }
+    public var segments: Int { playlists.reduce(0) { $0 + $1.segments } }
+    public var segmentsCached: Int { playlists.reduce(0) { $0 + $1.segmentsCached } }
+    /// The longest a variant plays from its start, from the cache.
+    public var secondsCached: Double { variants.map(\.secondsCached).max() ?? 0 }
+    public var seconds: Double { variants.map(\.seconds).max() ?? 0 }
+    /// Complete: every member cached is complete, and every playlist cached holds all its segments
+    /// (a variant never fetched, `--variant worst`, does not make it partial).
+    /// A format with no reader here (no `playlists`): complete when every member named is cached complete.
+    public var isComplete: Bool {
+        guard entries.allSatisfy(\.isComplete) else { return false }
+        if playlists.isEmpty { return entries.count == record.members.count }
+        return playlists.allSatisfy { !$0.cached || $0.isWhole } && playlists.contains(where: \.isWhole)
+    }
+}
+
+/// Folds a catalog's entries into streams and the entries of no stream.
+public struct StreamInventory {
+    public let store: CacheStore
+    /// How URLs a manifest names map to keys (the cache's `strip-query` rules).
+    public let keyRules: CacheKeyRules
+    public init(store: CacheStore, keyRules: CacheKeyRules) {
+        self.store = store
+        self.keyRules = keyRules
+    }
+
+    /// Every stream with a cached member, most recently used first, and the entries of no stream.
+    public func fold(_ entries: [CacheEntry]) throws -> (streams: [StreamSummary], alone: [CacheEntry]) {
+        let records = try store.catalog.streams()
+        var inStream = Set<String>()
+        var streams: [StreamSummary] = []
+        let present = Set(entries.map(\.key))
+        for r in records {
+            let keys = r.keys.filter { present.contains($0) }
+            guard !keys.isEmpty else { continue }
+            inStream.formUnion(keys)
+            streams.append(try summary(r))
+        }
+        streams.sort { ($0.lastUsed, $1.root) > ($1.lastUsed, $0.root) }
+        return (streams, entries.filter { !inStream.contains($0.key) })
+    }
+
+    /// The stream `key` is the root of, or nil.
+    public func stream(root key: String) throws -> StreamSummary? {
+        try store.catalog.stream(root: key).map(summary)
+    }
+
+    public func summary(_ r: StreamRecord) throws -> StreamSummary {
+        let byKey = try store.catalog.entries(keys: r.keys)
+        var s = StreamSummary(record: r, entries: r.keys.compactMap { byKey[$0] })
+        if r.format == "hls" { s.playlists = hlsPlaylists(s, byKey) }
+        return s
+    }
+}

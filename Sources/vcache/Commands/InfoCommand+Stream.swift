@@ -1,0 +1,50 @@
+import Foundation
+import VCacheCore
+
+extension InfoCommand {
+    /// `vcache info STREAM`: the stream, its variants and renditions, and what of each is cached.
+    static func infoStream(_ s: StreamSummary, args: ParsedArguments<Options>, console: Console) -> Int32 {
+        if args.json {
+            var o = streamJSON(s)
+            o["members"] = s.record.members.map { m -> [String: Any] in
+                let e = s.entries.first { $0.key == m.key }
+                var member: [String: Any] = ["key": m.key, "role": m.role.rawValue, "cached": e != nil]
+                if let e {
+                    member["url"] = e.latestURL
+                    member["state"] = e.isComplete ? "complete" : "partial"
+                    member["cached_bytes"] = e.cachedBytes
+                }
+                return member
+            }
+            console.event("stream", o)
+            return 0
+        }
+        let named = s.record.members.count
+        var rows: [(String, String)] = [
+            ("url", s.url),
+            ("key", s.root),
+            ("format", s.record.format.uppercased()),
+            ("state", (s.isComplete ? "complete" : "partial") + (s.pinned ? ", pinned" : "")),
+            ("members", "\(s.entries.count) of the \(named) it names cached"),
+            ("cached", "\(s.cachedBytes) bytes (\(Units.formatSize(s.cachedBytes)))"),
+            ("disk usage", Units.formatSize(s.diskBytes)),
+            ("last used", Timestamp.iso8601(s.lastUsed)),
+            ("plays offline", String(format: "%.1f of %.1f s", s.secondsCached, s.seconds)),
+        ]
+        for role in StreamRole.allCases where role != .manifest {
+            let all = s.record.members.filter { $0.role == role }
+            guard !all.isEmpty else { continue }
+            let cached = all.filter { m in s.entries.contains { $0.key == m.key } }.count
+            rows.append((role == .initSection ? "init sections" : role.rawValue + "s", "\(cached) of \(all.count) cached"))
+        }
+        for p in s.playlists {
+            let what = p.cached
+                ? "\(p.segmentsCached)/\(p.segments) segments, " + String(format: "%.1f of %.1f s", p.secondsCached, p.seconds)
+                : "not cached"
+            rows.append((p.kind, [p.label, what, p.url].filter { !$0.isEmpty }.joined(separator: "; ")))
+        }
+        let width = rows.map(\.0.count).max() ?? 0
+        for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v + "\n") }
+        return 0
+    }
+}
