@@ -24,6 +24,34 @@ import VCacheTestSupport
         return nginx
     }
 
+    /// `check` of a playlist says whether what prefetch would fetch of the stream is cached: the
+    /// chosen variant, its audio and the segments that reach N seconds (or all of them), read
+    /// from the cached playlists without asking the origin.
+    @Test(.timeLimit(.minutes(2)))
+    func checkOfAPlaylistAsksWhatPrefetchWouldFetchOfTheStream() throws {
+        guard let nginx = try Self.streams() else { return }
+        let cache = dir.file("check-cache")
+        let ts = nginx.url("/hls/ts/index.m3u8"), abr = nginx.url("/hls/abr/master.m3u8")
+        func check(_ args: [String]) throws -> VCacheRun { try VCacheBinary.run(["check"] + args, cacheDir: cache) }
+        #expect(try VCacheBinary.run(["prefetch", "-q", ts, "--seconds", "2"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", "-q", abr, "--seconds", "2"], cacheDir: cache).status == 0)
+        let before = nginx.accessLog().count
+        #expect(try check([ts, "--seconds", "2"]).status == 0)
+        let four = try check([ts, "--seconds", "4"])
+        #expect(four.status == 1 && four.stdout.contains("1 of the 2 playlists, segments, init sections and keys of its first 4.0s are not cached"), "\(four.stdout)")
+        #expect(try check([ts]).status == 1)
+        #expect(try check([abr, "--seconds", "2"]).status == 0)
+        #expect(try check([abr, "--seconds", "2", "--variant", "worst"]).status == 1)
+        let bytes = try check([ts, "--bytes", "1M"])
+        #expect(bytes.status == 1 && bytes.stdout.contains("--bytes and --range do not apply to a stream"))
+        let list = dir.file("streams.txt")
+        try "\(ts) 2s\n\(abr) 2s\n".write(toFile: list, atomically: true, encoding: .utf8)
+        #expect(try check(["-i", list]).stdout.hasSuffix("2 of 2 ready\n"))
+        #expect(nginx.accessLog().count == before)
+        #expect(try VCacheBinary.run(["prefetch", "-q", ts], cacheDir: cache).status == 0)
+        #expect(try check([ts]).status == 0)
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func aStreamIsOneRowOfLsAndOneUnitToEvictionAndPin() throws {
         guard let nginx = try Self.streams() else { return }

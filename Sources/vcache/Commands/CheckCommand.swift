@@ -11,7 +11,9 @@ enum CheckCommand: VCacheCommand {
         discussion: """
         Reads URLs and a list as prefetch does (a line's own 2M or 10s wins) and says for each
         whether those bytes, or those seconds of an MP4 (its moov and the samples they need), are
-        in the cache: what a player would find offline. Reads only. Exit 0 when every item is
+        in the cache: what a player would find offline. For an HLS playlist, whether what prefetch
+        would fetch of the stream (the chosen variant, its audio, init sections, keys and the
+        segments that reach N seconds, or all of them) is cached, read from the cached playlists. Reads only. Exit 0 when every item is
         ready, 1 when one is not (or a line of the list is malformed), 2 for a usage error.
         """,
         minPositionals: 0, maxPositionals: nil)
@@ -22,6 +24,8 @@ enum CheckCommand: VCacheCommand {
         var range = Repeated("range", .byteRange, help: "bytes A to B inclusive; A- to the end; -N the last N (repeatable)")
         var seconds = Option("seconds", .duration.named("N"), help: "the first N seconds of each MP4")
         var noMoov = Flag("no-moov", help: "with --bytes: the bytes alone, not the moov too")
+        var variant = Option("variant", .variant, help: "HLS: which variant of a master playlist (default best: the highest BANDWIDTH), as prefetch chooses")
+        var audio = Option("audio", .text("LANG"), help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
         var keys = KeyOptions()
         var json = Flag(.json, help: "a checked event per URL, then a summary (Docs/json.md)")
     }
@@ -42,6 +46,7 @@ enum CheckCommand: VCacheCommand {
         guard let store = openStore(args, console: console, readOnly: true) else { return StoreOpening.failure }
         var options = PrefetchOptions()
         do { try Settings.apply(store: store, Settings.Overrides(keys: args.keys), to: &options) } catch { console.error(error); return 2 }
+        let plan = HLSPlan(variant: args.variant ?? options.hlsVariant, audio: args.audio ?? options.hlsAudio)
         var rows = [["STATE", "URL", "DETAIL"]]
         var notReady = 0
         for item in items {
@@ -49,7 +54,9 @@ enum CheckCommand: VCacheCommand {
             let entry = (try? store.catalog.entry(key: key)) ?? nil
             let data = entry.flatMap { try? store.openDataForReading(key: $0.key) }
             defer { data?.close() }
-            let readiness = Readiness.of(item, entry: entry) { offset, count in
+            // An HLS playlist: what prefetch would fetch of its stream, from the cached playlists.
+            let stream = entry.flatMap { Readiness.ofStream(item, entry: $0, store: store, plan: plan, keyRules: options.keyRules) }
+            let readiness = stream ?? Readiness.of(item, entry: entry) { offset, count in
                 guard let data else { throw SystemError("read", path: store.dataPath(key), errno: ENOENT) }
                 return try data.bytes(count, at: offset)
             }

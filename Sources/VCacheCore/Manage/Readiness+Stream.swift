@@ -1,0 +1,66 @@
+import Foundation
+
+extension Readiness {
+    /// For a cached HLS playlist: whether what `vcache prefetch URL --seconds N` (or, without
+    /// seconds, the whole stream) would fetch is all cached, read from the cached playlists alone
+    /// (no network): the chosen variant's media playlists, renditions, init sections, keys and the
+    /// segments (or byte ranges) that reach N seconds. `plan` gives the variant and audio choice.
+    /// Nil when `entry` is not a complete playlist.
+    public static func ofStream(_ item: PrefetchItem, entry: CacheEntry, store: CacheStore, plan: HLSPlan, keyRules: CacheKeyRules) -> Readiness? {
+        guard entry.isComplete, let head = store.cachedBytes(of: entry, count: 16),
+              HLSPlaylist.looksLikePlaylist(firstBytes: head, contentType: entry.contentType) else { return nil }
+        let isSeconds: Bool = if case .seconds? = item.mp4 { true } else { false }
+        if item.mp4 == .moov || (!isSeconds && item.requests.contains(where: { $0 != .whole })) {
+            return .missing(bytes: nil, why: "an HLS playlist: --bytes and --range do not apply to a stream; give --seconds N, or neither for the whole stream")
+        }
+        var seconds: Double?
+        if case .seconds(let s)? = item.mp4 { seconds = s }
+        var plan = plan
+        plan.seconds = seconds
+        var needed = 0, notCached = 0
+        var missingBytes: Int64? = 0
+        var problem: String?
+        func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
+        func visit(_ e: CacheEntry, depth: Int) {
+            guard problem == nil else { return }
+            guard depth < 4, e.length.map({ $0 <= Int64(HLSPlaylist.maxBytes) }) ?? false, let bytes = store.cachedBytes(of: e),
+                  let playlist = try? HLSPlaylist.parse(bytes, url: e.latestURL) else {
+                problem = "its playlist \(e.latestURL) cannot be read from the cache"
+                return
+            }
+            switch playlist {
+            case .master:
+                do {
+                    for url in try plan.playlists(for: playlist).urls {
+                        needed += 1
+                        guard let child = cachedEntry(url), child.isComplete else {
+                            notCached += 1
+                            missingBytes = nil  // a playlist not cached: what it lists is not known
+                            continue
+                        }
+                        visit(child, depth: depth + 1)
+                    }
+                } catch {
+                    problem = "\(error)"
+                }
+            case .media(let media):
+                for q in plan.fetches(for: media).requests {
+                    needed += 1
+                    let have = cachedEntry(q.url)
+                    if let range = q.range {
+                        let held = have?.ranges.coverage(of: range) ?? 0
+                        if held < range.count { notCached += 1; missingBytes = missingBytes.map { $0 + range.count - held } }
+                    } else if have?.isComplete != true {
+                        notCached += 1
+                        if let have, let length = have.length { missingBytes = missingBytes.map { $0 + length - have.cachedBytes } } else { missingBytes = nil }
+                    }
+                }
+            }
+        }
+        visit(entry, depth: 0)
+        if let problem { return .missing(bytes: nil, why: problem) }
+        guard notCached > 0 else { return .ready }
+        let goal = seconds.map { "its first \(Units.formatDuration($0))" } ?? "the whole stream"
+        return .missing(bytes: missingBytes, why: "\(notCached) of the \(needed) playlists, segments, init sections and keys of \(goal) are not cached")
+    }
+}
