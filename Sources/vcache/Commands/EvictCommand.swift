@@ -49,6 +49,8 @@ enum EvictCommand: VCacheCommand {
             }
         }
         let dry = args.dryRun
+        // Streams as they are before the run (their rows go with them): a stream is one line.
+        let streams = (try? store.catalog.streams()) ?? []
         let evictor = Evictor(store: store)
         let out: Evictor.Outcome
         do {
@@ -91,7 +93,9 @@ enum EvictCommand: VCacheCommand {
         } else {
             if !out.evicted.isEmpty {
                 var rows = [["", "DISK", "LAST USED", "URL"]]
-                for e in out.evicted { rows.append([verb, Units.formatSize(e.diskBytes), Table.age(e.lastUsed, now: Date()), e.latestURL]) }
+                for line in Self.lines(out.evicted, streams: streams) {
+                    rows.append([verb, Units.formatSize(line.diskBytes), Table.age(line.lastUsed, now: Date()), line.url])
+                }
                 console.out(Table.render(rows, rightAligned: [1]))
             }
             for (e, why) in out.skipped { console.err("skipped \(e.latestURL): \(why)\n") }
@@ -106,5 +110,34 @@ enum EvictCommand: VCacheCommand {
         }
         return exitCode
     }
-}
 
+    /// The evicted entries as the table shows them: a stream whose root went is one line (its
+    /// members summed, "(HLS stream, N entries)"), every other entry its own.
+    static func lines(_ evicted: [CacheEntry], streams: [StreamRecord]) -> [(url: String, diskBytes: Int64, lastUsed: Date)] {
+        var rootOf: [String: StreamRecord] = [:]
+        for s in streams { for m in s.members { rootOf[m.key] = s } }
+        let gone = Set(evicted.map(\.key))
+        var out: [(url: String, diskBytes: Int64, lastUsed: Date)] = []
+        var folded: [String: Int] = [:]  // root key -> index in out
+        var counts: [String: Int] = [:]
+        for e in evicted {
+            guard let s = rootOf[e.key], gone.contains(s.root), let root = evicted.first(where: { $0.key == s.root }) else {
+                out.append((e.latestURL, e.diskBytes, e.lastUsed))
+                continue
+            }
+            counts[s.root, default: 0] += 1
+            if let i = folded[s.root] {
+                out[i].diskBytes += e.diskBytes
+                out[i].lastUsed = max(out[i].lastUsed, e.lastUsed)
+            } else {
+                folded[s.root] = out.count
+                out.append((root.latestURL, e.diskBytes, e.lastUsed))
+            }
+        }
+        for (root, i) in folded {
+            let format = rootOf[root]?.format.uppercased() ?? "HLS"
+            out[i].url += " (\(format) stream, \(counts[root] ?? 1) entries)"
+        }
+        return out
+    }
+}
