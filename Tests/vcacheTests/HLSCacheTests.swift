@@ -50,6 +50,8 @@ import VCacheTestSupport
         #expect(nginx.accessLog().count == before)
         #expect(try VCacheBinary.run(["prefetch", "-q", ts], cacheDir: cache).status == 0)
         #expect(try check([ts]).status == 0)
+        let status = Self.events(try VCacheBinary.run(["status", "--json"], cacheDir: cache)).first
+        #expect(status?["streams"] as? Int == 2 && status?["stream_member_entries"] as? Int == 10)
         // evict names a stream once, its members summed.
         let evict = try VCacheBinary.run(["evict", "--dry-run", "--all"], cacheDir: cache)
         #expect(evict.stdout.contains("\(ts) (HLS stream, 3 entries)") && evict.stdout.contains("\(abr) (HLS stream, 7 entries)"), "\(evict.stdout)")

@@ -33,12 +33,15 @@ enum StatusCommand: VCacheCommand {
         }
         let gauges = ServeMetrics.Gauges.measure(store, cap: cap, entries: entries)
         let pinned = entries.filter(\.pinned).count
+        // Streams (HLS): how many, and the entries that are their members.
+        let streams = (try? store.catalog.streams()) ?? []
+        let memberEntries = Set(streams.flatMap { $0.members.map(\.key) }).intersection(entries.map(\.key)).count
         let serve = SmallGet.get("http://127.0.0.1:\(port)/status", timeout: 2)
             .flatMap { $0.status == 200 ? (try? JSONSerialization.jsonObject(with: $0.body)) as? [String: Any] : nil }
         if args.json {
             var o: [String: Any] = ["cache_dir": store.directory, "sharing": store.sharing.rawValue, "cache_bytes": gauges.cacheBytes,
                                     "complete_entries": gauges.completeEntries, "partial_entries": gauges.partialEntries,
-                                    "pinned_entries": pinned, "serve_port": port, "serve_running": serve != nil, "exit_code": 0]
+                                    "pinned_entries": pinned, "streams": streams.count, "stream_member_entries": memberEntries, "serve_port": port, "serve_running": serve != nil, "exit_code": 0]
             if let cap { o["cap_bytes"] = cap }
             if let free = gauges.diskFreeBytes { o["disk_free_bytes"] = free }
             if let serve { o["serve"] = serve }
@@ -52,6 +55,7 @@ enum StatusCommand: VCacheCommand {
         if let free = gauges.diskFreeBytes { size += "; \(Units.formatSize(free)) free on its disk" }
         rows.append(["size", size])
         rows.append(["entries", "\(gauges.completeEntries) complete, \(gauges.partialEntries) partial, \(pinned) pinned"])
+        if !streams.isEmpty { rows.append(["streams", "\(streams.count) (\(memberEntries) of the entries are their playlists, segments, init sections and keys)"]) }
         if let serve {
             let requests = serve["requests"] as? Int ?? 0
             let ratio = (serve["byte_hit_ratio"] as? Double).map { String(format: "%.0f%%", $0 * 100) } ?? "-"
