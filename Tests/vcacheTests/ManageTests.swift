@@ -66,7 +66,7 @@ import VCacheTestSupport
         #expect(found.stdout.contains("its bytes no longer match the SHA-256 stored at completion: damaged 1.0 MiB at byte 1048576, 251 KiB at byte 5242880"), "\(found.stdout)")
         let fixed = try vcache(["verify", "--fix"])
         #expect(fixed.status == 1)
-        #expect(fixed.stdout.contains("dropped the damaged 1.2 MiB"), "\(fixed.stdout)")
+        #expect(fixed.stdout.contains("kept the 4.0 MiB that still hash as at completion, dropped the other 1.2 MiB"), "\(fixed.stdout)")
         #expect(try vcache(["verify"]).status == 0)
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil)
@@ -79,18 +79,71 @@ import VCacheTestSupport
         #expect(e.isComplete && e.sha256 == SHA256Digest.hash(body))
     }
 
-    @Test func verifyFindsATruncatedDataFileAndFixKeepsWhatIsReallyThere() throws {
-        let (_, url, body) = try cachedVideo()
-        #expect(truncate(try dataPath(url), 100_000) == 0)
+    /// After a partial fix, the bytes fetched again must lead to the digest the version had:
+    /// damage since the fix in a kept chunk (or an origin that changed its bytes under the same
+    /// validators) is caught when the video is whole again, every claim is dropped, and the next
+    /// run fetches it whole and byte-exact.
+    @Test func aVideoWholeAgainAfterAFixMustHashAsItDidFirst() throws {
+        let nginx = try Nginx()
+        let body = TestBytes.make(5_500_000, seed: 13)
+        let url = try nginx.publish("again.bin", body)
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        func flip(_ offset: UInt64) throws {
+            let fh = try #require(FileHandle(forUpdatingAtPath: try dataPath(url)))
+            try fh.seek(toOffset: offset)
+            try fh.write(contentsOf: Data([body[Int(offset)] ^ 0x01]))
+            try fh.close()
+        }
+        try flip(1_048_581)
+        #expect(try vcache(["verify", "--fix"]).status == 1)
+        try flip(3_145_733)  // in a chunk the fix kept
+        let again = try vcache(["prefetch", "-q", url])
+        #expect(again.status == 3 && again.stderr.contains("do not hash to the SHA-256 this version had when first completed"), "\(again.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.cachedBytes == 0)
+        #expect(try vcache(["verify"]).status == 0)
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        let out = dir.file("again.out")
+        #expect(try vcache(["export", url, out]).status == 0)
+        #expect(TestBytes.sha256(file: out) == TestBytes.sha256(body))
+    }
+
+    /// A complete video cut short: what is left is kept only where the digest's states prove
+    /// it. A flipped byte before the cut is not kept (the same damage may have done both), the
+    /// whole chunks after it are, the chunk the cut falls in is not; the next prefetch ends
+    /// byte-exact and its export equals the origin's file.
+    @Test func verifyFindsATruncatedDataFileAndFixKeepsOnlyWhatTheDigestProves() throws {
+        let nginx = try Nginx()
+        let body = TestBytes.make(5_500_000, seed: 12)
+        let url = try nginx.publish("cut.bin", body)
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        let fh = try #require(FileHandle(forUpdatingAtPath: try dataPath(url)))
+        try fh.seek(toOffset: 10)
+        try fh.write(contentsOf: Data([body[10] ^ 0xff]))
+        try fh.close()
+        #expect(truncate(try dataPath(url), 3_000_000) == 0)
         let found = try vcache(["verify"])
         #expect(found.status == 1)
-        #expect(found.stdout.contains("data is 100000 bytes but the catalog claims bytes up to \(body.count)"))
+        #expect(found.stdout.contains("data is 3000000 bytes but the catalog claims bytes up to \(body.count)"), "\(found.stdout)")
+        #expect(found.stdout.contains("no longer hashes as at completion"), "\(found.stdout)")
         #expect(try vcache(["verify", "--fix"]).status == 1)
         #expect(try vcache(["verify"]).status == 0)
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil)
-        #expect(claims.claimed == 100_000)
-        #expect(try CacheInspector(directory: cache).entry(url)?.isComplete == false)
+        #expect(claims.claimed == 1_048_576)  // chunk 1 alone: chunk 0 is damaged, chunk 2 cut
+        #expect(try vcache(["prefetch", "-q", url]).status == 0)
+        let out = dir.file("cut.out")
+        #expect(try vcache(["export", url, out]).status == 0)
+        #expect(TestBytes.sha256(file: out) == TestBytes.sha256(body))
+    }
+
+    /// A small complete video cut short has no whole chunk to prove anything: nothing is kept.
+    @Test func aSmallVideoCutShortKeepsNothingUnproven() throws {
+        let (_, url, body) = try cachedVideo()
+        #expect(truncate(try dataPath(url), 100_000) == 0)
+        #expect(try vcache(["verify", "--fix"]).status == 1)
+        #expect(try vcache(["verify"]).status == 0)
+        let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
+        #expect(claims.mismatch == nil && claims.claimed == 0)
     }
 
     @Test func verifyFindsOverlappingRangesWrittenWithTheSQLiteCLI() throws {

@@ -243,6 +243,19 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// The digest kept for the entry's version, whether or not the entry is complete now (after
+    /// `verify --fix` dropped damaged chunks, the bytes fetched again must lead to it).
+    public func keptDigest(key: String) throws -> ChunkStates? {
+        guard schema >= Self.chunkStatesSchema else { return nil }
+        return try database.read { c in
+            var found: ChunkStates?
+            try c.query("SELECT sha256, chunk_size, states FROM chunk_states WHERE key = ?", .text(key)) {
+                found = ChunkStates(sha256: $0.text(0), chunkSize: $0.int(1), states: $0.blob(2))
+            }
+            return found
+        }
+    }
+
     /// `PRAGMA integrity_check`: nil when SQLite finds nothing wrong, else its report.
     public func integrityProblem() throws -> String? {
         try database.read { c in
@@ -375,6 +388,8 @@ public final class Catalog: Sendable {
     public func invalidate(key: String, validators: Validators) throws {
         try database.write { c in
             try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            // Another version (or none trusted): the digest kept for the old one says nothing.
+            try c.run("DELETE FROM chunk_states WHERE key = ?", .text(key))
             try c.run("UPDATE entries SET cached_bytes = 0, disk_bytes = 0, completed = NULL, sha256 = NULL, length = ?, etag = ?, last_modified = ? WHERE key = ?",
                       .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .text(key))
         }

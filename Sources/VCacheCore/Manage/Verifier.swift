@@ -188,8 +188,16 @@ public struct Verifier {
         }
         if e.isComplete, let length = e.length {
             if !backed.contains(ByteRange(0, length)) {
+                // What is still there is kept only where the digest's states prove it: the same
+                // damage that cut the file may have changed the bytes before the cut.
                 report.problems.append("marked complete but not every byte is there")
-                return backed
+                guard let states = try store.catalog.chunkStates(key: e.key), let checked = try states.check(data, length: length, within: backed) else {
+                    return RangeSet()
+                }
+                if !checked.bad.isEmpty {
+                    report.problems.append("and \(Units.formatSize(checked.bad.count)) of what is there no longer hashes as at completion")
+                }
+                return checked.good
             }
             let digest = SHA256Digest()
             try digest.update(from: data, ByteRange(0, length))
@@ -291,7 +299,10 @@ public struct Verifier {
             let whole = e.length.map { keep.contains(ByteRange(0, $0)) } ?? false
             try store.catalog.replaceRanges(key: e.key, with: keep, diskBytes: store.diskUsage(key: e.key), keepCompletion: whole && e.isComplete)
             let dropped = (e.length ?? keep.count) - keep.count
-            report.actions.append("kept the \(Units.formatSize(keep.count)) really in data, dropped \(e.isComplete && dropped > 0 ? "the damaged \(Units.formatSize(dropped))" : "the rest"); 'vcache prefetch \(e.latestURL)' fetches it again")
+            let kept = e.isComplete && dropped > 0
+                ? "kept the \(Units.formatSize(keep.count)) that still hash as at completion, dropped the other \(Units.formatSize(dropped))"
+                : "kept the \(Units.formatSize(keep.count)) really in data, dropped the rest"
+            report.actions.append("\(kept); 'vcache prefetch \(e.latestURL)' fetches it again")
         }
         report.state = .fixed
     }

@@ -35,6 +35,13 @@ extension PrefetchJob {
             } catch {
                 return .failed(PrefetchError(error))
             }
+            // Whole again after `verify --fix` dropped damaged chunks: the bytes must lead to the
+            // digest this version had. Otherwise none of them is trusted (a chunk kept then may
+            // have been damaged since, or the origin changed its bytes under the same validators).
+            if let d = digest, let kept = checkpointer.keptDigest(), kept.sha256 != d.sha256 {
+                do { try checkpointer.dropClaims(validators: validators) } catch { return .failed(PrefetchError(error)) }
+                return .failed(.notAsCompleted)
+            }
         }
         // Nothing new to record and this run already committed (so last use and the URL are
         // current): skip the transaction. A run that fetched nothing still commits, as its "use".

@@ -145,6 +145,10 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// `--max-size` cannot hold what this run asks for: with every other entry evicted, the run's
     /// own videos still exceed it. The run stopped storing; what did not fit was given back.
     case noRoom(cap: Int64)
+    /// The video became whole again, but its bytes do not hash to the SHA-256 its version had
+    /// when first completed (kept when `verify --fix` dropped damaged chunks): damaged since, or
+    /// an origin that changed its bytes under the same validators. Every claim was dropped.
+    case notAsCompleted
 
     /// Wraps an error met while prefetching: file-system errors stay typed, the rest is the catalog's.
     init(_ error: any Error) {
@@ -194,6 +198,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .lockBusy, .interrupted, .deadline, .notStarted: .tryLater
         case .noRoom: .fixLocal
         case .stream: .fixOrigin
+        case .notAsCompleted: .tryLater
         }
     }
 
@@ -216,6 +221,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notTheVideo(let why): "\(why); nothing of it was kept"
         case .unstableVersion(let n, let reason): "the origin's version changed \(n) times in one run (last: \(reason)); given up: does it answer from backends that disagree?"
         case .noProgress: "origin sent no new bytes for the requested range"
+        case .notAsCompleted: "its bytes, whole again, do not hash to the SHA-256 this version had when first completed (damaged since, or the origin changed its bytes without changing its ETag or Last-Modified); every cached byte of it was dropped: run again to fetch it whole"
         case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
         case .catalog(let message), .catalogBusy(let message): message
         case .lockBusy: "another vcache process is writing this entry; skipped (--no-wait)"

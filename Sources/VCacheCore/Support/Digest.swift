@@ -167,23 +167,33 @@ public struct ChunkStates: Equatable, Sendable {
     /// alone (resumed from the state before it). Nil when the states do not fit a file of
     /// `length` (another version, or none kept), or where states cannot be used (macOS).
     public func damaged(in file: RawFile, length: Int64) throws -> RangeSet? {
+        try check(file, length: length, within: RangeSet([ByteRange(0, length)])).map(\.bad)
+    }
+
+    /// The chunks lying wholly in `within` that still hash as they did (`good`) and those that
+    /// do not (`bad`); a chunk not wholly in `within` is in neither (nothing proves its bytes).
+    /// Nil when the states do not fit a file of `length`, or cannot be used (macOS).
+    public func check(_ file: RawFile, length: Int64, within: RangeSet) throws -> (good: RangeSet, bad: RangeSet)? {
         #if canImport(CommonCrypto)
         return nil
         #else
-        guard chunkSize > 0, chunkSize % 64 == 0, states.count == Int(length / chunkSize) * 32 else { return nil }
-        var bad = RangeSet()
+        guard length >= 0, chunkSize > 0, chunkSize % 64 == 0, states.count == Int(length / chunkSize) * 32 else { return nil }
+        var good = RangeSet(), bad = RangeSet()
         var start: Int64 = 0
         var index = 0
         while start < length {
             let end = min(start + chunkSize, length)
-            let d = index == 0 ? SHA256Digest() : SHA256Digest(resumingAt: start, state: states[(index - 1) * 32..<index * 32])
-            try d.update(from: file, ByteRange(start, end))
-            let good = end - start == chunkSize ? d.state[...] == states[index * 32..<(index + 1) * 32] : d.finalize() == sha256
-            if !good { bad.insert(ByteRange(start, end)) }
+            let chunk = ByteRange(start, end)
+            if within.contains(chunk) {
+                let d = index == 0 ? SHA256Digest() : SHA256Digest(resumingAt: start, state: states[(index - 1) * 32..<index * 32])
+                try d.update(from: file, chunk)
+                let ok = end - start == chunkSize ? d.state[...] == states[index * 32..<(index + 1) * 32] : d.finalize() == sha256
+                if ok { good.insert(chunk) } else { bad.insert(chunk) }
+            }
             start = end
             index += 1
         }
-        return bad
+        return (good, bad)
         #endif
     }
 }

@@ -105,6 +105,7 @@ struct FailureInfo {
         case .noRoom: kind = "over_cap"
         case .stream: kind = "bad_stream"
         case .notStarted: kind = "not_started"
+        case .notAsCompleted: kind = "digest_mismatch"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))
     }
