@@ -7,7 +7,7 @@ import VCacheTestSupport
 @Suite struct ReadThroughTests {
     /// A web page can make the proxy open endless distinct URLs: the boards kept for them are
     /// forgotten once idle, down to a few hundred.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func boardsDoNotGrowWithEveryURLEverAskedFor() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()

@@ -12,7 +12,7 @@ import VCacheTestSupport
 @Suite struct BoxSetupTests {
     let dir = TempDirectory("vcache-box")
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aGroupSharedCacheIsUsedByRootsWarmUpAndTheServiceUsersServe() throws {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
             print("skipped: needs root and runuser")
@@ -71,7 +71,7 @@ import VCacheTestSupport
 
     /// serve reports readiness to systemd (Type=notify) and on SIGHUP reads the cache's settings
     /// again: a cap set meanwhile holds for what it stores next (it died of SIGHUP, exit 129).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func serveNotifiesSystemdAndReloadsTheCapOnSIGHUP() throws {
         let notify = try NotifySocket(path: dir.file("notify.sock"))
         let cache = dir.file("hup")
@@ -100,7 +100,7 @@ import VCacheTestSupport
 
     /// A box whose file system went read-only can still be inspected (ls, info, verify, status
     /// refused with "Read-only file system"); storing says what is wrong with exit 5.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func inspectionWorksOnAReadOnlyCache() throws {
         guard let disk = try SmallDisk(size: "16m", in: dir) else { return }
         defer { disk.unmount() }
@@ -134,7 +134,7 @@ import VCacheTestSupport
 
     /// A full disk is a reason to make room before failing: the least recently used videos go
     /// and the download goes on (it failed with "No space left on device").
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aFullDiskMakesRoomInsteadOfFailing() throws {
         guard let disk = try SmallDisk(size: "8m", in: dir) else { return }
         defer { disk.unmount() }
@@ -151,7 +151,7 @@ import VCacheTestSupport
     }
 
     /// `min-free` keeps room on the disk (nginx's min_free): the cache gives way before the disk fills.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func minFreeKeepsRoomOnTheDisk() throws {
         guard let disk = try SmallDisk(size: "12m", in: dir) else { return }
         defer { disk.unmount() }
@@ -172,7 +172,7 @@ import VCacheTestSupport
     /// serve keeps config min-free too, as set when SIGHUP reloads the settings: what it stores
     /// for players evicts least recently used videos to keep the space free, and the newest
     /// played video is kept whole.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func serveKeepsTheMinFreeSIGHUPReloads() throws {
         guard let disk = try SmallDisk(size: "12m", in: dir) else { return }
         defer { disk.unmount() }
@@ -202,7 +202,7 @@ import VCacheTestSupport
 
     /// A cap raised by SIGHUP holds for what is stored next, including the head a new video's
     /// first request fetches (it evicted down to the cap serve started with).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aCapRaisedBySIGHUPIsTheOneStoringKeepsTo() throws {
         let notify = try NotifySocket(path: dir.file("notify2.sock"))
         let cache = dir.file("raise")
@@ -229,7 +229,7 @@ import VCacheTestSupport
 
     /// Two downloads that fill the disk at once: room is made and both end stored, with no
     /// failure said for the item that then succeeded (the whole cache went, and one still failed).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func twoDownloadsFillingTheDiskAtOnceBothEndStored() throws {
         guard let disk = try SmallDisk(size: "14m", in: dir) else { return }
         defer { disk.unmount() }
@@ -249,7 +249,7 @@ import VCacheTestSupport
 
     /// `serve --limit-rate` holds each origin transfer to the rate (it let a 20 MB video through
     /// in 0.03 s). A lower bound only: nothing can make it faster than the rate allows.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func serveLimitRateHoldsEachOriginTransfer() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(3 << 20, seed: 290)

@@ -9,7 +9,7 @@ import VCacheTestSupport
 @Suite struct FaultInjectionTests {
     let dir = TempDirectory("vcache-faults")
 
-    @Test(.timeLimit(.minutes(1)), arguments: ["fsync", "fdatasync"])
+    @Test(.timeLimit(.minutes(5)), arguments: ["fsync", "fdatasync"])
     func aSyncThatFailsClaimsNothingAndTheNextRunCompletes(call: String) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
             print("skipped: strace is not installed")

@@ -27,7 +27,7 @@ import VCacheTestSupport
     /// `check` of a playlist says whether what prefetch would fetch of the stream is cached: the
     /// chosen variant, its audio and the segments that reach N seconds (or all of them), read
     /// from the cached playlists without asking the origin.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func checkOfAPlaylistAsksWhatPrefetchWouldFetchOfTheStream() throws {
         guard let nginx = try Self.streams() else { return }
         let cache = dir.file("check-cache")
@@ -58,7 +58,7 @@ import VCacheTestSupport
         #expect(evict.stdout.contains("would evict 10 entries"))
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aStreamIsOneRowOfLsAndOneUnitToEvictionAndPin() throws {
         guard let nginx = try Self.streams() else { return }
         let cache = dir.file("cache")
@@ -123,7 +123,7 @@ import VCacheTestSupport
 
     /// `export STREAM DIR`: a self-contained folder, playlists rewritten to relative local names,
     /// that ffmpeg plays from disk with the origin stopped.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aStreamExportsAsAFolderThatPlaysFromDisk() throws {
         guard let nginx = try Self.streams() else { return }
         let cache = dir.file("cache")
@@ -183,7 +183,7 @@ import VCacheTestSupport
 
     /// `info STREAM` lists its variants and renditions and what of each is cached; `verify
     /// STREAM` checks every member.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func infoAndVerifyOfAStreamCoverEveryMember() throws {
         guard let nginx = try Self.streams() else { return }
         let cache = dir.file("cache")
@@ -226,7 +226,7 @@ import VCacheTestSupport
     }
 
     /// serve records the stream a player plays through it: played once, it is one row of `ls`.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aStreamPlayedThroughServeIsOneStream() throws {
         guard let nginx = try Self.streams() else { return }
         let cache = dir.file("cache")
@@ -248,7 +248,7 @@ import VCacheTestSupport
     /// A cache the vcache before streams wrote (catalog schema 1: migration 1 is unchanged, so
     /// today's cache with migrations 2 and 3 taken off is that cache) reads as it is, upgrades in place
     /// when a command writes, and keeps every entry and byte.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aCacheOfTheVcacheBeforeStreamsUpgradesInPlaceAndKeepsItsEntries() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(200_000, seed: 11)
@@ -281,7 +281,7 @@ import VCacheTestSupport
 
     /// The cap never takes half a stream's segments to make room for an unrelated video: the
     /// stream goes whole.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func theCapTakesAStreamWholeOrNotAtAll() throws {
         guard let nginx = try Self.streams() else { return }
         let cache = dir.file("cache")

@@ -9,7 +9,7 @@ import VCacheTestSupport
 @Suite struct HLSServeTests {
     let dir = TempDirectory("vcache-hlsserve")
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func everyKindOfStreamPlaysThroughTheProxyAndThenOffline() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
             print("skipped: ffmpeg is not installed")
@@ -52,7 +52,7 @@ import VCacheTestSupport
 @Suite struct HLSLiveServeTests {
     let dir = TempDirectory("vcache-hlslive")
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aLiveStreamPlaysThroughServeAndItsSegmentsAreKept() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
             print("skipped: ffmpeg is not installed")
@@ -105,7 +105,7 @@ import VCacheTestSupport
 @Suite struct HLSPrefetchTests {
     let dir = TempDirectory("vcache-hlsprefetch")
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aWarmedStreamPlaysOfflineThroughServe() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
             print("skipped: ffmpeg is not installed")
@@ -183,7 +183,7 @@ import VCacheTestSupport
         return d
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func errorPagesAreNeitherPlaylistsNorSegments() throws {
         let origin = try TestOrigin()
         let html = Data("<html><body>Access denied</body></html>".utf8)
@@ -218,7 +218,7 @@ import VCacheTestSupport
     /// Through serve, a live playlist asked for again within half its target duration is the
     /// copy fetched then (one origin request, however many players reload it); a VOD playlist is
     /// fetched fresh every time.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aLivePlaylistIsFetchedAtMostOncePerHalfTargetDuration() throws {
         let origin = try TestOrigin()
         func live(_ segments: [String]) -> Data {
@@ -246,7 +246,7 @@ import VCacheTestSupport
     }
 
     /// A live playlist: the next prefetch fetches it again and the segments added since.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func theNextPrefetchOfALivePlaylistFetchesWhatWasAdded() throws {
         let origin = try TestOrigin()
         for i in 0..<4 { origin.setResource("/live/s\(i).ts", .init(body: Self.ts(10, seed: UInt64(i + 10)), contentType: "video/mp2t")) }

@@ -84,7 +84,7 @@ import VCacheTestSupport
 @Suite struct UnstableOriginTests {
     let dir = TempDirectory("vcache-unstable")
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func anETagFlippingPerResponseIsGivenUp() throws {
         let origin = try TestOrigin()
         origin.setResource("/flip.mp4", .init(body: try Fixtures.data("moov-at-end.mp4"), etag: "\"a\""))
@@ -307,7 +307,7 @@ import VCacheTestSupport
 @Suite struct ForeignEntryTests {
     let dir = TempDirectory("vcache-foreign")
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func anEntryThisUserCannotTouchIsSkippedAndNamedAndTheRestEvicted() throws {
         guard let nobodys = try NobodysCache(in: dir) else { return }
         let cache = nobodys.cache
@@ -343,7 +343,7 @@ import VCacheTestSupport
 @Suite struct InterruptedExportTests {
     let dir = TempDirectory("vcache-intexport")
 
-    @Test(.timeLimit(.minutes(1)), arguments: [SIGINT, SIGTERM, SIGHUP])
+    @Test(.timeLimit(.minutes(5)), arguments: [SIGINT, SIGTERM, SIGHUP])
     func aSignalMidExportLeavesNoPartialFile(signal: Int32) throws {
         let origin = try TestOrigin()
         origin.setResource("/big.mp4", .init(body: TestBytes.make(6 << 20, seed: 216), etag: "\"big\""))
@@ -461,7 +461,7 @@ import VCacheTestSupport
 @Suite struct BrokenPipeTests {
     let dir = TempDirectory("vcache-pipe")
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aClosedPipeCheckpointsWhatArrived() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(8 << 20, seed: 218)

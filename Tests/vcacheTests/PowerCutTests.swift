@@ -9,7 +9,7 @@ import VCacheTestSupport
 @Suite(.serialized) struct PowerCutTests {
     static let script = Fixtures.directory + "/../Scripts/powercut.sh"
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(6)))
     func claimsSurvivePowerCuts() throws {
         let r = try Tool.run("/bin/bash", [Self.script, VCacheBinary.path, "8"])
         let out = String(decoding: r.out, as: UTF8.self)
@@ -17,7 +17,7 @@ import VCacheTestSupport
         #expect(r.status == 0 && out.contains("power cuts: 8 cycles, 0 failed"), "\(out)\(r.err)")
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(6)))
     func theHarnessSeesAMissingFsync() throws {
         let r = try Tool.run("/bin/bash", [Self.script, VCacheBinary.path, "6", "--control"])
         let out = String(decoding: r.out, as: UTF8.self)
