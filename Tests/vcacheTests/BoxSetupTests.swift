@@ -200,6 +200,29 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
     }
 
+    /// With no room at all (min-free larger than the disk, or a 1 KiB cap), a video still plays
+    /// through serve, streamed and not stored; it is never a 502.
+    @Test(.timeLimit(.minutes(5)))
+    func withNoRoomAtAllVideosStillPlayThroughServe() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 280)
+        origin.setResource("/n.mp4", .init(body: body, etag: "\"n\""))
+        for (name, setting) in [("nofree", ["min-free", "1000T"]), ("tinycap", ["max-size", "1K"])] {
+            let cache = dir.file(name)
+            #expect(try VCacheBinary.run(["config", "set"] + setting, cacheDir: cache).status == 0)
+            let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+            let out = dir.file("\(name).out")
+            let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", serve.url(origin.url("/n.mp4"))])
+            #expect(String(decoding: r.out, as: UTF8.self) == "200" && TestBytes.sha256(file: out) == TestBytes.sha256(body), "\(name): \(serve.log)")
+            serve.stop()
+            let stored = try CacheInspector(directory: cache).store.catalog.allEntries().reduce(Int64(0)) { $0 + $1.cachedBytes }
+            #expect(stored == 0, "\(name)")
+        }
+        // prefetch says why it stored nothing, in one line naming min-free.
+        let p = try VCacheBinary.run(["prefetch", origin.url("/n.mp4")], cacheDir: dir.file("nofree"))
+        #expect(p.status == 5 && p.stderr.contains("does not fit while keeping min-free 1000 TiB free on the cache's disk"), "\(p.stderr)")
+    }
+
     /// A cap raised by SIGHUP holds for what is stored next, including the head a new video's
     /// first request fetches (it evicted down to the cap serve started with).
     @Test(.timeLimit(.minutes(5)))

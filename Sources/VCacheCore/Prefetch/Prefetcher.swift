@@ -71,6 +71,13 @@ public final class Prefetcher {
         return out.usageAfter
     }
 
+    /// The error for a run that cannot fit under `limit`: the cap's, or min-free's when it was
+    /// min-free that made the limit lower than the cap.
+    private func noRoom(_ limit: Int64) -> PrefetchError {
+        if let minFree = options.minFree, limit < (options.maxSize ?? .max) { return .noRoom(cap: limit, minFree: minFree) }
+        return .noRoom(cap: limit)
+    }
+
     /// The size the cache must get down to now: the cap, or less when the disk's free space is
     /// under `minFree` (what is missing of it comes off the cache). Nil: neither is set.
     private func limit() -> Int64? {
@@ -304,7 +311,7 @@ public final class Prefetcher {
         // Stopped: every job still running checkpoints and reports; the rest never started.
         let why: PrefetchError = switch fetcher.stopReason {
         case Self.deadlineReason: .deadline
-        case Self.overCapReason: .noRoom(cap: options.maxSize ?? 0)
+        case Self.overCapReason: noRoom(limit() ?? options.maxSize ?? 0)
         default: .interrupted
         }
         for (_, r) in running.sorted(by: { $0.value.index < $1.value.index }) {
@@ -320,9 +327,11 @@ public final class Prefetcher {
             never.append(i)
         }
         if let cap = limit(), let usage, usage > cap {
-            for i in giveBack(items, cap: cap, usage: usage) {
-                results[i]?.error = .noRoom(cap: cap)
+            for i in giveBack(items, cap: cap, usage: usage).sorted() {
+                results[i]?.error = noRoom(cap)
                 results[i]?.complete = false
+                // It may have been reported done already: say that it was given back, and why.
+                events(.note(url: items[i].url, message: "given back, not kept: \(noRoom(cap))"))
             }
         }
         if case .noRoom = why {

@@ -190,9 +190,11 @@ public final class ReadThrough: Sendable {
         o.retries = 1
         o.waitForLock = false
         let result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)])])[0]
-        if result.error == .lockBusy {
-            // Another process is writing it and has not recorded the length yet: ask the origin
-            // for one byte rather than wait behind it.
+        let noRoom: Bool = if case .noRoom? = result.error { true } else { false }
+        if result.error == .lockBusy || noRoom {
+            // Another process is writing it and has not recorded the length yet, or nothing more
+            // fits under the cap or min-free (the video still plays, streamed, not stored): ask the
+            // origin for one byte rather than wait behind it.
             switch OriginProbe.probe([url], known: [Validators(length: nil, etag: nil, lastModified: nil)], options: o.request)[0] {
             case .validators(let v) where v.length != nil:
                 return Video(key: key, url: url, length: v.length!, validators: v, contentType: nil, fromCatalog: false, snapshot: Snapshot())

@@ -180,9 +180,11 @@ enum ServeCommand: VCacheCommand {
         if json {
             var o: [String: Any] = ["signal": "SIGHUP"]
             if let m = fresh.maxSize { o["max_size_bytes"] = m }
+            if let m = fresh.minFree { o["min_free_bytes"] = m }
             console.event("reloaded", o)
         } else {
-            console.err("vcache serve: reloaded the settings (SIGHUP): cap \(cap)\(overrides.maxSize != nil ? " (from --max-size)" : "")\n")
+            let minFree = fresh.minFree.map { ", min-free \(Units.formatSize($0))" } ?? ""
+            console.err("vcache serve: reloaded the settings (SIGHUP): cap \(cap)\(overrides.maxSize != nil ? " (from --max-size)" : "")\(minFree)\n")
         }
     }
 

@@ -105,9 +105,9 @@ final class PrefetchReporter {
                 console.event("evicted", ["urls": urls, "freed_bytes": freed, "usage_bytes": usage, "over_cap": overCap])
             case .bars, .lines:
                 if !urls.isEmpty { log("evicted \(urls.count) \(urls.count == 1 ? "entry" : "entries") (\(Units.formatSize(freed))) to make room: \(urls.joined(separator: ", "))") }
-                if overCap { log("warning: the cache uses \(Units.formatSize(usage)), over --max-size: what is left is pinned or in use by another process") }
+                if overCap { log("warning: the cache uses \(Units.formatSize(usage)), over what --max-size or min-free allow: what is left is pinned, in use by another process, or the catalog itself") }
             case .quiet:
-                if overCap { console.error("the cache uses \(Units.formatSize(usage)), over --max-size: what is left is pinned or in use by another process", kind: "over_cap") }
+                if overCap { console.error("the cache uses \(Units.formatSize(usage)), over what --max-size or min-free allow: what is left is pinned, in use by another process, or the catalog itself", kind: "over_cap") }
             }
         case .finished(let r):
             active.removeValue(forKey: r.url)
