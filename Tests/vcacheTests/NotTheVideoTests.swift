@@ -28,6 +28,34 @@ import VCacheTestSupport
         #expect(asked.stderr.contains("asks for no encoding"), "\(asked.stderr)")
     }
 
+    /// Origin options that would put something else on the wire than the user wrote, or that
+    /// libcurl would only refuse at run time (retried, exit 3), are usage errors (exit 2), and
+    /// no request leaves: a CR/LF or NUL in a header, a header name that is not a token, headers
+    /// vcache sets itself, a port out of range in --resolve, a proxy scheme libcurl cannot use.
+    @Test func originOptionsThatWouldLieOnTheWireAreUsageErrors() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/h.mp4", .init(body: TestBytes.make(10_000, seed: 215)))
+        let url = origin.url("/h.mp4")
+        let file = dir.file("headers.txt")
+        try Data("X-A: 1\nX-B: 2\u{0}z\n".utf8).write(to: URL(fileURLWithPath: file))
+        let cases: [([String], String)] = [
+            (["-H", "X-A: a\r\nInjected: yes"], "invalid header 'X-A: a\\x0D\\x0AInjected: yes' for -H: it holds a control character"),
+            (["-H", "@" + file], "invalid header 'X-B: 2\\x00z' for -H: it holds a control character"),
+            (["-H", "Bad Name: x"], "invalid header 'Bad Name: x' for -H; use 'Name: value'"),
+            (["-H", "Range: bytes=0-0"], "vcache sets Range itself"),
+            (["--user-agent", "ua\r\nX: y"], "invalid value 'ua\\x0D\\x0AX: y' for --user-agent: it holds a control character"),
+            (["--resolve", "h:99999:127.0.0.1"], "invalid value 'h:99999:127.0.0.1' for --resolve"),
+            (["--proxy", "ftp://x"], "invalid proxy 'ftp://x' for --proxy"),
+        ]
+        for (args, message) in cases {
+            let r = try VCacheBinary.run(["prefetch"] + args + [url], cacheDir: cache)
+            #expect(r.status == 2 && r.stderr.contains(message), "\(args): \(r.stderr)")
+        }
+        #expect(origin.requests("/h.mp4").isEmpty)
+        // A tab inside a value is fine, and so is --proxy '' (no proxy).
+        #expect(try VCacheBinary.run(["prefetch", "-q", "-H", "X-Ok: a\tb", "--proxy", "", url], cacheDir: cache).status == 0)
+    }
+
     /// nginx with `gzip on` for every type compresses the video for any client that accepts gzip
     /// (the entry was complete at 129 KiB of a 137 KiB file, verify said ok, export wrote gzip).
     @Test func anNginxThatGzipsEverythingStillGivesTheTrueBytes() throws {

@@ -3,7 +3,7 @@ import VCacheCore
 /// What curl users behind a private CA, a proxy or split DNS need, for prefetch and serve.
 struct OriginOptions: OptionGroup {
     var cacert = Option("cacert", .file, help: "trust the CA certificates in FILE (PEM) instead of the system's")
-    var proxy = Option("proxy", .url, help: "send origin requests through this proxy (http_proxy etc. are honoured too)")
+    var proxy = Option("proxy", .proxyURL, help: "send origin requests through this proxy (http_proxy etc. are honoured too)")
     var netrcFile = Option("netrc-file", .file, help: "credentials per host from a .netrc FILE")
     var resolve = Repeated("resolve", .resolveRule, help: "connect to ADDR for HOST:PORT, skipping DNS (repeatable)")
     var ipv4 = Flag("ipv4", short: "4", help: "resolve names to IPv4 addresses only")

@@ -4,11 +4,38 @@ import VCacheCore
 // The values of the network options (addresses, hosts, rules), each parsed with its usage error.
 
 extension ValueParser where Value == String {
+    /// `--proxy [SCHEME://]HOST[:PORT]`, with a scheme libcurl speaks to proxies (empty: none).
+    static var proxyURL: ValueParser {
+        ValueParser(valueName: "URL") { p, option in
+            if let range = p.range(of: "://") {
+                let scheme = p[..<range.lowerBound].lowercased()
+                guard ["http", "https", "socks4", "socks4a", "socks5", "socks5h"].contains(scheme), !p[range.upperBound...].isEmpty else {
+                    throw UsageError("invalid proxy '\(Console.escaped(p))' for \(option); use [http|https|socks5h://]HOST[:PORT], e.g. http://proxy.lan:3128")
+                }
+            }
+            guard !p.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7f }) else {
+                throw UsageError("invalid proxy '\(Console.escaped(p))' for \(option): it holds a space or a control character")
+            }
+            return p
+        }
+    }
+
+    /// A header value given whole (`--user-agent`): no control character may end its line.
+    static func headerValue(_ name: String) -> ValueParser {
+        ValueParser(valueName: name) { v, option in
+            guard !v.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7f }) else {
+                throw UsageError("invalid value '\(Console.escaped(v))' for \(option): it holds a control character (CR, LF or NUL)")
+            }
+            return v
+        }
+    }
+
     /// curl's `--resolve HOST:PORT:ADDR`.
     static var resolveRule: ValueParser {
         ValueParser(valueName: "HOST:PORT:ADDR") { r, option in
             let parts = r.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count >= 3, !parts[0].isEmpty, Int(parts[1]) != nil, !parts[2...].joined(separator: ":").isEmpty else {
+            guard parts.count >= 3, !parts[0].isEmpty, let port = Int(parts[1]), (1...65535).contains(port),
+                  !parts[2...].joined(separator: ":").isEmpty else {
                 throw UsageError("invalid value '\(r)' for \(option); use HOST:PORT:ADDR, e.g. cdn.example:443:10.0.0.5")
             }
             return r

@@ -31,7 +31,7 @@ enum PrefetchCommand: VCacheCommand {
         var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s)")
         var jobs = Option("jobs", short: "j", .count(1...64), help: "parallel downloads (default 4)")
         var header = Repeated("header", short: "H", .text("'NAME: VALUE'"), help: "extra request header, e.g. auth or cookie (repeatable); @FILE reads them from FILE")
-        var userAgent = Option("user-agent", .text("STRING"), help: "User-Agent header (default vcache/\(VCacheVersion.string))")
+        var userAgent = Option("user-agent", .headerValue("STRING"), help: "User-Agent header (default vcache/\(VCacheVersion.string))")
         var connectTimeout = Option("connect-timeout", .duration, help: "give up connecting after DURATION (default 15s)")
         var timeout = Option("timeout", .duration, help: "give up when no byte arrives for DURATION (default 30s)")
         var retries = Option("retries", .count(0...Int.max), help: "retries after connection errors, timeouts, 5xx, 408, 429 (default 3)")
@@ -151,18 +151,32 @@ enum PrefetchCommand: VCacheCommand {
                     .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
             }
             for line in lines {
-                guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
-                    throw UsageError("invalid header '\(line)' for -H; use 'Name: value'")
+                // A CR, LF or NUL would end the line on the wire and start another (a header the
+                // user never wrote): no control character but a tab is taken.
+                if line.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7f }) {
+                    throw UsageError("invalid header '\(Console.escaped(line))' for -H: it holds a control character (CR, LF or NUL); give one 'Name: value' per -H")
                 }
-                let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+                guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
+                      line[..<colon].unicodeScalars.allSatisfy(Self.isTokenCharacter) else {
+                    throw UsageError("invalid header '\(Console.escaped(line))' for -H; use 'Name: value'")
+                }
+                let name = line[..<colon].lowercased()
                 if name == "accept-encoding" || name == "te" {
                     // Stored bytes are the video's own: an encoded body would be cached as video.
                     throw UsageError("vcache stores the video's own bytes and asks for no encoding: drop -H '\(line)'")
+                }
+                if ["range", "if-range", "content-length", "transfer-encoding"].contains(name) {
+                    throw UsageError("vcache sets \(line[..<colon]) itself (ranges come from --bytes, --seconds and --range; a GET has no body): drop -H '\(line)'")
                 }
                 out.append(line)
             }
         }
         return out
+    }
+
+    /// RFC 9110 §5.6.2: a header name is a token.
+    static func isTokenCharacter(_ c: Unicode.Scalar) -> Bool {
+        c.isASCII && (CharacterSet.alphanumerics.contains(c) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(c))
     }
 
     /// What a command line asks for, typed: `prefetch`'s and `check`'s options of the same names.
