@@ -234,6 +234,8 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
         return .NO
     }
     for (name, value) in response.headers { MHD_add_response_header(mhd, name, value) }
+    // A head that could not be read as one request: the connection is not trusted with another.
+    if response.status == 400 { MHD_add_response_header(mhd, "Connection", "close") }
     if case .file(_, _, let length) = response.body {
         // The head as libmicrohttpd writes it: the status line, these headers, and its own
         // (Date, Content-Length, Connection), about 80 bytes.
@@ -269,7 +271,8 @@ private func headProblem(_ connection: OpaquePointer, version: String, headers: 
     for name in ["Host", "Range", "If-Range"] where (counts[name.lowercased()] ?? 0) > 1 {
         return "more than one \(name) header"
     }
-    if version == "HTTP/1.1" && headers["host"] == nil { return "an HTTP/1.1 request without a Host header" }
+    if version.hasPrefix("HTTP/1.") && version != "HTTP/1.0" && headers["host"] == nil { return "an \(version) request without a Host header" }
+    if let host = headers["host"], host.trimmingCharacters(in: .whitespaces).isEmpty { return "an empty Host header" }
     return nil
 }
 
