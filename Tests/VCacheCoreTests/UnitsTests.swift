@@ -33,6 +33,10 @@ import Testing
         #expect(Units.formatSize(512) == "512 B")
         #expect(Units.formatSize(1536) == "1.5 KiB")
         #expect(Units.formatSize(64 << 20) == "64.0 MiB")
+        #expect(Units.formatSize(1_048_575) == "1.0 MiB")  // not "1024 KiB"
+        #expect(Units.formatSize(1_048_064) == "1.0 MiB")
+        #expect(Units.formatSize(1_048_063) == "1023 KiB")
+        #expect(Units.formatSize(1_047_000) == "1022 KiB")
         #expect(Units.formatSize(300 << 20) == "300 MiB")
     }
 }
