@@ -72,6 +72,9 @@ struct VCache {
             break
         }
         guard let command = commands.first(where: { $0.spec.name == first }) else {
+            // With --json, an unknown command is an `error` event too (its command: "vcache").
+            var console = console
+            if args.prefix(while: { $0 != "--" }).contains("--" + GlobalFlag.json.rawValue) { console.jsonCommand = "vcache" }
             console.usage(unknownCommand(first))
             return 2
         }

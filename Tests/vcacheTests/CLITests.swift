@@ -32,6 +32,22 @@ import VCacheTestSupport
         #expect(serve.stderr.contains("cannot listen on 127.0.0.1:\(taken.port): Address already in use"), "\(serve.stderr)")
     }
 
+    /// Found by a hostile review: an empty --cache-dir quietly meant the default cache, `--json
+    /// export URL -` mixed the video into the JSON lines, and `--json` before an unknown command
+    /// gave no `error` event.
+    @Test func emptyPathsJSONIntoAVideoAndUnknownCommandsUnderJSONAreUsageErrors() throws {
+        for args in [["--cache-dir", "", "ls"], ["--cache-dir=", "ls"], ["ls", "--cache-dir", ""]] {
+            let r = try VCacheBinary.run(args, cacheDir: nil)
+            #expect(r.status == 2 && r.stderr.contains("--cache-dir needs a path, not an empty value"), "\(args): \(r.stderr)")
+        }
+        let mixed = try vcache("export", "--json", "http://127.0.0.1:9/a.mp4", "-")
+        #expect(mixed.status == 2 && mixed.stdout.contains("\"kind\":\"usage\"") && mixed.stdout.contains("exclude each other"))
+        let unknown = try vcache("--json", "bogus")
+        #expect(unknown.status == 2)
+        let event = try #require(try JSONSerialization.jsonObject(with: Data(unknown.stdout.utf8)) as? [String: Any])
+        #expect(event["event"] as? String == "error" && (event["error"] as? [String: Any])?["kind"] as? String == "usage")
+    }
+
     @Test func helpListsTheCommandsAndExitsZero() throws {
         let r = try vcache("--help")
         #expect(r.status == 0)

@@ -27,8 +27,15 @@ extension ValueParser where Value == String {
     static func text(_ valueName: String, completion: Completion = .anything) -> ValueParser {
         ValueParser(valueName: valueName, completion: completion) { text, _ in text }
     }
-    static var file: ValueParser { .text("FILE", completion: .file) }
-    static var folder: ValueParser { .text("DIR", completion: .folder) }
+    static var file: ValueParser { .path("FILE", completion: .file) }
+    static var folder: ValueParser { .path("DIR", completion: .folder) }
+    /// A path: never empty (an empty --cache-dir would quietly mean the default folder).
+    static func path(_ valueName: String, completion: Completion) -> ValueParser {
+        ValueParser(valueName: valueName, completion: completion) { text, option in
+            guard !text.isEmpty else { throw UsageError("\(option) needs a path, not an empty value") }
+            return text
+        }
+    }
     static var url: ValueParser { .text("URL") }
 }
 

@@ -34,6 +34,10 @@ enum ExportCommand: VCacheCommand {
             console.usage(all ? "'export --all' takes one folder; usage: vcache \(configuration.usage)" : "'export' takes URL|KEY and DEST; usage: vcache \(configuration.usage)")
             return 2
         }
+        if args.json && !all && p[1] == "-" {
+            console.usage("--json and DEST '-' exclude each other: the video would go into the JSON lines on stdout")
+            return 2
+        }
         if args.link && args.faststart {
             console.usage("--link and --faststart exclude each other: a rewritten file cannot share the cache's inode")
             return 2
