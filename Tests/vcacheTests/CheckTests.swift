@@ -44,35 +44,21 @@ import VCacheTestSupport
     }
 
     /// `info` says how many seconds play from the cached bytes, and draws what is cached: the
-    /// seconds it names are exactly the longest `check --seconds` that is ready.
-    @Test func infoSaysHowManySecondsPlayOffline() throws {
+    /// seconds it names are exactly the longest `check --seconds` that is ready. For a fragmented
+    /// MP4, whose moov does not say its duration, the seconds are searched for the same way.
+    @Test(arguments: [("moov-at-end.mp4", 3.0, " of"), ("fragmented.mp4", 1.0, " from the cache (fragmented")])
+    func infoSaysHowManySecondsPlayOffline(fixture: String, warmed: Double, wording: String) throws {
         let nginx = try Nginx()
-        let url = try nginx.publish("end.mp4", try Fixtures.data("moov-at-end.mp4"))
-        #expect(try vcache(["prefetch", "-q", url, "--seconds", "3"]).status == 0)
+        let url = try nginx.publish(fixture, try Fixtures.data(fixture))
+        #expect(try vcache(["prefetch", "-q", url, "--seconds", String(warmed)]).status == 0)
         let json = try vcache(["info", url, "--json"])
         let o = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         let playable = try #require(o["playable_seconds"] as? Double)
-        #expect(playable >= 3.0 && playable < 10)
+        #expect(playable >= warmed && playable < 10)
         #expect(try vcache(["check", url, "--seconds", String(format: "%.1f", playable)]).status == 0)
         #expect(try vcache(["check", url, "--seconds", String(format: "%.1f", playable + 0.1)]).status == 1)
         let text = try vcache(["info", url]).stdout
-        #expect(text.contains("plays offline  the first \(String(format: "%.1fs", playable)) of"), "\(text)")
+        #expect(text.contains("plays offline  the first \(String(format: "%.1fs", playable))\(wording)"), "\(text)")
         #expect(text.contains("█") && text.contains("(the video, start to end)"))
-    }
-
-    /// The same for a fragmented MP4, whose moov does not say its duration: the seconds are
-    /// searched for, and agree with `check`.
-    @Test func infoSaysHowManySecondsOfAFragmentedMP4PlayOffline() throws {
-        let nginx = try Nginx()
-        let url = try nginx.publish("frag.mp4", try Fixtures.data("fragmented.mp4"))
-        #expect(try vcache(["prefetch", "-q", url, "--seconds", "1"]).status == 0)
-        let json = try vcache(["info", url, "--json"])
-        let o = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
-        let playable = try #require(o["playable_seconds"] as? Double)
-        #expect(playable >= 1.0 && playable < 10)
-        #expect(try vcache(["check", url, "--seconds", String(format: "%.1f", playable)]).status == 0)
-        #expect(try vcache(["check", url, "--seconds", String(format: "%.1f", playable + 0.1)]).status == 1)
-        let text = try vcache(["info", url]).stdout
-        #expect(text.contains("plays offline  the first \(String(format: "%.1fs", playable)) from the cache (fragmented"), "\(text)")
     }
 }
