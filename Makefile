@@ -183,10 +183,12 @@ fuzz-run:
 # caches look like leaks), each in its own build path so the normal build is not redone after.
 # SANITIZE_FILTER picks the tests: by default the core's (VCacheCoreTests: in-process, where the
 # threads of prefetch and serve meet); SANITIZE_FILTER=. runs the whole suite (far slower: the
-# end-to-end tests' vcache is instrumented too). Not in CI: see Docs/reliability.md for times.
+# end-to-end tests' vcache is instrumented too). CI runs sanitize-address (about 2 minutes);
+# sanitize-thread reports accesses guarded by Synchronization's Mutex as races (it cannot see the
+# Mutex's futex), so it runs to the end and is read, not trusted: Docs/reliability.md.
 SANITIZE_FILTER ?= VCacheCoreTests
 sanitize-thread: deps-test
-	TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --sanitize=thread --build-path .build/sanitize-thread --filter '$(SANITIZE_FILTER)'
+	TSAN_OPTIONS=halt_on_error=0 $(SWIFT) test --sanitize=thread --build-path .build/sanitize-thread --filter '$(SANITIZE_FILTER)'
 sanitize-address: deps-test
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --build-path .build/sanitize-address --filter '$(SANITIZE_FILTER)'
 
