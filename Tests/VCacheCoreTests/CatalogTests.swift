@@ -125,6 +125,10 @@ import VCacheTestSupport
         let strip = CacheKeyRules(stripParameters: ["token"])
         #expect(strip.key(for: URL(string: "https://cdn/v.mp4?token=a&q=1")!) == strip.key(for: URL(string: "https://cdn/v.mp4?q=1&token=b")!))
         #expect(strip.normalise(URL(string: "https://cdn/v.mp4?token=a&q=1")!) == "https://cdn/v.mp4?q=1")
+        // Found by the Keys fuzzer: an empty item left after stripping kept a bare `?`.
+        #expect(strip.normalise(URL(string: "https://cdn/v.mp4?token=a&")!) == "https://cdn/v.mp4")
+        #expect(strip.key(for: URL(string: "https://cdn/v.mp4?token=a&")!) == strip.key(for: URL(string: "https://cdn/v.mp4?token=b")!))
+        #expect(strip.normalise(URL(string: "https://cdn/v.mp4?&q=1&&token=a")!) == "https://cdn/v.mp4?q=1")
         let ignore = CacheKeyRules(ignoreQuery: true)
         #expect(ignore.key(for: URL(string: "https://cdn/v.mp4?x=1")!) == ignore.key(for: URL(string: "https://cdn/v.mp4")!))
         #expect(plain.key(for: URL(string: "https://cdn/v.mp4?x=1")!) != plain.key(for: URL(string: "https://cdn/v.mp4")!))

@@ -27,4 +27,21 @@ import VCacheTestSupport
         #expect(try String(contentsOfFile: dir.file("b"), encoding: .utf8) == "still open")
         #expect(a.fd == -1)
     }
+
+    /// Found by AddressSanitizer (make sanitize-address): removeTree copied each dirent's whole
+    /// 256-byte name field, reading past glibc's directory buffer after a short last name. Names
+    /// of every length, nested, go; under ASan (CI runs this suite so) the read is checked.
+    @Test func removeTreeRemovesNamesOfEveryLength() throws {
+        let root = dir.file("tree")
+        var folder = root
+        for depth in 0..<3 {
+            folder += "/d\(depth)"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            for length in [1, 2, 7, 8, 9, 31, 100, 200, 255] {
+                try Data([UInt8(length)]).write(to: URL(fileURLWithPath: folder + "/" + String(repeating: "n", count: length)))
+            }
+        }
+        FileSystem.removeTree(root)
+        #expect(!FileManager.default.fileExists(atPath: root))
+    }
 }

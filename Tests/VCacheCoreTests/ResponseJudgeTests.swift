@@ -109,6 +109,14 @@ import Testing
         Case(name: "416 without Content-Range: refused",
              judge: judge(5000, nil), head: head(416, []),
              expected: .reject(.http(status: 416, reason: "Range Not Satisfiable"))),
+        // Found by the Ranges and Judge fuzzers (make fuzz): the last byte Int64.max has no end
+        // offset (it trapped), and a negative Content-Length gave a 200 a limit before its start.
+        Case(name: "206 whose last byte is 2^63-1 with an unknown length: refused, not a trap",
+             judge: judge(0, nil, held: none, hasBytes: false), head: head(206, [("Content-Range", "bytes 0-9223372036854775807/*")]),
+             expected: .reject(.badContentRange(asked: "0-", got: "bytes 0-9223372036854775807/*"))),
+        Case(name: "200 with a negative Content-Length: no length, no limit before its start",
+             judge: judge(0, nil, held: none, hasBytes: false), head: head(200, [("Content-Length", "-500000")]),
+             expected: .accept(offset: 0, limit: nil, validators: none)),
         Case(name: "404: refused with its status",
              judge: judge(0, 100), head: head(404, [("Content-Length", "9")]),
              expected: .reject(.http(status: 404, reason: "Not Found"))),

@@ -184,6 +184,17 @@ import Testing
             #expect(ProxyURL.safeContentType(active) == "application/octet-stream", "\(active)")
         }
     }
+
+    /// Found by the ProxyRules fuzzer: NSString's pathExtension traps on `L///v//`, a file name a
+    /// proxy URL can carry percent-encoded (`/v/ORIGIN/L%2F%2F%2Fv%2F%2F`); serve died on it.
+    @Test func aFileNameOfSlashesHasNoExtensionAndNoTrap() {
+        #expect(ProxyURL.contentType(origin: nil, name: "L///v//") == "application/octet-stream")
+        #expect(ProxyURL.contentType(origin: "application/octet-stream", name: "a///b.mp4//") == "video/mp4")
+        #expect(ProxyURL.contentType(origin: nil, name: "x.m3u8") == "application/vnd.apple.mpegurl")
+        #expect(ProxyURL.contentType(origin: nil, name: ".mp4") == "application/octet-stream")
+        let page = ResponseHead(status: 200, reason: "OK", headers: [("Content-Type", "text/html")], effectiveURL: "http://o/a///b.mp4//")
+        #expect(ResponseJudge.notMedia(page) == "origin answered a web page (Content-Type: text/html) for a .mp4 video")
+    }
 }
 
 @Suite struct OriginURLTests {

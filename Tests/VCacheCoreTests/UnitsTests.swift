@@ -25,6 +25,13 @@ import Testing
         #expect(Units.parseDuration(text) == seconds)
     }
 
+    /// Found by the Units fuzzer: `-0` parsed as -0.0, shown as "-0.0s", which does not parse.
+    @Test func minusZeroIsZeroAndShowsAsAParsableDuration() {
+        #expect(Units.parseDuration("-0") == 0)
+        #expect(Units.parseDuration("-0").map { Units.formatDuration($0) } == "0.0s")
+        #expect(Units.parseDuration("0.0s") == 0)
+    }
+
     @Test func rejectsBadDurations() {
         for bad in ["", "s", "5x", "m5", "-3s"] { #expect(Units.parseDuration(bad) == nil, "\(bad)") }
     }

@@ -22,7 +22,8 @@ public struct ResponseHead: Equatable, Sendable {
         headers.last { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
     }
 
-    public var contentLength: Int64? { header("Content-Length").flatMap { Int64($0) } }
+    /// nil when absent or not a length (a negative number is not one).
+    public var contentLength: Int64? { header("Content-Length").flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil } }
     public var contentRange: ContentRange? { header("Content-Range").flatMap(ContentRange.init) }
     public var etag: String? { header("ETag") }
     public var lastModified: String? { header("Last-Modified") }
@@ -53,7 +54,8 @@ public struct ContentRange: Equatable, Sendable {
         let halves = spec.split(separator: "/", maxSplits: 1).map(String.init)
         guard halves.count == 2 else { return nil }
         let ends = halves[0].split(separator: "-", maxSplits: 1).map(String.init)
-        guard ends.count == 2, let a = Int64(ends[0]), let b = Int64(ends[1]), a >= 0, a <= b else { return nil }
+        // `b < Int64.max`: the range's end (b + 1) must be a number too.
+        guard ends.count == 2, let a = Int64(ends[0]), let b = Int64(ends[1]), a >= 0, a <= b, b < Int64.max else { return nil }
         if halves[1] == "*" {
             complete = nil
         } else {

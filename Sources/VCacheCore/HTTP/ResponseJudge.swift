@@ -123,7 +123,7 @@ public struct ResponseJudge: Equatable, Sendable {
         guard let type = head.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
               type == "text/html" || type == "application/xhtml+xml" else { return nil }
         let path = URL(string: head.effectiveURL)?.path ?? head.effectiveURL
-        let ext = (path as NSString).pathExtension.lowercased()
+        let ext = path.fileExtension.lowercased()
         guard mediaExtensions.contains(ext) else { return nil }
         return "origin answered a web page (Content-Type: \(type)) for a .\(ext) " + (ext.hasPrefix("m3u") ? "playlist" : "video")
     }

@@ -36,7 +36,7 @@ extension PrefetchJob {
     }
 
     static func notAnMP4Start(url: String, _ bytes: UnsafeRawBufferPointer) -> String? {
-        let ext = ((URL(string: url)?.path ?? url) as NSString).pathExtension.lowercased()
+        let ext = (URL(string: url)?.path ?? url).fileExtension.lowercased()
         // A URL naming a playlist whose answer is not one (an error page with any Content-Type):
         // the name does not make it a playlist, but it does make a web page in its place wrong.
         if ext == "m3u8" {

@@ -51,7 +51,7 @@ public enum ProxyURL {
     /// Content-Type for a file name, when the origin's says nothing useful (octet-stream or none).
     public static func contentType(origin: String?, name: String) -> String {
         if let o = origin, !o.isEmpty, !o.lowercased().hasPrefix("application/octet-stream") { return o }
-        switch (name as NSString).pathExtension.lowercased() {
+        switch name.fileExtension.lowercased() {
         case "mp4", "m4v": return "video/mp4"
         case "m4a": return "audio/mp4"
         case "mov": return "video/quicktime"

@@ -23,7 +23,9 @@ public struct CacheKeyRules: Equatable, Sendable {
         if ignoreQuery {
             parts.query = nil
         } else if !stripParameters.isEmpty, let items = parts.percentEncodedQueryItems {
-            let kept = items.filter { !stripParameters.contains($0.name) }
+            // Empty items (`&&`, a trailing `&`) go too: else `?token=a&` kept a bare `?`, a key
+            // apart from `?token=b`'s (found by the Keys fuzzer).
+            let kept = items.filter { !stripParameters.contains($0.name) && !($0.name.isEmpty && ($0.value ?? "").isEmpty) }
             parts.percentEncodedQueryItems = kept.isEmpty ? nil : kept
         }
         return parts.string ?? url.absoluteString

@@ -278,9 +278,9 @@ public enum FileSystem {
         if (st.st_mode & S_IFMT) == S_IFDIR {
             if let dir = opendir(path) {
                 while let ent = readdir(dir) {
-                    let name = withUnsafeBytes(of: ent.pointee.d_name) { raw in
-                        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-                    }
+                    // The name read in place: a dirent is only as long as its name (d_reclen), so
+                    // copying the whole 256-byte d_name read past glibc's buffer (AddressSanitizer).
+                    let name = withUnsafePointer(to: &ent.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
                     if name == "." || name == ".." { continue }
                     removeTree(path + "/" + name)
                 }

@@ -44,7 +44,8 @@ public enum Units {
     private static func parseAnyDuration(_ text: String) -> Double? {
         let s = text.trimmingCharacters(in: .whitespaces).lowercased()
         guard !s.isEmpty else { return nil }
-        if let plain = Double(s) { return plain >= 0 && plain.isFinite ? plain : nil }
+        // `-0` is 0 (not -0.0, which formats as "-0.0s"; found by the Units fuzzer).
+        if let plain = Double(s) { return plain >= 0 && plain.isFinite ? abs(plain) : nil }
         var total = 0.0
         var rest = Substring(s)
         while !rest.isEmpty {

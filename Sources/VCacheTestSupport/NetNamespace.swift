@@ -1,0 +1,133 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// A network namespace of the test's own with loopback only (`unshare -n`), and an nginx origin
+/// inside it on 127.0.0.1:8080 serving `root`. Commands run inside with `run` (`nsenter -n`), so
+/// nft rules and tc qdiscs on its `lo` touch nothing else on the machine, and no packet leaves
+/// it. Root only: `skipReason` says why a test cannot have one (it then skips with that line).
+///
+/// The namespace lives as long as its holder (`unshare -n sleep`); `stop()` (or deinit) ends the
+/// holder and nginx, which ends the namespace with its rules.
+public final class NetNamespace: @unchecked Sendable {
+    // Immutable after init; stop() is idempotent (a killed process that was already reaped is
+    // simply not found again).
+    public let root: String
+    public let port = 8080
+    private let dir: TempDirectory
+    private let holder: Process
+    private var nginx: Process?
+
+    static let tools = ["unshare": "/usr/bin/unshare", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip", "nft": "/usr/sbin/nft",
+                        "tc": "/usr/sbin/tc", "curl": "/usr/bin/curl"]
+
+    /// Why no namespace can be had here, or nil.
+    public static var skipReason: String? {
+        if getuid() != 0 { return "a network namespace with nft and tc needs root" }
+        for (name, path) in tools.sorted(by: { $0.key < $1.key }) where !FileManager.default.isExecutableFile(atPath: path) {
+            return "\(name) is not installed (\(path))"
+        }
+        if Nginx.binary == nil { return "nginx is not installed" }
+        return nil
+    }
+
+    public struct Failed: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public init() throws {
+        dir = TempDirectory("vcache-netns")
+        root = dir.file("www")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir.file("tmp"), withIntermediateDirectories: true)
+        holder = Process()
+        holder.executableURL = URL(fileURLWithPath: Self.tools["unshare"]!)
+        holder.arguments = ["-n", "/bin/sleep", "3600"]
+        holder.standardOutput = FileHandle.nullDevice
+        holder.standardError = FileHandle.nullDevice
+        try holder.run()
+        // The namespace is the holder's once unshare has exec'd sleep (its exe is then sleep).
+        var ready = false
+        for _ in 0..<400 where holder.isRunning {
+            if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(holder.processIdentifier)/exe"), exe.hasSuffix("sleep") {
+                ready = true
+                break
+            }
+            usleep(5_000)
+        }
+        guard ready else { stop(); throw Failed(description: "unshare -n did not start (no CAP_SYS_ADMIN here?)") }
+        // Linux gives a new namespace's lo a 64 KiB MTU; 1500 makes tc and packet counts realistic.
+        try must("ip", ["link", "set", "lo", "mtu", "1500", "up"])
+        // Byte counts on connections (for `ct reply bytes` rules), per namespace.
+        _ = try? run("/usr/sbin/sysctl", ["-qw", "net.netfilter.nf_conntrack_acct=1"])
+        try startNginx()
+    }
+
+    deinit { stop() }
+
+    /// Runs `path` inside the namespace.
+    @discardableResult
+    public func run(_ path: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
+        try Tool.run(Self.tools["nsenter"]!, ["-t", String(holder.processIdentifier), "-n", path] + args)
+    }
+
+    /// Runs one of `tools` inside the namespace; throws when it fails.
+    public func must(_ tool: String, _ args: [String]) throws {
+        let r = try run(Self.tools[tool] ?? tool, args)
+        guard r.status == 0 else { throw Failed(description: "\(tool) \(args.joined(separator: " ")): \(r.err)") }
+    }
+
+    /// Loads nft rules (a whole table, in nft's file syntax).
+    public func nft(_ rules: String) throws {
+        let file = dir.file("rules-\(UInt32.random(in: 0...UInt32.max)).nft")
+        try rules.write(toFile: file, atomically: true, encoding: .utf8)
+        try must("nft", ["-f", file])
+    }
+
+    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    private func startNginx() throws {
+        let d = dir.path
+        let conf = """
+        daemon off;
+        master_process off;
+        worker_processes 1;
+        pid \(d)/nginx.pid;
+        error_log \(d)/error.log warn;
+        events { worker_connections 64; }
+        http {
+            access_log off;
+            client_body_temp_path \(d)/tmp; proxy_temp_path \(d)/tmp; fastcgi_temp_path \(d)/tmp; uwsgi_temp_path \(d)/tmp; scgi_temp_path \(d)/tmp;
+            types { video/mp4 mp4; }
+            default_type application/octet-stream;
+            sendfile on;
+            server { listen 127.0.0.1:\(port); root \(root); }
+        }
+        """
+        try conf.write(toFile: dir.file("nginx.conf"), atomically: true, encoding: .utf8)
+        try "ok".write(toFile: root + "/ready", atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.tools["nsenter"]!)
+        p.arguments = ["-t", String(holder.processIdentifier), "-n", Nginx.binary!, "-c", dir.file("nginx.conf"), "-p", d, "-e", dir.file("error.log")]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        nginx = p
+        // Listening once curl inside the namespace gets the ready file (bounded: 10 s).
+        for _ in 0..<200 where p.isRunning {
+            if try run(Self.tools["curl"]!, ["-sf", "-o", "/dev/null", "--max-time", "2", url("/ready")]).status == 0 { return }
+            usleep(50_000)
+        }
+        let log = (try? String(contentsOfFile: dir.file("error.log"), encoding: .utf8)) ?? ""
+        stop()
+        throw Failed(description: "nginx did not start in the namespace: \(log)")
+    }
+
+    public func stop() {
+        for p in [nginx, holder].compactMap({ $0 }) where p.isRunning {
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+        }
+    }
+}
