@@ -6,7 +6,7 @@ PREFIX      ?= /usr/local
 SWIFT       ?= swift
 CONFIG      ?= debug
 BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev pkg-config
-TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata
+TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2
 BENCH_DEPS  := time aria2
 
 .PHONY: all build test test-fast stress powercut demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address
