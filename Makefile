@@ -68,6 +68,15 @@ powercut: build deps-test
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" $(CYCLES)
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" 10 --control
 
+# Every crash point of a recorded prefetch (and of an evict, verify --fix, prefetch), replayed
+# (issue 25): an LD_PRELOAD recorder, and the cache rebuilt as each fsync boundary leaves it, with
+# unsynced writes dropped, kept in random subsets or torn; STATES per workload; then the control
+# (fsyncs ignored), which must fail. STRACE=1 first checks the recorder against strace -f.
+STATES ?= 200
+.PHONY: crash-replay
+crash-replay: build deps-test
+	@bash Tests/CrashReplay/crash-replay.sh "$$($(SWIFT) build --show-bin-path)/vcache" $(STATES) $(if $(STRACE),--strace)
+
 demo: deps-test
 	$(SWIFT) build
 	@bash Tests/Scripts/demo.sh "$$($(SWIFT) build --show-bin-path)/vcache"
