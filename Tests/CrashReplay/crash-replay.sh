@@ -15,7 +15,7 @@
 # STATES (default 200) bounds the states per workload: every fsync boundary first, the rest random
 # subset and torn variants. Then the negative control replays workload 1 with every fsync ignored:
 # it must find failures, or the harness could not see a missing fsync.
-# --strace: first records workload 1 under `strace -f` too and compares, call by call kind, what
+# --strace: first records the workloads' commands under `strace -f` too and compares, call by call kind, what
 # the recorder saw with the syscalls made on files in the cache (strace-check.py).
 # CRASH_REPLAY_MODEL=posix replays the workloads under POSIX alone (a folder's entries durable only
 # once the folder is fsynced; vcache relies on the journal instead: Docs/reliability.md).
@@ -61,13 +61,21 @@ record() {
     LD_PRELOAD="$work/recorder.so" "$bin" "$@" >>"$work/$name/said.json" 2>>"$work/$name/stderr"
 }
 
+# traced N CMD...: runs vcache on $work/strace/cache under both the recorder and strace -f.
+traced() {
+  local n=$1; shift
+  VCACHE_DIR="$work/strace/cache" VCACHE_RECORD_DIR="$work/strace/cache" VCACHE_RECORD_LOG="$work/strace/log" \
+    LD_PRELOAD="$work/recorder.so" strace -f -qq -y -o "$work/strace/trace.$n" \
+    -e trace=%file,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,sync_file_range,ftruncate,fallocate,close \
+    "$bin" "$@" >/dev/null 2>>"$work/strace/stderr"
+}
 if [ "$mode" = --strace ]; then
   mkdir -p "$work/strace"
-  VCACHE_DIR="$work/strace/cache" VCACHE_RECORD_DIR="$work/strace/cache" VCACHE_RECORD_LOG="$work/strace/log" \
-    LD_PRELOAD="$work/recorder.so" strace -f -qq -y -o "$work/strace/trace" \
-    -e trace=%file,write,pwrite64,writev,pwritev,pwritev2,fsync,fdatasync,sync_file_range,ftruncate,fallocate,close \
-    "$bin" prefetch -q -i "$list" -j 4 || { echo "the traced prefetch failed"; exit 1; }
-  python3 "$here/strace-check.py" "$work/strace/trace" "$work/strace/log" "$work/strace/cache" || exit 1
+  # Every kind of run the workloads make: a prefetch, an evict, verify --fix, a resume.
+  traced 1 prefetch --bytes 1M -i "$list" -j 4 && traced 2 prefetch -i "$list" -j 4 \
+    && traced 3 evict "http://127.0.0.1:$ORIGIN_PORT/v3.bin" && traced 4 verify --fix \
+    && traced 5 prefetch -i "$list" -j 4 || { echo "a traced run failed: $(tail -2 "$work/strace/stderr")"; exit 1; }
+  python3 "$here/strace-check.py" "$work/strace/log" "$work/strace/cache" "$work"/strace/trace.[1-5] || exit 1
 fi
 
 # Workload 1: the heads, then the rest.

@@ -2,16 +2,19 @@
 """Issue 25: every crash point of a recorded vcache run, replayed (ALICE / CrashMonkey style).
 
     replay.py --log LOG --root RECORDED_DIR --snapshot INITIAL_DIR --vcache BIN --origin ORIGIN_ROOT
-              --list URLS --work DIR [--states N] [--seed S] [--control] [--keep-failed K]
+              --list URLS --work DIR [--states N] [--seed S] [--control] [--model ext4|posix]
+              [--keep-failed K] [-v]
 
 LOG (and LOG.bin, the bytes) come from recorder.c run on vcache with VCACHE_RECORD_DIR=RECORDED_DIR;
 INITIAL_DIR is a copy of RECORDED_DIR taken before the run (missing: the run started from nothing).
-From the log, crash states are built: one at each fsync/fdatasync boundary (right after a sync
-returned) with every write that was not made durable by then dropped, and, within the budget of N
-states, variants where those writes are kept in random subsets and one is torn at 512-byte sectors.
+From the log, crash states are built: one at each fsync/fdatasync boundary (a sync returned; the
+state holds until the next one returns, so it is taken with every call made by then) and one before
+the first, with every write not made durable dropped; within the budget of N states, variants
+where those writes are kept in random subsets and one is torn at 512-byte sectors, the namespace
+changes still pending kept as a random prefix, and a stale catalog.db-shm of random bytes.
 Each state is written out as a directory and checked with vcache (below). Prints one summary line:
 
-    crash replay: S states (B boundaries, V variants), F failed
+    LABEL: S states (B boundaries, V variants), F failed; D damaged catalogs repaired (seed N)
 
 The durability model (Docs/reliability.md, "Every crash point, replayed"):
 - A file's data: a write is durable once an fsync or fdatasync of the same file that BEGAN after
@@ -203,6 +206,19 @@ def concerns(op, ino, names_at):
     return False
 
 
+def windows(points, count, nothing):
+    """The crash points: each boundary's durability holds until the next sync returns, so its
+    state is taken at the last moment before that (every call made by then, the unsynced ones
+    pending: the most a crash there can lose or keep, and the most vcache can have said); one more
+    before the first sync returns (nothing durable yet). (index of the last op in the window,
+    durable namespace changes, {ino: sync begin seq})"""
+    ends = [i for i, _, _ in points]
+    out = [((ends[0] if ends else count) - 1, nothing, {})]
+    for k, (i, dm, synced) in enumerate(points):
+        out.append(((ends[k + 1] - 1) if k + 1 < len(ends) else count - 1, dm, synced))
+    return [p for p in out if p[0] >= 0]
+
+
 def parents(op):
     """The folders whose fsync makes namespace change `op` durable under the POSIX model."""
     a = op.a
@@ -263,8 +279,7 @@ def crash_points(ops, control, model="ext4"):
                     bound = 0
                 durable_meta = max(durable_meta, bound)
             points.append((i, durable_meta, dict(synced)))
-    points.append((len(ops) - 1, durable_meta, dict(synced)))  # the end of the run (a cut after exit)
-    return points
+    return windows(points, len(ops), 0)
 
 
 def posix_points(ops):
@@ -296,8 +311,7 @@ def posix_points(ops):
                     if m.seq < begin and m.a[0] in ("trunc", "falloc") and m.a[1] == target:
                         durable.add(m.seq)
             points.append((i, frozenset(durable), dict(synced)))
-    points.append((len(ops) - 1, frozenset(durable), dict(synced)))
-    return points
+    return windows(points, len(ops), frozenset())
 
 
 def build_state(ops, initial, initial_names, blob, root, upto, durable_meta, synced, variant, rng, out_dir):
@@ -422,10 +436,15 @@ def build_state(ops, initial, initial_names, blob, root, upto, durable_meta, syn
                     os.pwrite(fd, chunk, s)
             os.ftruncate(fd, len(c))
             os.close(fd)
-    return "%s: %d pending writes, %d kept%s; %d pending namespace changes, %d kept" % (
+    # A crash leaves the WAL index as the mmap left it: in half the variants, a stale one of random
+    # bytes (SQLite must rebuild it from the WAL, not trust it).
+    stale_shm = variant != "base" and os.path.exists(os.path.join(out_dir, "catalog.db")) and rng.random() < 0.5
+    if stale_shm:
+        with open(os.path.join(out_dir, "catalog.db-shm"), "wb") as f:
+            f.write(rng.randbytes(32768))
+    return "%s: %d pending writes, %d kept%s; %d pending namespace changes, %d kept%s" % (
         variant, len(pending_writes), len(kept_writes), ", 1 torn" if torn else "",
-        len(pending_meta), len(kept_meta))
-
+        len(pending_meta), len(kept_meta), "; a stale -shm" if stale_shm else "")
 
 
 def said_before(ops, blob, upto):
@@ -505,11 +524,13 @@ class Checker:
 
     def check(self, state, said_complete, said_evicted):
         """None when the state holds every promise; else what broke."""
+        self.note = None
         rc, found = self.entries(state)
         fixed = False
         if rc == 5:
             self.damaged += 1
             why = found
+            self.note = "damaged catalog (%s), repaired by verify --fix" % why
             rc2, out, err = self.run(state, "verify", "--fix")
             if rc2 not in (0, 1):
                 return "ls exit 5 (%s), then verify --fix exit %d: %s" % (why, rc2, err.strip()[-200:])
@@ -603,7 +624,7 @@ def main():
         complete, evicted = said_before(ops, blob, upto)
         problem = checker.check(state, complete, evicted)
         if args.verbose:
-            print("state %d (op %d of %d, seq %d) %s: %s" % (n, upto, len(ops), ops[upto].seq, desc, problem or "ok"))
+            print("state %d (ops to %d of %d, seq %d) %s: %s" % (n, upto, len(ops), ops[upto].seq, desc, problem or checker.note or "ok"))
         if problem:
             failures += 1
             if failures <= 5 and not args.verbose:
