@@ -70,8 +70,9 @@ powercut: build deps-test
 
 # Every crash point of a recorded prefetch (and of an evict, verify --fix, prefetch), replayed
 # (issue 25): an LD_PRELOAD recorder, and the cache rebuilt as each fsync boundary leaves it, with
-# unsynced writes dropped, kept in random subsets or torn; STATES per workload; then the control
-# (fsyncs ignored), which must fail. STRACE=1 first checks the recorder against strace -f.
+# unsynced writes dropped, kept in random subsets or torn; STATES per workload; then the controls
+# (vcache's fsync of data ignored; every fsync ignored), which must fail. STRACE=1 first checks the
+# recorder against strace -f.
 STATES ?= 200
 .PHONY: crash-replay
 crash-replay: build deps-test

@@ -2,7 +2,8 @@
 """Issue 25: every crash point of a recorded vcache run, replayed (ALICE / CrashMonkey style).
 
     replay.py --log LOG --root RECORDED_DIR --snapshot INITIAL_DIR --vcache BIN --origin ORIGIN_ROOT
-              --list URLS --work DIR [--states N] [--seed S] [--control] [--model ext4|posix]
+              --list URLS --work DIR [--states N] [--seed S] [--control [data|all]]
+              [--model ext4|posix]
               [--keep-failed K] [-v]
 
 LOG (and LOG.bin, the bytes) come from recorder.c run on vcache with VCACHE_RECORD_DIR=RECORDED_DIR;
@@ -14,7 +15,7 @@ where those writes are kept in random subsets and one is torn at 512-byte sector
 changes still pending kept as a random prefix, and a stale catalog.db-shm of random bytes.
 Each state is written out as a directory and checked with vcache (below). Prints one summary line:
 
-    LABEL: S states (B boundaries, V variants), F failed; D damaged catalogs repaired (seed N)
+    LABEL: S states (B crash points, V variants), F failed; D damaged catalogs repaired (seed N)
 
 The durability model (Docs/reliability.md, "Every crash point, replayed"):
 - A file's data: a write is durable once an fsync or fdatasync of the same file that BEGAN after
@@ -30,12 +31,14 @@ The durability model (Docs/reliability.md, "Every crash point, replayed"):
   fsync commits changes made after the file's own.
 - catalog.db-shm (SQLite's WAL index, changed through mmap, which no recorder sees) is never
   durable: no state has it, and SQLite rebuilds it from the WAL.
---control ignores every fsync (nothing is durable but what the run started with, every write is
-pending): the harness must then find failures, or it could not see a missing fsync.
+--control ignores vcache's own fsyncs of `data` (SQLite's still count): what a vcache that forgot
+that fsync would leave. --control all ignores every fsync (nothing is durable but what the run
+started with: at each crash point the namespace as the run left it and no write, then random
+subsets). Either must find failures, or the harness could not see a missing fsync.
 
 Checks on each state (VCACHE_DIR=state):
 1. `vcache ls --json --ranges` exits 0, or 5 naming a damaged catalog, which `verify --fix` must
-   then repair (after it, ls exits 0);
+   then repair (after it, ls exits 0, and checks 2 to 5 hold as for any state);
 2. every byte range the catalog claims equals the origin's bytes;
 3. every video the run reported `done` and complete (a --json event on stdout) before the crash
    point is complete; every entry reported `evicted` before it holds no claim;
@@ -44,6 +47,7 @@ Checks on each state (VCACHE_DIR=state):
    video complete with the origin's SHA-256.
 """
 import argparse
+import collections
 import hashlib
 import json
 import mmap
@@ -191,7 +195,9 @@ def load(log_path, root, snapshot):
                 if args[1] != "-" and args[2] != "-":
                     raise SystemExit("replay.py: hard links inside the folder are not modelled")
             # sync_file_range only starts writeback: it makes nothing durable.
-    return ops, initial, initial_names
+    data_inos = {v for k, v in initial_names.items() if isinstance(v, int) and k.endswith("/data")}
+    data_inos |= {o.a[2] for o in ops if o.kind == "meta" and o.a[0] == "create" and o.a[1].endswith("/data")}
+    return ops, initial, initial_names, data_inos
 
 
 def concerns(op, ino, names_at):
@@ -229,7 +235,7 @@ def parents(op):
     return set()
 
 
-def crash_points(ops, control, model="ext4"):
+def crash_points(ops, control, model="ext4", data_inos=frozenset()):
     """Each crash point: (index into ops, the durable namespace changes, {ino: sync begin seq}).
     The durable changes are a prefix (the seq of its last) under the ext4 model, a set of seqs
     under the POSIX one."""
@@ -265,7 +271,8 @@ def crash_points(ops, control, model="ext4"):
             target, begin, ok = o.a
             if not ok:
                 continue
-            if not control:
+            ignored = control == "all" or (control == "data" and target in data_inos)
+            if not ignored:
                 if target == "all" or (isinstance(target, tuple) and target[0] == "dir"):
                     bound = max([s for s in metas_seen if s < begin], default=0)
                     if target == "all":
@@ -314,7 +321,8 @@ def posix_points(ops):
     return windows(points, len(ops), frozenset())
 
 
-def build_state(ops, initial, initial_names, blob, root, upto, durable_meta, synced, variant, rng, out_dir):
+def build_state(ops, initial, initial_names, blob, root, upto, durable_meta, synced, variant, rng, out_dir,
+                control=False):
     """Writes the state after ops[0..upto] as `variant` leaves it ('base', 'subset', 'torn') to out_dir.
     Returns a one-line description of what was kept."""
     window = ops[:upto + 1]
@@ -333,6 +341,10 @@ def build_state(ops, initial, initial_names, blob, root, upto, durable_meta, syn
     kept_meta = set()
     kept_writes = set()
     torn = None
+    if control == "all" and variant == "base":
+        # The control's plain state: the journal committed every namespace change (as ext4 does
+        # every 5 s), no data was written back (the fsyncs did nothing).
+        kept_meta = {o.seq for o in pending_meta}
     if variant in ("subset", "torn"):
         if prefix:  # the journal: a prefix of the changes still pending
             kept_meta = {o.seq for o in pending_meta[:rng.randint(0, len(pending_meta))]}
@@ -541,13 +553,15 @@ class Checker:
         problem = self.claims(state, found)
         if problem:
             return problem
-        if not fixed:
-            for url in sorted(said_complete):
-                if found.get(url, {}).get("state") != "complete":
-                    return "reported complete before the crash point, not complete after it: " + url
-            for url in sorted(said_evicted):
-                if found.get(url, {}).get("ranges"):
-                    return "reported evicted before the crash point, still claimed after it: " + url
+        # (A damaged catalog may be set aside by verify --fix, but not lose what vcache had said:
+        # every commit it spoke of was durable.)
+        after = " (after verify --fix set a damaged catalog aside)" if fixed else ""
+        for url in sorted(said_complete):
+            if found.get(url, {}).get("state") != "complete":
+                return "reported complete before the crash point, not complete after it%s: %s" % (after, url)
+        for url in sorted(said_evicted):
+            if found.get(url, {}).get("ranges"):
+                return "reported evicted before the crash point, still claimed after it%s: %s" % (after, url)
         # (No catalog reached the disk: there is no cache to verify; the resume makes one.)
         if os.path.exists(os.path.join(state, "catalog.db")):
             rc, out, err = self.run(state, "verify")
@@ -569,6 +583,16 @@ class Checker:
         return None
 
 
+def kind_of(problem):
+    """A failure's kind, for the summary."""
+    for words, kind in (("after the resume", "resume"), ("the resume", "resume"), ("claimed bytes", "false claim"),
+                        ("but has no data", "claim without data"), ("reported complete", "lost completion"),
+                        ("reported evicted", "evicted came back"), ("verify", "verify"), ("ls ", "catalog")):
+        if words in problem:
+            return kind
+    return "other"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--log", required=True)
@@ -580,7 +604,8 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--states", type=int, default=200)
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--control", action="store_true")
+    ap.add_argument("--control", nargs="?", const="data", choices=("data", "all"), default=None,
+                    help="data: vcache's fsyncs of data do nothing; all: no fsync does anything")
     ap.add_argument("--model", choices=("ext4", "posix"), default="ext4",
                     help="posix: a folder's entries are durable only once the folder was fsynced")
     ap.add_argument("--keep-failed", type=int, default=3)
@@ -591,35 +616,36 @@ def main():
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     root = args.root.rstrip("/")
-    ops, initial, initial_names = load(args.log, root, args.snapshot)
+    ops, initial, initial_names, data_inos = load(args.log, root, args.snapshot)
     with open(args.log + ".bin", "rb") as f:
         blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
-    points = crash_points(ops, args.control, args.model)
+    points = crash_points(ops, args.control, args.model, data_inos)
     boundaries = len(points)
 
-    # Every boundary as it stands (pending writes dropped); over the budget, an even spread.
+    # Every boundary as it stands (pending writes dropped).
     plan = []
     if len(points) <= args.states:
         plan = [(p, "base") for p in points]
     else:
-        step = len(points) / args.states
-        plan = [(points[int(k * step)], "base") for k in range(args.states - 1)] + [(points[-1], "base")]
+        # Over the budget: two thirds of it on an even spread of the boundaries (the last one
+        # included), a third left for the variants.
+        bases = max(1, args.states * 2 // 3)
+        step = len(points) / bases
+        plan = [(points[int(k * step)], "base") for k in range(bases - 1)] + [(points[-1], "base")]
     # Then random subsets and torn writes, at boundaries where something is pending.
     extra = max(0, args.states - len(plan))
     for k in range(extra):
         plan.append((rng.choice(points), "subset" if k % 2 == 0 else "torn"))
-    if args.control:
-        # Nothing is durable: the states that can show it are those where vcache had said something.
-        plan = [(p, v if v != "base" else "subset") for p, v in plan]
 
     checker = Checker(args.vcache, args.origin, args.list)
     os.makedirs(args.work, exist_ok=True)
     failures = 0
+    kinds = collections.Counter()
     kept = 0
     variants = 0
     for n, ((upto, durable_meta, synced), variant) in enumerate(plan):
         state = os.path.join(args.work, "state")
-        desc = build_state(ops, initial, initial_names, blob, root, upto, durable_meta, synced, variant, rng, state)
+        desc = build_state(ops, initial, initial_names, blob, root, upto, durable_meta, synced, variant, rng, state, args.control)
         variants += variant != "base"
         complete, evicted = said_before(ops, blob, upto)
         problem = checker.check(state, complete, evicted)
@@ -627,14 +653,16 @@ def main():
             print("state %d (ops to %d of %d, seq %d) %s: %s" % (n, upto, len(ops), ops[upto].seq, desc, problem or checker.note or "ok"))
         if problem:
             failures += 1
+            kinds[kind_of(problem)] += 1
             if failures <= 5 and not args.verbose:
                 print("state %d (seq %d, %s): %s" % (n, ops[upto].seq, desc, problem))
             if kept < args.keep_failed:
                 shutil.copytree(state, os.path.join(args.work, "failed-%d" % n), dirs_exist_ok=True)
                 kept += 1
         shutil.rmtree(state, ignore_errors=True)
-    print("%s: %d states (%d boundaries, %d variants), %d failed; %d damaged catalogs repaired (seed %d)" % (
-        args.label, len(plan), boundaries, variants, failures, checker.damaged, seed))
+    detail = " (%s)" % ", ".join("%s: %d" % kv for kv in sorted(kinds.items())) if kinds else ""
+    print("%s: %d states (%d crash points, %d variants), %d failed%s; %d damaged catalogs repaired (seed %d)" % (
+        args.label, len(plan), boundaries, variants, failures, detail, checker.damaged, seed))
     sys.exit(1 if failures else 0)
 
 
