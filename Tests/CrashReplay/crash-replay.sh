@@ -11,7 +11,9 @@
 # Two recorded workloads, from a local nginx serving random-byte videos:
 #   1. prefetch --bytes 1M -i list -j 4 (the heads), then prefetch -i list -j 4 (the rest: a resume);
 #   2. on the finished cache, with an orphan entry folder added: evict one video (which sweeps
-#      the orphan too), verify --fix, prefetch -i list -j 4 (fetches it again).
+#      the orphan too), verify --fix, prefetch -i list -j 4 (fetches it again);
+#   3. the heads cached, then two videos changed at the origin (new bytes, a new ETag): prefetch
+#      -i list -j 4 drops their bytes and fetches them again (claims must be all of one version).
 # STATES (default 200) bounds the states per workload: every fsync boundary first, the rest random
 # subset and torn variants. Then the negative controls replay workload 1 with vcache's fsyncs of
 # `data` ignored (SQLite's still count), and with every fsync ignored: each must find failures, or
@@ -104,6 +106,24 @@ replay() {
 }
 replay w1 "workload 1 (prefetch heads, then the rest)" || failed=1
 replay w2 "workload 2 (evict, verify --fix, prefetch)" "$work/w2/snapshot" || failed=1
+
+# Workload 3: the heads cached, then two videos change at the origin (new bytes, a new ETag): the
+# prefetch drops their cached bytes (rows first, then a new empty data) and fetches them again.
+mkdir -p "$work/w3"
+VCACHE_DIR="$work/w3/cache" "$bin" prefetch -q --bytes 1M -i "$list" -j 4 || { echo "workload 3: the heads failed"; exit 1; }
+cp -a "$work/w3/cache" "$work/w3/snapshot"
+mkdir -p "$work/origin-old"
+for i in 2 4; do
+  cp -p "$root/v$i.bin" "$work/origin-old/v$i.bin"
+  head -c "$(stat -c %s "$root/v$i.bin")" /dev/urandom > "$root/v$i.bin.new"
+  touch -d "@$(( $(stat -c %Y "$root/v$i.bin") + 100 ))" "$root/v$i.bin.new"  # another ETag
+  mv "$root/v$i.bin.new" "$root/v$i.bin"
+done
+record w3 prefetch --json -i "$list" -j 4 || { echo "workload 3: the prefetch failed"; exit 1; }
+python3 "$here/replay.py" --log "$work/w3/log" --root "$work/w3/cache" --snapshot "$work/w3/snapshot" --vcache "$bin" \
+  --origin "$root" --old-origin "$work/origin-old" --list "$list" --work "$work/w3/replay" --states "$states" \
+  --label "workload 3 (two videos changed at the origin, prefetch)" --model "${CRASH_REPLAY_MODEL:-ext4}" \
+  ${CRASH_REPLAY_SEED:+--seed $CRASH_REPLAY_SEED} || failed=1
 control_states=$(( states < 60 ? states : 60 ))
 for control in data all; do
   case $control in data) label="control (vcache's fsync of data ignored)";; all) label="control (every fsync ignored)";; esac

@@ -2,7 +2,7 @@
 """Issue 25: every crash point of a recorded vcache run, replayed (ALICE / CrashMonkey style).
 
     replay.py --log LOG --root RECORDED_DIR --snapshot INITIAL_DIR --vcache BIN --origin ORIGIN_ROOT
-              --list URLS --work DIR [--states N] [--seed S] [--control [data|all]]
+              [--old-origin DIR] --list URLS --work DIR [--states N] [--seed S] [--control [data|all]]
               [--model ext4|posix]
               [--keep-failed K] [-v]
 
@@ -39,7 +39,8 @@ subsets). Either must find failures, or the harness could not see a missing fsyn
 Checks on each state (VCACHE_DIR=state):
 1. `vcache ls --json --ranges` exits 0, or 5 naming a damaged catalog, which `verify --fix` must
    then repair (after it, ls exits 0, and checks 2 to 5 hold as for any state);
-2. every byte range the catalog claims equals the origin's bytes;
+2. every byte range the catalog claims equals the origin's bytes (with --old-origin: all of an
+   entry's ranges equal one version's bytes, the current or the former, never a mix);
 3. every video the run reported `done` and complete (a --json event on stdout) before the crash
    point is complete; every entry reported `evicted` before it holds no claim;
 4. `vcache verify` exits 0;
@@ -486,7 +487,7 @@ def said_before(ops, blob, upto):
 
 
 class Checker:
-    def __init__(self, vcache, origin, urls_file):
+    def __init__(self, vcache, origin, urls_file, old_origin=None):
         self.vcache, self.origin, self.urls_file = vcache, origin, urls_file
         self.urls = [u.strip() for u in open(urls_file) if u.strip()]
         self.bytes = {}
@@ -496,6 +497,13 @@ class Checker:
             with open(os.path.join(origin, u.rsplit("/", 1)[1]), "rb") as f:
                 self.bytes[u] = f.read()
             self.sha[u] = hashlib.sha256(self.bytes[u]).hexdigest()
+        # The versions the origin served before (a workload that changes videos at the origin).
+        self.old = {}
+        for u in self.urls if old_origin else []:
+            old = os.path.join(old_origin, u.rsplit("/", 1)[1])
+            if os.path.exists(old):
+                with open(old, "rb") as f:
+                    self.old[u] = [f.read()]
 
     def run(self, state, *args):
         env = dict(os.environ, VCACHE_DIR=state)
@@ -516,10 +524,11 @@ class Checker:
                 found[e["url"]] = e
         return 0, found
 
-    def claims(self, state, found):
+    def claims(self, state, found, current_only=False):
+        """None when every entry's claimed ranges are all the bytes of one version of its video
+        (the origin's now, or, with --old-origin, the one it had before: never a mix)."""
         for url, e in found.items():
-            origin = self.bytes.get(url)
-            if origin is None:
+            if url not in self.bytes:
                 return "an entry for a URL never fetched: %s" % url
             path = os.path.join(state, "entries", e["key"][:2], e["key"], "data")
             try:
@@ -529,9 +538,15 @@ class Checker:
                 if e["ranges"]:
                     return "%s: claims %s but has no data (%s)" % (url, e["ranges"], x.strerror)
                 continue
-            for a, b in e["ranges"]:
-                if have[a:b + 1] != origin[a:b + 1]:
-                    return "%s: claimed bytes %d-%d differ from the origin's" % (url, a, b)
+            versions = [self.bytes[url]] + ([] if current_only else self.old.get(url, []))
+            wrong = None
+            for origin in versions:
+                wrong = next(((a, b) for a, b in e["ranges"] if have[a:b + 1] != origin[a:b + 1]), None)
+                if wrong is None:
+                    break
+            if wrong is not None:
+                return "%s: claimed bytes %d-%d differ from the origin's%s" % (
+                    url, wrong[0], wrong[1], "" if len(versions) == 1 else " (of every version)")
         return None
 
     def check(self, state, said_complete, said_evicted):
@@ -573,7 +588,7 @@ class Checker:
         rc, found = self.entries(state)
         if rc != 0:
             return "ls after the resume exit %d: %s" % (rc, found)
-        problem = self.claims(state, found)
+        problem = self.claims(state, found, current_only=True)
         if problem:
             return "after the resume: " + problem
         for url in self.urls:
@@ -600,6 +615,7 @@ def main():
     ap.add_argument("--snapshot", default="", help="a copy of it before the run")
     ap.add_argument("--vcache", required=True)
     ap.add_argument("--origin", required=True, help="the origin's files")
+    ap.add_argument("--old-origin", default=None, help="the videos as the origin served them before they changed")
     ap.add_argument("--list", required=True, help="the URLs (a resume fetches them)")
     ap.add_argument("--work", required=True)
     ap.add_argument("--states", type=int, default=200)
@@ -637,7 +653,7 @@ def main():
     for k in range(extra):
         plan.append((rng.choice(points), "subset" if k % 2 == 0 else "torn"))
 
-    checker = Checker(args.vcache, args.origin, args.list)
+    checker = Checker(args.vcache, args.origin, args.list, args.old_origin)
     os.makedirs(args.work, exist_ok=True)
     failures = 0
     kinds = collections.Counter()
