@@ -624,7 +624,8 @@ def main():
                     help="data: vcache's fsyncs of data do nothing; all: no fsync does anything")
     ap.add_argument("--model", choices=("ext4", "posix"), default="ext4",
                     help="posix: a folder's entries are durable only once the folder was fsynced")
-    ap.add_argument("--keep-failed", type=int, default=3)
+    ap.add_argument("--keep-failed", type=int, default=3,
+                    help="keep this many failed (or damaged) states, as built, in WORK/failed-N")
     ap.add_argument("--label", default="crash replay")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
@@ -661,6 +662,7 @@ def main():
     variants = 0
     for n, ((upto, durable_meta, synced), variant) in enumerate(plan):
         state = os.path.join(args.work, "state")
+        saved = rng.getstate()
         desc = build_state(ops, initial, initial_names, blob, root, upto, durable_meta, synced, variant, rng, state, args.control)
         variants += variant != "base"
         complete, evicted = said_before(ops, blob, upto)
@@ -672,9 +674,15 @@ def main():
             kinds[kind_of(problem)] += 1
             if failures <= 5 and not args.verbose:
                 print("state %d (seq %d, %s): %s" % (n, ops[upto].seq, desc, problem))
-            if kept < args.keep_failed:
-                shutil.copytree(state, os.path.join(args.work, "failed-%d" % n), dirs_exist_ok=True)
-                kept += 1
+        elif checker.note and not args.control and not args.verbose and checker.damaged <= 5:
+            print("state %d (seq %d, %s): %s" % (n, ops[upto].seq, desc, checker.note))
+        if (problem or checker.note) and kept < args.keep_failed:
+            # The state as it was before vcache ran on it: built again from the same draws.
+            again = random.Random()
+            again.setstate(saved)
+            build_state(ops, initial, initial_names, blob, root, upto, durable_meta, synced, variant, again,
+                        os.path.join(args.work, "%s-%d" % ("failed" if problem else "damaged", n)), args.control)
+            kept += 1
         shutil.rmtree(state, ignore_errors=True)
     detail = " (%s)" % ", ".join("%s: %d" % kv for kv in sorted(kinds.items())) if kinds else ""
     print("%s: %d states (%d crash points, %d variants), %d failed%s; %d damaged catalogs repaired (seed %d)" % (
