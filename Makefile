@@ -68,8 +68,9 @@ powercut: build deps-test
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" $(CYCLES)
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" 10 --control
 
-# Every crash point of a recorded prefetch (and of an evict, verify --fix, prefetch), replayed
-# (issue 25): an LD_PRELOAD recorder, and the cache rebuilt as each fsync boundary leaves it, with
+# Every crash point of three recorded workloads (a prefetch and its resume; evict, verify --fix and
+# a prefetch; a prefetch that drops videos changed at the origin), replayed (issue 25): an
+# LD_PRELOAD recorder, and the cache rebuilt as each fsync boundary leaves it, with
 # unsynced writes dropped, kept in random subsets or torn; STATES per workload; then the controls
 # (vcache's fsync of data ignored; every fsync ignored), which must fail. STRACE=1 first checks the
 # recorder against strace -f.
