@@ -3,8 +3,7 @@
 
     replay.py --log LOG --root RECORDED_DIR --snapshot INITIAL_DIR --vcache BIN --origin ORIGIN_ROOT
               [--old-origin DIR] --list URLS --work DIR [--states N] [--seed S] [--control [data|all]]
-              [--model ext4|posix]
-              [--keep-failed K] [-v]
+              [--model ext4|posix] [--keep-failed K] [-v]
 
 LOG (and LOG.bin, the bytes) come from recorder.c run on vcache with VCACHE_RECORD_DIR=RECORDED_DIR;
 INITIAL_DIR is a copy of RECORDED_DIR taken before the run (missing: the run started from nothing).
@@ -15,7 +14,10 @@ where those writes are kept in random subsets and one is torn at 512-byte sector
 changes still pending kept as a random prefix, and a stale catalog.db-shm of random bytes.
 Each state is written out as a directory and checked with vcache (below). Prints one summary line:
 
-    LABEL: S states (B crash points, V variants), F failed; D damaged catalogs repaired (seed N)
+    LABEL: S states (B crash points, V variants), F failed (by kind); D damaged catalogs repaired (seed N)
+
+--model posix (a check of what vcache assumes, expected to fail): a folder's entries are durable only
+once that folder was fsynced, in no order; a file's size once the file was.
 
 The durability model (Docs/reliability.md, "Every crash point, replayed"):
 - A file's data: a write is durable once an fsync or fdatasync of the same file that BEGAN after
@@ -30,7 +32,8 @@ The durability model (Docs/reliability.md, "Every crash point, replayed"):
   assumed: not data=ordered (another file's data is not written with a commit), not that an
   fsync commits changes made after the file's own.
 - catalog.db-shm (SQLite's WAL index, changed through mmap, which no recorder sees) is never
-  durable: no state has it, and SQLite rebuilds it from the WAL.
+  durable: no state has it (or, in half the variants, a stale one of random bytes), and SQLite
+  rebuilds it from the WAL.
 --control ignores vcache's own fsyncs of `data` (SQLite's still count): what a vcache that forgot
 that fsync would leave. --control all ignores every fsync (nothing is durable but what the run
 started with: at each crash point the namespace as the run left it and no write, then random
@@ -42,7 +45,8 @@ Checks on each state (VCACHE_DIR=state):
 2. every byte range the catalog claims equals the origin's bytes (with --old-origin: all of an
    entry's ranges equal one version's bytes, the current or the former, never a mix);
 3. every video the run reported `done` and complete (a --json event on stdout) before the crash
-   point is complete; every entry reported `evicted` before it holds no claim;
+   point is complete; every entry reported `evicted` before it (and not fetched again since)
+   holds no claim;
 4. `vcache verify` exits 0;
 5. a resume (`vcache prefetch -i URLS`) exits 0, claims only the origin's bytes, and leaves every
    video complete with the origin's SHA-256.
