@@ -68,8 +68,8 @@ powercut: build deps-test
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" $(CYCLES)
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" 10 --control
 
-# Every crash point of three recorded workloads (a prefetch and its resume; evict, verify --fix and
-# a prefetch; a prefetch that drops videos changed at the origin), replayed (issue 25): an
+# Every crash point of four recorded workloads (a prefetch and its resume; evict, verify --fix and
+# a prefetch; a prefetch that drops videos changed at the origin; serve), replayed (issue 25): an
 # LD_PRELOAD recorder, and the cache rebuilt as each fsync boundary leaves it, with
 # unsynced writes dropped, kept in random subsets or torn; STATES per workload; then the controls
 # (vcache's fsync of data ignored; every fsync ignored), which must fail. STRACE=1 first checks the

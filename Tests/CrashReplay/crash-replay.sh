@@ -13,7 +13,9 @@
 #   2. on the finished cache, with an orphan entry folder added: evict one video (which sweeps
 #      the orphan too), verify --fix, prefetch -i list -j 4 (fetches it again);
 #   3. the heads cached, then two videos changed at the origin (new bytes, a new ETag): prefetch
-#      -i list -j 4 drops their bytes and fetches them again (claims must be all of one version).
+#      -i list -j 4 drops their bytes and fetches them again (claims must be all of one version);
+#   4. serve, a player (curl) reading a range of one video and then every video through it, stopped
+#      with SIGTERM.
 # STATES (default 200) bounds the states per workload: every fsync boundary first, the rest random
 # subset and torn variants. Then the negative controls replay workload 1 with vcache's fsyncs of
 # `data` ignored (SQLite's still count), and with every fsync ignored: each must find failures, or
@@ -23,7 +25,7 @@
 # CRASH_REPLAY_MODEL=posix replays the workloads under POSIX alone (a folder's entries durable only
 # once the folder is fsynced; vcache relies on the journal instead: Docs/reliability.md).
 # CRASH_REPLAY_SEED=N repeats the variants; CRASH_REPLAY_KEEP=1 keeps the work folder.
-# Needs cc, python3 and nginx (not root; strace only for --strace); says "skipped: ..." and exits 0 when one is missing.
+# Needs cc, python3, curl and nginx (not root; strace only for --strace); says "skipped: ..." and exits 0 when one is missing.
 # Exit 0: no state failed and both controls failed; 1 otherwise.
 set -uo pipefail
 bin=${1:?usage: crash-replay.sh VCACHE [STATES] [--strace]}
@@ -32,7 +34,7 @@ mode=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
 skip() { echo "skipped: $1"; exit 0; }
-for t in cc python3; do command -v $t >/dev/null || skip "$t is missing"; done
+for t in cc python3 curl; do command -v $t >/dev/null || skip "$t is missing"; done
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx is missing"
 if [ "$mode" = --strace ] && ! command -v strace >/dev/null; then echo "strace check skipped: strace is missing"; mode=; fi
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
@@ -40,6 +42,7 @@ bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-crash-replay-XXXXXX")
 work=$(cd "$work" && pwd -P)  # the recorder compares real paths
 cleanup() {
+  [ -n "${serve_pid:-}" ] && kill -9 "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
   # SIGKILL: a parent that blocks SIGTERM (a test runner) passes the mask on to nginx.
   [ -n "${ORIGIN_PID:-}" ] && kill -9 "$ORIGIN_PID" 2>/dev/null && wait "$ORIGIN_PID" 2>/dev/null
   [ -z "${CRASH_REPLAY_KEEP:-}" ] && rm -rf "$work"
@@ -106,6 +109,27 @@ replay() {
 }
 replay w1 "workload 1 (prefetch heads, then the rest)" || failed=1
 replay w2 "workload 2 (evict, verify --fix, prefetch)" "$work/w2/snapshot" || failed=1
+
+# Workload 4: serve, with a player (curl) reading through it: a range of one video, then each video
+# whole (serve stores what it streams), then serve stopped with SIGTERM.
+mkdir -p "$work/w4"
+VCACHE_DIR="$work/w4/cache" VCACHE_RECORD_DIR="$work/w4/cache" VCACHE_RECORD_LOG="$work/w4/log" \
+  LD_PRELOAD="$work/recorder.so" "$bin" serve --port 0 -q >"$work/w4/serve.out" 2>>"$work/w4/stderr" &
+serve_pid=$!
+for _ in $(seq 1 200); do
+  grep -q '^http://' "$work/w4/serve.out" 2>/dev/null && break
+  kill -0 "$serve_pid" 2>/dev/null || break
+  sleep 0.05
+done
+serve_port=$(head -1 "$work/w4/serve.out" | sed -n 's|^http://127.0.0.1:\([0-9]*\).*|\1|p')
+[ -n "$serve_port" ] || { echo "workload 4: serve did not start: $(tail -2 "$work/w4/stderr")"; exit 1; }
+play() { curl -sf -o /dev/null "$@"; }
+ok=1
+play -r 1000000-2999999 "$("$bin" url --port "$serve_port" "http://127.0.0.1:$ORIGIN_PORT/v4.bin")" || ok=0
+while read -r u; do play "$("$bin" url --port "$serve_port" "$u")" || ok=0; done < "$list"
+kill -TERM "$serve_pid"; wait "$serve_pid"; serve_pid=
+[ "$ok" = 1 ] || { echo "workload 4: a read through serve failed: $(tail -2 "$work/w4/stderr")"; exit 1; }
+replay w4 "workload 4 (serve: a range, then every video read through it)" || failed=1
 
 # Workload 3: the heads cached, then two videos change at the origin (new bytes, a new ETag): the
 # prefetch drops their cached bytes (rows first, then a new empty data) and fetches them again.

@@ -4,11 +4,11 @@ import VCacheTestSupport
 
 /// Issue 25: every crash point of a recorded run, replayed (Tests/CrashReplay; `make crash-replay`
 /// runs 200 states per workload). An LD_PRELOAD recorder logs vcache's writes, syncs and namespace
-/// changes in three workloads (a prefetch and its resume; evict, verify --fix and a prefetch; a
-/// prefetch that drops two videos changed at the origin); each fsync boundary's state (unsynced
-/// writes dropped, or kept in random subsets, or torn at 512-byte sectors) is rebuilt and must
-/// hold: every claimed byte the origin's, every video reported complete still complete, verify
-/// clean, a resume byte-exact. The recorder is first checked against `strace -f`, and the controls
+/// changes in four workloads (a prefetch and its resume; evict, verify --fix and a prefetch; a
+/// prefetch that drops two videos changed at the origin; serve, read through); each fsync
+/// boundary's state (unsynced writes dropped, or kept in random subsets, or torn at 512-byte
+/// sectors) is rebuilt and must hold: every claimed byte the origin's, every video reported
+/// complete still complete, verify clean, a resume byte-exact. The recorder is first checked against `strace -f`, and the controls
 /// (fsyncs ignored) must find failures.
 @Suite(.serialized) struct CrashReplayTests {
     static let script = Fixtures.directory + "/../CrashReplay/crash-replay.sh"
@@ -22,7 +22,7 @@ import VCacheTestSupport
         // The recorder saw every call strace saw on the cache (unless strace is not installed).
         #expect(lines.contains { $0.hasPrefix("strace check:") && $0.contains(" recorded, 0 kinds differ") }
                 || lines.contains("strace check skipped: strace is missing"), "\(out)\(r.err)")
-        for workload in ["workload 1", "workload 2", "workload 3"] {
+        for workload in ["workload 1", "workload 2", "workload 3", "workload 4"] {
             #expect(lines.contains { $0.hasPrefix(workload) && $0.contains(" states (") && $0.contains("), 0 failed") }, "\(out)\(r.err)")
         }
         // The controls found what a missing fsync does: without vcache's fsync of `data` the catalog
