@@ -68,6 +68,17 @@ powercut: build deps-test
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" $(CYCLES)
 	@bash Tests/Scripts/powercut.sh "$$($(SWIFT) build --show-bin-path)/vcache" 10 --control
 
+# Every crash point of four recorded workloads (a prefetch and its resume; evict, verify --fix and
+# a prefetch; a prefetch that drops videos changed at the origin; serve), replayed (issue 25): an
+# LD_PRELOAD recorder, and the cache rebuilt as each fsync boundary leaves it, with
+# unsynced writes dropped, kept in random subsets or torn; STATES per workload; then the controls
+# (vcache's fsync of data ignored; every fsync ignored), which must fail. STRACE=1 first checks the
+# recorder against strace -f.
+STATES ?= 200
+.PHONY: crash-replay
+crash-replay: build deps-test
+	@bash Tests/CrashReplay/crash-replay.sh "$$($(SWIFT) build --show-bin-path)/vcache" $(STATES) $(if $(STRACE),--strace)
+
 demo: deps-test
 	$(SWIFT) build
 	@bash Tests/Scripts/demo.sh "$$($(SWIFT) build --show-bin-path)/vcache"
