@@ -74,11 +74,49 @@ import VCacheTestSupport
         private var serve: ServeProcess
         private let cache: String
         private let dir: TempDirectory
+        /// Descriptors and threads of the running serve when it had just started, and at the end.
+        private(set) var baseline: (fds: Int, threads: Int)
+        private(set) var lastSeen: (fds: Int, threads: Int) = (0, 0)
         init(cache: String, dir: TempDirectory) throws {
             self.cache = cache
             self.dir = dir
             serve = try ServeProcess(cacheDir: cache, logDir: dir)
+            baseline = Self.resources(serve)
             pthread_rwlock_init(rw, nil)
+        }
+
+        /// Open descriptors and threads of a serve process, from /proc.
+        static func resources(_ serve: ServeProcess) -> (fds: Int, threads: Int) {
+            let pid = serve.process.processIdentifier
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+            let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
+            return (fds, threads)
+        }
+
+        /// Once every player has gone and every storing job has ended (serve's own counters say
+        /// so): more descriptors or threads than serve had at its start is a leak.
+        func leak() -> String? {
+            pthread_rwlock_rdlock(rw)
+            defer { pthread_rwlock_unlock(rw) }
+            let deadline = Date().addingTimeInterval(60)
+            var idle = false
+            while !idle && Date() < deadline {
+                let metrics = (try? Tool.run("/usr/bin/curl", ["-s", serve.base + "/metrics"]))?.out ?? Data()
+                let text = String(decoding: metrics, as: UTF8.self)
+                // The scrape itself is the one connection open.
+                idle = text.contains("\nvcache_storing_jobs 0\n") && text.contains("\nvcache_open_connections 1\n")
+            }
+            guard idle else { return "serve never became idle (storing jobs or connections left)" }
+            let now = Self.resources(serve)
+            // Some slack: the catalog's journal files open lazily, libmicrohttpd's thread for the
+            // scrape that just ended may still be leaving, and Dispatch keeps idle workers of
+            // the checkpoint and digest queues for a while (a pool, not one per request: a leak
+            // of one per connection or job passes any bound over a run's thousands).
+            lastSeen = now
+            if now.fds > baseline.fds + 8 || now.threads > baseline.threads + 32 {
+                return "serve holds \(now.fds) descriptors and \(now.threads) threads, against \(baseline.fds) and \(baseline.threads) at its start"
+            }
+            return nil
         }
         func use<T>(_ body: (ServeProcess) throws -> T) rethrows -> T {
             pthread_rwlock_rdlock(rw)
@@ -90,6 +128,7 @@ import VCacheTestSupport
             defer { pthread_rwlock_unlock(rw) }
             _ = serve.stop()
             serve = try ServeProcess(cacheDir: cache, logDir: dir)
+            baseline = Self.resources(serve)
         }
         func stop() {
             pthread_rwlock_wrlock(rw)
@@ -186,11 +225,12 @@ import VCacheTestSupport
             }
         }
         group.wait()
+        if let leak = proxy.leak() { failures.add("\(tag): \(leak)") }
         proxy.stop()
         for line in failures.lines.prefix(20) { Issue.record("\(line)") }
         #expect(failures.lines.isEmpty, "\(failures.lines.count) failures; \(tag)")
         #expect(failures.played > 0)
-        print("interleaving: \(tag): \(failures.played) plays, \(failures.cut) cut, no wrong byte" )
+        print("interleaving: \(tag): \(failures.played) plays, \(failures.cut) cut, no wrong byte; serve at the end: \(proxy.lastSeen.fds) descriptors, \(proxy.lastSeen.threads) threads (\(proxy.baseline.fds) and \(proxy.baseline.threads) at its start)")
 
         // The cache claims only bytes of the version each entry records, and verifies clean.
         let inspector = try CacheInspector(directory: cache)
