@@ -4,7 +4,7 @@ import VCacheCore
 import VCacheTestSupport
 
 /// Issue 24, serve's last items: a playlist behind a redirect plays offline (its final URL is
-/// kept).
+/// kept), and an error page answered for a segment is never stored as one.
 @Suite struct HLSServeMembersTests {
     let dir = TempDirectory("vcache-hlsmembers")
 
@@ -65,5 +65,42 @@ import VCacheTestSupport
             #expect(try fetchEveryURI(of: serve.url(url)) == segments, "\(name)")
             serve.stop()
         }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anErrorPageAnsweredForASegmentIsNotStored() throws {
+        let origin = try TestOrigin()
+        let html = Data("<!DOCTYPE html><html><body>Session expired, please log in again</body></html>".utf8)
+        origin.setResource("/h/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["s0.ts", "s1.ts", "s2.ts"]), contentType: Self.mpegurl))
+        origin.setResource("/h/s0.ts", .init(body: html, contentType: "text/html; charset=utf-8"))
+        origin.setResource("/h/s1.ts", .init(body: html, contentType: "application/octet-stream"))
+        let good = HLSHostileOriginTests.ts(20, seed: 9)
+        origin.setResource("/h/s2.ts", .init(body: good, contentType: "video/mp2t"))
+        // The same page at a URL that is no stream's member is passed and kept as it is.
+        origin.setResource("/h/other.bin", .init(body: html, contentType: "application/octet-stream"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(origin.url("/h/index.m3u8"))], in: dir).status == 200)
+        for s in ["s0.ts", "s1.ts"] {
+            // Twice: the second time the catalog may know its length, and the check still holds.
+            for _ in 0..<2 {
+                let r = try Curl.fetch([serve.url(origin.url("/h/" + s))], in: dir)
+                #expect(r.status == 502, "\(s): \(r.status) \(String(decoding: r.body, as: UTF8.self))")
+            }
+        }
+        let fine = try Curl.fetch([serve.url(origin.url("/h/s2.ts"))], in: dir)
+        #expect(fine.status == 200 && fine.body == good)
+        let other = try Curl.fetch([serve.url(origin.url("/h/other.bin"))], in: dir)
+        #expect(other.status == 200 && other.body == html)
+        // Once the origin answers the segment, it plays and is kept.
+        origin.setResource("/h/s1.ts", .init(body: good, contentType: "application/octet-stream"))
+        let fixed = try Curl.fetch([serve.url(origin.url("/h/s1.ts"))], in: dir)
+        #expect(fixed.status == 200 && fixed.body == good)
+        serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(origin.url("/h/s0.ts"))?.cachedBytes ?? 0 == 0)
+        #expect(try inspector.entry(origin.url("/h/s1.ts"))?.sha256 == TestBytes.sha256(good))
+        #expect(try inspector.entry(origin.url("/h/s2.ts"))?.sha256 == TestBytes.sha256(good))
+        #expect(try inspector.entry(origin.url("/h/other.bin"))?.sha256 == TestBytes.sha256(html))
     }
 }

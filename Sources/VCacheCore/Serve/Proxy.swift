@@ -91,7 +91,7 @@ public final class Proxy: Sendable {
         }
         let video: ReadThrough.Video
         do {
-            video = try readThrough.open(origin)
+            video = try openMember(origin)
         } catch {
             switch error {
             // The player learns what the origin said; no error body is ever stored as video bytes.
