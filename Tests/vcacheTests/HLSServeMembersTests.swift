@@ -4,7 +4,8 @@ import VCacheCore
 import VCacheTestSupport
 
 /// Issue 24, serve's last items: a playlist behind a redirect plays offline (its final URL is
-/// kept), and an error page answered for a segment is never stored as one.
+/// kept), a segment whose signed URL expired is fetched under the URL its playlist names now,
+/// and an error page answered for a segment is never stored as one.
 @Suite struct HLSServeMembersTests {
     let dir = TempDirectory("vcache-hlsmembers")
 
@@ -65,6 +66,51 @@ import VCacheTestSupport
             #expect(try fetchEveryURI(of: serve.url(url)) == segments, "\(name)")
             serve.stop()
         }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aSegmentWhoseSignedURLExpiredIsFetchedUnderItsNewURL() throws {
+        let origin = try TestOrigin()
+        let small = HLSHostileOriginTests.ts(20, seed: 3), large = HLSHostileOriginTests.ts(1000, seed: 4)  // 3.7 KB, 188 KB
+        origin.setResource("/s/seg0.ts", .init(body: small, contentType: "video/mp2t"))
+        origin.setResource("/s/seg1.ts", .init(body: large, contentType: "video/mp2t"))
+        func sign(_ token: Int) {
+            origin.setResource("/s/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["seg0.ts?token=\(token)", "seg1.ts?token=\(token)"]),
+                                                      contentType: Self.mpegurl))
+            var f = TestOrigin.Faults()
+            f.requiredQuery = "token=\(token)"
+            origin.setFaults("/s/seg0.ts", f)
+            origin.setFaults("/s/seg1.ts", f)
+        }
+        sign(1)
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let playlist = try Curl.fetch([serve.url(origin.url("/s/index.m3u8"))], in: dir)
+        let uris = String(decoding: playlist.body, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix(serve.base) }.map(String.init)
+        let named = uris.compactMap { ProxyURL.origin(path: String($0.dropFirst(serve.base.count))) }
+        #expect(named == [origin.url("/s/seg0.ts?token=1"), origin.url("/s/seg1.ts?token=1")], "\(uris)")
+        // The head of seg1 is cached under token 1 (the first 64 KiB): the rest is still the origin's.
+        let head = try Curl.fetch(["-r", "0-99", uris[1]], in: dir)
+        #expect(head.status == 206 && head.body == large[0..<100])
+
+        // The tokens rotate: token 1 is refused from now on. The player still holds token 1's URLs.
+        sign(2)
+        let whole = try Curl.fetch([uris[0]], in: dir)
+        #expect(whole.status == 200 && TestBytes.sha256(whole.body) == TestBytes.sha256(small), "\(whole.status)")
+        #expect(origin.queries("/s/seg0.ts") == ["token=1", "token=2"])
+        // A span past the cached head: the job storing it is refused, the renewed URL answers it.
+        let tail = try Curl.fetch(["-r", "150000-150999", uris[1]], in: dir)
+        #expect(tail.status == 206 && tail.body == large[150_000..<151_000], "\(tail.status)")
+        #expect(origin.queries("/s/seg1.ts").last == "token=2", "\(origin.queries("/s/seg1.ts"))")
+        serve.stop()
+        // Stored under the one key the token does not change: the same entry, its bytes the origin's.
+        let inspector = try CacheInspector(directory: cache)
+        let rules = CacheKeyRules(ignoreQuery: false, stripParameters: ["token"])
+        let seg0 = try #require(try inspector.store.catalog.entry(key: rules.key(for: origin.url("/s/seg0.ts?token=1"))))
+        #expect(seg0.isComplete && seg0.sha256 == TestBytes.sha256(small))
+        let seg1 = try #require(try inspector.store.catalog.entry(key: rules.key(for: origin.url("/s/seg1.ts?token=2"))))
+        #expect(seg1.ranges.contains(ByteRange(150_000, 151_000)))
     }
 
     @Test(.timeLimit(.minutes(1)))
