@@ -54,6 +54,13 @@ import VCacheTestSupport
         #expect(online.status == 0 && online.err.isEmpty, "online: \(online.err)")
         let prefetch = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: dir.file("warmed"))
         #expect(prefetch.status == 0, "\(prefetch.stderr)")
+        // ls and export read the cached playlist against the same URL: both segments are there.
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: dir.file("warmed"))
+        let row = ls.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .first { $0["event"] as? String == "stream" }
+        #expect(row?["segments"] as? Int == 2 && row?["segments_cached"] as? Int == 2 && row?["state"] as? String == "complete", "\(ls.stdout)")
+        let export = try VCacheBinary.run(["export", url, dir.file("exported")], cacheDir: dir.file("warmed"))
+        #expect(export.status == 0, "\(export.stderr)")
 
         origin.stop()
         let refused = RefusingPort(origin.port)  // offline: nothing else may answer on that port
