@@ -120,6 +120,35 @@ import VCacheTestSupport
         #expect(seg1.ranges.contains(ByteRange(150_000, 151_000)))
     }
 
+    /// With --allow-host, renewing asks no origin the list leaves out: a playlist prefetched from
+    /// another host is not fetched again by serve, and the player gets the origin's 403.
+    @Test(.timeLimit(.minutes(1)))
+    func renewingAsksOnlyTheOriginsServeMayContact() throws {
+        let segments = try TestOrigin(), playlists = try TestOrigin(address: "127.0.0.2")
+        let body = HLSHostileOriginTests.ts(20, seed: 6)
+        for n in 0..<2 { segments.setResource("/s/seg\(n).ts", .init(body: body, contentType: "video/mp2t")) }
+        func sign(_ token: Int) {
+            let uris = (0..<2).map { segments.url("/s/seg\($0).ts?token=\(token)") }
+            playlists.setResource("/p/index.m3u8", .init(body: HLSHostileOriginTests.playlist(uris), contentType: Self.mpegurl))
+            var f = TestOrigin.Faults()
+            f.requiredQuery = "token=\(token)"
+            segments.setFaults("/s/seg1.ts", f)
+        }
+        sign(1)
+        let cache = dir.file("allowed")
+        #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0)
+        // The stream is recorded, its first segment cached; the second is not.
+        let warm = try VCacheBinary.run(["prefetch", "-q", playlists.url("/p/index.m3u8"), "--seconds", "1"], cacheDir: cache)
+        #expect(warm.status == 0, "\(warm.stderr)")
+        sign(2)
+        let asked = playlists.requests("/p/index.m3u8").count
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(segments.port)"])
+        let refused = try Curl.fetch([serve.url(segments.url("/s/seg1.ts?token=1"))], in: dir)
+        #expect(refused.status == 403)
+        #expect(playlists.requests("/p/index.m3u8").count == asked)
+        serve.stop()
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func anErrorPageAnsweredForASegmentIsNotStored() throws {
         let origin = try TestOrigin()

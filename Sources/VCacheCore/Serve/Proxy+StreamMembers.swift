@@ -40,13 +40,22 @@ extension Proxy {
             }
         }
         for p in (naming + unknown).prefix(8) {
-            guard let e = (try? catalog.entry(key: p)) ?? nil,
+            // Only origins serve may ask (--allow-host): prefetch may have recorded any.
+            guard let e = (try? catalog.entry(key: p)) ?? nil, mayAsk(e.latestURL),
                   let fresh = SmallGet.get(e.latestURL, options: readThrough.options.request, limit: HLSPlaylist.maxBytes), fresh.status == 200,
                   case .media(let media)? = try? HLSPlaylist.parse(fresh.body, url: fresh.finalURL) else { continue }
             try? catalog.recordFinalURL(key: p, url: fresh.finalURL)
-            if let m = HLSPlaylist.media(media).members.first(where: { named($0.url) }), m.url != url { return m.url }
+            if let m = HLSPlaylist.media(media).members.first(where: { named($0.url) }), m.url != url, mayAsk(m.url) { return m.url }
         }
         return nil
+    }
+
+    /// Whether serve may ask `url` of its own accord: what a player's URL must pass in `handle`
+    /// (an http(s) URL libcurl takes, an origin `--allow-host` allows).
+    func mayAsk(_ url: String) -> Bool {
+        guard PrefetchItem.urlProblem(url) == nil else { return false }
+        guard let allowed = allowedOrigins else { return true }
+        return OriginTarget.of(url).map { allowed.allows($0) } ?? false
     }
 
     /// The playlist `key` as cached whole, parsed against the URL that answered it; nil when it
