@@ -47,6 +47,9 @@ public final class TestOrigin: Sendable {
         public var ignoreIfRange = false
         /// Answer 302 with this Location.
         public var redirectTo: String?
+        /// Answer 403 to a request whose query string is not this one (a signed URL whose token
+        /// expired: the query is otherwise ignored).
+        public var requiredQuery: String?
         /// Answer every GET with 200, `Transfer-Encoding: chunked` and no Content-Length, ignoring
         /// Range (a live transcoder, some CDNs and object stores).
         public var chunkedWithoutLength = false
@@ -242,6 +245,9 @@ public final class TestOrigin: Sendable {
         }
         if let (code, extra) = status, code != 0 {
             return send(fd, status: code, headers: extra.merging(["Content-Length": "0"]) { a, _ in a }, body: nil, method: method, path: path, faults: Faults())
+        }
+        if let required = faults.requiredQuery, query != required {
+            return send(fd, status: 403, headers: ["Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
         }
         if let target = faults.redirectTo {
             return send(fd, status: 302, headers: ["Location": target, "Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())

@@ -99,7 +99,7 @@ import VCacheTestSupport
             let c = try Catalog(path: path)
             try c.commit(update("k", [ByteRange(0, 1000)], sha: "abc"))
             try c.database.write { db in
-                try db.execute("DROP TABLE chunk_states; DROP TABLE streams; DROP TABLE stream_members")
+                try db.execute("DROP TABLE chunk_states; DROP TABLE streams; DROP TABLE stream_members; DROP TABLE final_urls")
                 try db.execute("PRAGMA user_version = 1")
             }
         }
@@ -108,6 +108,22 @@ import VCacheTestSupport
         let e = try #require(try c.entry(key: "k"))
         #expect(e.isComplete && e.sha256 == "abc" && e.ranges == RangeSet([ByteRange(0, 1000)]))
         #expect(try c.chunkStates(key: "k") == nil)
+    }
+
+    /// A playlist's final URL (migration 4): recorded for an entry that exists, replaced by the
+    /// next, gone with its entry.
+    @Test func aFinalURLIsKeptPerEntryAndGoesWithIt() throws {
+        let c = try Catalog(path: dir.file("c.db"))
+        try c.recordFinalURL(key: "k", url: "http://h/moved/k")
+        #expect(try c.finalURL(of: "k") == nil)
+        try c.commit(update("k", [ByteRange(0, 10)]))
+        let e = try #require(try c.entry(key: "k"))
+        #expect(c.baseURL(of: e) == "http://h/k")
+        try c.recordFinalURL(key: "k", url: "http://h/moved/k")
+        try c.recordFinalURL(key: "k", url: "http://h/moved/again/k")
+        #expect(try c.finalURL(of: "k") == "http://h/moved/again/k" && c.baseURL(of: e) == "http://h/moved/again/k")
+        #expect(try c.removeEntries([(key: "k", lastUsed: e.lastUsed)], evenIfPinned: false) == ["k"])
+        #expect(try c.finalURL(of: "k") == nil)
     }
 
     @Test func configValuesAreSetReadAndUnset() throws {

@@ -45,3 +45,47 @@ import Testing
         #expect(HLSSegmentCheck.looksLikeSegment(firstBytes: Data(bytes)) == (expected != nil))
     }
 }
+
+/// Which members of a media playlist serve checks before storing them (`checksSegment`), as
+/// prefetch does: segments and init sections, not keys, not segments under AES-128 (RFC 8216
+/// §4.3.2.4: whole-segment ciphertext), and SAMPLE-AES segments are still TS or fMP4.
+@Suite struct HLSMemberCheckTests {
+    static let playlist = """
+        #EXTM3U
+        #EXT-X-VERSION:7
+        #EXT-X-TARGETDURATION:2
+        #EXT-X-MAP:URI="init.mp4"
+        #EXTINF:2.0,
+        a.m4s
+        #EXT-X-KEY:METHOD=AES-128,URI="k.key",IV=0x0123456789abcdef0123456789abcdef
+        #EXTINF:2.0,
+        b.m4s
+        #EXT-X-KEY:METHOD=NONE
+        #EXTINF:2.0,
+        c.m4s?token=1
+        #EXT-X-KEY:METHOD=SAMPLE-AES,URI="s.key"
+        #EXTINF:2.0,
+        d.m4s
+        #EXT-X-ENDLIST
+
+        """
+
+    static let cases: [(String, String, Bool?)] = [
+        ("§4.3.2.5 an init section is checked", "init.mp4", true),
+        ("a segment in the clear is checked", "a.m4s", true),
+        ("§4.3.2.4 a segment under AES-128 is ciphertext: not checked", "b.m4s", false),
+        ("a key is not a segment", "k.key", false),
+        ("METHOD=NONE ends encryption: checked again", "c.m4s?token=1", true),
+        ("SAMPLE-AES leaves the container in the clear: checked", "d.m4s", true),
+        ("a URL the playlist does not name: no answer", "other.m4s", nil),
+    ]
+
+    @Test(arguments: cases)
+    func aMemberIsCheckedAsPrefetchChecksIt(_ name: String, _ uri: String, _ expected: Bool?) throws {
+        guard case .media(let media) = try HLSPlaylist.parse(text: Self.playlist, url: "http://h/s/index.m3u8") else {
+            Issue.record("not a media playlist")
+            return
+        }
+        #expect(media.checksSegment(where: { $0 == "http://h/s/" + uri }) == expected, "\(name)")
+    }
+}

@@ -66,7 +66,8 @@ import VCacheTestSupport
         // Opened to write, it upgrades in place.
         let c = try Catalog(path: path)
         #expect(try c.database.read { try $0.userVersion } == Catalog.schemaVersion)
-        #expect(Catalog.schemaVersion == 3)
+        #expect(Catalog.schemaVersion == 4)
+        #expect(try reader.finalURL(of: "a") == nil)
         #expect(try reader.chunkStates(key: "a") == nil)
         let a = try #require(try c.entry(key: "a"))
         #expect(a.isComplete && a.sha256 == "abc" && a.ranges.ranges == [ByteRange(0, 100)] && a.etag == "\"x\"")

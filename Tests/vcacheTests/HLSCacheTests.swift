@@ -246,7 +246,7 @@ import VCacheTestSupport
     }
 
     /// A cache the vcache before streams wrote (catalog schema 1: migration 1 is unchanged, so
-    /// today's cache with migrations 2 and 3 taken off is that cache) reads as it is, upgrades in place
+    /// today's cache with migrations 2 to 4 taken off is that cache) reads as it is, upgrades in place
     /// when a command writes, and keeps every entry and byte.
     @Test(.timeLimit(.minutes(5)))
     func aCacheOfTheVcacheBeforeStreamsUpgradesInPlaceAndKeepsItsEntries() throws {
@@ -262,7 +262,7 @@ import VCacheTestSupport
             #expect(r.status == 0, "\(r.err)")
             return String(decoding: r.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        _ = try sql("DROP TABLE stream_members; DROP TABLE streams; DROP TABLE chunk_states; PRAGMA user_version = 1")
+        _ = try sql("DROP TABLE final_urls; DROP TABLE stream_members; DROP TABLE streams; DROP TABLE chunk_states; PRAGMA user_version = 1")
         #expect(try sql("PRAGMA user_version") == "1")
         // Reading does not upgrade.
         let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)

@@ -146,6 +146,23 @@ extension Catalog {
 }
 
 extension Catalog {
+    /// For a stream member `key` (not a root): its role, and the playlists of its stream that may
+    /// name it (the root and its members of role `playlist`), root first. Nil when it is no member.
+    public func playlists(naming key: String) throws -> (role: StreamRole, playlists: [String])? {
+        guard schema >= Self.streamsSchema else { return nil }
+        return try database.read(snapshot: true) { c in
+            var found: (root: String, role: StreamRole)?
+            try c.query("SELECT root, role FROM stream_members WHERE key = ? AND root != key", .text(key)) {
+                found = ($0.text(0), StreamRole(rawValue: $0.text(1)) ?? .segment)
+            }
+            guard let found else { return nil }
+            var playlists = [found.root]
+            try c.query("SELECT key FROM stream_members WHERE root = ? AND role = ? AND key != root ORDER BY key",
+                        .text(found.root), .text(StreamRole.playlist.rawValue)) { playlists.append($0.text(0)) }
+            return (found.role, playlists)
+        }
+    }
+
     /// The role of `key` in the stream it belongs to, or nil (no stream, or a catalog older than streams).
     public func streamRole(of key: String) throws -> StreamRole? {
         guard schema >= Catalog.streamsSchema else { return nil }

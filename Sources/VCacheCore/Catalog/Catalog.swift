@@ -6,9 +6,9 @@ import Synchronization
 /// was fsynced. Every write is one transaction.
 public final class Catalog: Sendable {
     public static var schemaVersion: Int { migrations.count }
-    /// The schema that added `chunk_states` (2) and the one that added streams (3): an older
-    /// catalog opened read-only has neither table, and reads as having no rows of them.
-    static let chunkStatesSchema = 2, streamsSchema = 3
+    /// The schemas that added `chunk_states` (2), streams (3) and playlists' final URLs (4): an
+    /// older catalog opened read-only lacks those tables, and reads as having no rows of them.
+    static let chunkStatesSchema = 2, streamsSchema = 3, finalURLsSchema = 4
     public let database: Database
     /// Updates waiting for the next group commit (`commit`).
     private let commitQueue = Mutex<[CommitTicket]>([])
@@ -94,6 +94,14 @@ public final class Catalog: Sendable {
             role TEXT NOT NULL
         );
         CREATE INDEX stream_members_by_root ON stream_members(root);
+        """,
+        // 4: the URL that last answered a playlist, after redirects (Catalog+FinalURL.swift): its
+        // relative URIs resolve against it, offline too. Rows only, gone with their entry.
+        """
+        CREATE TABLE final_urls (
+            key TEXT PRIMARY KEY NOT NULL REFERENCES entries(key) ON DELETE CASCADE,
+            url TEXT NOT NULL
+        );
         """,
     ]
 
@@ -422,6 +430,7 @@ public final class Catalog: Sendable {
         var settings: [(String, String)] = []
         var streamRows: [(String, String)] = []
         var memberRows: [(String, String, String)] = []
+        var finalRows: [(String, String)] = []
         // Read everything that reads, each statement on its own (no transaction spans the damaged
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
@@ -464,6 +473,7 @@ public final class Catalog: Sendable {
             // Streams as far as they read (none in a schema-1 catalog): rows of entries lost go below.
             try? c.query("SELECT root, format FROM old.streams") { streamRows.append(($0.text(0), $0.text(1))) }
             try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.text(0), $0.text(1), $0.text(2))) }
+            try? c.query("SELECT key, url FROM old.final_urls") { finalRows.append(($0.text(0), $0.text(1))) }
         }
         try database.write { c in
             for (var e, ranges) in rows {
@@ -485,6 +495,9 @@ public final class Catalog: Sendable {
             }
             for (key, root, role) in memberRows where roots.contains(root) {
                 try c.run("INSERT OR IGNORE INTO stream_members (key, root, role) VALUES (?, ?, ?)", .text(key), .text(root), .text(role))
+            }
+            for (key, url) in finalRows where kept.contains(key) {
+                try c.run("INSERT OR IGNORE INTO final_urls (key, url) VALUES (?, ?)", .text(key), .text(url))
             }
         }
         return out

@@ -189,7 +189,7 @@ public struct StreamExporter {
 
     private func parse(_ e: CacheEntry) -> HLSPlaylist? {
         guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: e.latestURL)
+        return try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e))
     }
 
     /// Why the media playlist does not play from the cache, or nil when it does.

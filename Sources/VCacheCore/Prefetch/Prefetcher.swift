@@ -146,9 +146,13 @@ public final class Prefetcher {
             return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
         }
         let plan = HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)
+        // Relative URIs resolve against the URL that answered it (after redirects): this run's,
+        // kept for offline reads, else the one recorded when it was fetched.
+        if let final = r.finalURL { try? store.catalog.recordFinalURL(key: r.key, url: final) }
+        let base = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
         let playlist: HLSPlaylist
         do {
-            playlist = try HLSPlaylist.parse(bytes, url: r.finalURL ?? r.url)
+            playlist = try HLSPlaylist.parse(bytes, url: base)
         } catch {
             return ([], .stream("\(r.url): not a playlist vcache can read: \(error)"))
         }

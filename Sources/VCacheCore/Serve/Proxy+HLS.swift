@@ -28,10 +28,16 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
-            if recent == nil { livePlaylists.keep(origin, fresh, playlist: try? HLSPlaylist.parse(text: text!, url: finalURL)) }
+            if recent == nil {
+                livePlaylists.keep(origin, fresh, playlist: try? HLSPlaylist.parse(text: text!, url: finalURL))
+                // Kept for offline: the cached copy's relative URIs resolve against it too.
+                try? readThrough.store.catalog.recordFinalURL(key: video.key, url: finalURL)
+            }
         } else if video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
+            // Resolved against the URL that last answered it (after redirects), as online.
+            finalURL = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? origin
             status = .hit
         }
         guard let text else { return nil }
@@ -80,7 +86,7 @@ extension Proxy {
             return e.isComplete
         }
         guard let e = entry(url), e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes),
-              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL) else { return false }
+              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e)) else { return false }
         for s in media.segments {
             guard held(s.uri, s.byteRange) else { return false }
             if let m = s.map, !held(m.uri, m.byteRange) { return false }

@@ -91,7 +91,7 @@ public final class Proxy: Sendable {
         }
         let video: ReadThrough.Video
         do {
-            video = try readThrough.open(origin)
+            video = try openMember(origin)
         } catch {
             switch error {
             // The player learns what the origin said; no error body is ever stored as video bytes.
@@ -133,14 +133,19 @@ public final class Proxy: Sendable {
         case .unsatisfiable:
             return finish(416, nil, headers: headers + [("Content-Range", "bytes */\(video.length)")])
         }
-        let reader = readThrough.reader(video, range: span)
+        var first = readThrough.reader(video, range: span)
         readThrough.markUsed(video.key)
         let isHead = request.method == "HEAD"
-        if !isHead, let problem = reader.prepare() {
+        if !isHead, let problem = first.prepare() {
             // Nothing could be read where the response begins: a status now, not a 200 cut at once.
-            reader.finished(completed: false)
-            return finish(problem.status, problem.reason, originError: problem.status == 502 ? "unreachable" : "status")
+            first.finished(completed: false)
+            // A stream member whose signed URL expired: read under the URL its playlist names now.
+            guard let renewed = renewedReader(video, range: span, refused: problem.status) else {
+                return finish(problem.status, problem.reason, originError: problem.status == 502 ? "unreachable" : "status")
+            }
+            first = renewed
         }
+        let reader = first
         // A video the catalog did not know had its head fetched by `open` for this very request:
         // every byte of it came from the origin now.
         let fresh = !video.fromCatalog

@@ -99,6 +99,8 @@ public final class ReadThrough: Sendable {
         public var contentType: String?
         /// Known from the catalog: no origin round trip was needed.
         public var fromCatalog: Bool
+        /// Its first bytes, when fetched, must look like an HLS segment (`HLSSegmentCheck`).
+        var checkSegment = false
         /// The entry's `data` as it was when the video was opened, with the claims justified for it.
         let snapshot: Snapshot
     }
@@ -168,7 +170,9 @@ public final class ReadThrough: Sendable {
 
     /// What is known of `url`: from the catalog when its length is there (a cached video plays
     /// with no origin round trip, and offline), else by caching its first 64 KiB.
-    public func open(_ url: String) throws(OpenError) -> Video {
+    /// `isSegment`: asked only when the first bytes are to be fetched; true when they must look
+    /// like an HLS segment to be stored (an error page answered with 200 is not kept).
+    public func open(_ url: String, isSegment: () -> Bool = { false }) throws(OpenError) -> Video {
         let key = options.keyRules.key(for: url)
         // Players opening the same new video at once: one fetches its head, the others wait for it
         // here rather than asking the origin themselves.
@@ -180,8 +184,12 @@ public final class ReadThrough: Sendable {
         }
         var snap = snapshot(key)
         if let e = snap.entry, let length = e.length {
-            return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true, snapshot: snap)
+            var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true, snapshot: snap)
+            // Only a job writing the first bytes checks them: asked only when they are missing.
+            video.checkSegment = length > 0 && !snap.claims.contains(ByteRange(0, 1)) && isSegment()
+            return video
         }
+        let checkSegment = isSegment()
         snap.file?.close()
         var o = options
         (o.maxSize, o.minFree) = limits.withLock { $0 }  // those in force (SIGHUP may have changed them), not the start's
@@ -189,7 +197,7 @@ public final class ReadThrough: Sendable {
         o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1
         o.waitForLock = false
-        let result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)])])[0]
+        let result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
         let noRoom: Bool = if case .noRoom? = result.error { true } else { false }
         if result.error == .lockBusy || noRoom {
             // Another process is writing it and has not recorded the length yet, or nothing more
@@ -220,7 +228,9 @@ public final class ReadThrough: Sendable {
             snap.file?.close()
             throw .unreachable("the origin did not say the video's length")
         }
-        return Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false, snapshot: snap)
+        var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false, snapshot: snap)
+        video.checkSegment = checkSegment
+        return video
     }
 
     /// The entry's board, made when missing (and counted in use until `release`).
@@ -424,7 +434,7 @@ public final class ReadThrough: Sendable {
         o.heldBytesAreThisRuns = reader.weakPartsCombine
         let flag = Fetcher.StopFlag()
         writer.stop = { flag.stop(reason: SIGTERM) }
-        let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)])
+        let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
         let options = o, jobSpan = span
         Thread.detachNewThread { [self] in
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in

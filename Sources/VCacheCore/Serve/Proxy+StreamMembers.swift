@@ -1,0 +1,96 @@
+import Foundation
+
+/// Serve's care of a stream's members (Docs/hls.md), known from the stream tables prefetch and
+/// serve record: a segment or init section is stored only when its first bytes are one (as
+/// prefetch checks them), and a member whose signed URL the origin refuses (401/403) is fetched
+/// under the URL its media playlist names now.
+extension Proxy {
+    /// Whether the entry `key` must look like a segment to be stored: a member of role segment or
+    /// init section, judged as the cached media playlist naming it says (`checksSegment`: not a
+    /// segment under AES-128, whose ciphertext looks like nothing). False for an entry of no
+    /// stream, and for a segment no playlist cached whole names (its encryption is unknown).
+    func isSegment(_ key: String) -> Bool {
+        let rules = readThrough.options.keyRules
+        guard let (role, playlists) = (try? readThrough.store.catalog.playlists(naming: key)) ?? nil,
+              role == .segment || role == .initSection else { return false }
+        for p in playlists {
+            if case .media(let media)? = cachedPlaylist(p), let check = media.checksSegment(where: { rules.key(for: $0) == key }) {
+                return check
+            }
+        }
+        return false
+    }
+
+    /// The URL the stream member at `url` has now, when the origin refused it (an expired signed
+    /// URL): the media playlists of its stream that name it are fetched again, fresh, and the
+    /// member they name under the same key (the key rules strip the token) is the answer. Nil
+    /// when `url` is no stream member, or no playlist names it under another URL now.
+    func renewedURL(for url: String) -> String? {
+        let rules = readThrough.options.keyRules, catalog = readThrough.store.catalog
+        let key = rules.key(for: url)
+        guard let (role, playlists) = (try? catalog.playlists(naming: key)) ?? nil, role != .playlist else { return nil }
+        let named = { (u: String) in rules.key(for: u) == key }
+        // Those whose cached copy names it first; a master's copy names no segment: never asked.
+        var naming: [String] = [], unknown: [String] = []
+        for p in playlists {
+            switch cachedPlaylist(p) {
+            case .media(let m)?: if HLSPlaylist.media(m).members.contains(where: { named($0.url) }) { naming.append(p) }
+            case .master?: break
+            case nil: unknown.append(p)
+            }
+        }
+        for p in (naming + unknown).prefix(8) {
+            // Only origins serve may ask (--allow-host): prefetch may have recorded any.
+            guard let e = (try? catalog.entry(key: p)) ?? nil, mayAsk(e.latestURL),
+                  let fresh = SmallGet.get(e.latestURL, options: readThrough.options.request, limit: HLSPlaylist.maxBytes), fresh.status == 200,
+                  case .media(let media)? = try? HLSPlaylist.parse(fresh.body, url: fresh.finalURL) else { continue }
+            try? catalog.recordFinalURL(key: p, url: fresh.finalURL)
+            if let m = HLSPlaylist.media(media).members.first(where: { named($0.url) }), m.url != url, mayAsk(m.url) { return m.url }
+        }
+        return nil
+    }
+
+    /// Whether serve may ask `url` of its own accord: what a player's URL must pass in `handle`
+    /// (an http(s) URL libcurl takes, an origin `--allow-host` allows).
+    func mayAsk(_ url: String) -> Bool {
+        guard PrefetchItem.urlProblem(url) == nil else { return false }
+        guard let allowed = allowedOrigins else { return true }
+        return OriginTarget.of(url).map { allowed.allows($0) } ?? false
+    }
+
+    /// The playlist `key` as cached whole, parsed against the URL that answered it; nil when it
+    /// is not cached whole or does not parse.
+    func cachedPlaylist(_ key: String) -> HLSPlaylist? {
+        let store = readThrough.store
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
+              length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
+        return try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e))
+    }
+
+    /// `readThrough.open`, a segment's first bytes checked; a stream member the origin refuses
+    /// (401, 403) is opened under its renewed URL (`renewedURL`) when there is one.
+    func openMember(_ url: String) throws(ReadThrough.OpenError) -> ReadThrough.Video {
+        let key = readThrough.options.keyRules.key(for: url)
+        do {
+            return try readThrough.open(url, isSegment: { self.isSegment(key) })
+        } catch {
+            guard case .origin(let status, _) = error, status == 401 || status == 403, let renewed = renewedURL(for: url) else { throw error }
+            return try readThrough.open(renewed, isSegment: { self.isSegment(key) })
+        }
+    }
+
+    /// A reader of `range` of `video` under its renewed URL, its first bytes ready, after the
+    /// origin refused its URL with `status` (401, 403); nil when there is none, it names another
+    /// version, or it fails too.
+    func renewedReader(_ video: ReadThrough.Video, range: ByteRange, refused status: Int) -> RangeReader? {
+        guard status == 401 || status == 403, let url = renewedURL(for: video.url),
+              let renewed = try? readThrough.open(url, isSegment: { self.isSegment(video.key) }) else { return nil }
+        guard renewed.length == video.length, renewed.validators == video.validators else { return nil }
+        let reader = readThrough.reader(renewed, range: range)
+        guard reader.prepare() == nil else {
+            reader.finished(completed: false)
+            return nil
+        }
+        return reader
+    }
+}
