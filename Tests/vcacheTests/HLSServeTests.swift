@@ -140,6 +140,14 @@ import VCacheTestSupport
             let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(origin + "/hls/" + s), "-f", "null", "-"])
             #expect(play.status == 0 && play.err.isEmpty, "\(s) offline after prefetch: \(play.err)")
         }
+        // mpv, a player with its own HLS reader, plays them too (exit 2 when it cannot).
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/mpv") {
+            for s in streams {
+                let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet",
+                                                        serve.url(origin + "/hls/" + s)])
+                #expect(mpv.status == 0, "mpv, \(s) offline after prefetch: \(mpv.err)")
+            }
+        }
         serve.stop()
         // Offline, a master lists only the variants that play from the cache: the player's ABR
         // cannot pick the one that was never warmed.
@@ -262,5 +270,92 @@ import VCacheTestSupport
         let streams = try inspector.store.catalog.streams()
         let segments = try (0..<4).map { try #require(try inspector.entry(origin.url("/live/s\($0).ts"))).key }
         #expect(streams.count == 1 && Set(streams[0].keys) == Set(segments + [streams[0].root]), "\(streams)")
+    }
+}
+
+/// Issue 24: `--seconds N` of a stream fetches exactly the segments that hold its first N seconds,
+/// with ffprobe as the oracle: every segment holding a packet with pts < N (from the stream's
+/// start) is cached whole and byte-exact, of the chosen variant and of its audio rendition, and
+/// no segment past them is fetched.
+@Suite struct HLSSecondsOracleTests {
+    let dir = TempDirectory("vcache-hlsoracle")
+
+    /// The earliest packet time of a segment (an fMP4 one probed behind its init section).
+    func firstPTS(_ segment: String, init initSection: String?) throws -> Double {
+        var file = segment
+        if let initSection {
+            file = dir.file("probe-\(UUID().uuidString.prefix(8)).mp4")
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: initSection))
+            bytes.append(try Data(contentsOf: URL(fileURLWithPath: segment)))
+            try bytes.write(to: URL(fileURLWithPath: file))
+        }
+        let r = try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "packet=pts_time", "-of", "csv=p=0", file])
+        let times = String(decoding: r.out, as: UTF8.self).split(whereSeparator: \.isNewline).compactMap { Double($0.trimmingCharacters(in: CharacterSet(charactersIn: ","))) }
+        return try #require(times.min(), "no packet in \(segment)")
+    }
+
+    /// A media playlist's segment names and its init section, read from the origin's folder.
+    func media(_ playlist: String) throws -> (segments: [String], initSection: String?) {
+        let text = try String(contentsOfFile: playlist, encoding: .utf8)
+        let folder = (playlist as NSString).deletingLastPathComponent
+        var initSection: String?
+        if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("#EXT-X-MAP:") }),
+           let start = line.range(of: "URI=\""), let end = line[start.upperBound...].firstIndex(of: "\"") {
+            initSection = folder + "/" + line[start.upperBound..<end]
+        }
+        let segments = text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map { folder + "/" + $0 }
+        return (segments, initSection)
+    }
+
+    @Test(.timeLimit(.minutes(6)))
+    func secondsFetchesTheSegmentsFFprobeSaysThoseSecondsNeed() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffprobe") else {
+            print("skipped: ffmpeg is not installed")
+            return
+        }
+        let nginx = try Nginx()
+        let root = nginx.root + "/o"
+        try FileManager.default.createDirectory(atPath: root + "/ts", withIntermediateDirectories: true)
+        let src = ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25",
+                   "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "10"]
+        let gop = ["-g", "50", "-keyint_min", "50", "-sc_threshold", "0"]
+        #expect(try Tool.run("/usr/bin/ffmpeg", src + ["-c:v", "libx264", "-preset", "ultrafast"] + gop + ["-c:a", "aac", "-b:a", "64k",
+            "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod", "-hls_segment_filename", root + "/ts/seg_%03d.ts", root + "/ts/index.m3u8"]).status == 0)
+        #expect(try Tool.run("/usr/bin/ffmpeg", src + ["-map", "0:v", "-map", "0:v", "-map", "1:a", "-c:v", "libx264", "-preset", "ultrafast"] + gop +
+            ["-filter:v:0", "scale=-2:90", "-b:v:0", "100k", "-filter:v:1", "scale=-2:180", "-b:v:1", "300k", "-c:a", "aac", "-b:a", "64k",
+             "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod", "-hls_segment_type", "fmp4",
+             "-var_stream_map", "v:0,agroup:aud,name:low v:1,agroup:aud,name:high a:0,agroup:aud,name:audio,default:yes,language:en",
+             "-master_pl_name", "master.m3u8", "-hls_segment_filename", root + "/abr/%v/seg_%03d.m4s", root + "/abr/%v/index.m3u8"]).status == 0)
+        // The media playlists --seconds reads: TS alone; the master's best variant and its audio.
+        let cases: [(url: String, playlists: [String])] = [
+            ("/o/ts/index.m3u8", [root + "/ts/index.m3u8"]),
+            ("/o/abr/master.m3u8", [root + "/abr/high/index.m3u8", root + "/abr/audio/index.m3u8"]),
+        ]
+        for (url, playlists) in cases {
+            for seconds in [3.0, 5.0] {
+                let cache = dir.file("c-\(seconds)-\(url.split(separator: "/")[1])-\(playlists.count)")
+                let r = try VCacheBinary.run(["prefetch", "-q", nginx.url(url), "--seconds", String(seconds)], cacheDir: cache)
+                #expect(r.status == 0, "\(url) --seconds \(seconds): \(r.stderr)")
+                let inspector = try CacheInspector(directory: cache)
+                for playlist in playlists {
+                    let (segments, initSection) = try media(playlist)
+                    let start = try firstPTS(segments[0], init: initSection)
+                    for segment in segments {
+                        let needed = try firstPTS(segment, init: initSection) - start < seconds
+                        let segmentURL = nginx.url(String(segment.dropFirst(nginx.root.count)))
+                        let e = try inspector.entry(segmentURL)
+                        if needed {
+                            let bytes = try Data(contentsOf: URL(fileURLWithPath: segment))
+                            #expect(e?.isComplete == true && e?.sha256 == SHA256Digest.hash(bytes), "\(url) --seconds \(seconds): \(segment) is needed and not cached whole")
+                        } else {
+                            #expect((e?.cachedBytes ?? 0) == 0, "\(url) --seconds \(seconds): \(segment) is not needed and was fetched")
+                        }
+                    }
+                    if let initSection {
+                        #expect(try inspector.entry(nginx.url(String(initSection.dropFirst(nginx.root.count))))?.isComplete == true)
+                    }
+                }
+            }
+        }
     }
 }
