@@ -63,7 +63,7 @@ import VCacheTestSupport
     /// Every pwrite cut short (libfiu reduces its count; SQLite's writes too): vcache writes the
     /// rest, so the run completes byte-exact. A control first shows the injection is live here:
     /// python's pwrite of 64 KiB under the same command writes less.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func shortWritesLoseNothing() throws {
         guard FileManager.default.isExecutableFile(atPath: Self.fiuRun), FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
             print("skipped: fiu-run (fiu-utils) or python3 is not installed")
@@ -89,7 +89,7 @@ import VCacheTestSupport
     /// pwrite fails with EIO at random (on `data` or the catalog), at three rates: a run either
     /// completes, or says one line naming the I/O error and exits 5; the claims stay true and the
     /// next run completes. At least one of the three runs must have met a failure.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func randomWriteFailuresSayOneLineAndClaimNothingFalse() throws {
         guard FileManager.default.isExecutableFile(atPath: Self.fiuRun) else {
             print("skipped: fiu-run (fiu-utils) is not installed")
@@ -123,7 +123,7 @@ import VCacheTestSupport
 
     /// Every pwrite64 to `data` from the fifth fails with ENOSPC (a disk full for this file):
     /// one line saying so, exit 5, claims true, the next run completes.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aFullDiskOnDataWritesSaysSoAndTheNextRunCompletes() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
             print("skipped: strace is not installed")
@@ -147,7 +147,7 @@ import VCacheTestSupport
 
     /// recvfrom fails with ECONNRESET from its 5th call on (libcurl reads up to 256 KiB a call) (retries meet it too): one line, exit
     /// 3 (try again later), claims true, the next run resumes and completes.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aConnectionResetWhileReceivingExits3AndTheNextRunResumes() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
             print("skipped: strace is not installed")

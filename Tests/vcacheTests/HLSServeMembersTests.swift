@@ -23,7 +23,7 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aPlaylistBehindARedirectPlaysOfflineAfterPlayingAndAfterPrefetch() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
             print("skipped: ffmpeg is not installed")
@@ -75,7 +75,7 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aSegmentWhoseSignedURLExpiredIsFetchedUnderItsNewURL() throws {
         let origin = try TestOrigin()
         let small = HLSHostileOriginTests.ts(20, seed: 3), large = HLSHostileOriginTests.ts(1000, seed: 4)  // 3.7 KB, 188 KB
@@ -122,7 +122,7 @@ import VCacheTestSupport
 
     /// With --allow-host, renewing asks no origin the list leaves out: a playlist prefetched from
     /// another host is not fetched again by serve, and the player gets the origin's 403.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func renewingAsksOnlyTheOriginsServeMayContact() throws {
         let segments = try TestOrigin(), playlists = try TestOrigin(address: "127.0.0.2")
         let body = HLSHostileOriginTests.ts(20, seed: 6)
@@ -149,7 +149,7 @@ import VCacheTestSupport
         serve.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func anErrorPageAnsweredForASegmentIsNotStored() throws {
         let origin = try TestOrigin()
         let html = Data("<!DOCTYPE html><html><body>Session expired, please log in again</body></html>".utf8)

@@ -46,7 +46,7 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aConnectionResetMidBodyExits3ClaimsTheTruthAndResumes() throws {
         guard let ns = try namespace() else { return }
         defer { ns.stop() }
@@ -70,7 +70,7 @@ import VCacheTestSupport
 
     /// Mid-body: the origin's packets vanish after 500 KB (the transfer stalls); at connect: the
     /// SYN vanishes (the connection never opens).
-    @Test(.timeLimit(.minutes(2)), arguments: ["mid-body", "connect"])
+    @Test(.timeLimit(.minutes(6)), arguments: ["mid-body", "connect"])
     func aBlackHoleExits3ClaimsTheTruthAndResumes(where place: String) throws {
         guard let ns = try namespace() else { return }
         defer { ns.stop() }
@@ -97,7 +97,7 @@ import VCacheTestSupport
 
     /// 4 Mbit/s on lo: 3 MiB take at least 6 s, so a 2 s deadline always stops the run first
     /// (however loaded the machine), and the stop is said, exit 3.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(6)))
     func aSlowLinkStoppedByTheDeadlineExits3ClaimsTheTruthAndResumes() throws {
         guard let ns = try namespace() else { return }
         defer { ns.stop() }

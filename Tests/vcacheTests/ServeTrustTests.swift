@@ -172,7 +172,8 @@ import VCacheTestSupport
         // Offline: only the first MiB is cached.
         let offline = TempDirectory("vcache-trust-offline")
         let c = offline.file("cache")
-        #expect(try VCacheBinary.run(["prefetch", origin.url("/i.mp4"), "--bytes", "1M"], cacheDir: c).status == 0)
+        let warmed = try VCacheBinary.run(["prefetch", origin.url("/i.mp4"), "--bytes", "1M"], cacheDir: c)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
         origin.stop()
         let refused = RefusingPort(origin.port)  // offline: nothing else may answer on that port
         defer { withExtendedLifetime(refused) {} }
