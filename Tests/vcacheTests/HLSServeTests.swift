@@ -253,6 +253,35 @@ import VCacheTestSupport
         serve.stop()
     }
 
+    /// A VOD stream re-made on the origin under the same names (a single file with new byte
+    /// ranges): once serve fetches the changed playlist, the members the cached copy named are
+    /// dropped, so the new ranges are never read from the old file.
+    @Test(.timeLimit(.minutes(5)))
+    func aChangedStreamIsNeverAnsweredFromTheOldFile() throws {
+        let origin = try TestOrigin()
+        func playlist(_ ranges: [(Int, Int)]) -> Data {
+            var s = "#EXTM3U\n#EXT-X-VERSION:4\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+            for (n, o) in ranges { s += "#EXTINF:2.0,\n#EXT-X-BYTERANGE:\(n)@\(o)\nall.ts\n" }
+            return Data((s + "#EXT-X-ENDLIST\n").utf8)
+        }
+        let v1 = Self.ts(20, seed: 31), v2 = Self.ts(30, seed: 32)
+        origin.setResource("/c/index.m3u8", .init(body: playlist([(1880, 0), (1880, 1880)]), etag: "\"p1\"", contentType: "application/vnd.apple.mpegurl"))
+        origin.setResource("/c/all.ts", .init(body: v1, etag: "\"a1\"", contentType: "video/mp2t"))
+        let serve = try ServeProcess(cacheDir: dir.file("changed"), logDir: dir)
+        #expect(try Curl.fetch([serve.url(origin.url("/c/index.m3u8"))], in: dir).status == 200)
+        for r in ["0-1879", "1880-3759"] { #expect(try Curl.fetch(["-r", r, serve.url(origin.url("/c/all.ts"))], in: dir).status == 206) }
+        // Re-made: other bytes, other ranges.
+        origin.setResource("/c/index.m3u8", .init(body: playlist([(1880, 0), (3760, 1880)]), etag: "\"p2\"", contentType: "application/vnd.apple.mpegurl"))
+        origin.setResource("/c/all.ts", .init(body: v2, etag: "\"a2\"", contentType: "video/mp2t"))
+        let fresh = try Curl.fetch([serve.url(origin.url("/c/index.m3u8"))], in: dir)
+        #expect(String(decoding: fresh.body, as: UTF8.self).contains("3760@1880"))
+        let second = try Curl.fetch(["-r", "1880-5639", serve.url(origin.url("/c/all.ts"))], in: dir)
+        #expect(second.status == 206 && second.body == v2[1880..<5640], "\(second.status), \(second.body.count) bytes")
+        let first = try Curl.fetch(["-r", "0-1879", serve.url(origin.url("/c/all.ts"))], in: dir)
+        #expect(first.body == v2[0..<1880])
+        serve.stop()
+    }
+
     /// A live playlist: the next prefetch fetches it again and the segments added since.
     @Test(.timeLimit(.minutes(5)))
     func theNextPrefetchOfALivePlaylistFetchesWhatWasAdded() throws {

@@ -29,7 +29,9 @@ extension Proxy {
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
             if recent == nil {
-                livePlaylists.keep(origin, fresh, playlist: try? HLSPlaylist.parse(text: text!, url: finalURL))
+                let now = try? HLSPlaylist.parse(text: text!, url: finalURL)
+                dropIfChanged(video, now: now, body: fresh.body)
+                livePlaylists.keep(origin, fresh, playlist: now)
                 // Kept for offline: the cached copy's relative URIs resolve against it too.
                 try? readThrough.store.catalog.recordFinalURL(key: video.key, url: finalURL)
             }
@@ -64,6 +66,24 @@ extension Proxy {
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
                 status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten")
+    }
+
+    /// A VOD media playlist the origin now answers with other bytes than the cached copy: the
+    /// stream changed under the same URLs, so what the cached copy names (its segments, init
+    /// sections, keys, and the playlist itself) holds the old stream's bytes, which the new
+    /// playlist must never be answered with (a single file's new byte ranges would be read from
+    /// the old file). Each is dropped as a changed version is (rows first, then a new `data`;
+    /// a reader still holding the old file keeps a consistent view); one another process is
+    /// writing right now is left to that writer's own version checks.
+    private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data) {
+        guard case .media(let fresh)? = now, !fresh.isLive, video.length <= Int64(HLSPlaylist.maxBytes),
+              let old = cachedHead(video, count: Int(video.length)), old != Array(body) else { return }
+        let base = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? video.url
+        guard case .media(let was)? = try? HLSPlaylist.parse(old, url: base), !was.isLive else { return }
+        let rules = readThrough.options.keyRules
+        for key in Set(HLSPlaylist.media(was).members.map { rules.key(for: $0.url) } + [video.key]) {
+            readThrough.dropCachedBytes(key: key)
+        }
     }
 
     /// The stream in the catalog (Docs/hls.md): what the playlist names joins the stream of the

@@ -233,6 +233,17 @@ public final class ReadThrough: Sendable {
         return video
     }
 
+    /// Drops an entry's cached bytes (its version is gone from the origin): rows first, then a
+    /// new `data`, under the entry's writer lock; nothing when another writer holds it now.
+    func dropCachedBytes(key: String) {
+        guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return }
+        defer { lock.release() }
+        do {
+            try store.catalog.invalidate(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil))
+            try store.replaceData(key: key, closing: nil).close()
+        } catch {}
+    }
+
     /// The entry's board, made when missing (and counted in use until `release`).
     func board(_ key: String) -> EntryBoard {
         boards.withLock { b in
