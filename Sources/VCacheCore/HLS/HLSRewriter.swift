@@ -4,8 +4,12 @@ import Foundation
 /// and every `URI="..."` attribute of every tag (EXT-X-KEY, EXT-X-MAP, EXT-X-MEDIA,
 /// EXT-X-I-FRAME-STREAM-INF, EXT-X-SESSION-KEY, EXT-X-SESSION-DATA, EXT-X-PRELOAD-HINT,
 /// EXT-X-RENDITION-REPORT, and any other, known or not) becomes `proxy(absolute URL)`, the URL
-/// resolved against the playlist's final URL (RFC 8216 §4.1). A URI that does not resolve to
-/// http(s) stays as written: `skd://` and `data:` key URIs belong to the player's key handling.
+/// resolved against the playlist's final URL (RFC 8216 §4.1). Only `skd://` and `data:` URIs of
+/// attributes stay as written (the player's key handling; nothing is fetched from them); any
+/// other URI that does not resolve to http(s) (`file:`, `javascript:`, ...) goes to the proxy
+/// too, which refuses it, so a player never follows a playlist anywhere but the proxy. A tag
+/// whose attribute list does not parse and that still names a URI the rewriter cannot find
+/// (an unterminated quote, spaces around `=`) is dropped, for the same reason.
 ///
 /// Every other byte stays as written (§4.2: quoting, attribute order, `BYTERANGE="n@o"` quoted,
 /// line ends CRLF or LF, a BOM, comments, unknown tags); EXT-X-MEDIA-SEQUENCE is never touched,
@@ -77,14 +81,14 @@ public struct HLSRewriter: Sendable {
         guard let first = u.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
               let last = u.lastIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return String(text) }
         let end = u.index(after: last)
-        guard let proxied = proxied(String(text[first..<end])) else { return String(text) }
+        guard let proxied = proxied(String(text[first..<end]), attribute: false) else { return String(text) }
         return String(text[..<first]) + proxied + String(text[end...])
     }
 
     /// The value of the `URI` attribute replaced, inside its quotes; the rest as written.
     func rewriteAttributes(_ text: Substring, value: Substring) -> String {
         if let list = try? HLSAttributeList(parsing: value), let uri = list["URI"] {
-            guard let proxied = proxied(uri.value) else { return String(text) }
+            guard let proxied = proxied(uri.value, attribute: true) else { return String(text) }
             let r = uri.valueRange
             return String(text[..<r.lowerBound]) + proxied + String(text[r.upperBound...])
         }
@@ -92,8 +96,18 @@ public struct HLSRewriter: Sendable {
         // still accept: no quoted URI="..." of it may be left pointing at the origin.
         var out = String(text)
         let offset = text.distance(from: text.startIndex, to: value.startIndex)
-        for r in Self.quotedURIs(in: value).reversed() {
-            guard let proxied = proxied(String(value[r])) else { continue }
+        let quoted = Self.quotedURIs(in: value)
+        // Whatever else of the value could be read as a URI attribute: the line goes.
+        var rest = String(value)
+        for r in quoted.reversed() {
+            let lo = rest.index(rest.startIndex, offsetBy: value.distance(from: value.startIndex, to: r.lowerBound))
+            let hi = rest.index(rest.startIndex, offsetBy: value.distance(from: value.startIndex, to: r.upperBound))
+            rest.replaceSubrange(lo..<hi, with: "")
+        }
+        let unread = rest.uppercased().replacingOccurrences(of: "URI=\"\"", with: "")
+        if unread.range(of: #"URI\s*="#, options: .regularExpression) != nil { return "" }
+        for r in quoted.reversed() {
+            guard let proxied = proxied(String(value[r]), attribute: true) else { continue }
             let lo = out.index(out.startIndex, offsetBy: offset + value.distance(from: value.startIndex, to: r.lowerBound))
             let hi = out.index(out.startIndex, offsetBy: offset + value.distance(from: value.startIndex, to: r.upperBound))
             out.replaceSubrange(lo..<hi, with: proxied)
@@ -114,9 +128,13 @@ public struct HLSRewriter: Sendable {
         return found
     }
 
-    /// The proxy's URL for a URI as written; nil when it does not resolve to http(s).
-    func proxied(_ written: String) -> String? {
+    /// The proxy's URL for a URI as written; nil for an attribute's `skd:` or `data:` URI (left
+    /// as written). Any other URI goes to the proxy, http(s) or not (the proxy refuses what is not).
+    func proxied(_ written: String, attribute: Bool) -> String? {
         let absolute = HLSURI.resolve(written, against: url)
-        return HLSURI.isHTTP(absolute) ? proxy(absolute) : nil
+        if HLSURI.isHTTP(absolute) { return proxy(absolute) }
+        let scheme = absolute.prefix(while: { $0 != ":" }).lowercased()
+        if attribute && (scheme == "skd" || scheme == "data") { return nil }
+        return proxy(absolute)
     }
 }
