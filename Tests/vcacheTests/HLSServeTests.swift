@@ -253,6 +253,33 @@ import VCacheTestSupport
         serve.stop()
     }
 
+    /// Under AES-128 a segment's bytes look like nothing, but an error page in the place of a key
+    /// (not 16 bytes) or of an encrypted segment (not whole 16-byte blocks) is refused all the
+    /// same, and nothing of it is kept.
+    @Test(.timeLimit(.minutes(5)))
+    func errorPagesInThePlaceOfAnAESKeyOrSegmentAreRefused() throws {
+        let origin = try TestOrigin()
+        let html = Data("<html><body>Not Found</body></html>\n".utf8)
+        func playlist(_ key: String) -> Data {
+            Data("#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"\(key)\",IV=0x00000000000000000000000000000001\n#EXTINF:2.0,\ns0.ts\n#EXT-X-ENDLIST\n".utf8)
+        }
+        origin.setResource("/k/index.m3u8", .init(body: playlist("bad.key"), contentType: "application/vnd.apple.mpegurl"))
+        origin.setResource("/k/bad.key", .init(body: html, contentType: "application/octet-stream"))
+        origin.setResource("/k/s0.ts", .init(body: Data(repeating: 7, count: 4096), contentType: "video/mp2t"))
+        origin.setResource("/s/index.m3u8", .init(body: playlist("good.key"), contentType: "application/vnd.apple.mpegurl"))
+        origin.setResource("/s/good.key", .init(body: Data(repeating: 1, count: 16), contentType: "application/octet-stream"))
+        origin.setResource("/s/s0.ts", .init(body: html, contentType: "video/mp2t"))
+        let cache = dir.file("aes-cache")
+        let k = try VCacheBinary.run(["prefetch", origin.url("/k/index.m3u8")], cacheDir: cache)
+        #expect(k.status == 4 && k.stderr.contains("origin's answer for an AES-128 key is \(html.count) bytes, not 16"), "\(k.stderr)")
+        let seg = try VCacheBinary.run(["prefetch", origin.url("/s/index.m3u8")], cacheDir: cache)
+        #expect(seg.status == 4 && seg.stderr.contains("not a whole number of 16-byte blocks"), "\(seg.stderr)")
+        let inspector = try CacheInspector(directory: cache)
+        #expect((try inspector.entry(origin.url("/k/bad.key"))?.cachedBytes ?? 0) == 0)
+        #expect((try inspector.entry(origin.url("/s/s0.ts"))?.cachedBytes ?? 0) == 0)
+        #expect(try inspector.entry(origin.url("/s/good.key"))?.isComplete == true)
+    }
+
     /// A VOD stream re-made on the origin under the same names (a single file with new byte
     /// ranges): once serve fetches the changed playlist, the members the cached copy named are
     /// dropped, so the new ranges are never read from the old file.

@@ -9,6 +9,10 @@ public struct PrefetchItem: Equatable, Sendable {
     /// An unencrypted HLS segment or init section: its first bytes must be one (TS, fMP4, packed
     /// audio, WebVTT), never an error page answered with 200 (`HLSSegmentCheck`).
     public var checkSegment = false
+    /// What AES-128 makes of an HLS member (its bytes look like nothing, so their length is
+    /// judged): a key is 16 bytes; an encrypted segment a whole number of 16-byte blocks.
+    public enum Cipher: Equatable, Sendable { case key, encryptedSegment }
+    public var cipher: Cipher?
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: Bool = false) {
         self.url = url

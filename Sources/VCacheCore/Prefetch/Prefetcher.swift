@@ -192,7 +192,12 @@ public final class Prefetcher {
             // whole segment (its bytes look random) and for keys.
             let keyURLs = Set(fetch.keys.compactMap(\.uri))
             let encrypted = Set(fetch.segments.filter { $0.keys.contains { $0.method == .aes128 } }.map(\.uri))
-            return (order.map { PrefetchItem(url: $0, requests: ranges[$0] ?? [], checkSegment: !keyURLs.contains($0) && !encrypted.contains($0)) }, nil)
+            return (order.map { url in
+                var item = PrefetchItem(url: url, requests: ranges[url] ?? [], checkSegment: !keyURLs.contains(url) && !encrypted.contains(url))
+                // A byte range of an encrypted file is not padded on its own: only whole resources are judged.
+                if keyURLs.contains(url) { item.cipher = .key } else if encrypted.contains(url), (ranges[url] ?? []).isEmpty { item.cipher = .encryptedSegment }
+                return item
+            }, nil)
         }
     }
 
