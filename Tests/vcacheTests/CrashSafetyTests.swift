@@ -35,7 +35,9 @@ import VCacheTestSupport
             kills += 1
             let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
             #expect(claims.mismatch == nil, "after kill \(kills) the catalog claims bytes that differ from the origin")
-            #expect(claims.claimed > lastClaimed, "kill \(kills): nothing new was claimed")
+            // Claims never shrink. (Whether a kill finds a new one depends on how far the commits got
+            // on a loaded machine: the loss bound below is what vcache promises.)
+            #expect(claims.claimed >= lastClaimed, "kill \(kills): claims shrank")
             // What this run was sent but did not claim: what vcache received and had not committed
             // (the design's bound: eight 4 MiB windows, past which the transfer is held) plus what
             // the kernel buffered in the socket and vcache never read (at most its receive buffer).
@@ -47,6 +49,7 @@ import VCacheTestSupport
             lastServed = served
         }
         #expect(kills == 4)
+        #expect(lastClaimed > 0, "four runs of at least 10 MiB each claimed nothing")
 
         origin.throttle("/big.mp4", to: nil)
         let resume = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
