@@ -46,7 +46,7 @@ public enum TestBytes {
                 z ^= z >> 31
                 p.storeBytes(of: z, toByteOffset: i * 8, as: UInt64.self)
             }
-            for i in (words * 8)..<count { p.storeBytes(of: UInt8(truncatingIfNeeded: i &* 31 &+ Int(seed)), toByteOffset: i, as: UInt8.self) }
+            for i in (words * 8)..<count { p.storeBytes(of: UInt8(truncatingIfNeeded: i &* 31 &+ Int(truncatingIfNeeded: seed)), toByteOffset: i, as: UInt8.self) }
             // It begins with a box (a `uuid` box, then the seed's bytes): vcache refuses an .mp4
             // whose first bytes are not a box, and test videos are served as .mp4. (Not `ftyp`:
             // verify would then walk it as an MP4 and find no moov.)

@@ -18,4 +18,60 @@ import VCacheTestSupport
         }
         #expect(readThrough.boardCount <= 2 * 256, "\(readThrough.boardCount) boards for 700 URLs")
     }
+
+    /// A reader trusts what the catalog claimed about the very file it holds; a claim about a file
+    /// must stay true of it. A video whole again after `verify --fix` that does not hash as at its
+    /// first completion has every claim dropped: if its `data` stayed, the next writer, holding no
+    /// byte of it, would take the origin's next version into that same file, under the reader.
+    /// The interleaving: serve opens a complete video (ETag "a") and a player's response over its
+    /// last 2 MB begins, wholly cached; `verify --fix` drops a damaged chunk; the origin changed
+    /// that chunk under the same ETag, so the prefetch that makes the video whole again ends in
+    /// `notAsCompleted`; the origin publishes "b"; a prefetch stores it. The response must still
+    /// send the bytes of "a" its head promised.
+    @Test(.timeLimit(.minutes(2)))
+    func claimsDroppedAtADigestMismatchLeaveNoFileAReaderHoldsToTheNextVersion() throws {
+        let origin = try TestOrigin()
+        let cache = try TestCache()
+        let a = TestBytes.make(5_500_000, seed: 61)
+        origin.setResource("/v.mp4", .init(body: a, etag: "\"a\""))
+        let url = origin.url("/v.mp4")
+        #expect(cache.prefetch(url).error == nil)
+
+        let readThrough = ReadThrough(store: cache.store, options: TestCache.fastOptions())
+        let video = try readThrough.open(url)
+        let span = ByteRange(3_500_000, 5_500_000)
+        let reader = readThrough.reader(video, range: span)
+        defer { reader.finished(completed: true) }
+        #expect(reader.isCached)
+
+        // A damaged byte in chunk 1: verify --fix drops that chunk and keeps the digest's states.
+        let path = cache.store.dataPath(video.key)
+        let fh = try #require(FileHandle(forUpdatingAtPath: path))
+        try fh.seek(toOffset: 1_048_581)
+        try fh.write(contentsOf: Data([a[1_048_581] ^ 0x01]))
+        try fh.close()
+        var fix = Verifier.Options()
+        fix.fix = true
+        #expect(try Verifier(store: cache.store).verify(keys: [video.key], options: fix).map(\.state) == [.fixed])
+        // The origin's chunk 1 is other bytes now, under the same ETag: whole again, it does not hash as it did.
+        var a2 = a
+        a2[1_200_000] ^= 0xff
+        origin.setResource("/v.mp4", .init(body: a2, etag: "\"a\""))
+        #expect(cache.prefetch(url).error == .notAsCompleted)
+        // The next version: its bytes must not go into the file the reader holds.
+        let b = TestBytes.make(6_000_000, seed: 62)
+        origin.setResource("/v.mp4", .init(body: b, etag: "\"b\""))
+        #expect(cache.prefetch(url).error == nil)
+        #expect(try cache.store.catalog.entry(key: video.key)?.etag == "\"b\"")
+
+        var sent = Data()
+        var buffer = [UInt8](repeating: 0, count: 256 << 10)
+        while let n = buffer.withUnsafeMutableBytes({ reader.read(at: Int64(sent.count), into: $0) }), n > 0 {
+            sent.append(contentsOf: buffer[0..<n])
+        }
+        #expect(sent.count == Int(span.count))
+        let promised = a[Int(span.lowerBound)..<Int(span.upperBound)]
+        let wrong = zip(sent, promised).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(wrong == nil, "the response promised \"a\" sent other bytes from offset \(span.lowerBound + Int64(wrong ?? 0)) on")
+    }
 }

@@ -249,9 +249,12 @@ import VCacheTestSupport
     func play(proxy: Proxy, path: String, url: String, args: [String], videos: Videos, failures: Failures, op: String, tag: String) {
         let id = UUID().uuidString.prefix(8)
         let h = dir.file("h-\(id)"), b = dir.file("b-\(id)")
+        var keep = false
         defer {
-            try? FileManager.default.removeItem(atPath: h)
-            try? FileManager.default.removeItem(atPath: b)
+            if !keep {
+                try? FileManager.default.removeItem(atPath: h)
+                try? FileManager.default.removeItem(atPath: b)
+            }
         }
         let run: (status: Int32, out: Data, err: String)? = proxy.use { serve in
             try? Tool.run("/usr/bin/curl", ["-s", "--max-time", "60", "-D", h, "-o", b] + args + [serve.url(url)])
@@ -286,7 +289,9 @@ import VCacheTestSupport
         if body != expected {
             var at = 0
             while at < body.count && at < expected.count && body[at] == expected[expected.startIndex + at] { at += 1 }
-            return failures.add("\(tag): \(op): WRONG BYTES at offset \(start + at) of \(status) (etag \(headers["etag"] ?? "-"), length \(total)), \(body.count) bytes received")
+            // The head and body stay in the test's folder (kept with VCACHE_KEEP_TEST_DIRS=1, with serve's logs).
+            keep = true
+            return failures.add("\(tag): \(op): WRONG BYTES at offset \(start + at) of \(status) (etag \(headers["etag"] ?? "-"), length \(total)), \(body.count) bytes received; at \(Date()); head and body: \(h) \(b); X-Cache \(headers["x-cache"] ?? "-")")
         }
         let complete = run.status == 0
         if complete, let cl = headers["content-length"].flatMap({ Int($0) }), cl != body.count {

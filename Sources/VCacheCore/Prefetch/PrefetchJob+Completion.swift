@@ -9,8 +9,10 @@ extension PrefetchJob {
         enter(.completing)
         let checkpointer = writer.checkpointer, data = writer.data
         let validators = entry.validators, contentType = entry.contentType, needsDigest = !entry.wasComplete
+        let store = self.store, key = self.key
         fetcher.offload(to: checkpointer.queue, {
-            Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest)
+            Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest,
+                          replaceData: { try store.replaceData(key: key, closing: nil).close() })
         }, then: { [self] outcome in
             switch outcome {
             case .failed(let e): finish(e)
@@ -23,8 +25,9 @@ extension PrefetchJob {
     enum FinalOutcome: Sendable { case partial, completed, failed(PrefetchError) }
 
     /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
+    /// `replaceData`: gives the entry a new, empty `data` (the job's own stays open, unlinked).
     static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
-                         contentType: String?, needsDigest: Bool) -> FinalOutcome {
+                         contentType: String?, needsDigest: Bool, replaceData: () throws -> Void) -> FinalOutcome {
         var digest: ChunkStates?
         var all = checkpointer.committed
         all.formUnion(batch)
@@ -39,7 +42,15 @@ extension PrefetchJob {
             // digest this version had. Otherwise none of them is trusted (a chunk kept then may
             // have been damaged since, or the origin changed its bytes under the same validators).
             if let d = digest, let kept = checkpointer.keptDigest(), kept.sha256 != d.sha256 {
-                do { try checkpointer.dropClaims(validators: validators) } catch { return .failed(PrefetchError(error)) }
+                // `data` is replaced too, as at every drop: a reader (serve) holding this file still
+                // trusts the claims it read about it, and the next writer, holding no byte of the
+                // entry, would take any version's bytes into it, under that reader.
+                do {
+                    try checkpointer.dropClaims(validators: validators)
+                    try replaceData()
+                } catch {
+                    return .failed(PrefetchError(error))
+                }
                 return .failed(.notAsCompleted)
             }
         }
