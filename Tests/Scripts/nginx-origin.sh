@@ -4,8 +4,12 @@ start_origin() {
   local dir=$1 root=$2 nginx
   nginx=$(command -v nginx || echo /usr/sbin/nginx)
   mkdir -p "$dir/tmp"
+  # Each attempt's nginx answers a token of its own: a port another server holds (chosen by
+  # someone else meanwhile) answers no such thing, and the attempt moves on.
+  local token
   for attempt in $(seq 1 30); do
     ORIGIN_PORT=$(( 20000 + (RANDOM % 20000) ))
+    token="vcache-origin-$$-$attempt-$RANDOM"
     cat > "$dir/nginx.conf" <<CONF
 daemon off;
 master_process off;
@@ -21,14 +25,14 @@ http {
   default_type application/octet-stream;
   sendfile on;
   keepalive_requests 100000;
-  server { listen 127.0.0.1:$ORIGIN_PORT; root $root; }
+  server { listen 127.0.0.1:$ORIGIN_PORT; root $root; location = /.vcache-origin { default_type text/plain; return 200 "$token"; } }
 }
 CONF
     "$nginx" -c "$dir/nginx.conf" -p "$dir" -e "$dir/error.log" &
     ORIGIN_PID=$!
     for _ in $(seq 1 100); do
-      if (exec 3<>/dev/tcp/127.0.0.1/$ORIGIN_PORT) 2>/dev/null; then return 0; fi
       kill -0 $ORIGIN_PID 2>/dev/null || break
+      if [ "$(curl -s --max-time 2 "http://127.0.0.1:$ORIGIN_PORT/.vcache-origin" 2>/dev/null)" = "$token" ]; then return 0; fi
       sleep 0.05
     done
     kill $ORIGIN_PID 2>/dev/null; wait $ORIGIN_PID 2>/dev/null
