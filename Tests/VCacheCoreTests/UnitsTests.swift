@@ -44,6 +44,7 @@ import Testing
         #expect(Units.formatSize(1_048_064) == "1.0 MiB")
         #expect(Units.formatSize(1_048_063) == "1023 KiB")
         #expect(Units.formatSize(1_047_000) == "1022 KiB")
+        #expect(Units.formatSize((1 << 50) - 1) == "1024 TiB")  // not "1.0 PiB", which no option takes
         #expect(Units.formatSize(300 << 20) == "300 MiB")
     }
 }

@@ -75,7 +75,8 @@ public enum Units {
         while abs(value) >= 1024 && i < units.count - 1 { value /= 1024; i += 1 }
         if i == 0 { return "\(bytes) B" }
         // What would show as 1024 of a unit (1,048,575 B: "1024 KiB") is 1.0 of the next.
-        if abs(value) >= 1023.5 && i < units.count - 1 { value /= 1024; i += 1 }
+        // (Never into PiB from below it: the command line takes sizes up to TiB.)
+        if abs(value) >= 1023.5 && i < units.count - 2 { value /= 1024; i += 1 }
         return String(format: value >= 100 ? "%.0f %@" : "%.1f %@", value, units[i])
     }
 
