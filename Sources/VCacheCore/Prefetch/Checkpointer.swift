@@ -129,9 +129,6 @@ final class Checkpointer: @unchecked Sendable {
     /// The digest kept for this version by an earlier completion (nil: none, or unreadable).
     func keptDigest() -> ChunkStates? { (try? catalog.keptDigest(key: key)) ?? nil }
 
-    /// Drops every claim of the entry (its version stays): its bytes cannot be trusted.
-    func dropClaims(validators: Validators) throws { try catalog.invalidate(key: key, validators: validators) }
-
     func commitNow(_ batch: RangeSet, validators: Validators, contentType: String?, digest: ChunkStates?) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
         do {

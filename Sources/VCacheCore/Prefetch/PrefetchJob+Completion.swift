@@ -12,7 +12,7 @@ extension PrefetchJob {
         let store = self.store, key = self.key
         fetcher.offload(to: checkpointer.queue, {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest,
-                          replaceData: { try store.replaceData(key: key, closing: nil).close() })
+                          dropAllClaims: { try store.dropAllClaims(key: key, validators: $0) })
         }, then: { [self] outcome in
             switch outcome {
             case .failed(let e): finish(e)
@@ -25,9 +25,9 @@ extension PrefetchJob {
     enum FinalOutcome: Sendable { case partial, completed, failed(PrefetchError) }
 
     /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
-    /// `replaceData`: gives the entry a new, empty `data` (the job's own stays open, unlinked).
+    /// `dropAllClaims`: drops every claim and gives the entry a new, empty `data` (the job's own stays open, unlinked).
     static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
-                         contentType: String?, needsDigest: Bool, replaceData: () throws -> Void) -> FinalOutcome {
+                         contentType: String?, needsDigest: Bool, dropAllClaims: (Validators) throws -> Void) -> FinalOutcome {
         var digest: ChunkStates?
         var all = checkpointer.committed
         all.formUnion(batch)
@@ -46,8 +46,7 @@ extension PrefetchJob {
                 // trusts the claims it read about it, and the next writer, holding no byte of the
                 // entry, would take any version's bytes into it, under that reader.
                 do {
-                    try checkpointer.dropClaims(validators: validators)
-                    try replaceData()
+                    try dropAllClaims(validators)
                 } catch {
                     return .failed(PrefetchError(error))
                 }

@@ -239,8 +239,7 @@ public final class ReadThrough: Sendable {
         guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return }
         defer { lock.release() }
         do {
-            try store.catalog.invalidate(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil))
-            try store.replaceData(key: key, closing: nil).close()
+            try store.dropAllClaims(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil))
         } catch {}
     }
 
@@ -334,8 +333,7 @@ public final class ReadThrough: Sendable {
         defer { lock.release() }
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, video.validators.admits(e.validators) else { return false }
         do {
-            try store.catalog.invalidate(key: video.key, validators: video.validators)
-            try store.replaceData(key: video.key, closing: nil).close()
+            try store.dropAllClaims(key: video.key, validators: video.validators)
             return true
         } catch {
             return false

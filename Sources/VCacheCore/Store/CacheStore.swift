@@ -277,6 +277,15 @@ public final class CacheStore: Sendable {
         return fresh
     }
 
+    /// Drops every claim of the entry and gives it a new, empty `data` (the caller holds the
+    /// writer lock): rows first, then the file, as every drop of all claims must (Docs/cache-format.md).
+    /// A reader holding the old file keeps what it read true of it, and no writer, holding no byte
+    /// now, can put another version into that file.
+    public func dropAllClaims(key: String, validators: Validators) throws {
+        try catalog.invalidate(key: key, validators: validators)
+        try replaceData(key: key, closing: nil).close()
+    }
+
     /// For a writer that has just taken the entry (`data` open): claims past the end of `data`
     /// are not cached (a file lost or cut short by a crash, ExoPlayer's rule for missing spans), so
     /// they are dropped from the catalog, with the completion. Returns the entry as it now stands.
