@@ -25,8 +25,7 @@ public enum SmallGet {
     public static func get(_ url: String, options o: RequestOptions, limit: Int) -> Answer? {
         let fetcher = Fetcher()
         let collector = Collector(limit: limit)
-        guard let t = try? CurlTransfer(url: url, range: nil, ifRange: nil, options: o) else { return nil }
-        t.delegate = collector
+        guard let t = try? CurlTransfer(url: url, range: nil, ifRange: nil, options: o, delegate: collector) else { return nil }
         fetcher.add(t)
         fetcher.run()
         guard let head = collector.head, collector.complete else { return nil }
