@@ -11,8 +11,9 @@ import Foundation
 /// they fill, so a child writing megabytes never blocks; the pipes' ends are close-on-exec and
 /// every other descriptor is closed in the child, so no other test's child holds them open, and
 /// what is read ends when the child has exited even if something it started keeps them.
-/// The child gets default signal dispositions and an empty signal mask (the test runner blocks
-/// SIGTERM: a child inheriting that could not be stopped by it).
+/// The child gets default signal dispositions and the spawning thread's signal mask, as with
+/// Foundation's `Process` (a test's thread blocks most signals; vcache's signal sources rely on
+/// that in tests: with an empty mask, `export`'s SIGHUP went unseen. Docs/reliability.md).
 public final class Child: @unchecked Sendable {
     // @unchecked: `state` and the captured bytes are guarded by `lock`; the rest is set at start.
     public enum Input {
@@ -110,12 +111,10 @@ public final class Child: @unchecked Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var all = sigset_t(), none = sigset_t()
+        var all = sigset_t()
         sigfillset(&all)
-        sigemptyset(&none)
         posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
 
         let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
         var child: pid_t = 0

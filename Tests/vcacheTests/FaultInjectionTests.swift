@@ -50,18 +50,21 @@ import VCacheTestSupport
         return (r.status, r.err)
     }
 
-    /// vcache's lines on stderr (`vcache: ...`).
-    static func vcacheLines(_ err: String) -> [Substring] { err.split(separator: "\n").filter { $0.contains("vcache: ") } }
+    /// The run exited `status` and said exactly one line of its own (`vcache: ...`), which `says` accepts.
+    func expectOneLine(_ r: (status: Int32, err: String), status: Int32, _ says: (Substring) -> Bool,
+                       sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(r.status == status, "\(r.err)", sourceLocation: sourceLocation)
+        let lines = r.err.split(separator: "\n").filter { $0.contains("vcache: ") }
+        #expect(lines.count == 1 && says(lines[0]), "\(r.err)", sourceLocation: sourceLocation)
+    }
 
     @Test(.timeLimit(.minutes(5)), arguments: ["fsync", "fdatasync"])
     func aSyncThatFailsClaimsNothingAndTheNextRunCompletes(call: String) throws {
         guard Self.has(Self.strace, "strace") else { return }
         let s = try setUp("eio-\(call)", seed: 300)
         let r = try underStrace(s, calls: call, inject: "\(call):error=EIO", ["prefetch", s.url])
-        #expect(r.status == 5, "\(r.err)")
-        let lines = Self.vcacheLines(r.err)
         // `data`'s sync names errno; SQLite's says "disk I/O error" (its extended code is the sync).
-        #expect(lines.count == 1 && (lines[0].contains("Input/output error") || lines[0].contains("disk I/O error")), "\(r.err)")
+        expectOneLine(r, status: 5) { $0.contains("Input/output error") || $0.contains("disk I/O error") }
         #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
         try expectTrueClaimsThenResume(s)
     }
@@ -118,11 +121,9 @@ import VCacheTestSupport
                 #expect(try CacheInspector(directory: s.cache).entry(s.url)?.sha256 == TestBytes.sha256(s.body))
             } else {
                 failed += 1
-                #expect(r.status == 5, "\(r.err)")
-                let lines = Self.vcacheLines(r.err)
                 // `data`'s write names errno; SQLite's says "disk I/O error", with the system's
                 // reason when it kept one ("catalog error during COMMIT: disk I/O error (SQLite code 778)").
-                #expect(lines.count == 1 && (lines[0].contains("Input/output error") || lines[0].contains("disk I/O error")), "\(r.err)")
+                expectOneLine(r, status: 5) { $0.contains("Input/output error") || $0.contains("disk I/O error") }
                 #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
             }
             try expectTrueClaimsThenResume(s)
@@ -138,9 +139,7 @@ import VCacheTestSupport
         let s = try setUp("full", seed: 2504)
         let data = try CacheInspector(directory: s.cache).store.dataPath(CacheKeyRules().key(for: s.url))
         let r = try underStrace(s, calls: "pwrite64", inject: "pwrite64:error=ENOSPC:when=5+", path: data, ["prefetch", s.url])
-        #expect(r.status == 5, "\(r.err)")
-        let lines = Self.vcacheLines(r.err)
-        #expect(lines.count == 1 && lines[0].hasSuffix("vcache: cannot prefetch \(s.url): cannot write '\(data)': No space left on device; free space or lower the cache size with 'vcache evict'"), "\(r.err)")
+        expectOneLine(r, status: 5) { $0.hasSuffix("vcache: cannot prefetch \(s.url): cannot write '\(data)': No space left on device; free space or lower the cache size with 'vcache evict'") }
         #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
         try expectTrueClaimsThenResume(s)
     }
@@ -152,9 +151,7 @@ import VCacheTestSupport
         guard Self.has(Self.strace, "strace") else { return }
         let s = try setUp("reset", seed: 2505)
         let r = try underStrace(s, calls: "recvfrom", inject: "recvfrom:error=ECONNRESET:when=5+", ["prefetch", "--retries", "1", s.url])
-        #expect(r.status == 3, "\(r.err)")
-        let lines = Self.vcacheLines(r.err)
-        #expect(lines.count == 1 && lines[0].hasSuffix("vcache: cannot prefetch \(s.url): connection failed while receiving (Recv failure: Connection reset by peer)"), "\(r.err)")
+        expectOneLine(r, status: 3) { $0.hasSuffix("vcache: cannot prefetch \(s.url): connection failed while receiving (Recv failure: Connection reset by peer)") }
         #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
         try expectTrueClaimsThenResume(s)
     }
@@ -172,9 +169,7 @@ import VCacheTestSupport
         s.origin.setResource("/fix.mp4", .init(body: changed, etag: "\"fix-2\""))
         let data = try CacheInspector(directory: s.cache).store.dataPath(CacheKeyRules().key(for: s.url))
         let r = try underStrace(s, calls: "unlink,unlinkat", inject: "unlink,unlinkat:error=EIO", path: data, ["verify", "--origin", "--fix"])
-        #expect(r.status == 5, "\(r.err)")
-        let lines = Self.vcacheLines(r.err)
-        #expect(lines.count == 1 && lines[0].hasSuffix("vcache: cannot fix \(s.url): cannot remove '\(data)': Input/output error"), "\(r.err)")
+        expectOneLine(r, status: 5) { $0.hasSuffix("vcache: cannot fix \(s.url): cannot remove '\(data)': Input/output error") }
         try expectTrueClaimsThenResume(Setup(origin: s.origin, body: changed, url: s.url, cache: s.cache))
     }
 }

@@ -226,11 +226,14 @@ public final class CurlTransfer {
 
     /// Called by the Fetcher when the bucket has tokens again, or the delegate releases a hold.
     /// `curl_easy_pause(CURLPAUSE_CONT)`; its error, if libcurl could not resume the transfer.
+    /// libcurl hands over the bytes it kept from inside this call: a delegate that stops the
+    /// transfer there makes it fail with a write error, which is that stop (the multi handle
+    /// reports the transfer done, as for any stop), not a failure.
     func resume() -> TransportError? {
         waiting = nil
         lastActivity = ContinuousClock.now
         let rc = curl_easy_pause(easy, CURLPAUSE_CONT)
-        guard rc == CURLE_OK else {
+        guard rc == CURLE_OK || stoppedByDelegate else {
             return TransportError(kind: .other, message: "libcurl could not resume the transfer: \(String(cString: curl_easy_strerror(rc)))", code: Int(rc.rawValue))
         }
         return nil
