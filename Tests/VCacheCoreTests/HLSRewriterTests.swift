@@ -132,4 +132,38 @@ import Testing
         #expect(after.segments[1].keys.first?.uri == proxy(Self.u + "k.key"))
         #expect(after.segments.allSatisfy { ProxyURL.origin(path: String($0.uri.dropFirst("http://127.0.0.1:8089".count))) == Self.u + "all.mp4" })
     }
+
+    /// Each URI gets the context of the tag naming it, so a member whose URL says nothing is named
+    /// by what it is (ffmpeg refuses a TS segment called `.mp4`).
+    @Test func eachURIIsNamedByTheTagThatNamesIt() {
+        let media = "#EXTM3U\n#EXTINF:2,\nseg/0\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\"\n#EXTINF:2,\nseg/1\n#EXT-X-KEY:METHOD=NONE\n"
+            + "#EXT-X-MAP:URI=\"init\"\n#EXTINF:2,\nseg/2\n#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p\"\n#EXT-X-UNKNOWN:URI=\"u\"\n"
+        let named = HLSRewriter(url: Self.base, naming: { url, context in
+            "\(url.dropFirst(Self.u.count))=" + Exporter.memberFileName(for: url, key: "k", context: context) { nil }
+        }).rewrite(media)
+        let names = named.split(separator: "\n").compactMap { line in line.split(separator: "\"").count > 1 ? line.split(separator: "\"")[1] : line.hasPrefix("#") ? nil : line }
+        #expect(names == ["seg/0=0.ts", "k=k.key", "seg/1=1.ts", "init=init.mp4", "seg/2=2.m4s", "p=p.m4s", "u=u.mp4"])
+        let master = "#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",NAME=\"en\",URI=\"audio?x=1\"\n#EXT-X-STREAM-INF:BANDWIDTH=1\nlow\n#EXT-X-STREAM-INF:BANDWIDTH=2\nhigh.m3u8\n"
+        let m = HLSRewriter(url: Self.base, naming: { url, c in Exporter.memberFileName(for: url, key: "k", context: c) { nil } }).rewrite(master)
+        #expect(m.contains("URI=\"audio.m3u8\"") && m.contains("\nlow.m3u8\n") && m.contains("\nhigh.m3u8\n"), "\(m)")
+    }
+
+    /// First bytes, when cached, say what a segment is; an origin's telling extension is kept;
+    /// ciphertext is never read as a format.
+    @Test(arguments: [
+        ("seg", HLSURIContext.segment(fragmented: false), [0x47, 0x40, 0x00, 0x10] as [UInt8], "seg.ts"),
+        ("seg", .segment(fragmented: false), Array("ID3".utf8) + [4, 0, 0], "seg.aac"),
+        ("seg", .segment(fragmented: false), [0xFF, 0xF1, 0x50, 0x80], "seg.aac"),
+        ("seg", .segment(fragmented: false), [0xFF, 0xFB, 0x90, 0x00], "seg.mp3"),
+        ("seg", .segment(fragmented: false), Array("WEBVTT\n\n".utf8), "seg.vtt"),
+        ("seg", .segment(fragmented: false), [0, 0, 0, 24] + Array("stypmsdh".utf8), "seg.m4s"),
+        ("seg", .segment(fragmented: false, encrypted: true), [0xFF, 0xF1, 0x50, 0x80], "seg.ts"),
+        ("init", .initSection(), [0, 0, 0, 24] + Array("ftypiso6".utf8), "init.mp4"),
+        ("seg.php", .segment(fragmented: true), [], "seg.php.m4s"),
+        ("seg.ts", .segment(fragmented: true), [0, 0, 0, 24] + Array("stypmsdh".utf8), "seg.ts"),
+        ("a.mp4", .segment(fragmented: false), [0x47], "a.mp4"),
+    ])
+    func aMemberIsNamedByItsFirstBytes(name: String, context: HLSURIContext, bytes: [UInt8], expected: String) {
+        #expect(Exporter.memberFileName(for: Self.u + name, key: "k", context: context) { bytes } == expected)
+    }
 }

@@ -60,7 +60,15 @@ public struct StreamExporter {
         let master = destination + "/master.m3u8"
         if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.notAFolder(destination) }
         if FileSystem.status(master) != nil && !force { throw StreamExportError.destinationExists(master) }
-        var plan = Plan()
+        let store = self.store, rules = keyRules
+        var plan = Plan { url, range in
+            // What a member is, for its name: the first bytes it holds where the playlist uses it.
+            guard let e = (try? store.catalog.entry(key: rules.key(for: url))) ?? nil, let length = e.length else { return nil }
+            let span = ByteRange(range?.lowerBound ?? 0, min(length, (range?.lowerBound ?? 0) + 512))
+            guard !span.isEmpty, e.ranges.contains(span), let data = try? store.openDataForReading(key: e.key) else { return nil }
+            defer { data.close() }
+            return try? data.bytes(Int(span.count), at: span.lowerBound)
+        }
         var dropped: [String] = []
         switch playlist {
         case .media(let media):
@@ -134,6 +142,8 @@ public struct StreamExporter {
         /// Absolute URL to its path in the folder.
         var names: [String: String] = [:]
         var usedPaths = Set<String>()
+        /// A member's first bytes where `range` starts (nil: not cached), to name it by what it is.
+        let firstBytes: (String, ByteRange?) -> [UInt8]?
 
         mutating func uniqueFolder(for url: String) -> String {
             let parts = (URL(string: url)?.path ?? "").split(separator: "/")
@@ -151,14 +161,14 @@ public struct StreamExporter {
         mutating func add(_ media: HLSMediaPlaylist, url: String, folder: String) {
             playlists.append((url, folder, media))
             self.folder[url] = folder
-            func resource(_ url: String, _ range: ByteRange?) {
+            func resource(_ url: String, _ range: ByteRange?, _ context: HLSURIContext) {
                 if let i = resourceIndex[url] {
                     if let range, resources[i].ranges != nil { resources[i].ranges?.insert(range) } else { resources[i].ranges = nil }
                     return
                 }
                 let prefix = folder.isEmpty ? "" : folder + "/"
                 // (The key stands in for a name only when the URL gives none.)
-                var name = Exporter.fileName(for: url, key: SHA256Digest.hash(url), contentType: nil)
+                var name = Exporter.memberFileName(for: url, key: SHA256Digest.hash(url), context: context) { firstBytes(url, range) }
                 if name == "master.m3u8" || name == "index.m3u8" { name = "_" + name }
                 var path = prefix + name
                 var n = 2
@@ -172,9 +182,10 @@ public struct StreamExporter {
                 resources.append((url, path, range.map { RangeSet([$0]) }))
             }
             for s in media.segments {
-                if let m = s.map { resource(m.uri, m.byteRange) }
-                for k in s.keys where k.isFetchable { if let u = k.uri { resource(u, nil) } }
-                resource(s.uri, s.byteRange)
+                let encrypted = s.keys.contains { $0.method == .aes128 }
+                if let m = s.map { resource(m.uri, m.byteRange, .initSection(encrypted: encrypted)) }
+                for k in s.keys where k.isFetchable { if let u = k.uri { resource(u, nil, .key) } }
+                resource(s.uri, s.byteRange, .segment(fragmented: s.map != nil, encrypted: encrypted))
             }
         }
     }

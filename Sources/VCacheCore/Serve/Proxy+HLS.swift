@@ -61,7 +61,15 @@ extension Proxy {
             let playable = Set(master.variants.filter { self.playsFromCache($0.uri) && groupPlays($0.audio) }.map(\.uri))
             if !playable.isEmpty { keep = { playable.contains($0) } }
         }
-        let rewritten = Array(HLSRewriter(url: finalURL, proxy: { ProxyURL.make(origin: $0, base: host) }, keep: keep).rewrite(text).utf8)
+        // Each named by what it is when its URL's name does not say (`/segment/3`: ffmpeg picks
+        // the demuxer by the extension and refuses a TS segment called .mp4).
+        let store = readThrough.store, rules = readThrough.options.keyRules
+        let rewritten = Array(HLSRewriter(url: finalURL, naming: { url, context in
+            let name = Exporter.memberFileName(for: url, key: "video", context: context) {
+                ((try? store.catalog.entry(key: rules.key(for: url))) ?? nil).flatMap { store.cachedBytes(of: $0, count: 512) }
+            }
+            return ProxyURL.make(origin: url, base: host, name: name)
+        }, keep: keep).rewrite(text).utf8)
         let headers: [(String, String)] = [("Content-Type", "application/vnd.apple.mpegurl"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
