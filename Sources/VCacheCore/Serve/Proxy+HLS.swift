@@ -19,7 +19,18 @@ extension Proxy {
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
         var text: String?, finalURL = origin, status: CacheStatus = .miss
         let recent = livePlaylists.fresh(origin)
-        if let fresh = recent ?? SmallGet.get(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes) {
+        var got: SmallGet.Answer? = recent
+        if recent == nil {
+            switch SmallGet.fetch(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes) {
+            case .answer(let a): got = a
+            case .tooLarge:
+                // Never held whole, never answered cut (a cut playlist reads as a shorter stream).
+                return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                        "the origin's playlist is larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one: not answered")
+            case .failed: break
+            }
+        }
+        if let fresh = got {
             guard fresh.status == 200 else {
                 // The origin is reachable and says no: that is the answer, never a stale copy.
                 let code = (100...599).contains(fresh.status) ? fresh.status : 502
