@@ -18,17 +18,27 @@ extension Proxy {
         let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
         var text: String?, finalURL = origin, status: CacheStatus = .miss
-        let recent = livePlaylists.fresh(origin)
-        var got: SmallGet.Answer? = recent
-        if recent == nil {
-            switch SmallGet.fetch(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes) {
-            case .answer(let a): got = a
-            case .tooLarge:
-                // Never held whole, never answered cut (a cut playlist reads as a shorter stream).
-                return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
-                        "the origin's playlist is larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one: not answered")
-            case .failed: break
-            }
+        // One origin fetch at a time per playlist, shared by the players asking meanwhile; a live
+        // one answered from its copy for half its target duration (`LivePlaylists`). The fetching
+        // request alone acts on what came, before the others are woken.
+        let shared = livePlaylists.answer(origin) {
+            let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes)
+            guard case .answer(let fresh) = outcome, fresh.status == 200,
+                  HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return (outcome, nil) }
+            let now = try? HLSPlaylist.parse(fresh.body, url: fresh.finalURL)
+            dropIfChanged(video, now: now, body: fresh.body)
+            // Kept for offline: the cached copy's relative URIs resolve against it too.
+            try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            return (outcome, now)
+        }
+        var got: SmallGet.Answer?
+        switch shared.outcome {
+        case .answer(let a): got = a
+        case .tooLarge:
+            // Never held whole, never answered cut (a cut playlist reads as a shorter stream).
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                    "the origin's playlist is larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one: not answered")
+        case .failed: break
         }
         if let fresh = got {
             guard fresh.status == 200 else {
@@ -39,13 +49,6 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
-            if recent == nil {
-                let now = try? HLSPlaylist.parse(text: text!, url: finalURL)
-                dropIfChanged(video, now: now, body: fresh.body)
-                livePlaylists.keep(origin, fresh, playlist: now)
-                // Kept for offline: the cached copy's relative URIs resolve against it too.
-                try? readThrough.store.catalog.recordFinalURL(key: video.key, url: finalURL)
-            }
         } else if video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
