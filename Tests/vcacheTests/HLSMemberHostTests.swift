@@ -74,3 +74,23 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: dir.file("cache")).entry(edge.url("/e/seg0.ts"))?.sha256 == TestBytes.sha256(seg))
     }
 }
+
+/// The HLS options of prefetch and check are checked as they are read: an empty or malformed
+/// value is a usage error (exit 2, one line), never a stream that later fails to match.
+@Suite struct HLSOptionTests {
+    let dir = TempDirectory("vcache-hlsoptions")
+
+    @Test(arguments: [["--audio", ""], ["--audio", " "], ["--audio", "en US"], ["--audio", "en,fr"], ["--variant", ""],
+                      ["--variant", "0"], ["--variant", "0p"], ["--variant", "<=0p"], ["--allow-host", ""]])
+    func aMalformedHLSOptionIsAUsageError(_ option: [String]) throws {
+        for command in ["prefetch", "check"] where command == "prefetch" || option[0] != "--allow-host" {
+            let r = try VCacheBinary.run([command, "http://127.0.0.1:1/s/index.m3u8"] + option, cacheDir: dir.file("cache"))
+            #expect(r.status == 2 && r.stderrLines.count == 1 && r.stderr.contains(option[0]), "\(command) \(option): \(r.status) \(r.stderr)")
+        }
+    }
+
+    @Test func aLanguageTagIsTaken() throws {
+        let r = try VCacheBinary.run(["check", "http://127.0.0.1:1/s/index.m3u8", "--audio", "pt-BR"], cacheDir: dir.file("cache"))
+        #expect(r.status == 1, "\(r.stderr)")  // absent, not a usage error
+    }
+}
