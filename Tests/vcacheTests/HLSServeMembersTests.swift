@@ -65,6 +65,11 @@ import VCacheTestSupport
         origin.stop()
         let refused = RefusingPort(origin.port)  // offline: nothing else may answer on that port
         defer { withExtendedLifetime(refused) {} }
+        // The exported folder names its segments locally (resolved as the plan was, after the redirect).
+        let exported = try String(contentsOfFile: dir.file("exported") + "/master.m3u8", encoding: .utf8)
+        #expect(!exported.contains("http"), "\(exported)")
+        let local = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", dir.file("exported") + "/master.m3u8", "-f", "null", "-"])
+        #expect(local.status == 0 && local.err.isEmpty, "exported: \(local.err)")
         let warmed = try ServeProcess(cacheDir: dir.file("warmed"), logDir: dir)
         for (name, serve) in [("played", played), ("prefetched", warmed)] {
             let offline = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(url), "-f", "null", "-"])
@@ -138,7 +143,8 @@ import VCacheTestSupport
         let cache = dir.file("allowed")
         #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0)
         // The stream is recorded, its first segment cached; the second is not.
-        let warm = try VCacheBinary.run(["prefetch", "-q", playlists.url("/p/index.m3u8"), "--seconds", "1"], cacheDir: cache)
+        // The segments' host is another than the playlist's: allowed by name.
+        let warm = try VCacheBinary.run(["prefetch", "-q", playlists.url("/p/index.m3u8"), "--seconds", "1", "--allow-host", "127.0.0.1"], cacheDir: cache)
         #expect(warm.status == 0, "\(warm.stderr)")
         sign(2)
         let asked = playlists.requests("/p/index.m3u8").count
@@ -184,5 +190,61 @@ import VCacheTestSupport
         #expect(try inspector.entry(origin.url("/h/s1.ts"))?.sha256 == TestBytes.sha256(good))
         #expect(try inspector.entry(origin.url("/h/s2.ts"))?.sha256 == TestBytes.sha256(good))
         #expect(try inspector.entry(origin.url("/h/other.bin"))?.sha256 == TestBytes.sha256(html))
+    }
+}
+
+/// A redirected playlist warmed by the vcache before migration 4 has no final URL recorded: its
+/// relative URIs must still resolve to the segments stored (found from the stream's members),
+/// so it plays offline, exports whole, and a later prefetch asks for nothing it never named.
+@Suite struct HLSFinalURLUpgradeTests {
+    let dir = TempDirectory("vcache-hlsupgrade")
+
+    @Test(.timeLimit(.minutes(6)))
+    func aRedirectedPlaylistWithoutItsFinalURLStillPlaysOffline() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
+            print("skipped: ffmpeg is not installed")
+            return
+        }
+        let made = dir.file("streams")
+        #expect(try Tool.run("/usr/bin/env", ["bash", Fixtures.path("hls/make-streams.sh"), made]).status == 0)
+        // /abr/master.m3u8 answers 302 to /moved/abr/master.m3u8, whose URIs are relative.
+        let origin = try TestOrigin()
+        let files = FileManager.default.enumerator(atPath: made + "/abr")?.allObjects as? [String] ?? []
+        for name in files where name.contains(".") {
+            let body = try Data(contentsOf: URL(fileURLWithPath: made + "/abr/" + name))
+            origin.setResource("/moved/abr/" + name, .init(body: body, contentType: name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp4"))
+        }
+        var redirect = TestOrigin.Faults()
+        redirect.redirectTo = origin.url("/moved/abr/master.m3u8")
+        origin.setFaults("/abr/master.m3u8", redirect)
+        let url = origin.url("/abr/master.m3u8")
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        // As the earlier vcache left it: no final URL recorded.
+        let sql = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", "DELETE FROM final_urls;"])
+        #expect(sql.status == 0, "\(sql.err)")
+
+        // A later prefetch finds it all cached and asks for nothing under the URL before the redirect.
+        let asked = origin.requests("/abr/master.m3u8").count
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin.requests("/abr/master.m3u8").count == asked)
+        #expect(origin.requests("/abr/180p/index.m3u8").isEmpty)
+        let check = try VCacheBinary.run(["check", url], cacheDir: cache)
+        #expect(check.status == 0, "\(check.stdout)")
+        let export = try VCacheBinary.run(["export", url, dir.file("out")], cacheDir: cache)
+        #expect(export.status == 0, "\(export.stderr)")
+
+        origin.stop()
+        let refused = RefusingPort(origin.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(url), "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "offline: \(play.err)")
+        serve.stop()
+        let local = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", dir.file("out") + "/master.m3u8", "-f", "null", "-"])
+        #expect(local.status == 0 && local.err.isEmpty, "exported: \(local.err)")
+        let master = try String(contentsOfFile: dir.file("out") + "/master.m3u8", encoding: .utf8)
+        #expect(!master.contains("http"), "\(master)")
     }
 }

@@ -200,7 +200,7 @@ public struct StreamExporter {
 
     private func parse(_ e: CacheEntry) -> HLSPlaylist? {
         guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e))
+        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules))
     }
 
     /// Why the media playlist does not play from the cache, or nil when it does.
@@ -227,7 +227,8 @@ public struct StreamExporter {
     private func rewrite(key: String, keep: @escaping @Sendable (String) -> Bool = { _ in true },
                          _ local: @escaping @Sendable (String) -> String) -> String {
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, let bytes = store.cachedBytes(of: e) else { return "" }
-        return HLSRewriter(url: e.latestURL, proxy: local, keep: keep).rewrite(String(decoding: bytes, as: UTF8.self))
+        // Resolved as the plan was (after redirects), so every URI finds its local name.
+        return HLSRewriter(url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules), proxy: local, keep: keep).rewrite(String(decoding: bytes, as: UTF8.self))
     }
 
     private func makeFolder(_ path: String) throws {

@@ -149,7 +149,7 @@ public final class Prefetcher {
         // Relative URIs resolve against the URL that answered it (after redirects): this run's,
         // kept for offline reads, else the one recorded when it was fetched.
         if let final = r.finalURL { try? store.catalog.recordFinalURL(key: r.key, url: final) }
-        let base = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
+        let base = r.finalURL ?? store.playlistBase(of: e, bytes: bytes, keyRules: options.keyRules)
         let playlist: HLSPlaylist
         do {
             playlist = try HLSPlaylist.parse(bytes, url: base)

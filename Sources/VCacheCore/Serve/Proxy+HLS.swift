@@ -53,7 +53,9 @@ extension Proxy {
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
             // Resolved against the URL that last answered it (after redirects), as online.
-            finalURL = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? origin
+            finalURL = ((try? readThrough.store.catalog.entry(key: video.key)) ?? nil).map {
+                readThrough.store.playlistBase(of: $0, bytes: whole, keyRules: readThrough.options.keyRules)
+            } ?? origin
             status = .hit
         }
         guard let text else { return nil }
@@ -100,7 +102,9 @@ extension Proxy {
     private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data) {
         guard case .media(let fresh)? = now, !fresh.isLive, video.length <= Int64(HLSPlaylist.maxBytes),
               let old = cachedHead(video, count: Int(video.length)), old != Array(body) else { return }
-        let base = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? video.url
+        let base = ((try? readThrough.store.catalog.entry(key: video.key)) ?? nil).map {
+            readThrough.store.playlistBase(of: $0, bytes: old, keyRules: readThrough.options.keyRules)
+        } ?? video.url
         guard case .media(let was)? = try? HLSPlaylist.parse(old, url: base), !was.isLive else { return }
         let rules = readThrough.options.keyRules
         for key in Set(HLSPlaylist.media(was).members.map { rules.key(for: $0.url) } + [video.key]) {
@@ -128,7 +132,7 @@ extension Proxy {
             return e.isComplete
         }
         guard let e = entry(url), e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes),
-              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e)) else { return false }
+              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: rules)) else { return false }
         for s in media.segments {
             guard held(s.uri, s.byteRange) else { return false }
             if let m = s.map, !held(m.uri, m.byteRange) { return false }
