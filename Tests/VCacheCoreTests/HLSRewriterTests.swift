@@ -89,7 +89,7 @@ import Testing
 
     @Test func anOfflineMasterDropsWhatIsNotCached() {
         let u = Self.u
-        let cached: Set<String> = [u + "360p.m3u8", u + "if360.m3u8"]
+        let cached: Set<String> = [u + "360p.m3u8", u + "if360.m3u8", u + "audio.m3u8"]
         let r = HLSRewriter(url: Self.base, proxy: { "P<\($0)>" }, keep: { cached.contains($0) })
         #expect(r.rewrite(Self.master) == """
             #EXTM3U\r
@@ -165,5 +165,39 @@ import Testing
     ])
     func aMemberIsNamedByItsFirstBytes(name: String, context: HLSURIContext, bytes: [UInt8], expected: String) {
         #expect(Exporter.memberFileName(for: Self.u + name, key: "k", context: context) { bytes } == expected)
+    }
+
+    /// A rendition not kept goes; a group left with none is no longer named by a variant (its
+    /// attribute goes, from the middle, the start or the end of the list, quoted or not).
+    @Test func aRenditionNotKeptGoesAndItsEmptiedGroupWithIt() {
+        let master = """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="en.m3u8"
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="fr",URI="fr.m3u8"
+            #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="s",NAME="en",URI="subs.m3u8"
+            #EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID="cc",NAME="cc",INSTREAM-ID="CC1"
+            #EXT-X-STREAM-INF:BANDWIDTH=1,AUDIO="a",SUBTITLES="s",CLOSED-CAPTIONS="cc"
+            a.m3u8
+            #EXT-X-STREAM-INF:SUBTITLES="s",BANDWIDTH=2
+            b.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=3, SUBTITLES=s
+            c.m3u8
+
+            """
+        let kept: Set<String> = ["en.m3u8", "a.m3u8", "b.m3u8", "c.m3u8"].map { Self.u + $0 }.reduce(into: []) { $0.insert($1) }
+        let out = HLSRewriter(url: Self.base, proxy: { "P<\($0.dropFirst(Self.u.count))>" }, keep: { kept.contains($0) }).rewrite(master)
+        #expect(out == """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="P<en.m3u8>"
+            #EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID="cc",NAME="cc",INSTREAM-ID="CC1"
+            #EXT-X-STREAM-INF:BANDWIDTH=1,AUDIO="a",CLOSED-CAPTIONS="cc"
+            P<a.m3u8>
+            #EXT-X-STREAM-INF:BANDWIDTH=2
+            P<b.m3u8>
+            #EXT-X-STREAM-INF:BANDWIDTH=3
+            P<c.m3u8>
+
+            """, "\(out)")
+        #expect((try? HLSPlaylist.parse(text: out, url: Self.base)) != nil)
     }
 }

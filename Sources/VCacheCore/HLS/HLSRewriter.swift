@@ -16,9 +16,11 @@ import Foundation
 /// since an AES-128 key without IV uses the sequence number (§5.2). A tag whose attribute list
 /// does not parse (§4.2) and EXTINF titles are left as written.
 ///
-/// `keep` drops what a master lists but the cache does not hold (an offline master): an
-/// EXT-X-STREAM-INF line together with its URI line, and an EXT-X-I-FRAME-STREAM-INF line,
-/// when `keep` says no for the resolved URL.
+/// `keep` drops what a master lists but the cache does not hold (an offline master, an export):
+/// an EXT-X-STREAM-INF line together with its URI line, an EXT-X-I-FRAME-STREAM-INF line, and
+/// an EXT-X-MEDIA line with a URI, when `keep` says no for the resolved URL. A group whose every
+/// rendition went is no longer named by the variants kept (their AUDIO, VIDEO or SUBTITLES
+/// attribute goes with it: §4.3.4.2 wants a group named to exist).
 public struct HLSRewriter: Sendable {
     /// The playlist's final URL, after redirects.
     public var url: String
@@ -40,7 +42,7 @@ public struct HLSRewriter: Sendable {
 
     public func rewrite(_ text: String) -> String {
         let lines = HLSPlaylist.Line.split(text)
-        let dropped = droppedLines(lines)
+        let (dropped, emptied) = droppedLinesAndGroups(lines)
         var out = text.hasPrefix("\u{FEFF}") ? "\u{FEFF}" : ""
         out.reserveCapacity(text.utf8.count * 2)
         // What a URI line names: a media playlist in a master, else a segment (fMP4 once an
@@ -54,6 +56,10 @@ public struct HLSRewriter: Sendable {
             } else if let (name, value) = line.tag, name != "EXTINF", let value {
                 if name == "EXT-X-MAP" { fragmented = true }
                 if name == "EXT-X-KEY" { encrypted = (try? HLSAttributeList(parsing: value))?.enumerated("METHOD") == "AES-128" }
+                if name == "EXT-X-STREAM-INF", !emptied.isEmpty {
+                    out += withoutEmptiedGroups(line.text, value: value, emptied: emptied) + line.terminator
+                    continue
+                }
                 out += rewriteAttributes(line.text, value: value, context: Self.context(tag: String(name), value: value, fragmented: fragmented, encrypted: encrypted))
             } else {
                 out += line.text
@@ -64,11 +70,29 @@ public struct HLSRewriter: Sendable {
     }
 
     /// Indices of the lines `keep` drops: a variant's EXT-X-STREAM-INF and its URI line, an
-    /// EXT-X-I-FRAME-STREAM-INF.
+    /// EXT-X-I-FRAME-STREAM-INF, an EXT-X-MEDIA with a URI.
     func droppedLines(_ lines: [HLSPlaylist.Line]) -> Set<Int> {
+        droppedLinesAndGroups(lines).lines
+    }
+
+    /// `droppedLines`, and the rendition groups (`TYPE` and `GROUP-ID`, upper-cased type) left
+    /// with no rendition.
+    func droppedLinesAndGroups(_ lines: [HLSPlaylist.Line]) -> (lines: Set<Int>, emptied: Set<String>) {
         var dropped = Set<Int>()
+        var kept = Set<String>(), gone = Set<String>()
         for (i, line) in lines.enumerated() {
             guard let (name, value) = line.tag else { continue }
+            if name == "EXT-X-MEDIA", let value, let list = try? HLSAttributeList(parsing: value),
+               let type = list.enumerated("TYPE"), let group = list.string("GROUP-ID") {
+                let id = type + " " + group
+                if let uri = list.string("URI"), !keep(HLSURI.resolve(uri, against: url)) {
+                    dropped.insert(i)
+                    gone.insert(id)
+                } else {
+                    kept.insert(id)
+                }
+                continue
+            }
             if name == "EXT-X-STREAM-INF" {
                 // Its URI is the next URI line, unless another tag of the kind comes first.
                 guard let j = lines[(i + 1)...].firstIndex(where: { $0.isURI || $0.tag?.name == "EXT-X-STREAM-INF" }),
@@ -83,7 +107,32 @@ public struct HLSRewriter: Sendable {
                 dropped.insert(i)
             }
         }
-        return dropped
+        return (dropped, gone.subtracting(kept))
+    }
+
+    /// An EXT-X-STREAM-INF's text without the group attributes (AUDIO, VIDEO, SUBTITLES) that
+    /// name an emptied group; every other byte as written.
+    func withoutEmptiedGroups(_ text: Substring, value: Substring, emptied: Set<String>) -> String {
+        guard let list = try? HLSAttributeList(parsing: value) else { return String(text) }
+        var out = String(text)
+        let offset = text.distance(from: text.startIndex, to: value.startIndex)
+        // Last first, so the earlier offsets hold.
+        for (k, a) in list.attributes.enumerated().reversed() where ["AUDIO", "VIDEO", "SUBTITLES"].contains(a.name) && emptied.contains(a.name + " " + a.value) {
+            let valueStart = value.distance(from: value.startIndex, to: a.valueRange.lowerBound)
+            let valueEnd = value.distance(from: value.startIndex, to: a.valueRange.upperBound) + (a.isQuoted ? 1 : 0)
+            var start = valueStart - (a.isQuoted ? 1 : 0) - a.name.utf8.count - 1
+            var end = valueEnd
+            if k > 0 {
+                // From the comma after the previous attribute.
+                let before = value[..<value.index(value.startIndex, offsetBy: start)]
+                if let comma = before.lastIndex(of: ",") { start = value.distance(from: value.startIndex, to: comma) }
+            } else if let comma = value[value.index(value.startIndex, offsetBy: end)...].firstIndex(of: ",") {
+                end = value.distance(from: value.startIndex, to: comma) + 1
+            }
+            let lo = out.index(out.startIndex, offsetBy: offset + start), hi = out.index(out.startIndex, offsetBy: offset + end)
+            out.replaceSubrange(lo..<hi, with: "")
+        }
+        return out
     }
 
     /// What the `URI` attribute of the tag `name` names.

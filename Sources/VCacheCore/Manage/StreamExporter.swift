@@ -88,7 +88,10 @@ public struct StreamExporter {
             guard !variants.isEmpty else {
                 throw StreamExportError.notPlayable(url: root.latestURL, why: "none of its \(m.variants.count) variants is cached whole with its audio")
             }
+            // Left out, and said: the variants that do not play, and the renditions not cached (a
+            // URL kept for them would reach the network from the folder).
             dropped = m.variants.filter { v in !variants.contains { $0.uri == v.uri } }.map(\.uri)
+                + m.renditions.compactMap(\.uri).filter { plays[$0] == nil }
             let needed = variants.map(\.uri) + m.renditions.compactMap(\.uri).filter { plays[$0] != nil }
             for url in needed where plan.folder[url] == nil {
                 guard let media = plays[url] else { continue }
@@ -103,6 +106,8 @@ public struct StreamExporter {
             let path = destination + "/" + r.path
             try makeFolder((path as NSString).deletingLastPathComponent)
             bytes += try copy(r.url, to: path, ranges: r.ranges, force: force)
+            // A key stays readable by its owner only, as in the cache.
+            if r.isKey, chmod(path, 0o600) != 0 { throw SystemError("chmod", path: path, errno: errno) }
             files += 1
         }
         for p in plan.playlists {
@@ -137,7 +142,7 @@ public struct StreamExporter {
     struct Plan {
         var playlists: [(url: String, folder: String, media: HLSMediaPlaylist)] = []
         var folder: [String: String] = [:]
-        var resources: [(url: String, path: String, ranges: RangeSet?)] = []
+        var resources: [(url: String, path: String, ranges: RangeSet?, isKey: Bool)] = []
         var resourceIndex: [String: Int] = [:]
         /// Absolute URL to its path in the folder.
         var names: [String: String] = [:]
@@ -179,7 +184,7 @@ public struct StreamExporter {
                 usedPaths.insert(path)
                 names[url] = path
                 resourceIndex[url] = resources.count
-                resources.append((url, path, range.map { RangeSet([$0]) }))
+                resources.append((url, path, range.map { RangeSet([$0]) }, context == .key))
             }
             for s in media.segments {
                 let encrypted = s.keys.contains { $0.method == .aes128 }

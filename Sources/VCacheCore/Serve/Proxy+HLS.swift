@@ -75,7 +75,9 @@ extension Proxy {
                 return uris.isEmpty || uris.contains { self.playsFromCache($0) }
             }
             let playable = Set(master.variants.filter { self.playsFromCache($0.uri) && groupPlays($0.audio) }.map(\.uri))
-            if !playable.isEmpty { keep = { playable.contains($0) } }
+            // Renditions too: one never warmed is not offered (a player picking it would stall).
+            let renditions = Set(master.renditions.compactMap(\.uri).filter { self.playsFromCache($0) })
+            if !playable.isEmpty { keep = { playable.contains($0) || renditions.contains($0) } }
         }
         // Each named by what it is when its URL's name does not say (`/segment/3`: ffmpeg picks
         // the demuxer by the extension and refuses a TS segment called .mp4).
