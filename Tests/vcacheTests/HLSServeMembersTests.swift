@@ -155,6 +155,37 @@ import VCacheTestSupport
         serve.stop()
     }
 
+    /// The signed URL expires while a segment's body is going out (its head was cached, the
+    /// rest is fetched as the player reads): the rest is fetched under the renewed URL, and the
+    /// player gets the whole segment, byte for byte, in the one response.
+    @Test(.timeLimit(.minutes(5)))
+    func aSignedURLThatExpiresMidBodyIsRenewedForTheRest() throws {
+        let origin = try TestOrigin()
+        let large = HLSHostileOriginTests.ts(2000, seed: 5)  // 376 KB: a 64 KiB head, then the rest
+        origin.setResource("/m/seg0.ts", .init(body: large, etag: "\"s0\"", contentType: "video/mp2t"))
+        func sign(_ token: Int) {
+            origin.setResource("/m/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["seg0.ts?token=\(token)"]), contentType: Self.mpegurl))
+            var f = TestOrigin.Faults()
+            f.requiredQuery = "token=\(token)"
+            origin.setFaults("/m/seg0.ts", f)
+        }
+        sign(1)
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let playlist = try Curl.fetch([serve.url(origin.url("/m/index.m3u8"))], in: dir)
+        let uri = try #require(String(decoding: playlist.body, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(serve.base) }.map(String.init))
+        #expect(try Curl.fetch(["-r", "0-99", uri], in: dir).status == 206)  // caches the head
+        sign(2)
+        // The response begins from the cache: its head is out when the origin refuses token 1.
+        let whole = try Curl.fetch([uri], in: dir)
+        #expect(whole.status == 200 && whole.headers["x-cache"] == "PARTIAL")
+        #expect(whole.body.count == large.count && TestBytes.sha256(whole.body) == TestBytes.sha256(large), "\(whole.body.count) of \(large.count) bytes")
+        #expect(origin.queries("/m/seg0.ts").last == "token=2", "\(origin.queries("/m/seg0.ts"))")
+        serve.stop()
+        #expect(try CacheInspector(directory: cache).store.catalog.entry(key: CacheKeyRules(ignoreQuery: false, stripParameters: ["token"]).key(for: origin.url("/m/seg0.ts?token=1")))?.sha256 == TestBytes.sha256(large))
+    }
+
     @Test(.timeLimit(.minutes(5)))
     func anErrorPageAnsweredForASegmentIsNotStored() throws {
         let origin = try TestOrigin()
