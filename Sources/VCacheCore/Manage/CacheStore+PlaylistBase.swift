@@ -12,7 +12,8 @@ extension CacheStore {
     /// the URL asked for (`http://o/abr/180p/index.m3u8`) and a member whose URL ends the same way
     /// (`http://o/moved/abr/180p/index.m3u8`) give the folder it was answered from; the candidate
     /// under which the most of what it names are members wins, the URL asked for on a tie. The
-    /// base found is recorded (best effort), so this runs once per playlist.
+    /// base found (or the URL asked for, once it explains every member) is recorded, best effort,
+    /// so this runs once per playlist.
     /// `bytes`: the cached playlist.
     public func playlistBase(of e: CacheEntry, bytes: [UInt8], keyRules: CacheKeyRules) -> String {
         if let recorded = (try? catalog.finalURL(of: e.key)) ?? nil { return recorded }
@@ -27,7 +28,12 @@ extension CacheStore {
         func score(_ base: String) -> Int { named(base).filter { stream.contains(keyRules.key(for: $0)) }.count }
         let urls = named(asked)
         let best = score(asked)
-        guard !urls.isEmpty, best < urls.count else { return asked }
+        guard !urls.isEmpty else { return asked }
+        guard best < urls.count else {
+            // Everything it names is the stream's: it was not redirected. Said once for all.
+            try? catalog.recordFinalURL(key: e.key, url: asked)
+            return asked
+        }
         // Relative URIs, as resolved against the URL asked for: what follows its folder.
         func withoutQuery(_ u: String) -> String { String(u.prefix { $0 != "?" && $0 != "#" }) }
         let folder = withoutQuery(asked).split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/") + "/"
