@@ -72,6 +72,9 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", "-q", origin.url("/m/master.m3u8")], cacheDir: dir.file("cache"))
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try CacheInspector(directory: dir.file("cache")).entry(edge.url("/e/seg0.ts"))?.sha256 == TestBytes.sha256(seg))
+        // Again, all cached: the host it was redirected to is still the stream's (the catalog says so).
+        let again = try VCacheBinary.run(["prefetch", "-q", origin.url("/m/master.m3u8")], cacheDir: dir.file("cache"))
+        #expect(again.status == 0, "\(again.stderr)")
     }
 }
 

@@ -287,9 +287,11 @@ public final class Prefetcher {
                             while let p = parent[top] { top = p }
                             let (members, error) = self.expand(r, item: items[index], root: self.options.keyRules.key(for: items[top].url))
                             if let error { results[index]?.error = error }
-                            // The hosts its playlists came from: the URL given, and where each was redirected.
+                            // The hosts its playlists came from: the URL given, and where each was redirected
+                            // (this run, or as the catalog recorded it when it is cached already).
                             var own = streamHosts[top] ?? Set([items[top].url].compactMap { OriginTarget.of($0)?.host })
-                            if let host = OriginTarget.of(r.finalURL ?? r.url)?.host { own.insert(host) }
+                            let answered = r.finalURL ?? ((try? self.store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
+                            if let host = OriginTarget.of(answered)?.host { own.insert(host) }
                             streamHosts[top] = own
                             for m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
                                 let key = self.options.keyRules.key(for: m.url)
