@@ -26,9 +26,25 @@ extension Catalog {
         }
     }
 
-    /// What a cached playlist's relative URIs resolve against: its final URL, else the URL it
-    /// was last fetched by.
+    /// What a cached playlist's relative URIs resolve against as far as the catalog says: its
+    /// final URL, else the URL it was last fetched by. (A playlist cached before migration 4 has
+    /// no final URL: `CacheStore.playlistBase` finds it from the stream's members.)
     public func baseURL(of entry: CacheEntry) -> String {
         ((try? finalURL(of: entry.key)) ?? nil) ?? entry.latestURL
+    }
+
+    /// The keys of the stream `key` belongs to: its root's and every member's; empty when it
+    /// belongs to none (or the catalog is older than streams).
+    public func streamKeys(containing key: String) throws -> [String] {
+        guard schema >= Self.streamsSchema else { return [] }
+        return try database.read(snapshot: true) { c in
+            var root: String?
+            try c.query("SELECT root FROM stream_members WHERE key = ? LIMIT 1", .text(key)) { root = $0.text(0) }
+            if root == nil { try c.query("SELECT root FROM streams WHERE root = ?", .text(key)) { root = $0.text(0) } }
+            guard let root else { return [] }
+            var keys = [root]
+            try c.query("SELECT key FROM stream_members WHERE root = ? AND key != root", .text(root)) { keys.append($0.text(0)) }
+            return keys
+        }
     }
 }

@@ -258,6 +258,15 @@ public struct Exporter {
     /// characters or leading dots, at most 200 bytes with the extension kept; the key when
     /// nothing usable is left.
     public static func fileName(for url: String, key: String, contentType: String? = nil) -> String {
+        var (stem, ext) = fileNameParts(for: url, key: key)
+        if ext.isEmpty { ext = (contentType?.contains("quicktime") ?? false) ? "mov" : "mp4" }
+        while stem.utf8.count + ext.utf8.count + 1 > 200 { stem.removeLast() }
+        return stem + "." + ext
+    }
+
+    /// `fileName`'s stem and extension (empty when the URL's name has none of at most 8
+    /// characters), before one is chosen for it.
+    static func fileNameParts(for url: String, key: String) -> (stem: String, ext: String) {
         let rawLast = URLComponents(string: url)?.percentEncodedPath.split(separator: "/").last.map(String.init) ?? ""
         var name = (rawLast.removingPercentEncoding ?? rawLast)
         name = String(name.unicodeScalars.map { s -> Character in
@@ -270,9 +279,7 @@ public struct Exporter {
         if ext.count > 8 { ext = "" }
         var stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
         if stem.isEmpty { stem = "video-" + key.prefix(12) }
-        if ext.isEmpty { ext = (contentType?.contains("quicktime") ?? false) ? "mov" : "mp4" }
-        while stem.utf8.count + ext.utf8.count + 1 > 200 { stem.removeLast() }
-        return stem + "." + ext
+        return (stem, ext)
     }
 }
 

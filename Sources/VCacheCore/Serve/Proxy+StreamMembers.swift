@@ -64,7 +64,7 @@ extension Proxy {
         let store = readThrough.store
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
               length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e))
+        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: readThrough.options.keyRules))
     }
 
     /// `readThrough.open`, a segment's first bytes checked; a stream member the origin refuses

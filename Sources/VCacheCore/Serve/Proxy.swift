@@ -152,31 +152,34 @@ public final class Proxy: Sendable {
         let cacheStatus = fresh ? .miss : reader.cacheStatus
         headers.append(("X-Cache", cacheStatus.rawValue))
         let body: HTTPServer.Body
+        // A member's signed URL that expires while the body goes out is renewed for the rest.
+        let streamed = RenewingReader(reader, span: span) { [self] rest, status in self.renewedReader(video, range: rest, refused: status) }
         if !isHead, !span.isEmpty, let data = reader.cachedFile {
             body = .file(data, offset: span.lowerBound, length: span.count)
         } else {
-            body = .stream(length: span.count, reader)
+            body = .stream(length: span.count, streamed)
         }
         let sendfileBytes: Int64 = { if case .file = body { return span.count } else { return 0 } }()
         let base = line, finalStatus = status
         return HTTPServer.Response(status: status, headers: headers + Self.inert, body: body) { ending in
             let completed = ending.completed
-            reader.finished(completed: completed)
+            streamed.finished(completed: completed)
             var done = base
             done.status = finalStatus
             // A file body abandoned midway counts what the client acknowledged (TCP's count).
             let fileBytes = isHead ? 0 : ending.fileBytesSent ?? (completed ? sendfileBytes : 0)
-            done.fromCache = fileBytes + reader.fromCache.load(ordering: .relaxed)
-            done.fromOrigin = reader.fromOrigin.load(ordering: .relaxed)
+            done.fromCache = fileBytes + streamed.fromCache
+            done.fromOrigin = streamed.fromOrigin
             if fresh {
                 done.fromOrigin += done.fromCache
                 done.fromCache = 0
             }
             var notes: [String] = []
             if let p = reader.fileProblem { notes.append(p) }
-            if !completed { notes.append(reader.failure ?? "the client left before the end") }
+            if streamed.renewed { notes.append("the origin refused its signed URL midway: the rest was read under the URL its playlist names now") }
+            if !completed { notes.append(streamed.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
-            account(done, cache: cacheStatus, originError: completed || reader.failure == nil ? nil : "cut")
+            account(done, cache: cacheStatus, originError: completed || streamed.failure == nil ? nil : "cut")
         }
     }
 }
