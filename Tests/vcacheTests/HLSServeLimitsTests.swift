@@ -44,11 +44,32 @@ import VCacheTestSupport
         serve.stop()
         let lines = serve.log.filter { $0.contains("/big/") }
         #expect(lines.count == 2 && lines.allSatisfy { $0.contains(" 502 ") && $0.contains("larger than the 8.0 MiB vcache reads as one") }, "\(lines)")
-        // Sent chunked, it is refused before it is known as a playlist: no length came with its head.
-        #expect(serve.log.filter { $0.contains("/chunked/") && $0.contains(" 502 ") }.count == 1, "\(serve.log)")
+        // Sent chunked, it is known as a playlist though no length came with its head, and refused
+        // for its size, not for the length it did not say.
+        #expect(serve.log.filter { $0.contains("/chunked/") && $0.contains(" 502 ") && $0.contains("larger than the 8.0 MiB") }.count == 1, "\(serve.log)")
         // prefetch refuses it the same way, with the same limit.
         let p = try VCacheBinary.run(["prefetch", origin.url("/big/index.m3u8")], cacheDir: dir.file("p"))
         #expect(p.status == 4 && p.stderr.contains("larger than the 8.0 MiB"), "\(p.stderr)")
+    }
+
+    /// A playlist sent chunked and longer than the head serve stores first (64 KiB) plays: a
+    /// playlist needs no length (it is read whole, up to its limit), a video served by ranges does.
+    @Test(.timeLimit(.minutes(5)))
+    func aLongPlaylistSentChunkedPlays() throws {
+        let origin = try TestOrigin()
+        let names = (0..<6000).map { "segment-\($0).ts" }
+        let body = HLSHostileOriginTests.playlist(names, live: true)
+        #expect(body.count > 64 << 10)
+        origin.setResource("/long/index.m3u8", .init(body: body, contentType: Self.mpegurl))
+        var chunked = TestOrigin.Faults()
+        chunked.chunkedWithoutLength = true
+        origin.setFaults("/long/index.m3u8", chunked)
+        let serve = try ServeProcess(cacheDir: dir.file("long"), logDir: dir)
+        let r = try Curl.fetch([serve.url(origin.url("/long/index.m3u8"))], in: dir)
+        #expect(r.status == 200, "\(r.status): \(serve.log)")
+        let uris = String(decoding: r.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(uris.count == names.count && uris.allSatisfy { $0.hasPrefix(serve.base + "/v/") }, "\(uris.count) URI lines")
+        serve.stop()
     }
 
     /// Players reloading a live playlist at the same moment share one origin request.

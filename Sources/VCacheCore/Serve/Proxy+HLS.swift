@@ -49,7 +49,7 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
-        } else if video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
+        } else if video.length > 0, video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
             // Resolved against the URL that last answered it (after redirects), as online.

@@ -89,17 +89,9 @@ public final class Proxy: Sendable {
         if let allowed = allowedOrigins, let target = OriginTarget.of(origin), !allowed.allows(target) {
             return finish(403, "origin \(target) is not allowed by --allow-host")
         }
-        let video: ReadThrough.Video
-        do {
-            video = try openMember(origin)
-        } catch {
-            switch error {
-            // The player learns what the origin said; no error body is ever stored as video bytes.
-            case .origin(let status, _): return finish(status, error.description, originError: "status")
-            case .unreachable(let why): return finish(502, why, originError: "unreachable")
-            }
-        }
-        if let playlist = playlistAnswer(request, origin: origin, video: video) {
+        /// The rewritten playlist, when `video` is one.
+        func asPlaylist(_ video: ReadThrough.Video) -> HTTPServer.Response? {
+            guard let playlist = playlistAnswer(request, origin: origin, video: video) else { return nil }
             readThrough.markUsed(video.key)
             line.status = playlist.response.status
             line.fromCache = playlist.fromCache
@@ -108,6 +100,23 @@ public final class Proxy: Sendable {
             account(line, cache: playlist.cache, originError: playlist.cache == nil ? "status" : nil)
             return playlist.response
         }
+        let video: ReadThrough.Video
+        do {
+            video = try openMember(origin)
+        } catch {
+            switch error {
+            // The player learns what the origin said; no error body is ever stored as video bytes.
+            case .origin(let status, _): return finish(status, error.description, originError: "status")
+            case .unreachable(let why):
+                // A playlist sent chunked and longer than the head: no length came with it, which
+                // a playlist needs not (it is read whole, up to its limit, not served by ranges).
+                let lengthless = ReadThrough.Video(key: readThrough.options.keyRules.key(for: origin), url: origin, length: 0,
+                                                   validators: Validators(length: nil, etag: nil, lastModified: nil),
+                                                   contentType: nil, fromCatalog: false, snapshot: ReadThrough.Snapshot())
+                return asPlaylist(lengthless) ?? finish(502, why, originError: "unreachable")
+            }
+        }
+        if let answer = asPlaylist(video) { return answer }
         let name = (request.path as NSString).lastPathComponent.removingPercentEncoding ?? ""
         let etag = ProxyURL.etag(video)
         var headers: [(String, String)] = [
