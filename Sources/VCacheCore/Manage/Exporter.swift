@@ -55,7 +55,7 @@ public struct Exporter {
 
     /// Exports one entry. `destination` is a file path, or an existing folder (then the name
     /// comes from the URL).
-    public func export(key: String, to destination: String, force: Bool, link: Bool, faststart: Bool = false) throws -> Exported {
+    public func export(key: String, to destination: String, force: Bool, link: Bool, faststart: Bool = false, mode: mode_t? = nil) throws -> Exported {
         guard let e = try store.catalog.entry(key: key) else { throw ExportError.io(SystemError("find entry", path: key, errno: ENOENT)) }
         guard e.isComplete, let length = e.length, let sha = e.sha256 else {
             throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
@@ -124,6 +124,8 @@ public struct Exporter {
                 try copy(data, length: length, expecting: sha, to: temp, url: e.latestURL)
                 if faststart { movedMoov = false }
             }
+            // Its mode before it appears under its name (a key is never readable by others there).
+            if let mode, chmod(temp, mode) != 0 { throw ExportError.io(SystemError("chmod", path: temp, errno: errno)) }
             guard rename(temp, target) == 0 else { throw ExportError.io(SystemError("rename", path: target, errno: errno)) }
         } catch {
             unlink(temp)

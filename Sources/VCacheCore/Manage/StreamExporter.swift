@@ -105,9 +105,8 @@ public struct StreamExporter {
         for r in plan.resources {
             let path = destination + "/" + r.path
             try makeFolder((path as NSString).deletingLastPathComponent)
-            bytes += try copy(r.url, to: path, ranges: r.ranges, force: force)
-            // A key stays readable by its owner only, as in the cache.
-            if r.isKey, chmod(path, 0o600) != 0 { throw SystemError("chmod", path: path, errno: errno) }
+            // A key stays readable by its owner only, as in the cache, from the moment it has its name.
+            bytes += try copy(r.url, to: path, ranges: r.ranges, force: force, mode: r.isKey ? 0o600 : nil)
             files += 1
         }
         for p in plan.playlists {
@@ -251,10 +250,10 @@ public struct StreamExporter {
 
     /// Copies the resource at `url`: whole (checked against its SHA-256 by `Exporter`), or only
     /// `ranges` at their offsets (a byte-range file cached in part). Returns the bytes written.
-    private func copy(_ url: String, to path: String, ranges: RangeSet?, force: Bool) throws -> Int64 {
+    private func copy(_ url: String, to path: String, ranges: RangeSet?, force: Bool, mode: mode_t?) throws -> Int64 {
         guard let e = entry(url) else { throw StreamExportError.notPlayable(url: url, why: "it is not cached") }
         if e.isComplete {
-            return try Exporter(store: store).export(key: e.key, to: path, force: force, link: false).bytes
+            return try Exporter(store: store).export(key: e.key, to: path, force: force, link: false, mode: mode).bytes
         }
         guard let ranges, let length = e.length, e.ranges.contains(ranges) else {
             throw StreamExportError.notPlayable(url: url, why: "it is not cached whole")
@@ -263,7 +262,7 @@ public struct StreamExporter {
         let data = try store.openDataForReading(key: e.key)
         defer { data.close() }
         let temp = path + ".vcache-\(getpid())"
-        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: mode ?? 0o644)
         do {
             defer { out.close() }
             try out.resize(to: length)
