@@ -168,10 +168,40 @@ final class PrefetchJob: TransferDelegate {
     }
 
     /// The run is stopping (SIGINT/SIGTERM or a deadline): checkpoint what arrived and report.
+    /// A video whose every byte has arrived is completed instead: a stop just after its last byte
+    /// (serve stopped as the player got it) leaves it whole, with its digest, not a partial entry.
     func abort(_ error: PrefetchError) {
         fetcher.preconditionOnLoop()
         if let t = transferInFlight { fetcher.cancel(t) }
+        if error == .interrupted || error == .deadline, completeOnStop() { return }
         finish(error)
+    }
+
+    /// `complete` run here, the loop being over: when every byte of the video is held and no
+    /// digest is stored yet, the last commit with the digest, on the checkpoint queue, waited
+    /// for. False (nothing done) otherwise.
+    private func completeOnStop() -> Bool {
+        switch phase {
+        case .fetching, .idle: break
+        default: return false
+        }
+        guard let writer, let length = entry.validators.length, length > 0, !entry.wasComplete,
+              writer.writeStaged() == nil, writer.held.contains(ByteRange(0, length)) else { return false }
+        if case .fetching = phase { enter(.idle) }
+        let batch = writer.takePending()
+        enter(.completing)
+        let checkpointer = writer.checkpointer, data = writer.data
+        let validators = entry.validators, contentType = entry.contentType, store = self.store, key = self.key
+        let outcome = checkpointer.queue.sync {
+            Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: true,
+                          dropAllClaims: { try store.dropAllClaims(key: key, validators: $0) })
+        }
+        switch outcome {
+        case .failed(let e): finish(e)
+        case .completed: finish(nil, completed: true)
+        case .partial: finish(nil)
+        }
+        return true
     }
 
     /// More than eight checkpoint windows (32 MiB) are written but not yet committed (the disk is

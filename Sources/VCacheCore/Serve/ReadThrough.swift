@@ -57,10 +57,23 @@ public final class ReadThrough: Sendable {
     /// Waits for the last-use updates handed to the background (before the server exits).
     public func flushUse() { touchQueue.sync {} }
 
-    /// Stops every storing job and releases every waiting reader (the server is shutting down).
-    public func shutdown() {
-        for board in boards.withLock({ Array($0.values) }) { board.close() }
+    /// Stops every storing job and releases every waiting reader (the server is shutting down),
+    /// then waits, at most `timeout` seconds, for the jobs to end: each checkpoints what it wrote
+    /// (and completes a video it holds whole), so a clean stop loses no byte a player was sent.
+    /// Boards made from now on are closed at once (no job starts any more).
+    public func shutdown(timeout: Double = 30) {
+        let all = boards.withLock { b -> [EntryBoard] in
+            stopping.store(true, ordering: .relaxed)
+            return Array(b.values)
+        }
+        for board in all { board.close() }
+        _ = jobThreads.waitForNone(until: Date().addingTimeInterval(timeout))
     }
+
+    /// Storing jobs' threads not yet ended (`shutdown` waits for them).
+    private let jobThreads = Counter()
+    /// The server is stopping (set under `boards`' lock): a new board is closed at once.
+    private let stopping = Atomic<Bool>(false)
 
     public init(store: CacheStore, options: PrefetchOptions) {
         self.store = store
@@ -236,6 +249,7 @@ public final class ReadThrough: Sendable {
             }
             if b.count >= 2 * Self.idleBoards { prune(&b) }
             let x = EntryBoard()
+            if stopping.load(ordering: .relaxed) { x.close() }
             x.retain()
             b[key] = x
             return x
@@ -365,7 +379,9 @@ public final class ReadThrough: Sendable {
         o.heldBytesAreThisRuns = reader.weakPartsCombine
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
         let options = o
+        jobThreads.add()
         Thread.detachNewThread { [self] in
+            defer { jobThreads.remove() }
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
                 switch event {
                 case .videoChanged: board.writerLeftFile(writer)
@@ -384,6 +400,31 @@ public final class ReadThrough: Sendable {
         }
         board.retain()  // the job's; released when it ends
         return writer
+    }
+}
+
+/// A count that can be waited down to zero (storing jobs still running).
+final class Counter: @unchecked Sendable {
+    // @unchecked: `count` is read and written with `cond` locked.
+    private let cond = NSCondition()
+    private var count = 0
+    func add() {
+        cond.lock()
+        count += 1
+        cond.unlock()
+    }
+    func remove() {
+        cond.lock()
+        count -= 1
+        cond.broadcast()
+        cond.unlock()
+    }
+    /// Waits until the count is zero or `deadline` passes; true when it is zero.
+    func waitForNone(until deadline: Date) -> Bool {
+        cond.lock()
+        defer { cond.unlock() }
+        while count > 0 { if !cond.wait(until: deadline) { return count == 0 } }
+        return true
     }
 }
 
