@@ -19,6 +19,29 @@ import VCacheTestSupport
         #expect(readThrough.boardCount <= 2 * 256, "\(readThrough.boardCount) boards for 700 URLs")
     }
 
+    /// serve stops a storing job whenever its player leaves: a stopped run must let go of its
+    /// fetch loop (a libcurl multi handle, its socket pair, its connections). The jobs it stopped
+    /// left a timer behind that held the run itself: a socket pair and a connection lost per job.
+    @Test(.timeLimit(.minutes(2)))
+    func aRunStoppedMidDownloadLetsGoOfItsFetchLoop() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/s.mp4", .init(body: TestBytes.make(3_000_000, seed: 63), etag: "\"s\""))
+        origin.throttle("/s.mp4", to: 1 << 20)
+        let cache = try TestCache()
+        let flag = Fetcher.StopFlag()
+        weak var left: Prefetcher?
+        var result: PrefetchResult?
+        do {
+            let prefetcher = Prefetcher(store: cache.store, options: TestCache.fastOptions(), stopFlag: flag) { event in
+                if case .progress = event { flag.stop(reason: SIGTERM) }
+            }
+            left = prefetcher
+            result = prefetcher.run([PrefetchItem(url: origin.url("/s.mp4"))])[0]
+        }
+        #expect(result?.error == .interrupted)
+        #expect(left == nil, "the stopped run is still held")
+    }
+
     /// A reader trusts what the catalog claimed about the very file it holds; a claim about a file
     /// must stay true of it. A video whole again after `verify --fix` that does not hash as at its
     /// first completion has every claim dropped: if its `data` stayed, the next writer, holding no

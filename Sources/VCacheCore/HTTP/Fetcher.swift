@@ -182,6 +182,16 @@ public final class Fetcher {
 
     private var hasWork: Bool { !active.isEmpty || !timers.isEmpty || offloaded > 0 }
 
+    /// Forgets the timers and delivered results no loop will run any more (the run that set them
+    /// has ended): they hold their callers' closures, which hold this fetcher's owner, so kept
+    /// they would keep the owner, this multi handle and its connections alive for ever (serve
+    /// stops storing jobs all day: each left a socket pair and a connection behind).
+    public func discardPending() {
+        loop.precondition()
+        timers = []
+        offloaded -= inbox.take().count
+    }
+
     /// Drives transfers and timers until there is nothing left to do, until stopped, or until `done`.
     /// `tick` runs after every wake-up (checkpoints live there, never in a data callback).
     public func run(until done: () -> Bool = { false }, tick: () -> Void = {}) {

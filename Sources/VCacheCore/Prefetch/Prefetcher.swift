@@ -385,6 +385,8 @@ public final class Prefetcher {
         }
         // Items that never started are said too (each unfinished URL is named).
         for i in never { if let r = results[i] { events(.finished(r)) } }
+        // The jobs ended after the loop did (stopped) left timers and results no loop will run.
+        fetcher.discardPending()
         // A stream is one item to whoever asked: its members' bytes count for it, and the first
         // member that failed is its failure.
         var out = Array(results.prefix(requested.count).map { $0! })
