@@ -93,8 +93,20 @@ import VCacheTestSupport
             return (fds, threads)
         }
 
+        /// What each open descriptor of a serve process is (for a leak's message).
+        static func descriptors(_ serve: ServeProcess) -> String {
+            let dir = "/proc/\(serve.process.pid)/fd"
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+            return names.sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }
+                .map { "\($0)→\((try? FileManager.default.destinationOfSymbolicLink(atPath: dir + "/" + $0)) ?? "?")" }
+                .joined(separator: " ")
+        }
+
         /// Once every player has gone and every storing job has ended (serve's own counters say
-        /// so): more descriptors or threads than serve had at its start is a leak.
+        /// so): more descriptors or threads than serve had at its start is a leak. A connection
+        /// counts as closed before its thread has let go of its response (a stream's fetch loop,
+        /// a socket pair and a connection to the origin), so what serve holds is read until it
+        /// is back within bounds, for up to 30 s: a leak never gets back.
         func leak() -> String? {
             pthread_rwlock_rdlock(rw)
             defer { pthread_rwlock_unlock(rw) }
@@ -107,15 +119,21 @@ import VCacheTestSupport
                 idle = text.contains("\nvcache_storing_jobs 0\n") && text.contains("\nvcache_open_connections 1\n")
             }
             guard idle else { return "serve never became idle (storing jobs or connections left)" }
-            let now = Self.resources(serve)
             // Some slack: the catalog's journal files open lazily, libmicrohttpd's thread for the
             // scrape that just ended may still be leaving, and Dispatch keeps idle workers of
             // the checkpoint and digest queues for a while (a pool, not one per request: a leak
             // of one per connection or job passes any bound over a run's thousands).
-            lastSeen = now
-            if now.fds > baseline.fds + 8 || now.threads > baseline.threads + 32 {
-                return "serve holds \(now.fds) descriptors and \(now.threads) threads, against \(baseline.fds) and \(baseline.threads) at its start"
+            let settled = Date().addingTimeInterval(30)
+            var now = Self.resources(serve)
+            while now.fds > baseline.fds + 8 || now.threads > baseline.threads + 32 {
+                guard Date() < settled else {
+                    lastSeen = now
+                    return "serve holds \(now.fds) descriptors and \(now.threads) threads, against \(baseline.fds) and \(baseline.threads) at its start: \(Self.descriptors(serve))"
+                }
+                usleep(20_000)  // polling /proc: no event says a thread let go
+                now = Self.resources(serve)
             }
+            lastSeen = now
             return nil
         }
         func use<T>(_ body: (ServeProcess) throws -> T) rethrows -> T {

@@ -102,13 +102,6 @@ final class EntryBoard: @unchecked Sendable {
         for stop in stops { stop() }
     }
 
-    /// Storing jobs running now.
-    var runningJobs: Int {
-        cond.lock()
-        defer { cond.unlock() }
-        return writers.filter { !$0.finished }.count
-    }
-
     /// Bytes this process stored into `file` (the head fetched to open the video).
     func noteOwnWrites(_ ranges: RangeSet, in file: FileID) {
         cond.lock()

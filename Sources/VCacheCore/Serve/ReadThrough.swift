@@ -83,10 +83,9 @@ public final class ReadThrough: Sendable {
         limits = Mutex((options.maxSize, options.minFree))
     }
 
-    /// Storing jobs running now (serve's metrics).
-    public var storingJobs: Int {
-        boards.withLock { Array($0.values) }.reduce(0) { $0 + $1.runningJobs }
-    }
+    /// Storing jobs running now (serve's metrics): until each has let go of its lock, its files
+    /// and its connections to the origin (0 means serve holds nothing for a job).
+    public var storingJobs: Int { jobThreads.count }
 
     /// Boards held now (for tests: they must not grow with every URL ever asked for).
     public var boardCount: Int { boards.withLock { $0.count } }
@@ -381,7 +380,20 @@ public final class ReadThrough: Sendable {
         let options = o
         jobThreads.add()
         Thread.detachNewThread { [self] in
+            // Counted until all is let go: its lock, its `data`, and its fetch loop's handles
+            // and connections (the prefetcher, released with this function's scope).
             defer { jobThreads.remove() }
+            runJob(item, options: options, flag: flag, board: board, writer: writer, shared: shared, key: video.key, span: span)
+        }
+        board.retain()  // the job's; released when it ends
+        return writer
+    }
+
+    /// A storing job, on its own thread (`startWriter`).
+    private func runJob(_ item: PrefetchItem, options: PrefetchOptions, flag: Fetcher.StopFlag, board: EntryBoard, writer: EntryBoard.Writer,
+                        shared: SharedWriterLock, key: String, span: ByteRange) {
+        let result: PrefetchResult
+        do {
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
                 switch event {
                 case .videoChanged: board.writerLeftFile(writer)
@@ -389,41 +401,44 @@ public final class ReadThrough: Sendable {
                 default: break
                 }
             }
-            let result = prefetcher.run([item])[0]
-            if case .disk(let e) = result.error, e.isNoSpace {
-                _ = makeRoom(for: video.key, wanted: span.count)
-            }
-            board.writerEnded(writer, error: result.error)
-            shared.leave()
-            if result.error == nil { try? store.catalog.touch(key: video.key) }
-            release(board)
+            result = prefetcher.run([item])[0]
         }
-        board.retain()  // the job's; released when it ends
-        return writer
+        if case .disk(let e) = result.error, e.isNoSpace {
+            _ = makeRoom(for: key, wanted: span.count)
+        }
+        board.writerEnded(writer, error: result.error)
+        shared.leave()
+        if result.error == nil { try? store.catalog.touch(key: key) }
+        release(board)
     }
 }
 
 /// A count that can be waited down to zero (storing jobs still running).
 final class Counter: @unchecked Sendable {
-    // @unchecked: `count` is read and written with `cond` locked.
+    // @unchecked: `value` is read and written with `cond` locked.
     private let cond = NSCondition()
-    private var count = 0
+    private var value = 0
     func add() {
         cond.lock()
-        count += 1
+        value += 1
         cond.unlock()
     }
     func remove() {
         cond.lock()
-        count -= 1
+        value -= 1
         cond.broadcast()
         cond.unlock()
+    }
+    var count: Int {
+        cond.lock()
+        defer { cond.unlock() }
+        return value
     }
     /// Waits until the count is zero or `deadline` passes; true when it is zero.
     func waitForNone(until deadline: Date) -> Bool {
         cond.lock()
         defer { cond.unlock() }
-        while count > 0 { if !cond.wait(until: deadline) { return count == 0 } }
+        while value > 0 { if !cond.wait(until: deadline) { return value == 0 } }
         return true
     }
 }
