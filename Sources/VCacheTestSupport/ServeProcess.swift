@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// `vcache serve --port 0` as a subprocess: its base URL (the first line it prints), its log
 /// (stderr, in a file), and a clean stop.
@@ -84,13 +85,26 @@ public enum Curl {
         public var description: String
     }
 
+    /// Each call's files are its own (players fetching at once from several threads must not
+    /// write one another's head and body); the last call's stay as `h.txt` and `b.bin`.
+    private static let calls = Mutex(0)
+
     /// Throws when curl itself fails (not for an HTTP error status: that is the test's to judge).
     public static func fetch(_ args: [String], in dir: TempDirectory) throws -> (status: Int, headers: [String: String], body: Data) {
-        let r = try Tool.run("/usr/bin/curl", ["-s", "-D", dir.file("h.txt"), "-o", dir.file("b.bin")] + args)
+        let n = calls.withLock { c -> Int in
+            c += 1
+            return c
+        }
+        let headFile = dir.file("h-\(n).txt"), bodyFile = dir.file("b-\(n).bin")
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-D", headFile, "-o", bodyFile] + args)
         guard r.status == 0 else { throw Failed(description: "curl \(args): exit \(r.status) \(r.err)") }
-        let head = (try? String(contentsOfFile: dir.file("h.txt"), encoding: .utf8)) ?? ""
+        let head = (try? String(contentsOfFile: headFile, encoding: .utf8)) ?? ""
         let (status, headers) = ResponseHeadText.parse(head)
-        return (status, headers, (try? Data(contentsOf: URL(fileURLWithPath: dir.file("b.bin")))) ?? Data())
+        let body = (try? Data(contentsOf: URL(fileURLWithPath: bodyFile))) ?? Data()
+        // Kept under the usual names for a look after the test (VCACHE_KEEP_TEST_DIRS).
+        _ = rename(headFile, dir.file("h.txt"))
+        _ = rename(bodyFile, dir.file("b.bin"))
+        return (status, headers, body)
     }
 }
 
