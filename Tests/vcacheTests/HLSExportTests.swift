@@ -40,7 +40,8 @@ import VCacheTestSupport
         guard let origin = try origin() else { return }
         let url = origin.url("/o/abr/master.m3u8")
         let cache = dir.file("cache")
-        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let warm = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(warm.status == 0, "\(warm.stderr)")
         #expect(origin.requests("/o/abr/audio-fr/index.m3u8").isEmpty)
         let out = dir.file("out")
         let r = try VCacheBinary.run(["export", url, out], cacheDir: cache)
