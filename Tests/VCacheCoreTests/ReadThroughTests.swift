@@ -22,7 +22,7 @@ import VCacheTestSupport
     /// serve stops a storing job whenever its player leaves: a stopped run must let go of its
     /// fetch loop (a libcurl multi handle, its socket pair, its connections). The jobs it stopped
     /// left a timer behind that held the run itself: a socket pair and a connection lost per job.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func aRunStoppedMidDownloadLetsGoOfItsFetchLoop() throws {
         let origin = try TestOrigin()
         origin.setResource("/s.mp4", .init(body: TestBytes.make(3_000_000, seed: 63), etag: "\"s\""))
@@ -51,7 +51,7 @@ import VCacheTestSupport
     /// that chunk under the same ETag, so the prefetch that makes the video whole again ends in
     /// `notAsCompleted`; the origin publishes "b"; a prefetch stores it. The response must still
     /// send the bytes of "a" its head promised.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func claimsDroppedAtADigestMismatchLeaveNoFileAReaderHoldsToTheNextVersion() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
