@@ -3,7 +3,7 @@ import Testing
 import VCacheCore
 import VCacheTestSupport
 
-/// ReadThrough in-process: what it keeps per entry stays bounded.
+/// ReadThrough in-process: what it keeps per entry stays bounded, and what its readers and jobs leave.
 @Suite struct ReadThroughTests {
     /// A web page can make the proxy open endless distinct URLs: the boards kept for them are
     /// forgotten once idle, down to a few hundred.
@@ -40,6 +40,66 @@ import VCacheTestSupport
         }
         #expect(result?.error == .interrupted)
         #expect(left == nil, "the stopped run is still held")
+    }
+
+    /// A storing job that retried once and then went on is not in trouble: a player arriving
+    /// just ahead of it waits for its bytes. It was answered 502 ("the origin is not there") for
+    /// as long as that job ran, after a single dropped connection.
+    @Test(.timeLimit(.minutes(5)))
+    func aJobThatRetriedAndWentOnIsWaitedFor() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(2_500_000, seed: 64)
+        origin.setResource("/t.mp4", .init(body: body, etag: "\"t\""))
+        let cache = try TestCache()
+        let readThrough = ReadThrough(store: cache.store, options: TestCache.fastOptions())
+        let url = origin.url("/t.mp4")
+        let video = try readThrough.open(url)  // its head: 64 KiB
+        // The storing job's first request is cut after 768 KiB; it retries and goes on, slowly.
+        var f = TestOrigin.Faults()
+        f.dropAfterBytes = 768 << 10
+        f.bytesPerSecond = 256 << 10
+        origin.setFaults("/t.mp4", f)
+        let first = readThrough.reader(video, range: ByteRange(0, Int64(body.count)))
+        let played = Played()
+        Thread {
+            var got = Data()
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            while let n = buffer.withUnsafeMutableBytes({ first.read(at: Int64(got.count), into: $0) }), n > 0 {
+                got.append(contentsOf: buffer[0..<n])
+            }
+            first.finished(completed: true)
+            played.set(got)
+        }.start()
+        // Past the cut, the job went on: 256 KiB of its retry sent.
+        #expect(origin.waitUntilServed("/t.mp4", atLeast: (64 << 10) + (768 << 10) + (256 << 10)))
+        // A second player 768 KiB ahead of where the job is now: within its reach, not yet written.
+        let at = Int64((64 << 10) + (1024 << 10) + (768 << 10))
+        let second = readThrough.reader(try readThrough.open(url), range: ByteRange(at, Int64(body.count)))
+        defer { second.finished(completed: true) }
+        let refused = second.prepare()
+        #expect(refused == nil, "\(refused.map { "\($0.status) \($0.reason)" } ?? "")")
+        var sent = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while let n = buffer.withUnsafeMutableBytes({ second.read(at: Int64(sent.count), into: $0) }), n > 0 {
+            sent.append(contentsOf: buffer[0..<n])
+        }
+        #expect(sent == body[Int(at)...], "\(second.failure ?? "")")
+        #expect(played.wait() == body)
+    }
+
+    /// What a player thread read, handed over once it is done.
+    final class Played: @unchecked Sendable {
+        // @unchecked: `data` is set once, before `done` is signalled, and read after.
+        private var data = Data()
+        private let done = DispatchSemaphore(value: 0)
+        func set(_ d: Data) {
+            data = d
+            done.signal()
+        }
+        func wait() -> Data {
+            done.wait()
+            return data
+        }
     }
 
     /// A reader trusts what the catalog claimed about the very file it holds; a claim about a file

@@ -48,7 +48,8 @@ final class EntryBoard: @unchecked Sendable {
         fileprivate var file: FileID?
         /// How it ended: nil while it runs; `.some(nil)` when it completed.
         fileprivate var ending: PrefetchError??
-        /// Why it is retrying, if it is (a reader about to answer gives up on it).
+        /// Why it is retrying, if it is (a reader about to answer gives up on it); cleared when
+        /// bytes arrive again.
         fileprivate var trouble: String?
         fileprivate var effectiveEnd: Int64 { min(end, limit.load(ordering: .relaxed)) }
         fileprivate var finished: Bool { ending != nil }
@@ -278,6 +279,8 @@ final class EntryBoard: @unchecked Sendable {
             writer.file = file
         }
         writer.position = max(writer.position, range.upperBound)
+        // Bytes arrive again: a retry that worked is no trouble (a reader about to answer waits).
+        writer.trouble = nil
         cond.broadcast()
         cond.unlock()
     }
