@@ -142,14 +142,16 @@ public final class TestOrigin: Sendable {
         return true
     }
 
+    /// Shuts the listener and every connection down, under the lock their descriptors are closed
+    /// under: a descriptor is never shut down after its number went to another socket of the
+    /// process (another test's origin or download, which would see its connection die).
     public func stop() {
-        let fds: Set<Int32> = state.withLock { s in
-            guard !s.stopped else { return [] }
+        state.withLock { s in
+            guard !s.stopped else { return }
             s.stopped = true
-            return s.connections
+            shutdown(listener, Int32(SHUT_RDWR))
+            for fd in s.connections { shutdown(fd, Int32(SHUT_RDWR)) }
         }
-        shutdown(listener, Int32(SHUT_RDWR))
-        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
         changed.broadcast()
     }
 
@@ -159,8 +161,11 @@ public final class TestOrigin: Sendable {
         while true {
             let fd = accept(listener, nil, nil)
             if fd < 0 {
-                if errno == EINTR { continue }
-                break
+                if isStopped { break }
+                // Not stopped: a connection reset before it was accepted, or no descriptor free
+                // for a moment (EMFILE). The listener stays; only `stop` ends it.
+                if errno != EINTR { usleep(10_000) }
+                continue
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -172,11 +177,14 @@ public final class TestOrigin: Sendable {
             guard accepted else { close(fd); break }
             Thread.detachNewThread { [self] in
                 serve(fd)
-                state.withLock { _ = $0.connections.remove(fd) }
-                close(fd)
+                state.withLock { s in
+                    s.connections.remove(fd)
+                    close(fd)
+                }
             }
         }
-        close(listener)
+        // Stopped: `stop` shut it down under the lock, and no one else closes it.
+        state.withLock { _ in _ = close(listener) }
     }
 
     // MARK: - One connection
