@@ -8,6 +8,9 @@ public final class Prefetcher {
     public let options: PrefetchOptions
     private let events: (PrefetchEvent) -> Void
     private let fetcher: Fetcher
+    /// Streams of live playlists let go before their run fetched them again, by root key; used
+    /// on the loop's thread only.
+    private var letGoStreams: [String: StreamRecord] = [:]
 
     public init(store: CacheStore, options: PrefetchOptions, stopFlag: Fetcher.StopFlag = .init(),
                 events: @escaping (PrefetchEvent) -> Void = { _ in }) {
@@ -116,13 +119,14 @@ public final class Prefetcher {
               let bytes = store.cachedBytes(of: e),
               case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL), media.isLive else { return }
         // Its stream is kept (only the playlist goes): its rows go with the root, so they are
-        // written again; the expansion that follows adds what the playlist names now.
+        // written again once the playlist is back (a stream is recorded only for a root the
+        // catalog holds), with what the playlist names now (`expand`).
         let stream = (try? store.catalog.stream(root: key)) ?? nil
         var c = Evictor.Criteria()
         c.keys = [key]
         c.alone = true
         _ = try? Evictor(store: store).evict(c, dryRun: false)
-        if let stream { _ = try? store.catalog.recordStream(root: key, format: stream.format, members: stream.members) }
+        if let stream { letGoStreams[key] = stream }
     }
 
     /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
@@ -157,9 +161,13 @@ public final class Prefetcher {
             return ([], .stream("\(r.url): not a playlist vcache can read: \(error)"))
         }
         // The stream in the catalog: what this playlist names joins the stream of its root.
+        if let before = letGoStreams.removeValue(forKey: r.key) {
+            _ = try? store.catalog.recordStream(root: r.key, format: before.format, members: before.members)
+        }
         do {
             let members = playlist.members.map { StreamRecord.Member(key: options.keyRules.key(for: $0.url), role: $0.role) }
-            try store.catalog.recordStream(root: root, format: "hls", members: members)
+            // Also into every other stream naming this playlist (a variant two masters share).
+            try store.catalog.recordStream(root: root, format: "hls", members: members, via: r.key)
         } catch {
             events(.note(url: r.url, message: "its stream could not be recorded in the catalog (its entries stay, each on its own): \(error)"))
         }
