@@ -151,3 +151,28 @@ import Testing
         #expect(out.usageAfter == t.usageAfter)
     }
 }
+
+/// Whether an item can fit at all, before anything is evicted for it (ItemFit).
+@Suite struct ItemFitTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var sizes: [Int64?]
+        var verdict: ItemFit.Verdict
+        var testDescription: String { name }
+    }
+
+    // fixed 100, 10 a part, limit 1000.
+    static let cases: [Case] = [
+        Case(name: "every size known, under the limit", sizes: [200, 300], verdict: .fits),
+        Case(name: "exactly the limit", sizes: [400, 480], verdict: .fits),
+        Case(name: "one byte over", sizes: [400, 481], verdict: .neverFits(needs: 1001)),
+        Case(name: "a size unknown: undecided, holding what is known", sizes: [200, nil], verdict: .undecided(holds: 220)),
+        Case(name: "what is known already too much: never, unknown parts or not", sizes: [900, nil, nil], verdict: .neverFits(needs: 1030)),
+        Case(name: "nothing yet", sizes: [], verdict: .fits),
+    ]
+
+    @Test(arguments: cases)
+    func verdict(_ t: Case) {
+        #expect(ItemFit.verdict(t.sizes, fixed: 100, perPart: 10, limit: 1000) == t.verdict)
+    }
+}

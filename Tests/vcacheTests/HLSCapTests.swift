@@ -41,4 +41,33 @@ import VCacheTestSupport
         #expect(try Self.usage(cache) <= cap)
         #expect(try inspector.consistencyProblems() == [])
     }
+
+    /// prefetch --max-size of a stream that cannot fit even in an empty cache: decided before
+    /// anything is evicted for it (complete streams and videos were evicted, then the stream
+    /// failed anyway), said in one line, exit 5. What is judged is what was asked: its first
+    /// seconds, which fit once the older stream goes, are fetched.
+    @Test(.timeLimit(.minutes(6)))
+    func aStreamThatCannotFitEvictsNothingAndSaysSoInOneLine() throws {
+        guard let nginx = try HLSCacheTests.streams() else { return }
+        let cache = dir.file("cache")
+        let abr = nginx.url("/hls/abr/master.m3u8"), ts = nginx.url("/hls/ts/index.m3u8")
+        // A complete stream of about 100 KB.
+        #expect(try VCacheBinary.run(["prefetch", "-q", abr, "--variant", "worst"], cacheDir: cache).status == 0)
+        let before = try CacheInspector(directory: cache).store.catalog.allEntries().map(\.key)
+        // Room for it and 150 KB more; the ts stream is 376 KB, its first segment 178 KB.
+        let cap = try Self.usage(cache) + 150_000
+        let r = try VCacheBinary.run(["prefetch", ts, "--max-size", "\(cap)"], cacheDir: cache)
+        #expect(r.status == 5, "\(r.stderr)")
+        let failures = r.stderr.split(separator: "\n").filter { $0.contains("cannot prefetch") }
+        #expect(failures.count == 1 && failures[0].contains("vcache: cannot prefetch \(ts): needs about ")
+                && failures[0].hasSuffix(", more than --max-size \(Units.formatSize(cap)) holds even in an empty cache; nothing was evicted for it: raise the cap, or ask for less (--seconds N)"), "\(r.stderr)")
+        #expect(!r.stderr.contains("to make room"), "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).store.catalog.allEntries().map(\.key).sorted() == before.sorted())
+        #expect(try CacheInspector(directory: cache).consistencyProblems() == [])
+        // Its first 2 seconds fit an empty cache: the older stream goes for them.
+        let short = try VCacheBinary.run(["prefetch", ts, "--seconds", "2", "--max-size", "\(cap)"], cacheDir: cache)
+        #expect(short.status == 0 && short.stderr.contains("to make room"), "\(short.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(nginx.url("/hls/ts/seg_000.ts"))?.isComplete == true)
+        #expect(try Self.usage(cache) <= cap)
+    }
 }

@@ -149,7 +149,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// `--max-size` cannot hold what this run asks for: with every other entry evicted, the run's
     /// own videos still exceed it. The run stopped storing; what did not fit was given back.
     /// `minFree`: set when the disk's kept free space (`min-free`), not `--max-size`, was the limit.
-    case noRoom(cap: Int64, minFree: Int64? = nil)
+    /// `needs`: set when the item (a stream with all it names) was found, before anything was
+    /// evicted for it, to need more than the limit even in an empty cache: nothing was.
+    case noRoom(cap: Int64, minFree: Int64? = nil, needs: Int64? = nil)
     /// The video became whole again, but its bytes do not hash to the SHA-256 its version had
     /// when first completed (kept when `verify --fix` dropped damaged chunks): damaged since, or
     /// an origin that changed its bytes under the same validators. Every claim was dropped.
@@ -234,8 +236,10 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .interrupted: "interrupted; what arrived is saved and a rerun resumes"
         case .deadline: "stopped at the --max-time deadline; what arrived is saved and a rerun resumes"
         case .stream(let why): why
-        case .noRoom(_, let minFree?): "does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk (every other entry is evicted already); free space on the disk, or lower min-free"
-        case .noRoom(let cap, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
+        case .noRoom(_, let minFree?, let needs?): "needs about \(Units.formatSize(needs)) and does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk even in an empty cache; nothing was evicted for it: free space on the disk, or lower min-free"
+        case .noRoom(let cap, nil, let needs?): "needs about \(Units.formatSize(needs)), more than --max-size \(Units.formatSize(cap)) holds even in an empty cache; nothing was evicted for it: raise the cap, or ask for less (--seconds N)"
+        case .noRoom(_, let minFree?, nil): "does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk (every other entry is evicted already); free space on the disk, or lower min-free"
+        case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         }
     }

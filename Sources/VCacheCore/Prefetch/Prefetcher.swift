@@ -58,9 +58,12 @@ public final class Prefetcher {
     /// With `maxSize`: evict least recently used entries outside this run until the cache fits.
     /// When the run's own entries alone exceed the cap, the run stops storing (the promise is
     /// the cap: Docs/cron.md). Returns the cache's usage after (nil: no cap, or not measured).
+    /// `allowance`: bytes of this run's items not decided yet (`ItemFit`) that may stand over the
+    /// cap meanwhile: nothing is evicted for them before it is known they can fit.
     @discardableResult
-    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false) -> Int64? {
-        guard let cap = limit() else { return nil }
+    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false, allowance: Int64 = 0) -> Int64? {
+        guard let limit = limit() else { return nil }
+        let cap = limit + allowance
         var c = Evictor.Criteria()
         c.maxSize = cap
         c.protected = keys
@@ -76,9 +79,9 @@ public final class Prefetcher {
 
     /// The error for a run that cannot fit under `limit`: the cap's, or min-free's when it was
     /// min-free that made the limit lower than the cap.
-    private func noRoom(_ limit: Int64) -> PrefetchError {
-        if let minFree = options.minFree, limit < (options.maxSize ?? .max) { return .noRoom(cap: limit, minFree: minFree) }
-        return .noRoom(cap: limit)
+    private func noRoom(_ limit: Int64, needs: Int64? = nil) -> PrefetchError {
+        if let minFree = options.minFree, limit < (options.maxSize ?? .max) { return .noRoom(cap: limit, minFree: minFree, needs: needs) }
+        return .noRoom(cap: limit, needs: needs)
     }
 
     /// The size the cache must get down to now: the cap, or less when the disk's free space is
@@ -251,6 +254,63 @@ public final class Prefetcher {
         // another (in parallel) runs again too.
         var roomMade = 0
         var roomMadeAtStart: [Int: Int] = [:]
+        // What each item will hold, as its response says (ItemFit), and the items given (by index)
+        // found too big for the limit even alone: their parts are neither fetched nor said.
+        var sizes: [Int: Int64] = [:]
+        var refused = Set<Int>()
+        var refusing = false
+        func top(_ i: Int) -> Int {
+            var t = i
+            while let p = parent[t] { t = p }
+            return t
+        }
+
+        /// Decides, before evicting anything, which items cannot fit under the limit even in an
+        /// empty cache (`refuse`), then keeps the cache under the cap as the run goes.
+        @discardableResult
+        func fitUnderCap(final: Bool = false) -> Int64? {
+            guard !refusing else { return nil }
+            // What undecided items hold now may stand over the cap until they are decided.
+            var allowance: Int64 = 0
+            if let cap = limit() {
+                let footprint = Evictor(store: store).footprint(exact: false)
+                for (_, r) in running { if let bytes = r.job.expectedBytes { sizes[r.index] = bytes } }
+                var parts: [Int: [Int64?]] = [:]
+                // An item ended without a response (refused, failed) holds nothing.
+                for i in items.indices { parts[top(i), default: []].append(sizes[i] ?? (results[i] != nil ? 0 : nil)) }
+                for t in requested.indices where !refused.contains(t) {
+                    switch ItemFit.verdict(parts[t] ?? [], fixed: footprint.fixed, perPart: footprint.perEntry, limit: cap) {
+                    case .neverFits(let needs): refuse(t, error: noRoom(cap, needs: needs))
+                    case .undecided(let holds) where !final: allowance += holds
+                    case .undecided, .fits: break
+                    }
+                }
+            }
+            return keepUnderCap(protecting: runKeys, final: final, allowance: allowance)
+        }
+
+        /// Item `t` and all it named are not fetched further; what this run stored of them is
+        /// given back (what was cached before stays), and one line says why.
+        func refuse(_ t: Int, error: PrefetchError) {
+            refused.insert(t)
+            refusing = true
+            let parts = items.indices.filter { top($0) == t }
+            for (_, r) in running where top(r.index) == t { r.job.abort(error) }
+            for i in parts where results[i] == nil {
+                results[i] = PrefetchResult(url: items[i].url, key: options.keyRules.key(for: items[i].url), length: nil, fetchedBytes: 0,
+                                            alreadyCachedBytes: 0, requestedBytes: nil, complete: false, elapsed: 0, error: error)
+            }
+            for i in parts { results[i]?.error = error }
+            refusing = false
+            var c = Evictor.Criteria()
+            c.keys = Set(parts.compactMap { i in results[i].flatMap { $0.fetchedBytes > 0 && $0.alreadyCachedBytes == 0 ? $0.key : nil } })
+            c.alone = true
+            if !(c.keys ?? []).isEmpty { _ = try? Evictor(store: store).evict(c, dryRun: false) }
+            let first = results[t]
+            self.events(.finished(PrefetchResult(url: items[t].url, key: first?.key ?? options.keyRules.key(for: items[t].url), length: nil,
+                                                 fetchedBytes: 0, alreadyCachedBytes: 0, requestedBytes: nil, complete: false,
+                                                 elapsed: 0, error: error)))
+        }
 
         func launch() {
             while (!again.isEmpty || next < items.count) && running.count < max(1, options.concurrency) && !fetcher.isStopped {
@@ -261,12 +321,14 @@ public final class Prefetcher {
                 } else {
                     index = again.removeFirst()
                 }
+                if refused.contains(top(index)) { continue }
                 let events = self.events
                 let emit: (PrefetchEvent) -> Void = { event in
                     if case .finished = event { heldFinish[index] = event } else { events(event) }
                 }
                 let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: emit) { done in
                     finishedBytes += done.fetched
+                    if let r = done.result { sizes[index] = r.alreadyCachedBytes + r.fetchedBytes }
                     let held = heldFinish.removeValue(forKey: index)
                     // ENOSPC is a reason to make room under the cap's rules before failing: room
                     // made now, or freed meanwhile (another item's retry), and the item runs again.
@@ -291,10 +353,12 @@ public final class Prefetcher {
                                 results.append(nil)
                             }
                         }
-                        if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
+                        // A refused item's parts are not said one by one (`refuse` said it once).
+                        if refused.contains(top(index)) {
+                        } else if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
                     }
                     running.removeValue(forKey: ObjectIdentifier(done))
-                    self.keepUnderCap(protecting: runKeys)
+                    fitUnderCap()
                     // Start the next one from a timer, not from inside this job's callback.
                     self.fetcher.after(0) { launch() }
                 }
@@ -322,7 +386,7 @@ public final class Prefetcher {
             }
             if let every = evictEvery, downloaded - lastEvictionAt >= every {
                 lastEvictionAt = downloaded
-                keepUnderCap(protecting: runKeys)
+                fitUnderCap()
             }
         })
         // Stopped: every job still running checkpoints and reports; the rest never started.
@@ -334,7 +398,7 @@ public final class Prefetcher {
         for (_, r) in running.sorted(by: { $0.value.index < $1.value.index }) {
             r.job.abort(why)
         }
-        let usage = keepUnderCap(protecting: runKeys, final: true)
+        let usage = fitUnderCap(final: true)
         var never: [Int] = []
         for i in results.indices where results[i] == nil {
             let key = options.keyRules.key(for: items[i].url)
