@@ -137,20 +137,25 @@ public final class Prefetcher {
     /// sections and keys, byte ranges merged. Each carries the stream's `--seconds`.
     /// `root`: the key of the item the run was given (the stream's root manifest).
     func expand(_ r: PrefetchResult, item: PrefetchItem, root: String) -> (items: [PrefetchItem], error: PrefetchError?) {
+        // Refused before its stream is recorded: the playlist is not kept as an entry of its own.
+        func refuse(_ e: PrefetchError) -> (items: [PrefetchItem], error: PrefetchError?) {
+            forgetRefusedPlaylist(key: r.key)
+            return ([], e)
+        }
         var seconds: Double?
         switch item.mp4 {
         case .seconds(let s)?: seconds = s
-        case .moov?: return ([], .stream("\(r.url) is an HLS playlist: --bytes does not apply to a stream; give --seconds N, or neither for the whole stream"))
+        case .moov?: return refuse(.stream("\(r.url) is an HLS playlist: --bytes does not apply to a stream; give --seconds N, or neither for the whole stream"))
         case nil:
             if item.requests.contains(where: { $0 != .whole }) {
-                return ([], .stream("\(r.url) is an HLS playlist: --range does not apply to a stream; give --seconds N, or neither for the whole stream"))
+                return refuse(.stream("\(r.url) is an HLS playlist: --range does not apply to a stream; give --seconds N, or neither for the whole stream"))
             }
         }
         if let length = r.length, length > Int64(HLSPlaylist.maxBytes) {
-            return ([], .stream("\(r.url) is an HLS playlist of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one"))
+            return refuse(.stream("\(r.url) is an HLS playlist of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one"))
         }
         guard let e = (try? store.catalog.entry(key: r.key)) ?? nil, let bytes = store.cachedBytes(of: e) else {
-            return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
+            return refuse(.stream("\(r.url): the playlist cannot be read back from the cache"))
         }
         let plan = HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)
         // Relative URIs resolve against the URL that answered it (after redirects): this run's,
@@ -161,7 +166,7 @@ public final class Prefetcher {
         do {
             playlist = try HLSPlaylist.parse(bytes, url: base)
         } catch {
-            return ([], .stream("\(r.url): not a playlist vcache can read: \(error)"))
+            return refuse(.stream("\(r.url): not a playlist vcache can read: \(error)"))
         }
         // The stream in the catalog: what this playlist names joins the stream of its root.
         if let before = letGoStreams.removeValue(forKey: r.key) {

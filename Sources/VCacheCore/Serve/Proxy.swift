@@ -100,6 +100,9 @@ public final class Proxy: Sendable {
             }
         }
         if let playlist = playlistAnswer(request, origin: origin, video: video) {
+            // Not answered as a playlist (the origin's error, or one serve refuses): no part of
+            // one is kept (the head `open` stored is no playlist a later answer could use).
+            if playlist.cache == nil { forgetPartialPlaylist(video) }
             readThrough.markUsed(video.key)
             line.status = playlist.response.status
             line.fromCache = playlist.fromCache
