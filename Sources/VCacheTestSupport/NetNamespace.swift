@@ -16,8 +16,8 @@ public final class NetNamespace: @unchecked Sendable {
     public let root: String
     public let port = 8080
     private let dir: TempDirectory
-    private let holder: Process
-    private var nginx: Process?
+    private let holder: Child
+    private var nginx: Child?
 
     static let tools = ["unshare": "/usr/bin/unshare", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip", "nft": "/usr/sbin/nft",
                         "tc": "/usr/sbin/tc", "curl": "/usr/bin/curl"]
@@ -41,16 +41,11 @@ public final class NetNamespace: @unchecked Sendable {
         root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dir.file("tmp"), withIntermediateDirectories: true)
-        holder = Process()
-        holder.executableURL = URL(fileURLWithPath: Self.tools["unshare"]!)
-        holder.arguments = ["-n", "/bin/sleep", "3600"]
-        holder.standardOutput = FileHandle.nullDevice
-        holder.standardError = FileHandle.nullDevice
-        try holder.run()
+        holder = try Child(Self.tools["unshare"]!, ["-n", "/bin/sleep", "3600"], stdout: .null, stderr: .null)
         // The namespace is the holder's once unshare has exec'd sleep (its exe is then sleep).
         var ready = false
         for _ in 0..<400 where holder.isRunning {
-            if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(holder.processIdentifier)/exe"), exe.hasSuffix("sleep") {
+            if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(holder.pid)/exe"), exe.hasSuffix("sleep") {
                 ready = true
                 break
             }
@@ -69,7 +64,7 @@ public final class NetNamespace: @unchecked Sendable {
     /// Runs `path` inside the namespace.
     @discardableResult
     public func run(_ path: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
-        try Tool.run(Self.tools["nsenter"]!, ["-t", String(holder.processIdentifier), "-n", path] + args)
+        try Tool.run(Self.tools["nsenter"]!, ["-t", String(holder.pid), "-n", path] + args)
     }
 
     /// Runs one of `tools` inside the namespace; throws when it fails.
@@ -107,12 +102,8 @@ public final class NetNamespace: @unchecked Sendable {
         """
         try conf.write(toFile: dir.file("nginx.conf"), atomically: true, encoding: .utf8)
         try "ok".write(toFile: root + "/ready", atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.tools["nsenter"]!)
-        p.arguments = ["-t", String(holder.processIdentifier), "-n", Nginx.binary!, "-c", dir.file("nginx.conf"), "-p", d, "-e", dir.file("error.log")]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
+        let p = try Child(Self.tools["nsenter"]!, ["-t", String(holder.pid), "-n", Nginx.binary!, "-c", dir.file("nginx.conf"), "-p", d, "-e", dir.file("error.log")],
+                          stdout: .null, stderr: .null)
         nginx = p
         // Listening once curl inside the namespace gets the ready file (bounded: 10 s).
         for _ in 0..<200 where p.isRunning {
@@ -125,9 +116,9 @@ public final class NetNamespace: @unchecked Sendable {
     }
 
     public func stop() {
-        for p in [nginx, holder].compactMap({ $0 }) where p.isRunning {
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
+        for p in [nginx, holder].compactMap({ $0 }) {
+            p.kill(SIGKILL)
+            p.wait()
         }
     }
 }

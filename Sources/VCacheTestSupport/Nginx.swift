@@ -12,7 +12,7 @@ public final class Nginx: @unchecked Sendable {
     public let root: String
     public let port: Int
     private let dir: TempDirectory
-    private let process: Process
+    private let process: Child
 
     public enum LaunchError: Error, CustomStringConvertible {
         case notInstalled, didNotStart(String)
@@ -37,6 +37,10 @@ public final class Nginx: @unchecked Sendable {
         root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dir.file("tmp"), withIntermediateDirectories: true)
+        // The port is free when chosen, but another server may take it before nginx binds: nginx
+        // then exits, or the other server answers the connect. Only nginx answers this token.
+        let token = UUID().uuidString
+        try token.write(toFile: dir.file("ready"), atomically: true, encoding: .utf8)
         var lastLog = ""
         for _ in 0..<20 {
             let port = try Self.freePort()
@@ -61,23 +65,19 @@ public final class Nginx: @unchecked Sendable {
                     listen 127.0.0.1:\(port);
                     root \(root);
                     location /slow/ { limit_rate 2m; alias \(root)/; }
+                    location = /.vcache-nginx-ready { access_log off; alias \(dir.file("ready")); }
                 }
             }
             """
             try conf.write(toFile: dir.file("nginx.conf"), atomically: true, encoding: .utf8)
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: binary)
-            p.arguments = ["-c", dir.file("nginx.conf"), "-p", dir.path, "-e", dir.file("error.log")]
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            if Self.waitForListener(port: port, process: p) {
+            let p = try Child(binary, ["-c", dir.file("nginx.conf"), "-p", dir.path, "-e", dir.file("error.log")], stdout: .null, stderr: .null)
+            if Self.waitForListener(port: port, process: p, token: token) {
                 self.port = port
                 self.process = p
                 return
             }
-            kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
+            p.kill(SIGKILL)
+            p.wait()
             lastLog = (try? String(contentsOfFile: dir.file("error.log"), encoding: .utf8)) ?? ""
         }
         throw LaunchError.didNotStart(lastLog)
@@ -88,10 +88,8 @@ public final class Nginx: @unchecked Sendable {
     public func stop() {
         // SIGKILL: the test process may have SIGTERM blocked, which the child inherits. nginx
         // writes each access-log line unbuffered when the request ends, so nothing is lost.
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        process.kill(SIGKILL)
+        process.wait()
     }
 
     public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
@@ -141,19 +139,27 @@ public final class Nginx: @unchecked Sendable {
         return Int(UInt16(bigEndian: addr.sin_port))
     }
 
-    /// Connects until nginx accepts (or exits): readiness on a real event, not a sleep.
-    static func waitForListener(port: Int, process: Process) -> Bool {
+    /// Asks for the token until this nginx answers it (true), or it exits (it could not bind) or
+    /// another server answers on the port (false: the caller tries another port).
+    static func waitForListener(port: Int, process: Child, token: String) -> Bool {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             guard process.isRunning else { return false }
-            let fd = socket(AF_INET, Sockets.stream, 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = in_port_t(UInt16(port).bigEndian)
-            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            close(fd)
-            if rc == 0 { return true }
+            let fd = Sockets.connectLoopback(port)
+            if fd >= 0 {
+                defer { close(fd) }
+                var wait = timeval(tv_sec: 2, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+                Sockets.say(fd, "GET /.vcache-nginx-ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                var received = Data()
+                var buf = [UInt8](repeating: 0, count: 4096)
+                while received.count < 64 << 10 {
+                    let n = read(fd, &buf, buf.count)
+                    if n <= 0 { break }
+                    received.append(contentsOf: buf[0..<n])
+                }
+                return String(decoding: received, as: UTF8.self).contains(token)
+            }
             usleep(20_000)
         }
         return false

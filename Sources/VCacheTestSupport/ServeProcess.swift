@@ -2,47 +2,29 @@ import Foundation
 
 /// `vcache serve --port 0` as a subprocess: its base URL (the first line it prints), its log
 /// (stderr, in a file), and a clean stop.
-public final class ServeProcess: @unchecked Sendable {
-    // Used from one test thread.
-    public let process = Process()
+public final class ServeProcess: Sendable {
+    public let process: Child
     public let base: String
     public let port: Int
     private let logPath: String
-    private let stdoutPath: String
-    private let drained = DispatchSemaphore(value: 0)
 
     /// `user`: run serve as this user (through runuser; the test runs as root), from `binary`
     /// (one that user can execute: see `VCacheBinary.copy(into:)`).
     public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil, binary: String = VCacheBinary.path,
                 environment: [String: String] = [:]) throws {
-        if let user {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", user, "--", binary, "serve", "--port", "0"] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: VCacheBinary.path)
-            process.arguments = ["serve", "--port", "0"] + arguments
-        }
         var env = ProcessInfo.processInfo.environment
         env["VCACHE_DIR"] = cacheDir
         env.merge(environment) { _, new in new }
-        process.environment = env
         logPath = logDir.file("serve-\(UUID().uuidString.prefix(8)).log")
-        FileManager.default.createFile(atPath: logPath, contents: nil)
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle(forWritingAtPath: logPath)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // The first line is the base URL (with --json, the `listening` event that carries it); it
-        // comes once the server listens. The rest of stdout is drained into a file, so the
-        // server never blocks on a full pipe.
-        let reader = out.fileHandleForReading
-        var buffered = Data()
-        while !buffered.contains(UInt8(ascii: "\n")) {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            buffered += chunk
+        let (executable, args) = if let user {
+            ("/usr/sbin/runuser", ["-u", user, "--", binary, "serve", "--port", "0"] + arguments)
+        } else {
+            (VCacheBinary.path, ["serve", "--port", "0"] + arguments)
         }
+        process = try Child(executable, args, environment: env, stdout: .capture, stderr: .file(logPath))
+        // The first line is the base URL (with --json, the `listening` event that carries it); it
+        // comes once the server listens (or never, if it exits first).
+        let buffered = process.waitForOutput(timeout: 300) { $0.contains(UInt8(ascii: "\n")) }
         let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) ?? buffered.endIndex
         let first = String(decoding: buffered[..<newline], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         if first.hasPrefix("{"), let data = first.data(using: .utf8),
@@ -52,26 +34,11 @@ public final class ServeProcess: @unchecked Sendable {
             base = first
         }
         port = Int(base.split(separator: ":").last ?? "") ?? 0
-        stdoutPath = logPath + ".stdout"
-        _ = FileManager.default.createFile(atPath: stdoutPath, contents: buffered)
-        let sink = FileHandle(forWritingAtPath: stdoutPath)
-        sink?.seekToEndOfFile()
-        let done = drained
-        let drain = Thread {
-            while true {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                sink?.write(chunk)
-            }
-            try? sink?.close()
-            done.signal()
-        }
-        drain.start()
     }
 
     /// Everything the server printed on stdout so far, a line each (with --json: its events).
     public var stdoutLines: [String] {
-        (try? String(contentsOfFile: stdoutPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+        String(decoding: process.output().out, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 
     /// The proxy URL of `origin` on this server.
@@ -85,14 +52,12 @@ public final class ServeProcess: @unchecked Sendable {
     /// SIGTERM, then the exit status (and whether it died by the signal).
     @discardableResult
     public func stop() -> (status: Int32, signalled: Bool) {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-        process.waitUntilExit()
-        // All of stdout is in its file once the pipe's other end is closed.
-        if drained.wait(timeout: .now() + 10) == .success { drained.signal() }
-        return (process.terminationStatus, process.terminationReason == .uncaughtSignal)
+        process.kill(SIGTERM)
+        let exit = process.finish().exit
+        return (exit.status, exit.signalled)
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit { process.kill(SIGKILL) }
 }
 
 /// The proxy path's encoding of an origin URL (base64url without padding), as `vcache url` makes it.
@@ -105,18 +70,9 @@ public enum ProxyURLCoding {
 
 /// Runs a tool (curl, ffmpeg, ffprobe) and captures its output.
 public enum Tool {
-    public static func run(_ path: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
-        let capture = try CapturedOutput()
-        p.standardOutput = capture.out
-        p.standardError = capture.err
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        let (out, err) = capture.read()
-        return (p.terminationStatus, out, String(decoding: err, as: UTF8.self))
+    public static func run(_ path: String, _ args: [String], stdin: Child.Input = .null) throws -> (status: Int32, out: Data, err: String) {
+        let (exit, out, err) = try Child.run(path, args, stdin: stdin)
+        return (exit.status, out, String(decoding: err, as: UTF8.self))
     }
 
 }

@@ -62,20 +62,11 @@ public enum VCacheBinary {
     /// `executable`: run this instead of vcache (e.g. `/bin/sh` to set a umask first).
     public static func start(_ args: [String], cacheDir: String?, stdin: String? = nil, environment extra: [String: String] = [:],
                              executable: String? = nil) throws -> Running {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: executable ?? path)
-        p.arguments = args
         var env = ProcessInfo.processInfo.environment
         env["NO_COLOR"] = "1"
         if let cacheDir { env["VCACHE_DIR"] = cacheDir }
         for (k, v) in extra { env[k] = v }
-        p.environment = env
-        let capture = try CapturedOutput()
-        p.standardOutput = capture.out
-        p.standardError = capture.err
-        p.standardInput = try capture.input(stdin ?? "")
-        try p.run()
-        return Running(process: p, capture: capture)
+        return Running(process: try Child(executable ?? path, args, environment: env, stdin: .text(stdin ?? "")))
     }
 
     /// Runs vcache to completion.
@@ -83,68 +74,20 @@ public enum VCacheBinary {
         try start(args, cacheDir: cacheDir, stdin: stdin, environment: environment).finish()
     }
 
-    public final class Running: @unchecked Sendable {
-        // Used from one test thread.
-        public let process: Process
+    public final class Running: Sendable {
+        public let process: Child
 
-        private let capture: CapturedOutput
+        init(process: Child) { self.process = process }
 
-        init(process: Process, capture: CapturedOutput) {
-            self.process = process
-            self.capture = capture
-        }
+        public var pid: Int32 { process.pid }
 
-        public var pid: Int32 { process.processIdentifier }
-
-        public func kill(_ signal: Int32) { Foundation.kill(process.processIdentifier, signal) }
+        public func kill(_ signal: Int32) { process.kill(signal) }
 
         public func finish() -> VCacheRun {
-            process.waitUntilExit()
-            let (out, err) = capture.read()
-            return VCacheRun(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-                             stderr: String(decoding: err, as: UTF8.self),
-                             signalled: process.terminationReason == .uncaughtSignal)
+            let (exit, out, err) = process.finish()
+            return VCacheRun(status: exit.status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
+                             signalled: exit.signalled)
         }
-    }
-
-}
-
-/// A child's stdout and stderr in temp files, read once it has exited. Not pipes: a pipe's end
-/// of file comes only when every process holding its write end has closed it, and Foundation's
-/// Process lets children spawned meanwhile by other tests (a long-lived serve) inherit those ends,
-/// so a reader waiting for it could wait for that other test, which could be waiting for this one.
-final class CapturedOutput: @unchecked Sendable {
-    // Used by the thread that runs the child.
-    let out: FileHandle
-    let err: FileHandle
-    private let paths: [String]
-
-    init() throws {
-        let base = NSTemporaryDirectory() + "vcache-child-\(UUID().uuidString)"
-        paths = [base + ".out", base + ".err", base + ".in"]
-        for p in paths.prefix(2) { FileManager.default.createFile(atPath: p, contents: nil) }
-        guard let o = FileHandle(forWritingAtPath: paths[0]), let e = FileHandle(forWritingAtPath: paths[1]) else {
-            throw CocoaError(.fileWriteUnknown)
-        }
-        out = o
-        err = e
-    }
-
-    /// A file holding `text`, to be the child's stdin.
-    func input(_ text: String) throws -> FileHandle {
-        FileManager.default.createFile(atPath: paths[2], contents: Data(text.utf8))
-        guard let h = FileHandle(forReadingAtPath: paths[2]) else { throw CocoaError(.fileReadUnknown) }
-        return h
-    }
-
-    /// What the child wrote (call after it exited); the files are removed.
-    func read() -> (Data, Data) {
-        try? out.close()
-        try? err.close()
-        let o = FileManager.default.contents(atPath: paths[0]) ?? Data()
-        let e = FileManager.default.contents(atPath: paths[1]) ?? Data()
-        for p in paths { try? FileManager.default.removeItem(atPath: p) }
-        return (o, e)
     }
 }
 

@@ -90,7 +90,7 @@ import Testing
         #expect(HLSPlan.VariantChoice(argument: text) == expected)
     }
 
-    @Test(arguments: ["", "p", "<=p", "720px", "<720p", "-1", "99999999999999999999", "high"])
+    @Test(arguments: ["", "p", "<=p", "720px", "<720p", "-1", "99999999999999999999", "high", "0", "0p", "<=0p", " 720p"])
     func refusesOtherVariantArguments(_ text: String) {
         #expect(HLSPlan.VariantChoice(argument: text) == nil)
     }

@@ -89,7 +89,7 @@ import Testing
 
     @Test func anOfflineMasterDropsWhatIsNotCached() {
         let u = Self.u
-        let cached: Set<String> = [u + "360p.m3u8", u + "if360.m3u8"]
+        let cached: Set<String> = [u + "360p.m3u8", u + "if360.m3u8", u + "audio.m3u8"]
         let r = HLSRewriter(url: Self.base, proxy: { "P<\($0)>" }, keep: { cached.contains($0) })
         #expect(r.rewrite(Self.master) == """
             #EXTM3U\r
@@ -131,5 +131,73 @@ import Testing
         #expect(after.segments[0].map?.uri == proxy(Self.u + "all.mp4") && after.segments[0].map?.byteRange == ByteRange(0, 720))
         #expect(after.segments[1].keys.first?.uri == proxy(Self.u + "k.key"))
         #expect(after.segments.allSatisfy { ProxyURL.origin(path: String($0.uri.dropFirst("http://127.0.0.1:8089".count))) == Self.u + "all.mp4" })
+    }
+
+    /// Each URI gets the context of the tag naming it, so a member whose URL says nothing is named
+    /// by what it is (ffmpeg refuses a TS segment called `.mp4`).
+    @Test func eachURIIsNamedByTheTagThatNamesIt() {
+        let media = "#EXTM3U\n#EXTINF:2,\nseg/0\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\"\n#EXTINF:2,\nseg/1\n#EXT-X-KEY:METHOD=NONE\n"
+            + "#EXT-X-MAP:URI=\"init\"\n#EXTINF:2,\nseg/2\n#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p\"\n#EXT-X-UNKNOWN:URI=\"u\"\n"
+        let named = HLSRewriter(url: Self.base, naming: { url, context in
+            "\(url.dropFirst(Self.u.count))=" + Exporter.memberFileName(for: url, key: "k", context: context) { nil }
+        }).rewrite(media)
+        let names = named.split(separator: "\n").compactMap { line in line.split(separator: "\"").count > 1 ? line.split(separator: "\"")[1] : line.hasPrefix("#") ? nil : line }
+        #expect(names == ["seg/0=0.ts", "k=k.key", "seg/1=1.ts", "init=init.mp4", "seg/2=2.m4s", "p=p.m4s", "u=u.mp4"])
+        let master = "#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",NAME=\"en\",URI=\"audio?x=1\"\n#EXT-X-STREAM-INF:BANDWIDTH=1\nlow\n#EXT-X-STREAM-INF:BANDWIDTH=2\nhigh.m3u8\n"
+        let m = HLSRewriter(url: Self.base, naming: { url, c in Exporter.memberFileName(for: url, key: "k", context: c) { nil } }).rewrite(master)
+        #expect(m.contains("URI=\"audio.m3u8\"") && m.contains("\nlow.m3u8\n") && m.contains("\nhigh.m3u8\n"), "\(m)")
+    }
+
+    /// First bytes, when cached, say what a segment is; an origin's telling extension is kept;
+    /// ciphertext is never read as a format.
+    @Test(arguments: [
+        ("seg", HLSURIContext.segment(fragmented: false), [0x47, 0x40, 0x00, 0x10] as [UInt8], "seg.ts"),
+        ("seg", .segment(fragmented: false), Array("ID3".utf8) + [4, 0, 0], "seg.aac"),
+        ("seg", .segment(fragmented: false), [0xFF, 0xF1, 0x50, 0x80], "seg.aac"),
+        ("seg", .segment(fragmented: false), [0xFF, 0xFB, 0x90, 0x00], "seg.mp3"),
+        ("seg", .segment(fragmented: false), Array("WEBVTT\n\n".utf8), "seg.vtt"),
+        ("seg", .segment(fragmented: false), [0, 0, 0, 24] + Array("stypmsdh".utf8), "seg.m4s"),
+        ("seg", .segment(fragmented: false, encrypted: true), [0xFF, 0xF1, 0x50, 0x80], "seg.ts"),
+        ("init", .initSection(), [0, 0, 0, 24] + Array("ftypiso6".utf8), "init.mp4"),
+        ("seg.php", .segment(fragmented: true), [], "seg.php.m4s"),
+        ("seg.ts", .segment(fragmented: true), [0, 0, 0, 24] + Array("stypmsdh".utf8), "seg.ts"),
+        ("a.mp4", .segment(fragmented: false), [0x47], "a.mp4"),
+    ])
+    func aMemberIsNamedByItsFirstBytes(name: String, context: HLSURIContext, bytes: [UInt8], expected: String) {
+        #expect(Exporter.memberFileName(for: Self.u + name, key: "k", context: context) { bytes } == expected)
+    }
+
+    /// A rendition not kept goes; a group left with none is no longer named by a variant (its
+    /// attribute goes, from the middle, the start or the end of the list, quoted or not).
+    @Test func aRenditionNotKeptGoesAndItsEmptiedGroupWithIt() {
+        let master = """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="en.m3u8"
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="fr",URI="fr.m3u8"
+            #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="s",NAME="en",URI="subs.m3u8"
+            #EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID="cc",NAME="cc",INSTREAM-ID="CC1"
+            #EXT-X-STREAM-INF:BANDWIDTH=1,AUDIO="a",SUBTITLES="s",CLOSED-CAPTIONS="cc"
+            a.m3u8
+            #EXT-X-STREAM-INF:SUBTITLES="s",BANDWIDTH=2
+            b.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=3, SUBTITLES=s
+            c.m3u8
+
+            """
+        let kept: Set<String> = ["en.m3u8", "a.m3u8", "b.m3u8", "c.m3u8"].map { Self.u + $0 }.reduce(into: []) { $0.insert($1) }
+        let out = HLSRewriter(url: Self.base, proxy: { "P<\($0.dropFirst(Self.u.count))>" }, keep: { kept.contains($0) }).rewrite(master)
+        #expect(out == """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",DEFAULT=YES,URI="P<en.m3u8>"
+            #EXT-X-MEDIA:TYPE=CLOSED-CAPTIONS,GROUP-ID="cc",NAME="cc",INSTREAM-ID="CC1"
+            #EXT-X-STREAM-INF:BANDWIDTH=1,AUDIO="a",CLOSED-CAPTIONS="cc"
+            P<a.m3u8>
+            #EXT-X-STREAM-INF:BANDWIDTH=2
+            P<b.m3u8>
+            #EXT-X-STREAM-INF:BANDWIDTH=3
+            P<c.m3u8>
+
+            """, "\(out)")
+        #expect((try? HLSPlaylist.parse(text: out, url: Self.base)) != nil)
     }
 }

@@ -25,14 +25,7 @@ import VCacheTestSupport
 
     @Test func chunkOffsetsAreWhereFFprobeSaysThePacketsAre() throws {
         let path = Fixtures.path("moov-at-end.mp4")
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: "/usr/bin/ffprobe")
-        probe.arguments = ["-v", "error", "-show_entries", "packet=pos", "-of", "csv=p=0", path]
-        let pipe = Pipe()
-        probe.standardOutput = pipe
-        try probe.run()
-        let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        probe.waitUntilExit()
+        let out = String(decoding: try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "packet=pos", "-of", "csv=p=0", path]).out, as: UTF8.self)
         let packetStarts = Set(out.split(separator: "\n").compactMap { $0.split(separator: ",").first.flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } })
         #expect(packetStarts.count > 100)
         let w = walker(try Fixtures.data("moov-at-end.mp4"))

@@ -81,7 +81,7 @@ import VCacheTestSupport
         let serve = try ServeProcess(cacheDir: cache, logDir: dir, environment: ["NOTIFY_SOCKET": notify.path])
         #expect(notify.receive()?.hasPrefix("READY=1") == true)
         #expect(try VCacheBinary.run(["config", "set", "max-size", "600K"], cacheDir: cache).status == 0)
-        kill(serve.process.processIdentifier, SIGHUP)
+        kill(serve.process.pid, SIGHUP)
         #expect(notify.receive()?.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") == true)
         #expect(notify.receive() == "READY=1")
         let out = dir.file("big.out")
@@ -185,7 +185,7 @@ import VCacheTestSupport
         let serve = try ServeProcess(cacheDir: cache, logDir: dir, environment: ["NOTIFY_SOCKET": notify.path])
         #expect(notify.receive()?.hasPrefix("READY=1") == true)
         #expect(try VCacheBinary.run(["config", "set", "min-free", "5M"], cacheDir: cache).status == 0)
-        kill(serve.process.processIdentifier, SIGHUP)
+        kill(serve.process.pid, SIGHUP)
         #expect(notify.receive()?.hasPrefix("RELOADING=1") == true && notify.receive() == "READY=1")
         for (i, b) in bodies.enumerated() {
             let out = dir.file("f\(i).out")
@@ -236,7 +236,7 @@ import VCacheTestSupport
         let serve = try ServeProcess(cacheDir: cache, logDir: dir, environment: ["NOTIFY_SOCKET": notify.path])
         #expect(notify.receive()?.hasPrefix("READY=1") == true)
         #expect(try VCacheBinary.run(["config", "set", "max-size", "6M"], cacheDir: cache).status == 0)
-        kill(serve.process.processIdentifier, SIGHUP)
+        kill(serve.process.pid, SIGHUP)
         #expect(notify.receive()?.hasPrefix("RELOADING=1") == true && notify.receive() == "READY=1")
         for (i, b) in bodies.enumerated() {
             let out = dir.file("r\(i).out")

@@ -16,11 +16,7 @@ import VCacheTestSupport
     /// (it was a DatabaseError with code 0), a port another program holds (errno was read late).
     @Test func aNewerCatalogAndATakenPortSayWhatIsWrong() throws {
         #expect(try vcache("config", "unset", "max-size").status == 0)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        p.arguments = [cache + "/catalog.db", "PRAGMA user_version = 7"]
-        try p.run()
-        p.waitUntilExit()
+        #expect(try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", "PRAGMA user_version = 7"]).status == 0)
         let newer = try vcache("ls", "--json")
         #expect(newer.status == 5)
         #expect(newer.stderr.contains("was written by a newer vcache (schema 7; this one knows \(Catalog.schemaVersion)); upgrade vcache"), "\(newer.stderr)")

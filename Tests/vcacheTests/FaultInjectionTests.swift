@@ -12,45 +12,73 @@ import VCacheTestSupport
 /// recvfrom) exits 3 and the next run resumes. Network faults in a namespace: NetworkFaultTests.
 @Suite struct FaultInjectionTests {
     let dir = TempDirectory("vcache-faults")
+    static let strace = "/usr/bin/strace"
+    static let fiuRun = "/usr/bin/fiu-run"
+
+    /// What each test starts from: an origin serving 3 MiB of `seed` at `/name.mp4`, and a cache
+    /// of its own with no size cap.
+    struct Setup {
+        let origin: TestOrigin
+        let body: Data
+        let url: String
+        let cache: String
+    }
+
+    func setUp(_ name: String, seed: UInt64) throws -> Setup {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(3 << 20, seed: seed)
+        origin.setResource("/\(name).mp4", .init(body: body, etag: "\"\(name)\""))
+        let cache = dir.file("cache-\(name)")
+        #expect(try VCacheBinary.run(["config", "unset", "max-size"], cacheDir: cache).status == 0)
+        return Setup(origin: origin, body: body, url: origin.url("/\(name).mp4"), cache: cache)
+    }
+
+    /// False (and a note) when `tool` is not installed: the test is skipped.
+    static func has(_ tool: String, _ package: String) -> Bool {
+        guard FileManager.default.isExecutableFile(atPath: tool) else {
+            print("skipped: \(tool) (\(package)) is not installed")
+            return false
+        }
+        return true
+    }
+
+    /// vcache `args` under strace injecting `inject` (`call:error=E...`) into `calls`, on `path` only when given.
+    func underStrace(_ s: Setup, calls: String, inject: String, path: String? = nil, _ args: [String]) throws -> (status: Int32, err: String) {
+        let only = path.map { ["-P", $0] } ?? []
+        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(s.cache)", Self.strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=\(calls)",
+                                              "-e", "inject=\(inject)"] + only + [VCacheBinary.path] + args)
+        return (r.status, r.err)
+    }
+
+    /// The run exited `status` and said exactly one line of its own (`vcache: ...`), which `says` accepts.
+    func expectOneLine(_ r: (status: Int32, err: String), status: Int32, _ says: (Substring) -> Bool,
+                       sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(r.status == status, "\(r.err)", sourceLocation: sourceLocation)
+        let lines = r.err.split(separator: "\n").filter { $0.contains("vcache: ") }
+        #expect(lines.count == 1 && says(lines[0]), "\(r.err)", sourceLocation: sourceLocation)
+    }
 
     @Test(.timeLimit(.minutes(5)), arguments: ["fsync", "fdatasync"])
     func aSyncThatFailsClaimsNothingAndTheNextRunCompletes(call: String) throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
-            print("skipped: strace is not installed")
-            return
-        }
-        let origin = try TestOrigin()
-        let body = TestBytes.make(3 << 20, seed: 300)
-        origin.setResource("/eio.mp4", .init(body: body, etag: "\"eio\""))
-        let cache = dir.file("cache-\(call)")
-        #expect(try VCacheBinary.run(["config", "unset", "max-size"], cacheDir: cache).status == 0)
-        let url = origin.url("/eio.mp4")
-        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(cache)", "/usr/bin/strace", "-f", "-qq", "-o", "/dev/null",
-                                              "-e", "trace=\(call)", "-e", "inject=\(call):error=EIO", VCacheBinary.path, "prefetch", url])
-        #expect(r.status == 5, "\(r.err)")
-        let lines = r.err.split(separator: "\n").filter { $0.contains("vcache: ") }
+        guard Self.has(Self.strace, "strace") else { return }
+        let s = try setUp("eio-\(call)", seed: 300)
+        let r = try underStrace(s, calls: call, inject: "\(call):error=EIO", ["prefetch", s.url])
         // `data`'s sync names errno; SQLite's says "disk I/O error" (its extended code is the sync).
-        #expect(lines.count == 1 && (lines[0].contains("Input/output error") || lines[0].contains("disk I/O error")), "\(r.err)")
-        let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
-        #expect(claims.mismatch == nil)
-        #expect(try CacheInspector(directory: cache).entry(url)?.isComplete != true)
-        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
-        #expect(again.status == 0, "\(again.stderr)")
-        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
-        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        expectOneLine(r, status: 5) { $0.contains("Input/output error") || $0.contains("disk I/O error") }
+        #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
+        try expectTrueClaimsThenResume(s)
     }
 
-    static let fiuRun = "/usr/bin/fiu-run"
-
     /// Runs vcache prefetch under fiu-run with one libfiu control command (no control pipe).
-    func prefetchUnderFiu(_ control: String, cache: String, _ url: String) throws -> (status: Int32, err: String) {
-        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(cache)", Self.fiuRun, "-x", "-f", "", "-c", control, VCacheBinary.path, "prefetch", url])
+    func prefetchUnderFiu(_ control: String, _ s: Setup) throws -> (status: Int32, err: String) {
+        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(s.cache)", Self.fiuRun, "-x", "-f", "", "-c", control, VCacheBinary.path, "prefetch", s.url])
         return (r.status, r.err)
     }
 
     /// The checks after a fault: every claim equals the origin's bytes; then a clean run
     /// completes with the origin's SHA-256 and verify passes.
-    func expectTrueClaimsThenResume(cache: String, url: String, body: Data) throws {
+    func expectTrueClaimsThenResume(_ s: Setup) throws {
+        let (cache, url, body) = (s.cache, s.url, s.body)
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil, "a claimed range differs from the origin: \(String(describing: claims.mismatch))")
         let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
@@ -65,25 +93,17 @@ import VCacheTestSupport
     /// python's pwrite of 64 KiB under the same command writes less.
     @Test(.timeLimit(.minutes(5)))
     func shortWritesLoseNothing() throws {
-        guard FileManager.default.isExecutableFile(atPath: Self.fiuRun), FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
-            print("skipped: fiu-run (fiu-utils) or python3 is not installed")
-            return
-        }
+        guard Self.has(Self.fiuRun, "fiu-utils"), Self.has("/usr/bin/python3", "python3") else { return }
         let reduce = "enable name=posix/io/rw/pwrite/reduce"
         let control = try Tool.run(Self.fiuRun, ["-x", "-f", "", "-c", reduce, "/usr/bin/python3", "-c",
                                                  "import os; fd = os.open('\(dir.file("control"))', os.O_WRONLY | os.O_CREAT, 0o600); print(os.pwrite(fd, bytes(65536), 0))"])
         let written = Int(String(decoding: control.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(written.map { $0 < 65536 } == true, "libfiu made no short write: \(control.err)")
-        let origin = try TestOrigin()
-        let body = TestBytes.make(3 << 20, seed: 2502)
-        origin.setResource("/short.mp4", .init(body: body, etag: "\"short\""))
-        let cache = dir.file("cache-short")
-        #expect(try VCacheBinary.run(["config", "unset", "max-size"], cacheDir: cache).status == 0)
-        let url = origin.url("/short.mp4")
-        let r = try prefetchUnderFiu(reduce, cache: cache, url)
+        let s = try setUp("short", seed: 2502)
+        let r = try prefetchUnderFiu(reduce, s)
         #expect(r.status == 0, "\(r.err)")
-        #expect(try CacheInspector(directory: cache).entry(url)?.isComplete == true)
-        try expectTrueClaimsThenResume(cache: cache, url: url, body: body)
+        #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete == true)
+        try expectTrueClaimsThenResume(s)
     }
 
     /// pwrite fails with EIO at random (on `data` or the catalog), at three rates: a run either
@@ -91,32 +111,22 @@ import VCacheTestSupport
     /// next run completes. At least one of the three runs must have met a failure.
     @Test(.timeLimit(.minutes(6)))
     func randomWriteFailuresSayOneLineAndClaimNothingFalse() throws {
-        guard FileManager.default.isExecutableFile(atPath: Self.fiuRun) else {
-            print("skipped: fiu-run (fiu-utils) is not installed")
-            return
-        }
-        let origin = try TestOrigin()
-        let body = TestBytes.make(3 << 20, seed: 2503)
-        origin.setResource("/random.mp4", .init(body: body, etag: "\"random\""))
-        let url = origin.url("/random.mp4")
+        guard Self.has(Self.fiuRun, "fiu-utils") else { return }
         var failed = 0
         for (i, probability) in ["0.05", "0.2", "0.5"].enumerated() {
-            let cache = dir.file("cache-random-\(i)")
-            #expect(try VCacheBinary.run(["config", "unset", "max-size"], cacheDir: cache).status == 0)
+            let s = try setUp("random-\(i)", seed: 2503)
             // failinfo=5: the errno libfiu sets is EIO (without it, any errno pwrite may give).
-            let r = try prefetchUnderFiu("enable_random name=posix/io/rw/pwrite,probability=\(probability),failinfo=5", cache: cache, url)
+            let r = try prefetchUnderFiu("enable_random name=posix/io/rw/pwrite,probability=\(probability),failinfo=5", s)
             if r.status == 0 {
-                #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+                #expect(try CacheInspector(directory: s.cache).entry(s.url)?.sha256 == TestBytes.sha256(s.body))
             } else {
                 failed += 1
-                #expect(r.status == 5, "\(r.err)")
-                let lines = r.err.split(separator: "\n").filter { $0.contains("vcache: ") }
                 // `data`'s write names errno; SQLite's says "disk I/O error", with the system's
                 // reason when it kept one ("catalog error during COMMIT: disk I/O error (SQLite code 778)").
-                #expect(lines.count == 1 && (lines[0].contains("Input/output error") || lines[0].contains("disk I/O error")), "\(r.err)")
-                #expect(try CacheInspector(directory: cache).entry(url)?.isComplete != true)
+                expectOneLine(r, status: 5) { $0.contains("Input/output error") || $0.contains("disk I/O error") }
+                #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
             }
-            try expectTrueClaimsThenResume(cache: cache, url: url, body: body)
+            try expectTrueClaimsThenResume(s)
         }
         #expect(failed > 0, "no injected write failure was met")
     }
@@ -125,46 +135,41 @@ import VCacheTestSupport
     /// one line saying so, exit 5, claims true, the next run completes.
     @Test(.timeLimit(.minutes(5)))
     func aFullDiskOnDataWritesSaysSoAndTheNextRunCompletes() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
-            print("skipped: strace is not installed")
-            return
-        }
-        let origin = try TestOrigin()
-        let body = TestBytes.make(3 << 20, seed: 2504)
-        origin.setResource("/full.mp4", .init(body: body, etag: "\"full\""))
-        let cache = dir.file("cache-enospc")
-        #expect(try VCacheBinary.run(["config", "unset", "max-size"], cacheDir: cache).status == 0)
-        let url = origin.url("/full.mp4")
-        let data = try CacheInspector(directory: cache).store.dataPath(CacheKeyRules().key(for: url))
-        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(cache)", "/usr/bin/strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=pwrite64",
-                                              "-e", "inject=pwrite64:error=ENOSPC:when=5+", "-P", data, VCacheBinary.path, "prefetch", url])
-        #expect(r.status == 5, "\(r.err)")
-        let lines = r.err.split(separator: "\n").filter { $0.contains("vcache: ") }
-        #expect(lines.count == 1 && lines[0].hasSuffix("vcache: cannot prefetch \(url): cannot write '\(data)': No space left on device; free space or lower the cache size with 'vcache evict'"), "\(r.err)")
-        #expect(try CacheInspector(directory: cache).entry(url)?.isComplete != true)
-        try expectTrueClaimsThenResume(cache: cache, url: url, body: body)
+        guard Self.has(Self.strace, "strace") else { return }
+        let s = try setUp("full", seed: 2504)
+        let data = try CacheInspector(directory: s.cache).store.dataPath(CacheKeyRules().key(for: s.url))
+        let r = try underStrace(s, calls: "pwrite64", inject: "pwrite64:error=ENOSPC:when=5+", path: data, ["prefetch", s.url])
+        expectOneLine(r, status: 5) { $0.hasSuffix("vcache: cannot prefetch \(s.url): cannot write '\(data)': No space left on device; free space or lower the cache size with 'vcache evict'") }
+        #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
+        try expectTrueClaimsThenResume(s)
     }
 
     /// recvfrom fails with ECONNRESET from its 5th call on (libcurl reads up to 256 KiB a call) (retries meet it too): one line, exit
     /// 3 (try again later), claims true, the next run resumes and completes.
     @Test(.timeLimit(.minutes(5)))
     func aConnectionResetWhileReceivingExits3AndTheNextRunResumes() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
-            print("skipped: strace is not installed")
-            return
-        }
-        let origin = try TestOrigin()
-        let body = TestBytes.make(3 << 20, seed: 2505)
-        origin.setResource("/reset.mp4", .init(body: body, etag: "\"reset\""))
-        let cache = dir.file("cache-reset")
-        #expect(try VCacheBinary.run(["config", "unset", "max-size"], cacheDir: cache).status == 0)
-        let url = origin.url("/reset.mp4")
-        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(cache)", "/usr/bin/strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=recvfrom",
-                                              "-e", "inject=recvfrom:error=ECONNRESET:when=5+", VCacheBinary.path, "prefetch", "--retries", "1", url])
-        #expect(r.status == 3, "\(r.err)")
-        let lines = r.err.split(separator: "\n").filter { $0.contains("vcache: ") }
-        #expect(lines.count == 1 && lines[0].hasSuffix("vcache: cannot prefetch \(url): connection failed while receiving (Recv failure: Connection reset by peer)"), "\(r.err)")
-        #expect(try CacheInspector(directory: cache).entry(url)?.isComplete != true)
-        try expectTrueClaimsThenResume(cache: cache, url: url, body: body)
+        guard Self.has(Self.strace, "strace") else { return }
+        let s = try setUp("reset", seed: 2505)
+        let r = try underStrace(s, calls: "recvfrom", inject: "recvfrom:error=ECONNRESET:when=5+", ["prefetch", "--retries", "1", s.url])
+        expectOneLine(r, status: 3) { $0.hasSuffix("vcache: cannot prefetch \(s.url): connection failed while receiving (Recv failure: Connection reset by peer)") }
+        #expect(try CacheInspector(directory: s.cache).entry(s.url)?.isComplete != true)
+        try expectTrueClaimsThenResume(s)
+    }
+
+    /// verify --fix drops a video changed at the origin: rows first, then a new `data`. When the
+    /// old `data` cannot be removed (EIO from unlink), the fix says so in one line and exits 5
+    /// (it was reported fixed, exit 1, with the file left in place); the claims stay true and the
+    /// next prefetch stores the new version byte-exact.
+    @Test(.timeLimit(.minutes(5)))
+    func aFixThatCannotReplaceDataSaysOneLineAndExits5() throws {
+        guard Self.has(Self.strace, "strace") else { return }
+        let s = try setUp("fix", seed: 2506)
+        #expect(try VCacheBinary.run(["prefetch", "-q", s.url], cacheDir: s.cache).status == 0)
+        let changed = TestBytes.make(3 << 20, seed: 2507)
+        s.origin.setResource("/fix.mp4", .init(body: changed, etag: "\"fix-2\""))
+        let data = try CacheInspector(directory: s.cache).store.dataPath(CacheKeyRules().key(for: s.url))
+        let r = try underStrace(s, calls: "unlink,unlinkat", inject: "unlink,unlinkat:error=EIO", path: data, ["verify", "--origin", "--fix"])
+        expectOneLine(r, status: 5) { $0.hasSuffix("vcache: cannot fix \(s.url): cannot remove '\(data)': Input/output error") }
+        try expectTrueClaimsThenResume(Setup(origin: s.origin, body: changed, url: s.url, cache: s.cache))
     }
 }

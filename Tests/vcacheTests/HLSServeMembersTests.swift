@@ -65,6 +65,11 @@ import VCacheTestSupport
         origin.stop()
         let refused = RefusingPort(origin.port)  // offline: nothing else may answer on that port
         defer { withExtendedLifetime(refused) {} }
+        // The exported folder names its segments locally (resolved as the plan was, after the redirect).
+        let exported = try String(contentsOfFile: dir.file("exported") + "/master.m3u8", encoding: .utf8)
+        #expect(!exported.contains("http"), "\(exported)")
+        let local = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", dir.file("exported") + "/master.m3u8", "-f", "null", "-"])
+        #expect(local.status == 0 && local.err.isEmpty, "exported: \(local.err)")
         let warmed = try ServeProcess(cacheDir: dir.file("warmed"), logDir: dir)
         for (name, serve) in [("played", played), ("prefetched", warmed)] {
             let offline = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(url), "-f", "null", "-"])
@@ -138,7 +143,8 @@ import VCacheTestSupport
         let cache = dir.file("allowed")
         #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0)
         // The stream is recorded, its first segment cached; the second is not.
-        let warm = try VCacheBinary.run(["prefetch", "-q", playlists.url("/p/index.m3u8"), "--seconds", "1"], cacheDir: cache)
+        // The segments' host is another than the playlist's: allowed by name.
+        let warm = try VCacheBinary.run(["prefetch", "-q", playlists.url("/p/index.m3u8"), "--seconds", "1", "--allow-host", "127.0.0.1"], cacheDir: cache)
         #expect(warm.status == 0, "\(warm.stderr)")
         sign(2)
         let asked = playlists.requests("/p/index.m3u8").count
@@ -147,6 +153,37 @@ import VCacheTestSupport
         #expect(refused.status == 403)
         #expect(playlists.requests("/p/index.m3u8").count == asked)
         serve.stop()
+    }
+
+    /// The signed URL expires while a segment's body is going out (its head was cached, the
+    /// rest is fetched as the player reads): the rest is fetched under the renewed URL, and the
+    /// player gets the whole segment, byte for byte, in the one response.
+    @Test(.timeLimit(.minutes(5)))
+    func aSignedURLThatExpiresMidBodyIsRenewedForTheRest() throws {
+        let origin = try TestOrigin()
+        let large = HLSHostileOriginTests.ts(2000, seed: 5)  // 376 KB: a 64 KiB head, then the rest
+        origin.setResource("/m/seg0.ts", .init(body: large, etag: "\"s0\"", contentType: "video/mp2t"))
+        func sign(_ token: Int) {
+            origin.setResource("/m/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["seg0.ts?token=\(token)"]), contentType: Self.mpegurl))
+            var f = TestOrigin.Faults()
+            f.requiredQuery = "token=\(token)"
+            origin.setFaults("/m/seg0.ts", f)
+        }
+        sign(1)
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let playlist = try Curl.fetch([serve.url(origin.url("/m/index.m3u8"))], in: dir)
+        let uri = try #require(String(decoding: playlist.body, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(serve.base) }.map(String.init))
+        #expect(try Curl.fetch(["-r", "0-99", uri], in: dir).status == 206)  // caches the head
+        sign(2)
+        // The response begins from the cache: its head is out when the origin refuses token 1.
+        let whole = try Curl.fetch([uri], in: dir)
+        #expect(whole.status == 200 && whole.headers["x-cache"] == "PARTIAL")
+        #expect(whole.body.count == large.count && TestBytes.sha256(whole.body) == TestBytes.sha256(large), "\(whole.body.count) of \(large.count) bytes")
+        #expect(origin.queries("/m/seg0.ts").last == "token=2", "\(origin.queries("/m/seg0.ts"))")
+        serve.stop()
+        #expect(try CacheInspector(directory: cache).store.catalog.entry(key: CacheKeyRules(ignoreQuery: false, stripParameters: ["token"]).key(for: origin.url("/m/seg0.ts?token=1")))?.sha256 == TestBytes.sha256(large))
     }
 
     @Test(.timeLimit(.minutes(5)))
@@ -184,5 +221,61 @@ import VCacheTestSupport
         #expect(try inspector.entry(origin.url("/h/s1.ts"))?.sha256 == TestBytes.sha256(good))
         #expect(try inspector.entry(origin.url("/h/s2.ts"))?.sha256 == TestBytes.sha256(good))
         #expect(try inspector.entry(origin.url("/h/other.bin"))?.sha256 == TestBytes.sha256(html))
+    }
+}
+
+/// A redirected playlist warmed by the vcache before migration 4 has no final URL recorded: its
+/// relative URIs must still resolve to the segments stored (found from the stream's members),
+/// so it plays offline, exports whole, and a later prefetch asks for nothing it never named.
+@Suite struct HLSFinalURLUpgradeTests {
+    let dir = TempDirectory("vcache-hlsupgrade")
+
+    @Test(.timeLimit(.minutes(6)))
+    func aRedirectedPlaylistWithoutItsFinalURLStillPlaysOffline() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
+            print("skipped: ffmpeg is not installed")
+            return
+        }
+        let made = dir.file("streams")
+        #expect(try Tool.run("/usr/bin/env", ["bash", Fixtures.path("hls/make-streams.sh"), made]).status == 0)
+        // /abr/master.m3u8 answers 302 to /moved/abr/master.m3u8, whose URIs are relative.
+        let origin = try TestOrigin()
+        let files = FileManager.default.enumerator(atPath: made + "/abr")?.allObjects as? [String] ?? []
+        for name in files where name.contains(".") {
+            let body = try Data(contentsOf: URL(fileURLWithPath: made + "/abr/" + name))
+            origin.setResource("/moved/abr/" + name, .init(body: body, contentType: name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp4"))
+        }
+        var redirect = TestOrigin.Faults()
+        redirect.redirectTo = origin.url("/moved/abr/master.m3u8")
+        origin.setFaults("/abr/master.m3u8", redirect)
+        let url = origin.url("/abr/master.m3u8")
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        // As the earlier vcache left it: no final URL recorded.
+        let sql = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", "DELETE FROM final_urls;"])
+        #expect(sql.status == 0, "\(sql.err)")
+
+        // A later prefetch finds it all cached and asks for nothing under the URL before the redirect.
+        let asked = origin.requests("/abr/master.m3u8").count
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin.requests("/abr/master.m3u8").count == asked)
+        #expect(origin.requests("/abr/180p/index.m3u8").isEmpty)
+        let check = try VCacheBinary.run(["check", url], cacheDir: cache)
+        #expect(check.status == 0, "\(check.stdout)")
+        let export = try VCacheBinary.run(["export", url, dir.file("out")], cacheDir: cache)
+        #expect(export.status == 0, "\(export.stderr)")
+
+        origin.stop()
+        let refused = RefusingPort(origin.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(url), "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "offline: \(play.err)")
+        serve.stop()
+        let local = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", dir.file("out") + "/master.m3u8", "-f", "null", "-"])
+        #expect(local.status == 0 && local.err.isEmpty, "exported: \(local.err)")
+        let master = try String(contentsOfFile: dir.file("out") + "/master.m3u8", encoding: .utf8)
+        #expect(!master.contains("http"), "\(master)")
     }
 }

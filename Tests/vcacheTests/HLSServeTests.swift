@@ -61,16 +61,11 @@ import VCacheTestSupport
         let nginx = try Nginx()
         let live = nginx.root + "/live"
         try FileManager.default.createDirectory(atPath: live, withIntermediateDirectories: true)
-        let writer = Process()
-        writer.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        writer.arguments = ["-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=160x90:rate=25", "-t", "40",
-                            "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0",
-                            "-f", "hls", "-hls_time", "1", "-hls_list_size", "4", "-hls_flags", "delete_segments",
-                            "-hls_segment_filename", live + "/s%03d.ts", live + "/index.m3u8"]
-        writer.standardError = FileHandle.nullDevice
-        try writer.run()
-        // SIGKILL: the test runner blocks SIGTERM, and ffmpeg inherits the mask.
-        defer { kill(writer.processIdentifier, SIGKILL); writer.waitUntilExit() }
+        let writer = try Child("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=160x90:rate=25", "-t", "40",
+                                                   "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0",
+                                                   "-f", "hls", "-hls_time", "1", "-hls_list_size", "4", "-hls_flags", "delete_segments",
+                                                   "-hls_segment_filename", live + "/s%03d.ts", live + "/index.m3u8"], stdout: .null, stderr: .null)
+        defer { writer.kill(SIGKILL); writer.wait() }
         // The stream exists once ffmpeg has written a playlist with two segments.
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {

@@ -87,7 +87,7 @@ import VCacheTestSupport
 
         /// Open descriptors and threads of a serve process, from /proc.
         static func resources(_ serve: ServeProcess) -> (fds: Int, threads: Int) {
-            let pid = serve.process.processIdentifier
+            let pid = serve.process.pid
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
             let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
             return (fds, threads)

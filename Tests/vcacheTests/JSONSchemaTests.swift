@@ -234,7 +234,7 @@ import VCacheTestSupport
         let notify = try NotifySocket(path: dir.file("notify.sock"))
         let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--json"], environment: ["NOTIFY_SOCKET": notify.path])
         #expect(notify.receive()?.hasPrefix("READY=1") == true)
-        kill(serve.process.processIdentifier, SIGHUP)
+        kill(serve.process.pid, SIGHUP)
         #expect(notify.receive()?.hasPrefix("RELOADING=1") == true && notify.receive() == "READY=1")
         let get = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-r", "0-99", serve.url(v)])
         #expect(get.status == 0)

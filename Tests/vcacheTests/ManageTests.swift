@@ -237,16 +237,9 @@ import VCacheTestSupport
         #expect(r.status == 0)
         #expect(r.stdout == "exported \(out) (289 KiB)\n")
         #expect(TestBytes.sha256(file: out) == TestBytes.sha256(body))
-        let ffmpeg = Process()
-        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        ffmpeg.arguments = ["-v", "error", "-i", out, "-f", "null", "-"]
-        let err = Pipe()
-        ffmpeg.standardError = err
-        try ffmpeg.run()
-        let complaints = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        ffmpeg.waitUntilExit()
-        #expect(ffmpeg.terminationStatus == 0)
-        #expect(complaints.isEmpty)
+        let ffmpeg = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(ffmpeg.status == 0)
+        #expect(ffmpeg.err.isEmpty)
         // No temp files left beside it.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".vcache-") }.isEmpty)
     }
@@ -389,11 +382,7 @@ import VCacheTestSupport
     }
 
     func sqlite(_ db: String, _ sql: String) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        p.arguments = [db, sql]
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0)
+        let r = try Tool.run("/usr/bin/sqlite3", [db, sql])
+        #expect(r.status == 0, "\(r.err)")
     }
 }

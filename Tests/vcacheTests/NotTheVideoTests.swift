@@ -64,14 +64,8 @@ import VCacheTestSupport
         try body.write(to: URL(fileURLWithPath: nginx.root + "/z.mp4"))
         let url = "http://127.0.0.1:\(nginx.port)/z.mp4"
         // The same nginx does compress for a client that asks (else this test proves nothing).
-        let curl = Process()
-        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        curl.arguments = ["-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", "Accept-Encoding: gzip", url]
-        let out = Pipe()
-        curl.standardOutput = out
-        try curl.run()
-        curl.waitUntilExit()
-        let compressed = Int(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)) ?? -1
+        let curl = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{size_download}", "-H", "Accept-Encoding: gzip", url])
+        let compressed = Int(String(decoding: curl.out, as: UTF8.self)) ?? -1
         #expect(compressed > 0 && compressed < body.count, "curl got \(compressed) bytes of \(body.count)")
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(r.status == 0, "\(r.stderr)")

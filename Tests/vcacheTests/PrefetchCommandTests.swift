@@ -134,19 +134,11 @@ import VCacheTestSupport
         origin.setResource("/tty.mp4", .init(body: TestBytes.make(2 << 20, seed: 6)))
         origin.throttle("/tty.mp4", to: 1 << 20)
         // util-linux `script` gives vcache a pseudo-terminal as stderr, as an interactive shell would.
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        p.arguments = ["-qefc", "'\(VCacheBinary.path)' prefetch '\(origin.url("/tty.mp4"))'", "/dev/null"]
         var env = ProcessInfo.processInfo.environment
         env["VCACHE_DIR"] = cache
-        p.environment = env
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        let screen = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0)
+        let r = try Child.run("/usr/bin/script", ["-qefc", "'\(VCacheBinary.path)' prefetch '\(origin.url("/tty.mp4"))'", "/dev/null"], environment: env)
+        let screen = String(decoding: r.out, as: UTF8.self)
+        #expect(r.exit.status == 0)
         #expect(screen.contains("tty.mp4"))
         #expect(screen.contains("%  "))
         #expect(screen.contains("/2.0 MiB"))

@@ -49,25 +49,14 @@ import VCacheTestSupport
     /// Another process holds the catalog's write lock (the sqlite3 CLI in a transaction) until
     /// the returned closure is called.
     func holdCatalogWriteLock() throws -> () -> Void {
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        holder.arguments = [cache + "/catalog.db"]
-        let input = Pipe(), output = Pipe()
-        holder.standardInput = input
-        holder.standardOutput = output
-        try holder.run()
-        input.fileHandleForWriting.write(Data("BEGIN IMMEDIATE;\nINSERT INTO config VALUES ('held', 'yes');\nSELECT 'locked';\n".utf8))
-        var seen = Data()
-        while !String(decoding: seen, as: UTF8.self).contains("locked") {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            seen += chunk
-        }
+        let holder = try Child("/usr/bin/sqlite3", [cache + "/catalog.db"], stdin: .pipe)
+        holder.stdin?.write(Data("BEGIN IMMEDIATE;\nINSERT INTO config VALUES ('held', 'yes');\nSELECT 'locked';\n".utf8))
+        let seen = holder.waitForOutput(timeout: 60) { String(decoding: $0, as: UTF8.self).contains("locked") }
         #expect(String(decoding: seen, as: UTF8.self).contains("locked"))
         return {
-            input.fileHandleForWriting.write(Data("ROLLBACK;\n.quit\n".utf8))
-            try? input.fileHandleForWriting.close()
-            holder.waitUntilExit()
+            holder.stdin?.write(Data("ROLLBACK;\n.quit\n".utf8))
+            holder.closeStdin()
+            holder.wait()
         }
     }
 

@@ -315,7 +315,7 @@ import VCacheTestSupport
     /// Item 11: serve raises its descriptor limit at start (as nginx does).
     @Test func serveRaisesItsDescriptorLimit() throws {
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let limits = try String(contentsOfFile: "/proc/\(serve.process.processIdentifier)/limits", encoding: .utf8)
+        let limits = try String(contentsOfFile: "/proc/\(serve.process.pid)/limits", encoding: .utf8)
         let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
         let numbers = line.split(separator: " ").compactMap { Int($0) }
         #expect(numbers.count == 2 && (numbers[0] == numbers[1] || numbers[0] == 1 << 20), "\(line)")
@@ -437,7 +437,7 @@ final class ResultBox<T>: @unchecked Sendable {
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         let writer = try VCacheBinary.start(["prefetch", "-q", origin.url("/busy.mp4")], cacheDir: cache)
         #expect(origin.waitUntilServed("/busy.mp4", atLeast: 64 << 10))
-        func descriptors() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(serve.process.processIdentifier)/fd").count }
+        func descriptors() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(serve.process.pid)/fd").count }
         let url = serve.url(origin.url("/busy.mp4"))
         _ = try Tool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-r", "9000000-9000100", url])  // warm up
         let before = try descriptors()

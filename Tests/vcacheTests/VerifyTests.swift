@@ -24,21 +24,13 @@ import VCacheTestSupport
 
     /// fallocate(1) punches a hole: the range reads back as zeros, with no block behind it.
     func punchHole(_ path: String, offset: Int, length: Int) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/fallocate")
-        p.arguments = ["--punch-hole", "--offset", "\(offset)", "--length", "\(length)", path]
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0)
+        let r = try Tool.run("/usr/bin/fallocate", ["--punch-hole", "--offset", "\(offset)", "--length", "\(length)", path])
+        #expect(r.status == 0, "\(r.err)")
     }
 
     func sqlite(_ sql: String) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        p.arguments = [cache + "/catalog.db", sql]
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0)
+        let r = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", sql])
+        #expect(r.status == 0, "\(r.err)")
     }
 
     @Test func aHoleInAPartialEntryIsFoundAndFixKeepsTheRest() throws {
@@ -195,14 +187,8 @@ import VCacheTestSupport
             SELECT printf('%064x', i), 'http://f/' || i || '/' || hex(zeroblob(150)), 'http://f/' || i || '/' || hex(zeroblob(150)), 1, 2 FROM n;
             PRAGMA wal_checkpoint(TRUNCATE);
             """)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        p.arguments = [cache + "/catalog.db", pageQuery]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        p.waitUntilExit()
-        let page = try #require(Int(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let query = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", pageQuery])
+        let page = try #require(Int(String(decoding: query.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(page > 2)
         let db = try #require(FileHandle(forUpdatingAtPath: cache + "/catalog.db"))
         try db.seek(toOffset: UInt64((page - 1) * 4096 + 8))

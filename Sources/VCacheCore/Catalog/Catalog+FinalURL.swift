@@ -26,9 +26,28 @@ extension Catalog {
         }
     }
 
-    /// What a cached playlist's relative URIs resolve against: its final URL, else the URL it
-    /// was last fetched by.
+    /// What a cached playlist's relative URIs resolve against as far as the catalog says: its
+    /// final URL, else the URL it was last fetched by. (A playlist cached before migration 4 has
+    /// no final URL: `CacheStore.playlistBase` finds it from the stream's members.)
     public func baseURL(of entry: CacheEntry) -> String {
         ((try? finalURL(of: entry.key)) ?? nil) ?? entry.latestURL
+    }
+
+    /// The keys of the streams `key` belongs to (several when streams share it): each root's and
+    /// every member's, each once; empty when it belongs to none (or the catalog is older than streams).
+    public func streamKeys(containing key: String) throws -> [String] {
+        guard schema >= Self.streamsSchema else { return [] }
+        return try database.read(snapshot: true) { c in
+            var roots: [String] = []
+            try c.query("SELECT root FROM stream_members WHERE key = ? ORDER BY root", .text(key)) { roots.append($0.text(0)) }
+            if roots.isEmpty { try c.query("SELECT root FROM streams WHERE root = ?", .text(key)) { roots.append($0.text(0)) } }
+            var keys = roots
+            for root in roots {
+                try c.query("SELECT key FROM stream_members WHERE root = ? AND key != root", .text(root)) { k in
+                    if !keys.contains(k.text(0)) { keys.append(k.text(0)) }
+                }
+            }
+            return keys
+        }
     }
 }

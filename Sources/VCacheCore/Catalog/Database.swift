@@ -66,13 +66,12 @@ public final class Database: Sendable {
             var message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             // The system's reason, read now: "unable to open database file" alone names no cause.
             if let handle, sqlite3_system_errno(handle) != 0 { message += ": " + String(cString: strerror(sqlite3_system_errno(handle))) }
-            sqlite3_close(handle)
+            _ = sqlite3_close(handle)  // a handle that never opened: nothing to report beyond `rc`
             throw DatabaseError(code: rc, message: message, context: "open \(path)")
         }
         self.path = path
         connection = Connection(handle)
-        let ms = Int32(clamping: busyTimeout.inMilliseconds)
-        sqlite3_busy_timeout(handle, ms)
+        try connection.setBusyTimeout(busyTimeout)
         // Switching a new database to WAL needs an exclusive lock and answers SQLITE_BUSY at once
         // (without the busy handler) while another process is creating the same catalog: retry.
         try Self.retryingBusy(for: busyTimeout) { try connection.execute("PRAGMA journal_mode=WAL") }
@@ -99,18 +98,23 @@ public final class Database: Sendable {
             var handle: OpaquePointer?
             let rc = sqlite3_open_v2("file:\(encoded)?\(query)", &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nil)
             if rc == SQLITE_OK, let handle {
-                sqlite3_busy_timeout(handle, Int32(clamping: busyTimeout.inMilliseconds))
+                let set = sqlite3_busy_timeout(handle, Int32(clamping: busyTimeout.inMilliseconds))
+                guard set == SQLITE_OK else {
+                    lastError = DatabaseError(code: set, message: String(cString: sqlite3_errmsg(handle)), context: "set the busy timeout of \(path)")
+                    _ = sqlite3_close(handle)
+                    throw lastError
+                }
                 // Opening is lazy: the first read says whether this way works.
                 if sqlite3_exec(handle, "SELECT count(*) FROM sqlite_schema", nil, nil, nil) == SQLITE_OK {
                     opened = handle
                     break
                 }
                 lastError = DatabaseError(code: sqlite3_extended_errcode(handle), message: String(cString: sqlite3_errmsg(handle)), context: "open \(path)")
-                if lastError.isCorrupt || lastError.isBusy { sqlite3_close(handle); throw lastError }
+                if lastError.isCorrupt || lastError.isBusy { _ = sqlite3_close(handle); throw lastError }
             } else if let handle {
                 lastError = DatabaseError(code: rc, message: String(cString: sqlite3_errmsg(handle)), context: "open \(path)")
             }
-            sqlite3_close(handle)
+            _ = sqlite3_close(handle)  // this way did not work: its error is `lastError`
         }
         guard let opened else { throw lastError }
         connection = Connection(opened)
@@ -169,9 +173,11 @@ public final class Database: Sendable {
     /// ignored (a reader or writer elsewhere keeps the journal until a later checkpoint).
     public func checkpoint(waitingAtMost limit: Duration) {
         lock.withLock { _ in
-            sqlite3_busy_timeout(connection.handle, Int32(clamping: limit.inMilliseconds))
+            guard (try? connection.setBusyTimeout(limit)) != nil else { return }
             try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            sqlite3_busy_timeout(connection.handle, Int32(clamping: busyTimeout.inMilliseconds))
+            // The connection's own timeout back: should that fail, later statements would wait
+            // `limit` rather than the usual time for a busy catalog (they still fail as busy).
+            try? connection.setBusyTimeout(busyTimeout)
         }
     }
 
@@ -193,10 +199,18 @@ public final class Connection {
 
     init(_ handle: OpaquePointer) { self.handle = handle }
 
+    /// Finalizes the statements and closes the handle. Their codes repeat the last statement's
+    /// error (already reported by it); `close_v2` closes once the last statement is finalized.
     func close() {
-        for (_, s) in statements { sqlite3_finalize(s) }
+        for (_, s) in statements { _ = sqlite3_finalize(s) }
         statements = [:]
-        sqlite3_close_v2(handle)
+        _ = sqlite3_close_v2(handle)
+    }
+
+    /// `sqlite3_busy_timeout`: how long a statement waits for another connection's lock.
+    func setBusyTimeout(_ limit: Duration) throws {
+        let rc = sqlite3_busy_timeout(handle, Int32(clamping: limit.inMilliseconds))
+        guard rc == SQLITE_OK else { throw error(rc, "set the busy timeout") }
     }
 
     private func error(_ rc: Int32, _ context: String) -> DatabaseError {
@@ -217,8 +231,9 @@ public final class Connection {
 
     private func prepared(_ sql: String) throws -> OpaquePointer {
         if let s = statements[sql] {
-            sqlite3_reset(s)
-            sqlite3_clear_bindings(s)
+            // reset's code is the last step's error, already reported; clear_bindings cannot fail.
+            _ = sqlite3_reset(s)
+            _ = sqlite3_clear_bindings(s)
             return s
         }
         var s: OpaquePointer?
@@ -228,16 +243,19 @@ public final class Connection {
         return s
     }
 
-    private func bind(_ s: OpaquePointer, _ values: [SQLValue]) {
+    /// Binds `values` to the statement's parameters in order; a value SQLite refuses (too big,
+    /// no such parameter, out of memory) fails the statement rather than run it with a NULL.
+    private func bind(_ s: OpaquePointer, _ values: [SQLValue], _ sql: String) throws {
         for (i, v) in values.enumerated() {
             let idx = Int32(i + 1)
-            switch v {
+            let rc = switch v {
             case .null: sqlite3_bind_null(s, idx)
             case .int(let x): sqlite3_bind_int64(s, idx, x)
             case .double(let x): sqlite3_bind_double(s, idx, x)
             case .text(let x): sqlite3_bind_text(s, idx, x, -1, vc_sqlite_transient())
-            case .blob(let x): x.withUnsafeBytes { _ = sqlite3_bind_blob(s, idx, $0.baseAddress, Int32($0.count), vc_sqlite_transient()) }
+            case .blob(let x): x.withUnsafeBytes { sqlite3_bind_blob(s, idx, $0.baseAddress, Int32($0.count), vc_sqlite_transient()) }
             }
+            guard rc == SQLITE_OK else { throw error(rc, "bind parameter \(idx) of \(sql.prefix(60))") }
         }
     }
 
@@ -249,8 +267,8 @@ public final class Connection {
     @discardableResult
     public func run(_ sql: String, _ values: [SQLValue]) throws -> Int {
         let s = try prepared(sql)
-        bind(s, values)
-        defer { sqlite3_reset(s) }
+        try bind(s, values, sql)
+        defer { _ = sqlite3_reset(s) }  // its code repeats the step's, checked below
         var rc = sqlite3_step(s)
         while rc == SQLITE_ROW { rc = sqlite3_step(s) }
         guard rc == SQLITE_DONE else { throw error(rc, sql.prefix(60).description) }
@@ -260,8 +278,8 @@ public final class Connection {
     /// Runs a query and calls `row` for each result row.
     public func query(_ sql: String, _ values: SQLValue..., row: (Row) throws -> Void) throws {
         let s = try prepared(sql)
-        bind(s, values)
-        defer { sqlite3_reset(s) }
+        try bind(s, values, sql)
+        defer { _ = sqlite3_reset(s) }  // its code repeats the step's, checked below
         while true {
             let rc = sqlite3_step(s)
             if rc == SQLITE_DONE { return }

@@ -18,11 +18,12 @@ extension HLSPlan {
             case "worst": self = .worst
             case "all": self = .all
             default:
-                if s.hasPrefix("<="), s.hasSuffix("p"), let h = HLSAttributeList.decimalInteger(s.dropFirst(2).dropLast()) {
+                // A height or a bandwidth of 0 names no variant (§4.3.4.2: BANDWIDTH is a bit rate).
+                if s.hasPrefix("<="), s.hasSuffix("p"), let h = HLSAttributeList.decimalInteger(s.dropFirst(2).dropLast()), h > 0 {
                     self = .atMostHeight(h)
-                } else if s.hasSuffix("p"), let h = HLSAttributeList.decimalInteger(s.dropLast()) {
+                } else if s.hasSuffix("p"), let h = HLSAttributeList.decimalInteger(s.dropLast()), h > 0 {
                     self = .height(h)
-                } else if let b = HLSAttributeList.decimalInteger(s) {
+                } else if let b = HLSAttributeList.decimalInteger(s), b > 0 {
                     self = .bandwidth(b)
                 } else {
                     return nil

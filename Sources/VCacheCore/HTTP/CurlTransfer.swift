@@ -35,9 +35,9 @@ public final class CurlTransfer {
     let easy: UnsafeMutableRawPointer
     public let url: String
     public let range: String?
-    weak var delegate: TransferDelegate?
-    private var headerList: UnsafeMutablePointer<curl_slist>?
-    private var resolveList: UnsafeMutablePointer<curl_slist>?
+    private(set) weak var delegate: TransferDelegate?
+    private let headerList: UnsafeMutablePointer<curl_slist>?
+    private let resolveList: UnsafeMutablePointer<curl_slist>?
     private var headerLines: [String] = []
     private(set) var head: ResponseHead?
     private(set) var stoppedByDelegate = false
@@ -60,13 +60,20 @@ public final class CurlTransfer {
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
-    public init(url: String, range: String?, ifRange: String?, options: RequestOptions) throws {
+    public init(url: String, range: String?, ifRange: String?, options: RequestOptions, delegate: TransferDelegate) throws {
         guard let easy = curl_easy_init() else { throw TransportError(kind: .other, message: "curl_easy_init failed", code: -1) }
         self.easy = easy
         self.url = url
         self.range = range
+        self.delegate = delegate
         stallTimeout = .milliseconds(Int64(max(0.05, options.stallTimeout) * 1000))
         errorBuffer.initialize(to: 0)
+        // Only the video's own bytes are stored: no encoding is asked for (an origin that encodes
+        // anyway is refused by ResponseJudge).
+        var lines = options.headers + ["Accept-Encoding: identity"]
+        if let ifRange, range != nil { lines.append("If-Range: \(ifRange)") }
+        headerList = Self.slist(lines)
+        resolveList = Self.slist(options.resolve)
         try set(vc_easy_setopt_str(easy, CURLOPT_URL, url), "CURLOPT_URL")
         try set(vc_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         try set(vc_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
@@ -91,13 +98,7 @@ public final class CurlTransfer {
             try set(vc_easy_setopt_str(easy, CURLOPT_NETRC_FILE, netrc), "CURLOPT_NETRC_FILE")
             try set(vc_easy_setopt_long(easy, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue)), "CURLOPT_NETRC")
         }
-        for entry in options.resolve { resolveList = curl_slist_append(resolveList, entry) }
         if resolveList != nil { try set(vc_easy_setopt_slist(easy, CURLOPT_RESOLVE, resolveList), "CURLOPT_RESOLVE") }
-        // Only the video's own bytes are stored: no encoding is asked for (an origin that encodes
-        // anyway is refused by ResponseJudge).
-        var lines = options.headers + ["Accept-Encoding: identity"]
-        if let ifRange, range != nil { lines.append("If-Range: \(ifRange)") }
-        for line in lines { headerList = curl_slist_append(headerList, line) }
         if headerList != nil { try set(vc_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList), "CURLOPT_HTTPHEADER") }
 
         // The callbacks get this object through WRITEDATA/HEADERDATA as an unretained pointer.
@@ -115,6 +116,17 @@ public final class CurlTransfer {
             t.receiveHeaderLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
             return size * count
         }, "CURLOPT_HEADERFUNCTION")
+    }
+
+    /// `curl_slist_append` of each line (nil for none). A line it could not copy (no memory)
+    /// would be a header silently missing, so that ends the process as any allocation failure.
+    private static func slist(_ lines: [String]) -> UnsafeMutablePointer<curl_slist>? {
+        var list: UnsafeMutablePointer<curl_slist>?
+        for line in lines {
+            guard let longer = curl_slist_append(list, line) else { fatalError("curl_slist_append: out of memory") }
+            list = longer
+        }
+        return list
     }
 
     /// A setting libcurl refused: the transfer must not run without it (the protocol allow-list
@@ -213,10 +225,18 @@ public final class CurlTransfer {
     }
 
     /// Called by the Fetcher when the bucket has tokens again, or the delegate releases a hold.
-    func resume() {
+    /// `curl_easy_pause(CURLPAUSE_CONT)`; its error, if libcurl could not resume the transfer.
+    /// libcurl hands over the bytes it kept from inside this call: a delegate that stops the
+    /// transfer there makes it fail with a write error, which is that stop (the multi handle
+    /// reports the transfer done, as for any stop), not a failure.
+    func resume() -> TransportError? {
         waiting = nil
         lastActivity = ContinuousClock.now
-        curl_easy_pause(easy, CURLPAUSE_CONT)
+        let rc = curl_easy_pause(easy, CURLPAUSE_CONT)
+        guard rc == CURLE_OK || stoppedByDelegate else {
+            return TransportError(kind: .other, message: "libcurl could not resume the transfer: \(String(cString: curl_easy_strerror(rc)))", code: Int(rc.rawValue))
+        }
+        return nil
     }
 
     /// Called by the Fetcher when it abandons the transfer (a stall).

@@ -72,7 +72,8 @@ public final class Fetcher {
         }
     }
 
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
+    /// `curl_global_init`'s result, once per process: a failure fails every transfer (`add`).
+    private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_ALL))
 
     private let limiter: RateLimiter?
 
@@ -90,9 +91,9 @@ public final class Fetcher {
     deinit {
         stopFlag.attach(nil)
         inbox.detach()
-        for (easy, _) in active { curl_multi_remove_handle(multi, easy) }
+        for (easy, _) in active { detach(easy) }
         active = [:]
-        curl_multi_cleanup(multi)
+        _ = curl_multi_cleanup(multi)  // fails only for a bad handle or from inside a callback: never here
     }
 
     /// libcurl's version line, e.g. "libcurl/7.88.1 OpenSSL/3.0.17 zlib/1.2.13 ...".
@@ -115,11 +116,14 @@ public final class Fetcher {
     public func add(_ transfer: CurlTransfer) {
         loop.precondition()
         transfer.share(limiter)
-        let rc = curl_multi_add_handle(multi, transfer.easy)
-        guard rc == CURLM_OK else {
+        let error: TransportError? = if Self.globalInit != CURLE_OK {
+            TransportError(kind: .other, message: "libcurl could not be initialised: \(String(cString: curl_easy_strerror(Self.globalInit)))", code: Int(Self.globalInit.rawValue))
+        } else {
+            Self.multiError(curl_multi_add_handle(multi, transfer.easy), "could not start the transfer")
+        }
+        if let error {
             // Never started: it fails on the loop's next turn, as any transfer ends (its owner
             // expects no call back from inside `add`).
-            let error = TransportError(kind: .other, message: "libcurl could not start the transfer: \(String(cString: curl_multi_strerror(rc)))", code: Int(rc.rawValue))
             after(0) { transfer.fail(error) }
             return
         }
@@ -130,7 +134,7 @@ public final class Fetcher {
     public func release(_ transfer: CurlTransfer) {
         loop.precondition()
         guard transfer.held, active[transfer.easy] != nil else { return }
-        transfer.resume()
+        resume(transfer)
     }
 
     /// The run stops itself with `reason` at `instant` (e.g. `--max-time`). Unlike a timer, a
@@ -145,7 +149,7 @@ public final class Fetcher {
     public func cancel(_ transfer: CurlTransfer) {
         loop.precondition()
         guard active.removeValue(forKey: transfer.easy) != nil else { return }
-        curl_multi_remove_handle(multi, transfer.easy)
+        detach(transfer.easy)
     }
 
     /// Runs `action` on the loop thread after `seconds`.
@@ -188,7 +192,7 @@ public final class Fetcher {
                 break
             }
             var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            if let error = Self.multiError(curl_multi_perform(multi, &running), "stopped driving the transfers") { failAll(error) }
             drainMessages()
             resumePaused()
             abandonStalled()
@@ -203,8 +207,9 @@ public final class Fetcher {
                 let ms = ContinuousClock.now.duration(to: next).inMilliseconds
                 timeoutMs = Int32(max(0, min(Int64(timeoutMs), ms)))
             }
-            if inbox.isEmpty && (!active.isEmpty || timeoutMs > 0) {
-                curl_multi_poll(multi, nil, 0, timeoutMs, nil)
+            if inbox.isEmpty && (!active.isEmpty || timeoutMs > 0),
+               let error = Self.multiError(curl_multi_poll(multi, nil, 0, timeoutMs, nil), "could not wait for the transfers") {
+                failAll(error)
             }
         }
     }
@@ -214,7 +219,7 @@ public final class Fetcher {
         while let msg = curl_multi_info_read(multi, &left) {
             guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle else { continue }
             let code = msg.pointee.data.result
-            curl_multi_remove_handle(multi, easy)
+            detach(easy)
             if let t = active.removeValue(forKey: easy) {
                 t.complete(code: code)
             }
@@ -226,7 +231,7 @@ public final class Fetcher {
         // Longest-waiting first, so every download gets its turn at the bucket.
         for t in active.values.filter({ $0.paused && !$0.held }).sorted(by: { $0.lastActivity < $1.lastActivity }) {
             guard limiter.hasTokens else { return }
-            t.resume()
+            resume(t)
         }
     }
 
@@ -235,9 +240,42 @@ public final class Fetcher {
         let now = ContinuousClock.now
         for (easy, t) in active where !t.paused && !t.held && now - t.lastActivity > t.stallTimeout {
             active.removeValue(forKey: easy)
-            curl_multi_remove_handle(multi, easy)
+            detach(easy)
             t.fail(TransportError(kind: .stalled, message: "no data received for \(Units.formatDuration(t.stallTimeout.inSeconds))", code: Int(CURLE_OPERATION_TIMEDOUT.rawValue)))
         }
+    }
+
+    /// Lets a paused transfer go on; one libcurl cannot resume ends with the reason.
+    private func resume(_ t: CurlTransfer) {
+        guard let error = t.resume() else { return }
+        active.removeValue(forKey: t.easy)
+        detach(t.easy)
+        t.fail(error)
+    }
+
+    /// A multi-handle call's failure as a transport error (nil when it succeeded).
+    private static func multiError(_ rc: CURLMcode, _ what: String) -> TransportError? {
+        guard rc != CURLM_OK else { return nil }
+        return TransportError(kind: .other, message: "libcurl \(what): \(String(cString: curl_multi_strerror(rc)))", code: Int(rc.rawValue))
+    }
+
+    /// The multi handle failed (out of memory, a poll it cannot recover from): no transfer can go
+    /// on, each ends with the reason.
+    private func failAll(_ error: TransportError) {
+        let all = active
+        active = [:]
+        for (easy, t) in all {
+            detach(easy)
+            t.fail(error)
+        }
+    }
+
+    /// `curl_multi_remove_handle`. It fails only for a handle not in the multi handle, or when
+    /// called from inside a libcurl callback, which this loop never does: a handle left in would
+    /// be used after its transfer frees it, so that is stopped here.
+    private func detach(_ easy: UnsafeMutableRawPointer) {
+        let rc = curl_multi_remove_handle(multi, easy)
+        precondition(rc == CURLM_OK, "curl_multi_remove_handle: \(String(cString: curl_multi_strerror(rc)))")
     }
 
     private func fireDueTimers() {

@@ -35,8 +35,7 @@ public enum OriginProbe {
                     o.headers.append("If-Modified-Since: \(lm)")
                 }
                 do {
-                    let t = try CurlTransfer(url: urls[i], range: "0-0", ifRange: nil, options: o)
-                    t.delegate = p
+                    let t = try CurlTransfer(url: urls[i], range: "0-0", ifRange: nil, options: o, delegate: p)
                     fetcher.add(t)
                 } catch {
                     p.done(.failed("\(error)"))

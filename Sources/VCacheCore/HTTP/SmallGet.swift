@@ -21,16 +21,33 @@ public enum SmallGet {
         return get(url, options: o, limit: limit).map { ($0.status, $0.body) }
     }
 
-    /// With the caller's origin options (headers, proxy, CA, redirects).
+    /// With the caller's origin options (headers, proxy, CA, redirects). Nil when nothing
+    /// answered whole, the body over `limit` included.
     public static func get(_ url: String, options o: RequestOptions, limit: Int) -> Answer? {
+        if case .answer(let a) = fetch(url, options: o, limit: limit) { return a }
+        return nil
+    }
+
+    public enum Outcome: Sendable {
+        case answer(Answer)
+        /// The body is longer than the limit (said by its Content-Length, or found as it came):
+        /// the transfer was stopped there, nothing of it kept.
+        case tooLarge
+        /// Nothing answered whole (no connection, a cut body).
+        case failed
+    }
+
+    /// `get`, saying when the body was over `limit`: memory never holds more than `limit` bytes
+    /// of it, however long (or endless) the origin makes it.
+    public static func fetch(_ url: String, options o: RequestOptions, limit: Int) -> Outcome {
         let fetcher = Fetcher()
         let collector = Collector(limit: limit)
-        guard let t = try? CurlTransfer(url: url, range: nil, ifRange: nil, options: o) else { return nil }
-        t.delegate = collector
+        guard let t = try? CurlTransfer(url: url, range: nil, ifRange: nil, options: o, delegate: collector) else { return .failed }
         fetcher.add(t)
         fetcher.run()
-        guard let head = collector.head, collector.complete else { return nil }
-        return Answer(status: head.status, body: collector.body, finalURL: head.effectiveURL, contentType: head.header("content-type"))
+        if collector.overLimit { return .tooLarge }
+        guard let head = collector.head, collector.complete else { return .failed }
+        return .answer(Answer(status: head.status, body: collector.body, finalURL: head.effectiveURL, contentType: head.header("content-type")))
     }
 
     private final class Collector: TransferDelegate {
@@ -38,21 +55,31 @@ public enum SmallGet {
         var head: ResponseHead?
         var body = Data()
         var complete = false
+        var overLimit = false
         init(limit: Int) { self.limit = limit }
 
         func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
             self.head = head
+            if let n = head.header("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), n > Int64(limit) {
+                overLimit = true
+                return .stop
+            }
             return .proceed
         }
 
         func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
-            guard body.count + bytes.count <= limit else { return false }
+            // Stopping is no error to the transfer: the body would look whole, cut at the limit.
+            guard body.count + bytes.count <= limit else {
+                overLimit = true
+                body = Data()
+                return false
+            }
             body.append(contentsOf: bytes)
             return true
         }
 
         func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
-            complete = error == nil && body.count <= limit
+            complete = error == nil && !overLimit
         }
     }
 }

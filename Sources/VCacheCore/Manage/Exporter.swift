@@ -55,7 +55,7 @@ public struct Exporter {
 
     /// Exports one entry. `destination` is a file path, or an existing folder (then the name
     /// comes from the URL).
-    public func export(key: String, to destination: String, force: Bool, link: Bool, faststart: Bool = false) throws -> Exported {
+    public func export(key: String, to destination: String, force: Bool, link: Bool, faststart: Bool = false, mode: mode_t? = nil) throws -> Exported {
         guard let e = try store.catalog.entry(key: key) else { throw ExportError.io(SystemError("find entry", path: key, errno: ENOENT)) }
         guard e.isComplete, let length = e.length, let sha = e.sha256 else {
             throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
@@ -124,6 +124,8 @@ public struct Exporter {
                 try copy(data, length: length, expecting: sha, to: temp, url: e.latestURL)
                 if faststart { movedMoov = false }
             }
+            // Its mode before it appears under its name (a key is never readable by others there).
+            if let mode, chmod(temp, mode) != 0 { throw ExportError.io(SystemError("chmod", path: temp, errno: errno)) }
             guard rename(temp, target) == 0 else { throw ExportError.io(SystemError("rename", path: target, errno: errno)) }
         } catch {
             unlink(temp)
@@ -258,6 +260,15 @@ public struct Exporter {
     /// characters or leading dots, at most 200 bytes with the extension kept; the key when
     /// nothing usable is left.
     public static func fileName(for url: String, key: String, contentType: String? = nil) -> String {
+        var (stem, ext) = fileNameParts(for: url, key: key)
+        if ext.isEmpty { ext = (contentType?.contains("quicktime") ?? false) ? "mov" : "mp4" }
+        while stem.utf8.count + ext.utf8.count + 1 > 200 { stem.removeLast() }
+        return stem + "." + ext
+    }
+
+    /// `fileName`'s stem and extension (empty when the URL's name has none of at most 8
+    /// characters), before one is chosen for it.
+    static func fileNameParts(for url: String, key: String) -> (stem: String, ext: String) {
         let rawLast = URLComponents(string: url)?.percentEncodedPath.split(separator: "/").last.map(String.init) ?? ""
         var name = (rawLast.removingPercentEncoding ?? rawLast)
         name = String(name.unicodeScalars.map { s -> Character in
@@ -270,9 +281,7 @@ public struct Exporter {
         if ext.count > 8 { ext = "" }
         var stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
         if stem.isEmpty { stem = "video-" + key.prefix(12) }
-        if ext.isEmpty { ext = (contentType?.contains("quicktime") ?? false) ? "mov" : "mp4" }
-        while stem.utf8.count + ext.utf8.count + 1 > 200 { stem.removeLast() }
-        return stem + "." + ext
+        return (stem, ext)
     }
 }
 

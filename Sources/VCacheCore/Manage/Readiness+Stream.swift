@@ -25,7 +25,7 @@ extension Readiness {
         func visit(_ e: CacheEntry, depth: Int) {
             guard problem == nil else { return }
             guard depth < 4, e.length.map({ $0 <= Int64(HLSPlaylist.maxBytes) }) ?? false, let bytes = store.cachedBytes(of: e),
-                  let playlist = try? HLSPlaylist.parse(bytes, url: e.latestURL) else {
+                  let playlist = try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules)) else {
                 problem = "its playlist \(e.latestURL) cannot be read from the cache"
                 return
             }

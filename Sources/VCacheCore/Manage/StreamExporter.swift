@@ -60,7 +60,15 @@ public struct StreamExporter {
         let master = destination + "/master.m3u8"
         if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.notAFolder(destination) }
         if FileSystem.status(master) != nil && !force { throw StreamExportError.destinationExists(master) }
-        var plan = Plan()
+        let store = self.store, rules = keyRules
+        var plan = Plan { url, range in
+            // What a member is, for its name: the first bytes it holds where the playlist uses it.
+            guard let e = (try? store.catalog.entry(key: rules.key(for: url))) ?? nil, let length = e.length else { return nil }
+            let span = ByteRange(range?.lowerBound ?? 0, min(length, (range?.lowerBound ?? 0) + 512))
+            guard !span.isEmpty, e.ranges.contains(span), let data = try? store.openDataForReading(key: e.key) else { return nil }
+            defer { data.close() }
+            return try? data.bytes(Int(span.count), at: span.lowerBound)
+        }
         var dropped: [String] = []
         switch playlist {
         case .media(let media):
@@ -80,7 +88,10 @@ public struct StreamExporter {
             guard !variants.isEmpty else {
                 throw StreamExportError.notPlayable(url: root.latestURL, why: "none of its \(m.variants.count) variants is cached whole with its audio")
             }
+            // Left out, and said: the variants that do not play, and the renditions not cached (a
+            // URL kept for them would reach the network from the folder).
             dropped = m.variants.filter { v in !variants.contains { $0.uri == v.uri } }.map(\.uri)
+                + m.renditions.compactMap(\.uri).filter { plays[$0] == nil }
             let needed = variants.map(\.uri) + m.renditions.compactMap(\.uri).filter { plays[$0] != nil }
             for url in needed where plan.folder[url] == nil {
                 guard let media = plays[url] else { continue }
@@ -94,7 +105,8 @@ public struct StreamExporter {
         for r in plan.resources {
             let path = destination + "/" + r.path
             try makeFolder((path as NSString).deletingLastPathComponent)
-            bytes += try copy(r.url, to: path, ranges: r.ranges, force: force)
+            // A key stays readable by its owner only, as in the cache, from the moment it has its name.
+            bytes += try copy(r.url, to: path, ranges: r.ranges, force: force, mode: r.isKey ? 0o600 : nil)
             files += 1
         }
         for p in plan.playlists {
@@ -129,11 +141,13 @@ public struct StreamExporter {
     struct Plan {
         var playlists: [(url: String, folder: String, media: HLSMediaPlaylist)] = []
         var folder: [String: String] = [:]
-        var resources: [(url: String, path: String, ranges: RangeSet?)] = []
+        var resources: [(url: String, path: String, ranges: RangeSet?, isKey: Bool)] = []
         var resourceIndex: [String: Int] = [:]
         /// Absolute URL to its path in the folder.
         var names: [String: String] = [:]
         var usedPaths = Set<String>()
+        /// A member's first bytes where `range` starts (nil: not cached), to name it by what it is.
+        let firstBytes: (String, ByteRange?) -> [UInt8]?
 
         mutating func uniqueFolder(for url: String) -> String {
             let parts = (URL(string: url)?.path ?? "").split(separator: "/")
@@ -151,14 +165,14 @@ public struct StreamExporter {
         mutating func add(_ media: HLSMediaPlaylist, url: String, folder: String) {
             playlists.append((url, folder, media))
             self.folder[url] = folder
-            func resource(_ url: String, _ range: ByteRange?) {
+            func resource(_ url: String, _ range: ByteRange?, _ context: HLSURIContext) {
                 if let i = resourceIndex[url] {
                     if let range, resources[i].ranges != nil { resources[i].ranges?.insert(range) } else { resources[i].ranges = nil }
                     return
                 }
                 let prefix = folder.isEmpty ? "" : folder + "/"
                 // (The key stands in for a name only when the URL gives none.)
-                var name = Exporter.fileName(for: url, key: SHA256Digest.hash(url), contentType: nil)
+                var name = Exporter.memberFileName(for: url, key: SHA256Digest.hash(url), context: context) { firstBytes(url, range) }
                 if name == "master.m3u8" || name == "index.m3u8" { name = "_" + name }
                 var path = prefix + name
                 var n = 2
@@ -169,12 +183,13 @@ public struct StreamExporter {
                 usedPaths.insert(path)
                 names[url] = path
                 resourceIndex[url] = resources.count
-                resources.append((url, path, range.map { RangeSet([$0]) }))
+                resources.append((url, path, range.map { RangeSet([$0]) }, context == .key))
             }
             for s in media.segments {
-                if let m = s.map { resource(m.uri, m.byteRange) }
-                for k in s.keys where k.isFetchable { if let u = k.uri { resource(u, nil) } }
-                resource(s.uri, s.byteRange)
+                let encrypted = s.keys.contains { $0.method == .aes128 }
+                if let m = s.map { resource(m.uri, m.byteRange, .initSection(encrypted: encrypted)) }
+                for k in s.keys where k.isFetchable { if let u = k.uri { resource(u, nil, .key) } }
+                resource(s.uri, s.byteRange, .segment(fragmented: s.map != nil, encrypted: encrypted))
             }
         }
     }
@@ -189,7 +204,7 @@ public struct StreamExporter {
 
     private func parse(_ e: CacheEntry) -> HLSPlaylist? {
         guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e))
+        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules))
     }
 
     /// Why the media playlist does not play from the cache, or nil when it does.
@@ -216,7 +231,8 @@ public struct StreamExporter {
     private func rewrite(key: String, keep: @escaping @Sendable (String) -> Bool = { _ in true },
                          _ local: @escaping @Sendable (String) -> String) -> String {
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, let bytes = store.cachedBytes(of: e) else { return "" }
-        return HLSRewriter(url: e.latestURL, proxy: local, keep: keep).rewrite(String(decoding: bytes, as: UTF8.self))
+        // Resolved as the plan was (after redirects), so every URI finds its local name.
+        return HLSRewriter(url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules), proxy: local, keep: keep).rewrite(String(decoding: bytes, as: UTF8.self))
     }
 
     private func makeFolder(_ path: String) throws {
@@ -234,10 +250,10 @@ public struct StreamExporter {
 
     /// Copies the resource at `url`: whole (checked against its SHA-256 by `Exporter`), or only
     /// `ranges` at their offsets (a byte-range file cached in part). Returns the bytes written.
-    private func copy(_ url: String, to path: String, ranges: RangeSet?, force: Bool) throws -> Int64 {
+    private func copy(_ url: String, to path: String, ranges: RangeSet?, force: Bool, mode: mode_t?) throws -> Int64 {
         guard let e = entry(url) else { throw StreamExportError.notPlayable(url: url, why: "it is not cached") }
         if e.isComplete {
-            return try Exporter(store: store).export(key: e.key, to: path, force: force, link: false).bytes
+            return try Exporter(store: store).export(key: e.key, to: path, force: force, link: false, mode: mode).bytes
         }
         guard let ranges, let length = e.length, e.ranges.contains(ranges) else {
             throw StreamExportError.notPlayable(url: url, why: "it is not cached whole")
@@ -246,7 +262,7 @@ public struct StreamExporter {
         let data = try store.openDataForReading(key: e.key)
         defer { data.close() }
         let temp = path + ".vcache-\(getpid())"
-        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: mode ?? 0o644)
         do {
             defer { out.close() }
             try out.resize(to: length)

@@ -49,7 +49,7 @@ extension StreamInventory {
         guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes) else { return nil }
         let entry = e.ranges.isEmpty ? ((try? store.catalog.entry(key: e.key)) ?? nil) : e
         guard let entry, let bytes = store.cachedBytes(of: entry) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: entry))
+        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: entry, bytes: bytes, keyRules: keyRules))
     }
 
     /// Whether a segment's bytes are held: its range, or the whole resource.

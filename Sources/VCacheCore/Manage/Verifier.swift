@@ -31,6 +31,9 @@ public struct Verifier {
         public var state: State
         public var problems: [String]
         public var actions: [String]
+        /// Why `--fix` could not put the entry right (the disk, the catalog): the entry stays a
+        /// problem, and the command says this in one line with its exit code.
+        public var fixFailure: (any Error)?
     }
 
     public struct Options: Sendable {
@@ -98,7 +101,9 @@ public struct Verifier {
             let keep = try check(e, into: &report)
             // The origin was asked about the version listed; if another is cached now, that answer says nothing.
             if let origin, e.validators == listed.validators { checkOrigin(e, origin, into: &report) }
-            if !report.problems.isEmpty && fix { try repair(e, keep: keep, report: &report) }
+            if !report.problems.isEmpty && fix {
+                do { try repair(e, keep: keep, report: &report) } catch { report.fixFailure = error }
+            }
         } catch {
             report.problems.append("\(error)")
         }
@@ -292,8 +297,7 @@ public struct Verifier {
             return
         }
         if changed || checksum || keep.isEmpty {
-            try store.catalog.invalidate(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators)
-            try? store.replaceData(key: e.key, closing: nil).close()
+            try store.dropAllClaims(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators)
             report.actions.append("dropped every cached byte; 'vcache prefetch \(e.latestURL)' fetches it again")
         } else {
             let whole = e.length.map { keep.contains(ByteRange(0, $0)) } ?? false

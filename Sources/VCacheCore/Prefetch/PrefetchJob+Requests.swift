@@ -39,8 +39,7 @@ extension PrefetchJob {
         let ifRange = hasAnyBytes ? entry.validators.ifRange : nil
         trace("> GET Range: bytes=\(next.spec)" + (ifRange.map { " If-Range: \($0)" } ?? ""))
         do {
-            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: options.request)
-            t.delegate = self
+            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: options.request, delegate: self)
             enter(.fetching(Exchange(t, asked: next)))
             fetcher.add(t)
         } catch {

@@ -87,6 +87,9 @@ public struct PrefetchOptions: Sendable {
     /// HLS: which variant of a master playlist, and which audio language (Docs/hls.md).
     public var hlsVariant: HLSPlan.VariantChoice = .best
     public var hlsAudio: String?
+    /// HLS: hosts a stream's members may come from besides its playlists' own (`--allow-host`).
+    /// A member on any other host is refused, never fetched (Docs/hls.md).
+    public var memberHosts = AllowedOrigins()
     /// A playlist's stream joins the run (prefetch); serve's own jobs fetch only what is read.
     public var expandStreams = true
     /// Keep at least this much free on the cache's file system (nginx's `min_free`): least
@@ -156,6 +159,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// when first completed (kept when `verify --fix` dropped damaged chunks): damaged since, or
     /// an origin that changed its bytes under the same validators. Every claim was dropped.
     case notAsCompleted
+    /// An HLS member on a host that is none of its stream's (the hosts its playlists came from,
+    /// and `--allow-host`): refused, never fetched. `own`: the stream's hosts.
+    case refusedHost(host: String, own: [String])
 
     /// Wraps an error met while prefetching: file-system errors stay typed, the rest is the catalog's.
     init(_ error: any Error) {
@@ -206,6 +212,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom: .fixLocal
         case .stream: .fixOrigin
         case .notAsCompleted: .tryLater
+        case .refusedHost: .fixOrigin
         }
     }
 
@@ -241,6 +248,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom(_, let minFree?, nil): "does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk (every other entry is evicted already); free space on the disk, or lower min-free"
         case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
+        case .refusedHost(let host, let own):
+            "refused: its playlist names it on \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
         }
     }
 }
@@ -269,6 +278,8 @@ public struct PrefetchResult: Equatable, Sendable {
     public var finalURL: String? = nil
     /// The entry is an HLS playlist: the run went on to the stream it names.
     public var isPlaylist = false
+    /// Members of its stream refused for their host (`PrefetchError.refusedHost`), never fetched.
+    public var refusedMembers = 0
 
     public var succeeded: Bool { error == nil }
 }

@@ -161,7 +161,7 @@ public final class Prefetcher {
         // Relative URIs resolve against the URL that answered it (after redirects): this run's,
         // kept for offline reads, else the one recorded when it was fetched.
         if let final = r.finalURL { try? store.catalog.recordFinalURL(key: r.key, url: final) }
-        let base = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
+        let base = r.finalURL ?? store.playlistBase(of: e, bytes: bytes, keyRules: options.keyRules)
         let playlist: HLSPlaylist
         do {
             playlist = try HLSPlaylist.parse(bytes, url: base)
@@ -215,6 +215,16 @@ public final class Prefetcher {
                 return item
             }, nil)
         }
+    }
+
+    /// Why a member of a stream whose playlists came from the hosts `own` is not fetched: its
+    /// host is none of them, nor allowed by `--allow-host` (a playlist is the origin's data: it
+    /// must not send a cron job to 169.254.169.254 or another host of the network). Redirects of
+    /// the member itself are followed as curl -L does. Nil: fetch it.
+    func refusal(_ url: String, own: Set<String>) -> PrefetchError? {
+        guard let target = OriginTarget.of(url) else { return nil }  // the job says what is wrong with it
+        if own.contains(target.host) || options.memberHosts.allows(target) { return nil }
+        return .refusedHost(host: target.host.contains(":") ? "[\(target.host)]" : target.host, own: own.sorted())
     }
 
     /// The run's own videos do not fit under the cap: the last of the list are given back first
@@ -323,6 +333,7 @@ public final class Prefetcher {
                 if again.isEmpty {
                     index = next
                     next += 1
+                    if results[index] != nil { continue }  // decided without a request (a refused member)
                 } else {
                     index = again.removeFirst()
                 }
@@ -351,11 +362,27 @@ public final class Prefetcher {
                             while let p = parent[top] { top = p }
                             let (members, error) = self.expand(r, item: items[index], root: self.options.keyRules.key(for: items[top].url))
                             if let error { results[index]?.error = error }
+                            // The hosts its playlists came from: the URL given, and where each was redirected
+                            // (this run, or as the catalog recorded it when it is cached already).
+                            var own = streamHosts[top] ?? Set([items[top].url].compactMap { OriginTarget.of($0)?.host })
+                            let answered = r.finalURL ?? ((try? self.store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
+                            if let host = OriginTarget.of(answered)?.host { own.insert(host) }
+                            streamHosts[top] = own
                             for m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
-                                runKeys.insert(self.options.keyRules.key(for: m.url))
+                                let key = self.options.keyRules.key(for: m.url)
+                                runKeys.insert(key)
                                 parent[items.count] = index
                                 items.append(m)
-                                results.append(nil)
+                                if let refusal = self.refusal(m.url, own: own) {
+                                    // Never asked: a result of its own, said as it is decided.
+                                    var failed = PrefetchResult(url: m.url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
+                                                                requestedBytes: nil, complete: false, elapsed: 0, error: refusal)
+                                    failed.refusedMembers = 1
+                                    results.append(failed)
+                                    events(.finished(failed))
+                                } else {
+                                    results.append(nil)
+                                }
                             }
                         }
                         // A refused item's parts are not said one by one (`refuse` said it once).
@@ -375,6 +402,8 @@ public final class Prefetcher {
         }
 
         var runKeys = Set(items.map { options.keyRules.key(for: $0.url) })
+        // Per item given (a stream's root): the hosts its playlists came from.
+        var streamHosts: [Int: Set<String>] = [:]
         if let maxTime = options.maxTime {
             fetcher.setDeadline(.now + .milliseconds(Int64(maxTime * 1000)), reason: Self.deadlineReason)
         }
@@ -443,6 +472,7 @@ public final class Prefetcher {
             guard root < out.count else { continue }
             out[root].fetchedBytes += r.fetchedBytes
             out[root].alreadyCachedBytes += r.alreadyCachedBytes
+            out[root].refusedMembers += r.refusedMembers
             if let e = r.error { out[root].error = e }
             if !r.complete { out[root].complete = false }
         }

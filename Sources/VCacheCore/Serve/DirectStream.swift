@@ -29,8 +29,7 @@ final class DirectStream: TransferDelegate {
         promised = validators
         remaining = span.count
         do {
-            let t = try CurlTransfer(url: url, range: span.httpSpec, ifRange: validators.ifRange, options: options)
-            t.delegate = self
+            let t = try CurlTransfer(url: url, range: span.httpSpec, ifRange: validators.ifRange, options: options, delegate: self)
             transfer = t
             fetcher.add(t)
         } catch {

@@ -228,14 +228,13 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
     req.malformed = headProblem(connection, version: version.map { String(cString: $0) } ?? "", headers: headers)
     let response = server.handler(req)
     request.completed = response.completed
-    guard let mhd = makeResponse(response.body) else {
+    // A head that could not be read as one request: the connection is not trusted with another.
+    let outgoing = response.headers + (response.status == 400 ? [("Connection", "close")] : [])
+    guard let mhd = makeResponse(response.body), add(outgoing, to: mhd) else {
         request.completed?(HTTPServer.Ending(completed: false, fileBytesSent: nil))
         request.completed = nil
         return .NO
     }
-    for (name, value) in response.headers { MHD_add_response_header(mhd, name, value) }
-    // A head that could not be read as one request: the connection is not trusted with another.
-    if response.status == 400 { MHD_add_response_header(mhd, "Connection", "close") }
     if case .file(_, _, let length) = response.body {
         // The head as libmicrohttpd writes it: the status line, these headers, and its own
         // (Date, Content-Length, Connection), about 80 bytes.
@@ -284,11 +283,21 @@ private func respondNow(_ server: HTTPServer, _ connection: OpaquePointer, _ req
     let response = server.handler(req)
     request.completed = response.completed
     guard let mhd = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) else { return .NO }
-    for (name, value) in response.headers { MHD_add_response_header(mhd, name, value) }
-    MHD_add_response_header(mhd, "Connection", "close")
+    guard add(response.headers + [("Connection", "close")], to: mhd) else { return .NO }
     let queued = MHD_queue_response(connection, UInt32(response.status), mhd)
     MHD_destroy_response(mhd)
     return queued
+}
+
+/// `MHD_add_response_header` for each header; false (the response destroyed) when libmicrohttpd
+/// refuses one (a value with a line break, or no memory): a response without a header it
+/// should carry (`Content-Range`, `Content-Type`) is not sent, the connection is cut instead.
+private func add(_ headers: [(String, String)], to mhd: OpaquePointer) -> Bool {
+    for (name, value) in headers where MHD_add_response_header(mhd, name, value) != .YES {
+        MHD_destroy_response(mhd)
+        return false
+    }
+    return true
 }
 
 private func makeResponse(_ body: HTTPServer.Body) -> OpaquePointer? {

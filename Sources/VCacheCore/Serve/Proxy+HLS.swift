@@ -18,8 +18,29 @@ extension Proxy {
         let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
         var text: String?, finalURL = origin, status: CacheStatus = .miss
-        let recent = livePlaylists.fresh(origin)
-        if let fresh = recent ?? SmallGet.get(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes) {
+        // One origin fetch at a time per playlist, shared by the players asking meanwhile; a live
+        // one answered from its copy for half its target duration (`LivePlaylists`). The fetching
+        // request alone acts on what came, before the others are woken.
+        let shared = livePlaylists.answer(origin) {
+            let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes)
+            guard case .answer(let fresh) = outcome, fresh.status == 200,
+                  HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return (outcome, nil) }
+            let now = try? HLSPlaylist.parse(fresh.body, url: fresh.finalURL)
+            dropIfChanged(video, now: now, body: fresh.body)
+            // Kept for offline: the cached copy's relative URIs resolve against it too.
+            try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            return (outcome, now)
+        }
+        var got: SmallGet.Answer?
+        switch shared.outcome {
+        case .answer(let a): got = a
+        case .tooLarge:
+            // Never held whole, never answered cut (a cut playlist reads as a shorter stream).
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                    "the origin's playlist is larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one: not answered")
+        case .failed: break
+        }
+        if let fresh = got {
             guard fresh.status == 200 else {
                 // The origin is reachable and says no: that is the answer, never a stale copy.
                 let code = (100...599).contains(fresh.status) ? fresh.status : 502
@@ -28,18 +49,13 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
-            if recent == nil {
-                let now = try? HLSPlaylist.parse(text: text!, url: finalURL)
-                dropIfChanged(video, now: now, body: fresh.body)
-                livePlaylists.keep(origin, fresh, playlist: now)
-                // Kept for offline: the cached copy's relative URIs resolve against it too.
-                try? readThrough.store.catalog.recordFinalURL(key: video.key, url: finalURL)
-            }
-        } else if video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
+        } else if video.length > 0, video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
             // Resolved against the URL that last answered it (after redirects), as online.
-            finalURL = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? origin
+            finalURL = ((try? readThrough.store.catalog.entry(key: video.key)) ?? nil).map {
+                readThrough.store.playlistBase(of: $0, bytes: whole, keyRules: readThrough.options.keyRules)
+            } ?? origin
             status = .hit
         }
         guard let text else { return nil }
@@ -59,9 +75,19 @@ extension Proxy {
                 return uris.isEmpty || uris.contains { self.playsFromCache($0) }
             }
             let playable = Set(master.variants.filter { self.playsFromCache($0.uri) && groupPlays($0.audio) }.map(\.uri))
-            if !playable.isEmpty { keep = { playable.contains($0) } }
+            // Renditions too: one never warmed is not offered (a player picking it would stall).
+            let renditions = Set(master.renditions.compactMap(\.uri).filter { self.playsFromCache($0) })
+            if !playable.isEmpty { keep = { playable.contains($0) || renditions.contains($0) } }
         }
-        let rewritten = Array(HLSRewriter(url: finalURL, proxy: { ProxyURL.make(origin: $0, base: host) }, keep: keep).rewrite(text).utf8)
+        // Each named by what it is when its URL's name does not say (`/segment/3`: ffmpeg picks
+        // the demuxer by the extension and refuses a TS segment called .mp4).
+        let store = readThrough.store, rules = readThrough.options.keyRules
+        let rewritten = Array(HLSRewriter(url: finalURL, naming: { url, context in
+            let name = Exporter.memberFileName(for: url, key: "video", context: context) {
+                ((try? store.catalog.entry(key: rules.key(for: url))) ?? nil).flatMap { store.cachedBytes(of: $0, count: 512) }
+            }
+            return ProxyURL.make(origin: url, base: host, name: name)
+        }, keep: keep).rewrite(text).utf8)
         let headers: [(String, String)] = [("Content-Type", "application/vnd.apple.mpegurl"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
@@ -78,7 +104,9 @@ extension Proxy {
     private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data) {
         guard case .media(let fresh)? = now, !fresh.isLive, video.length <= Int64(HLSPlaylist.maxBytes),
               let old = cachedHead(video, count: Int(video.length)), old != Array(body) else { return }
-        let base = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? video.url
+        let base = ((try? readThrough.store.catalog.entry(key: video.key)) ?? nil).map {
+            readThrough.store.playlistBase(of: $0, bytes: old, keyRules: readThrough.options.keyRules)
+        } ?? video.url
         guard case .media(let was)? = try? HLSPlaylist.parse(old, url: base), !was.isLive else { return }
         let rules = readThrough.options.keyRules
         for key in Set(HLSPlaylist.media(was).members.map { rules.key(for: $0.url) } + [video.key]) {
@@ -106,7 +134,7 @@ extension Proxy {
             return e.isComplete
         }
         guard let e = entry(url), e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes),
-              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e)) else { return false }
+              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: rules)) else { return false }
         for s in media.segments {
             guard held(s.uri, s.byteRange) else { return false }
             if let m = s.map, !held(m.uri, m.byteRange) { return false }

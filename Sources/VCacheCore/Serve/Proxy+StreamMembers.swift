@@ -64,7 +64,7 @@ extension Proxy {
         let store = readThrough.store
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
               length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.catalog.baseURL(of: e))
+        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: readThrough.options.keyRules))
     }
 
     /// `readThrough.open`, a segment's first bytes checked; a stream member the origin refuses
@@ -102,9 +102,9 @@ extension Proxy {
     /// stays (the offline answer), as does a pinned entry or a stream's root.
     func forgetPartialPlaylist(_ video: ReadThrough.Video) {
         let store = readThrough.store
-        // This request's own hold on `data` (its snapshot, of no use to a playlist answer) goes first.
+        // This request's own hold on `data` (its snapshot, of no use to a playlist answer) goes
+        // first (RawFile closes once).
         video.snapshot.file?.close()
-        video.snapshot.file = nil
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, !e.isComplete, !e.pinned,
               ((try? store.catalog.stream(root: video.key)) ?? nil) == nil else { return }
         var c = Evictor.Criteria()

@@ -89,17 +89,9 @@ public final class Proxy: Sendable {
         if let allowed = allowedOrigins, let target = OriginTarget.of(origin), !allowed.allows(target) {
             return finish(403, "origin \(target) is not allowed by --allow-host")
         }
-        let video: ReadThrough.Video
-        do {
-            video = try openMember(origin)
-        } catch {
-            switch error {
-            // The player learns what the origin said; no error body is ever stored as video bytes.
-            case .origin(let status, _): return finish(status, error.description, originError: "status")
-            case .unreachable(let why): return finish(502, why, originError: "unreachable")
-            }
-        }
-        if let playlist = playlistAnswer(request, origin: origin, video: video) {
+        /// The rewritten playlist, when `video` is one.
+        func asPlaylist(_ video: ReadThrough.Video) -> HTTPServer.Response? {
+            guard let playlist = playlistAnswer(request, origin: origin, video: video) else { return nil }
             // Not answered as a playlist (the origin's error, or one serve refuses): no part of
             // one is kept (the head `open` stored is no playlist a later answer could use).
             if playlist.cache == nil { forgetPartialPlaylist(video) }
@@ -111,6 +103,23 @@ public final class Proxy: Sendable {
             account(line, cache: playlist.cache, originError: playlist.cache == nil ? "status" : nil)
             return playlist.response
         }
+        let video: ReadThrough.Video
+        do {
+            video = try openMember(origin)
+        } catch {
+            switch error {
+            // The player learns what the origin said; no error body is ever stored as video bytes.
+            case .origin(let status, _): return finish(status, error.description, originError: "status")
+            case .unreachable(let why):
+                // A playlist sent chunked and longer than the head: no length came with it, which
+                // a playlist needs not (it is read whole, up to its limit, not served by ranges).
+                let lengthless = ReadThrough.Video(key: readThrough.options.keyRules.key(for: origin), url: origin, length: 0,
+                                                   validators: Validators(length: nil, etag: nil, lastModified: nil),
+                                                   contentType: nil, fromCatalog: false, snapshot: ReadThrough.Snapshot())
+                return asPlaylist(lengthless) ?? finish(502, why, originError: "unreachable")
+            }
+        }
+        if let answer = asPlaylist(video) { return answer }
         let name = (request.path as NSString).lastPathComponent.removingPercentEncoding ?? ""
         let etag = ProxyURL.etag(video)
         var headers: [(String, String)] = [
@@ -155,31 +164,34 @@ public final class Proxy: Sendable {
         let cacheStatus = fresh ? .miss : reader.cacheStatus
         headers.append(("X-Cache", cacheStatus.rawValue))
         let body: HTTPServer.Body
+        // A member's signed URL that expires while the body goes out is renewed for the rest.
+        let streamed = RenewingReader(reader, span: span) { [self] rest, status in self.renewedReader(video, range: rest, refused: status) }
         if !isHead, !span.isEmpty, let data = reader.cachedFile {
             body = .file(data, offset: span.lowerBound, length: span.count)
         } else {
-            body = .stream(length: span.count, reader)
+            body = .stream(length: span.count, streamed)
         }
         let sendfileBytes: Int64 = { if case .file = body { return span.count } else { return 0 } }()
         let base = line, finalStatus = status
         return HTTPServer.Response(status: status, headers: headers + Self.inert, body: body) { ending in
             let completed = ending.completed
-            reader.finished(completed: completed)
+            streamed.finished(completed: completed)
             var done = base
             done.status = finalStatus
             // A file body abandoned midway counts what the client acknowledged (TCP's count).
             let fileBytes = isHead ? 0 : ending.fileBytesSent ?? (completed ? sendfileBytes : 0)
-            done.fromCache = fileBytes + reader.fromCache.load(ordering: .relaxed)
-            done.fromOrigin = reader.fromOrigin.load(ordering: .relaxed)
+            done.fromCache = fileBytes + streamed.fromCache
+            done.fromOrigin = streamed.fromOrigin
             if fresh {
                 done.fromOrigin += done.fromCache
                 done.fromCache = 0
             }
             var notes: [String] = []
             if let p = reader.fileProblem { notes.append(p) }
-            if !completed { notes.append(reader.failure ?? "the client left before the end") }
+            if streamed.renewed { notes.append("the origin refused its signed URL midway: the rest was read under the URL its playlist names now") }
+            if !completed { notes.append(streamed.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
-            account(done, cache: cacheStatus, originError: completed || reader.failure == nil ? nil : "cut")
+            account(done, cache: cacheStatus, originError: completed || streamed.failure == nil ? nil : "cut")
         }
     }
 }

@@ -5,11 +5,12 @@ import Foundation
 /// playlist rewrite can point each segment URI at the proxy the same way). The file name at the
 /// end is the origin's, because players pick the format from it.
 public enum ProxyURL {
-    /// The proxy URL for `origin` on the server at `base` (`http://127.0.0.1:8080`).
-    public static func make(origin: String, base: String) -> String {
+    /// The proxy URL for `origin` on the server at `base` (`http://127.0.0.1:8080`), ending with
+    /// `name` (default: the origin's file name, `Exporter.fileName`).
+    public static func make(origin: String, base: String, name: String? = nil) -> String {
         let encoded = Data(origin.utf8).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-        let name = Exporter.fileName(for: origin, key: "video", contentType: nil)
+        let name = name ?? Exporter.fileName(for: origin, key: "video", contentType: nil)
         let safeName = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#;"))) ?? "video.mp4"
         return "\(base)/v/\(encoded)/\(safeName)"
     }

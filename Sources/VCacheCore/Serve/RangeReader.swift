@@ -79,10 +79,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         self.streamWhole = streamWhole
         foreignWeak = !video.validators.hasStrongValidator && !weakPartsCombine
         mayStore = snapshot.problem == nil && !foreignWeak && !streamWhole
-        board.cond.lock()
-        board.readers += 1
-        board.hold(fileID)
-        board.cond.unlock()
+        board.readerArrived(holding: fileID)
     }
 
     /// Every byte of the span is cached in the reader's file: it can go out by sendfile.
@@ -133,72 +130,45 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             if end > p { return readFile(p, upTo: end, into: out) }
         }
         while true {
-            board.cond.lock()
-            if board.closing {
-                board.cond.unlock()
+            let at = EntryBoard.ReaderAt(position: p, end: range.upperBound, claims: claims, file: fileID, hasFile: file != nil && !streamWhole,
+                                         refreshed: source.refreshedAt == p, mayStore: mayStore, preparing: preparing,
+                                         jobsAsked: ownJobs.asked, ownJobs: ownJobs.started)
+            switch board.step(at, startJob: { owner.startWriter(board, reader: self, span: $0) }) {
+            case .closing:
                 cut = ("the server is stopping", nil)
                 return nil
-            }
-            var justified = claims
-            justified.formUnion(board.trustedWrites(fileID))
-            let jobs = board.writers.filter { !$0.finished }.map {
-                ServeDecision.Job(start: $0.start, end: $0.effectiveEnd, position: $0.position, writesReadersFile: $0.file != nil && $0.file == fileID)
-            }
-            let decision = ServeDecision.Read(position: p, end: range.upperBound, justified: justified, refreshed: source.refreshedAt == p,
-                                              hasFile: file != nil && !streamWhole, jobs: jobs, jobsStarted: ownJobs.asked, mayStore: mayStore)
-            switch decision.step {
-            case .read(let upTo):
-                let fromWrites = claims.contiguousEnd(from: p) < upTo
-                if fromWrites { board.readingWrites += 1 }
-                board.cond.unlock()
+            case .read(let upTo, let fromWrites):
                 let n = readFile(p, upTo: upTo, into: out)
-                if fromWrites {
-                    board.cond.lock()
-                    board.readingWrites -= 1
-                    board.cond.broadcast()
-                    board.cond.unlock()
-                }
+                if fromWrites { board.doneReadingWrites() }
                 return n
             case .refresh:
-                board.cond.unlock()
                 refresh(at: p)
-            case .wait:
-                if preparing, let trouble = board.writers.first(where: { $0.trouble != nil && $0.start <= p && p < $0.effectiveEnd })?.trouble {
-                    // About to answer: a job retrying the origin means the origin is not there now.
-                    board.cond.unlock()
-                    cut = (trouble, nil)
-                    return nil
-                }
-                let signalled = board.cond.wait(until: Date().addingTimeInterval(1))
-                board.cond.unlock()
+            case .jobInTrouble(let trouble):
+                // About to answer: a job retrying the origin means the origin is not there now.
+                cut = (trouble, nil)
+                return nil
+            case .waited(let signalled):
                 if closed.load(ordering: .relaxed) { return nil }
                 if !signalled { source.refreshedAt = nil }
-            case .startJob(let span):
-                if let failed = ownFailure(at: p) {
-                    // A job of this response failed here already: the origin's answer stands
-                    // (a 404 is not asked for three times), and a response not yet begun gets it.
-                    board.cond.unlock()
-                    if preparing {
-                        noteFailure(failed)
-                        return nil
-                    }
-                    mayStore = false
-                    continue
+            case .failedHere(let failed):
+                // A job of this response failed here already: the origin's answer stands (a 404
+                // is not asked for three times), and a response not yet begun gets it.
+                if preparing {
+                    noteFailure(failed)
+                    return nil
                 }
+                mayStore = false
+            case .asked(let started):
                 ownJobs.asked += 1
-                let started = owner.startWriter(board, reader: self, span: span)
-                if let started { ownJobs.started.append(started) }
-                board.cond.unlock()
-                if started == nil {
+                if let started {
+                    ownJobs.started.append(started)
+                    source.refreshedAt = nil
+                } else {
                     // Another process writes the entry, nothing more fits under the cap, or the
                     // file is not the entry's any more: the rest plays, streamed, not stored.
                     mayStore = false
-                } else {
-                    source.refreshedAt = nil
                 }
-            case .stream(let span):
-                let failed = ownFailure(at: p)
-                board.cond.unlock()
+            case .stream(let span, let failed):
                 if let failed, preparing {
                     // A job of this response failed where it begins: that is the answer.
                     noteFailure(failed)
@@ -256,7 +226,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             let id = try f.identity()
             source.file = f
             source.id = id
-            board.hold(id)
+            board._hold(id)
             if let entry { source.claims.formUnion(entry.ranges) }
             return id
         } catch {
@@ -280,40 +250,13 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         return n
     }
 
-    /// The error of a storing job this response started that ended failing over `p` (the board's
-    /// `cond` held). Only this response's own jobs count, and a job stopped because its readers
-    /// left or the server stops is not a failure of the origin.
-    private func ownFailure(at p: Int64) -> PrefetchError? {
-        ownJobs.started.last { w in
-            guard w.finished, let e = w.error, e != .interrupted, e != .deadline, e != .lockBusy else { return false }
-            return w.start <= p && p < w.end
-        }?.error
-    }
-
     private func noteFailure(_ e: PrefetchError) {
         if case .http(let status, _) = e { cut = (e.description, status) } else { cut = (e.description, cut?.status) }
     }
 
     public func finished(completed: Bool) {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
-        board.cond.lock()
-        board.readers -= 1
-        // The last reader left: what is still to fetch is not worth it for nobody (a player that
-        // seeks away leaves no download behind). A job with at most 1 MiB left finishes: its last
-        // checkpoint, and the digest when the entry is now complete.
-        var stops: [() -> Void] = []
-        if board.readers == 0 {
-            for w in board.writers where w.position < w.effectiveEnd {
-                var left = RangeSet([ByteRange(w.position, w.effectiveEnd)])
-                for r in claims.ranges { left.remove(r) }
-                for r in board.trustedWrites(w.file).ranges { left.remove(r) }
-                if left.count > ServeDecision.waitWindow { stops.append(w.stop) }
-            }
-        }
-        board.unhold(fileID)
-        board.cond.broadcast()
-        board.cond.unlock()
-        for s in stops { s() }
+        board.readerLeft(holding: fileID, claims: claims)
         file?.close()
         owner.release(board)
     }

@@ -59,15 +59,7 @@ public final class ReadThrough: Sendable {
 
     /// Stops every storing job and releases every waiting reader (the server is shutting down).
     public func shutdown() {
-        let all = boards.withLock { Array($0.values) }
-        for board in all {
-            board.cond.lock()
-            board.closing = true
-            let stops = board.writers.map(\.stop)
-            board.cond.broadcast()
-            board.cond.unlock()
-            for stop in stops { stop() }
-        }
+        for board in boards.withLock({ Array($0.values) }) { board.close() }
     }
 
     public init(store: CacheStore, options: PrefetchOptions) {
@@ -80,12 +72,7 @@ public final class ReadThrough: Sendable {
 
     /// Storing jobs running now (serve's metrics).
     public var storingJobs: Int {
-        let all = boards.withLock { Array($0.values) }
-        return all.reduce(0) { sum, board in
-            board.cond.lock()
-            defer { board.cond.unlock() }
-            return sum + board.writers.filter { !$0.finished }.count
-        }
+        boards.withLock { Array($0.values) }.reduce(0) { $0 + $1.runningJobs }
     }
 
     /// Boards held now (for tests: they must not grow with every URL ever asked for).
@@ -106,15 +93,13 @@ public final class ReadThrough: Sendable {
     }
 
     /// The entry's `data` held open (LOCK_SH) and what the catalog claims for that very file.
-    final class Snapshot: @unchecked Sendable {
-        // @unchecked: set up once, then handed to one reader.
+    struct Snapshot: Sendable {
         var file: RawFile?
         var fileID: FileID?
         var claims = RangeSet()
         var entry: CacheEntry?
         /// Why `data` could not be opened (not ENOENT): logged with the request.
         var problem: String?
-        init() {}
     }
 
     public enum OpenError: Error, Equatable, CustomStringConvertible {
@@ -135,7 +120,7 @@ public final class ReadThrough: Sendable {
     /// names the opened file: the claims read are then about that file. Tried a few times when
     /// another process replaces `data` in between.
     func snapshot(_ key: String) -> Snapshot {
-        let s = Snapshot()
+        var s = Snapshot()
         let path = store.dataPath(key)
         for _ in 0..<4 {
             s.file?.close()
@@ -177,11 +162,12 @@ public final class ReadThrough: Sendable {
         // Players opening the same new video at once: one fetches its head, the others wait for it
         // here rather than asking the origin themselves.
         let board = self.board(key)
-        board.opening.lock()
-        defer {
-            board.opening.unlock()
-            release(board)
-        }
+        defer { release(board) }
+        return try board.whileOpening { () throws(OpenError) -> Video in try open(url, key: key, board: board, isSegment: isSegment) }
+    }
+
+    /// `open`, as the entry's only opener.
+    private func open(_ url: String, key: String, board: EntryBoard, isSegment: () -> Bool) throws(OpenError) -> Video {
         var snap = snapshot(key)
         if let e = snap.entry, let length = e.length {
             var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true, snapshot: snap)
@@ -220,9 +206,7 @@ public final class ReadThrough: Sendable {
         if let id = snap.fileID, let mine = headWrites.ranges(id), snap.claims.contains(mine) {
             // The head this process just stored, in the very file the reader holds (its claims
             // cover it): its own run's bytes. The reader's hold keeps the record true.
-            board.cond.lock()
-            board.written[id, default: RangeSet()].formUnion(mine)
-            board.cond.unlock()
+            board.noteOwnWrites(mine, in: id)
         }
         guard let e = snap.entry, let length = e.length else {
             snap.file?.close()
@@ -247,67 +231,37 @@ public final class ReadThrough: Sendable {
     func board(_ key: String) -> EntryBoard {
         boards.withLock { b in
             if let x = b[key] {
-                x.holders.add(1, ordering: .relaxed)
+                x.retain()
                 return x
             }
             if b.count >= 2 * Self.idleBoards { prune(&b) }
             let x = EntryBoard()
-            x.holders.add(1, ordering: .relaxed)
+            x.retain()
             b[key] = x
             return x
         }
     }
 
     /// One holder of the board is done with it.
-    func release(_ board: EntryBoard) {
-        board.cond.lock()
-        board.lastUsed = .now
-        board.cond.unlock()
-        board.holders.subtract(1, ordering: .relaxed)
-    }
+    func release(_ board: EntryBoard) { board.release() }
 
     /// Forgets idle boards (no reader, opener or job), least recently used first, down to `idleBoards`.
     private func prune(_ b: inout [String: EntryBoard]) {
         var idle: [(String, ContinuousClock.Instant)] = []
         for (key, board) in b {
-            board.cond.lock()
-            if board.holders.load(ordering: .relaxed) == 0 && board.writers.isEmpty && !(board.shared?.isHeld ?? false) {
-                idle.append((key, board.lastUsed))
-            }
-            board.cond.unlock()
+            if let since = board.idleSince { idle.append((key, since)) }
         }
         let excess = b.count - Self.idleBoards
         guard excess > 0 else { return }
         for (key, _) in idle.sorted(by: { $0.1 < $1.1 }).prefix(excess) { b[key] = nil }
     }
 
-    /// Records what a job writes, into the board of the file it went into.
-    func recorder(_ board: EntryBoard, writer: EntryBoard.Writer?) -> @Sendable (FileID, ByteRange) -> Void {
-        { [board] file, range in
-            board.cond.lock()
-            board.written[file, default: RangeSet()].insert(range)
-            if let writer {
-                if writer.file != file {
-                    board.unhold(writer.file)
-                    board.hold(file)
-                    writer.file = file
-                }
-                writer.position = max(writer.position, range.upperBound)
-            }
-            board.cond.broadcast()
-            board.cond.unlock()
-        }
-    }
-
     /// The bytes `range` of `video`, read as the player asks for them, from the file `open` holds.
     public func reader(_ video: Video, range: ByteRange) -> RangeReader {
         let board = self.board(video.key)
         let snap = video.snapshot
-        board.cond.lock()
-        let own = snap.fileID.map { (board.written[$0] ?? RangeSet()).contains(snap.claims) } ?? false
-        // Jobs of this process write the entry: it cannot be started over under them.
-        let busy = board.shared?.isHeld ?? false
-        board.cond.unlock()
+        // Jobs of this process writing the entry: it cannot be started over under them.
+        let (own, busy) = board.ownership(of: snap.claims, in: snap.fileID)
         let decision = ServeDecision.Open(validators: video.validators, span: range, claims: snap.claims, claimsAreOwn: own,
                                           canTakeEntry: !busy)
         switch decision.start {
@@ -389,176 +343,47 @@ public final class ReadThrough: Sendable {
     /// job). The board's lock is held.
     func startWriter(_ board: EntryBoard, reader: RangeReader, span wanted: ByteRange) -> EntryBoard.Writer? {
         let video = reader.video
-        let p = wanted.lowerBound
-        var end = wanted.upperBound
-        let active = board.writers.filter { !$0.finished }
-        let overtaken = active.filter { $0.start <= p && p < $0.effectiveEnd }
-        for w in overtaken { end = max(end, w.effectiveEnd) }
-        for w in active where w.start > p { end = min(end, w.start) }
-        guard end > p else { return nil }
-        var span = ByteRange(p, end)
-        if var room = room(for: video.key, wanted: span.count) {
-            // What the running jobs are still to store is not in the catalog's usage yet: count
-            // their whole spans (what they stored already is then counted twice: the cap errs
-            // on the safe side).
-            for w in active where !overtaken.contains(where: { $0 === w }) { room -= w.effectiveEnd - w.start }
-            for w in overtaken { room -= p - w.start }
-            guard room >= 64 << 10 else { return nil }
-            span = ByteRange(p, min(end, p + room))
-        }
-        let shared: SharedWriterLock
-        if let s = board.shared, s.join() {
-            shared = s
-        } else {
-            guard let lock = try? store.tryLockWriter(key: video.key) else { return nil }
-            shared = SharedWriterLock(lock)
-            _ = shared.join()
-            board.shared = shared
-        }
+        let plan = board._plan(wanted)
+        guard let whole = plan.decision.span,
+              let span = plan.decision.fitted(room: room(for: video.key, wanted: whole.count)) else { return nil }
+        guard let shared = board._sharedLock(orTake: { try? store.tryLockWriter(key: video.key) }) else { return nil }
         // Under the writer lock nobody else replaces `data` or changes the version.
         guard let fileID = reader.adoptFileForJob() else {
             shared.leave()
             return nil
         }
-        for w in overtaken { w.limit.store(p, ordering: .relaxed) }
-        let writer = EntryBoard.Writer(start: span.lowerBound, end: span.upperBound, file: fileID)
-        board.writers.append(writer)
-        board.hold(fileID)
+        let flag = Fetcher.StopFlag()
+        let writer = board._add(span, file: fileID, plan: plan, stop: { flag.stop(reason: SIGTERM) })
         var o = options
         o.sharedLock = shared
         o.stopAt = { writer.limit.load(ordering: .relaxed) }
         o.maxSize = nil        // the room was made above (cap and min-free); the job stores no more than fits
         o.minFree = nil
-        o.onWrite = recorder(board, writer: writer)
-        o.onGiveBack = { [board] file, ranges, punch in
-            // No reader may go on trusting those bytes, and none may be reading them: forget
-            // them, wait for reads in flight, punch while no new read can start.
-            board.cond.lock()
-            for r in ranges.ranges { board.written[file]?.remove(r) }
-            while board.readingWrites > 0 { board.cond.wait() }
-            for r in ranges.ranges { punch(r) }
-            board.cond.unlock()
-        }
+        o.onWrite = { [board] file, range in board.recordWrite(range, in: file, by: writer) }
+        o.onGiveBack = { [board] file, ranges, punch in board.giveBack(ranges, in: file, punch: punch) }
         o.expectedVersion = video.validators
         o.heldBytesAreThisRuns = reader.weakPartsCombine
-        let flag = Fetcher.StopFlag()
-        writer.stop = { flag.stop(reason: SIGTERM) }
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
-        let options = o, jobSpan = span
+        let options = o
         Thread.detachNewThread { [self] in
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
                 switch event {
-                case .videoChanged:
-                    // It writes into a new `data` now: no reader of the old file waits for it.
-                    board.cond.lock()
-                    board.unhold(writer.file)
-                    writer.file = nil
-                    board.cond.broadcast()
-                    board.cond.unlock()
-                case .retrying(_, _, _, let reason):
-                    board.cond.lock()
-                    writer.trouble = reason
-                    board.cond.broadcast()
-                    board.cond.unlock()
-                default:
-                    break
+                case .videoChanged: board.writerLeftFile(writer)
+                case .retrying(_, _, _, let reason): board.writerRetrying(writer, reason: reason)
+                default: break
                 }
             }
             let result = prefetcher.run([item])[0]
             if case .disk(let e) = result.error, e.isNoSpace {
-                _ = makeRoom(for: video.key, wanted: jobSpan.count)
+                _ = makeRoom(for: video.key, wanted: span.count)
             }
-            board.cond.lock()
-            writer.finished = true
-            writer.error = result.error
-            board.writers.removeAll { $0 === writer }
-            board.unhold(writer.file)
-            board.cond.broadcast()
-            board.cond.unlock()
+            board.writerEnded(writer, error: result.error)
             shared.leave()
             if result.error == nil { try? store.catalog.touch(key: video.key) }
             release(board)
         }
-        board.holders.add(1, ordering: .relaxed)  // the job's; released when it ends
+        board.retain()  // the job's; released when it ends
         return writer
-    }
-}
-
-/// What this process knows of one entry while it is served: the bytes it wrote into each of the
-/// entry's files, its storing jobs, and who uses it.
-final class EntryBoard: @unchecked Sendable {
-    // @unchecked: every field is read and written with `cond` locked (`holders` is atomic).
-    let cond = NSCondition()
-    /// Held while a video's head is fetched to open it (one opener per entry).
-    let opening = NSLock()
-    /// Bytes this process wrote into each file (by identity) of the entry.
-    var written: [FileID: RangeSet] = [:]
-    /// This process's storing jobs on the entry, on disjoint spans.
-    var writers: [Writer] = []
-    /// The entry's writer lock while any of them runs.
-    var shared: SharedWriterLock?
-    /// The server is stopping: readers give up.
-    var closing = false
-    /// Readers in this process using the entry (the writers are stopped when none is left).
-    var readers = 0
-    /// Openers, readers and jobs using the board: it is forgotten only at zero.
-    let holders = Atomic<Int>(0)
-    var lastUsed = ContinuousClock.now
-    /// Readers reading bytes justified only by this process's writes right now (a job giving
-    /// unclaimed bytes back waits for them).
-    var readingWrites = 0
-
-    /// Readers and jobs of this process holding each file open. An inode number is reused once
-    /// no one holds its file, so what this process wrote into a file is forgotten when its last
-    /// holder here lets go (a new file with the same number must not inherit it). `cond` held.
-    var holds: [FileID: Int] = [:]
-
-    func hold(_ file: FileID?) {
-        guard let file else { return }
-        holds[file, default: 0] += 1
-    }
-
-    func unhold(_ file: FileID?) {
-        guard let file else { return }
-        let n = (holds[file] ?? 1) - 1
-        if n <= 0 {
-            holds[file] = nil
-            written[file] = nil
-        } else {
-            holds[file] = n
-        }
-    }
-
-    /// This process's own writes into `file` that a reader may trust: only while this process
-    /// holds the entry (afterwards they are claimed in the catalog, or another writer may reuse
-    /// the file's unclaimed space).
-    func trustedWrites(_ file: FileID?) -> RangeSet {
-        guard let file, shared?.isHeld ?? false else { return RangeSet() }
-        return written[file] ?? RangeSet()
-    }
-
-    final class Writer: @unchecked Sendable {
-        // @unchecked: guarded by the board's `cond`, like the board.
-        let start: Int64
-        let end: Int64
-        /// Where it stops: `end`, or where a later job took over the rest (read by the job).
-        let limit: Atomic<Int64>
-        var position: Int64
-        /// The file it writes into (nil after it dropped the version: a file no reader holds).
-        var file: FileID?
-        var finished = false
-        var error: PrefetchError?
-        /// Why it is retrying, if it is (a reader about to answer gives up on it).
-        var trouble: String?
-        var stop: () -> Void = {}
-        var effectiveEnd: Int64 { min(end, limit.load(ordering: .relaxed)) }
-        init(start: Int64, end: Int64, file: FileID?) {
-            self.start = start
-            self.end = end
-            self.file = file
-            limit = Atomic(end)
-            position = start
-        }
     }
 }
 

@@ -128,4 +128,61 @@ public enum ServeDecision {
             return canTakeEntry ? .startOver : .streamWhole
         }
     }
+
+    /// Where a new storing job for the bytes from `wanted.lowerBound` runs, against the jobs of
+    /// the entry running now: jobs of one entry never fetch the same byte. A running job whose
+    /// span covers that point (it is far behind it) is overtaken: it stops there, and the new job
+    /// takes over the rest of its span; the new job stops where a later one begins.
+    public struct NewJob: Equatable, Sendable {
+        public var wanted: ByteRange
+        /// The running jobs' spans, from their start to where they stop now.
+        public var running: [ByteRange]
+        /// The least room worth a job (less: the reader streams without storing).
+        public static let minimumRoom: Int64 = 64 << 10
+
+        public init(wanted: ByteRange, running: [ByteRange]) {
+            self.wanted = wanted
+            self.running = running
+        }
+
+        /// Indices in `running` of the jobs the new one overtakes.
+        public var overtaken: [Int] {
+            let p = wanted.lowerBound
+            return running.indices.filter { running[$0].lowerBound <= p && p < running[$0].upperBound }
+        }
+
+        /// The new job's span before any room is counted; nil: no byte is left to it.
+        public var span: ByteRange? {
+            let p = wanted.lowerBound
+            var end = wanted.upperBound
+            for i in overtaken { end = max(end, running[i].upperBound) }
+            for r in running where r.lowerBound > p { end = min(end, r.lowerBound) }
+            return end > p ? ByteRange(p, end) : nil
+        }
+
+        /// The span cut to what fits when `room` more bytes may be stored (nil: no limit). What
+        /// the running jobs are still to store is not in the catalog's usage yet: their whole
+        /// spans count against the room (what they stored already then counts twice: the cap
+        /// errs on the safe side). Nil when less than `minimumRoom` is left.
+        public func fitted(room: Int64?) -> ByteRange? {
+            guard let span else { return nil }
+            guard var room else { return span }
+            let p = wanted.lowerBound
+            let over = Set(overtaken)
+            for (i, r) in running.enumerated() { room -= over.contains(i) ? p - r.lowerBound : r.count }
+            guard room >= Self.minimumRoom else { return nil }
+            return ByteRange(p, min(span.upperBound, p + room))
+        }
+    }
+
+    /// The last reader of an entry left: whether a job at `position` that stops at `end` is
+    /// stopped. One with at most `waitWindow` left to fetch (less what `have` holds: claimed, or
+    /// written by this process) finishes: its last checkpoint, and the digest when the entry is
+    /// then complete, are worth it.
+    public static func stopsWithoutReaders(from position: Int64, to end: Int64, have: RangeSet) -> Bool {
+        guard position < end else { return false }
+        var left = RangeSet([ByteRange(position, end)])
+        for r in have.ranges { left.remove(r) }
+        return left.count > waitWindow
+    }
 }

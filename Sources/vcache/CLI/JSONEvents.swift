@@ -106,6 +106,7 @@ struct FailureInfo {
         case .stream: kind = "bad_stream"
         case .notStarted: kind = "not_started"
         case .notAsCompleted: kind = "digest_mismatch"
+        case .refusedHost: kind = "refused_host"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))
     }

@@ -111,6 +111,22 @@ extension ValueParser where Value: CLIChoice {
     }
 }
 
+extension ValueParser where Value == String {
+    /// `--audio LANG`: a language tag as EXT-X-MEDIA's LANGUAGE holds one (RFC 5646: letters,
+    /// digits and hyphens, `en`, `pt-BR`, `yue-Hant-HK`); an empty or other value matches no
+    /// rendition and would only fail later, against the stream.
+    static var language: ValueParser {
+        ValueParser(valueName: "LANG") { text, option in
+            let subtags = text.split(separator: "-", omittingEmptySubsequences: false)
+            guard !text.isEmpty, text.utf8.count <= 64,
+                  subtags.allSatisfy({ !$0.isEmpty && $0.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) } }) else {
+                throw UsageError("invalid language '\(Console.escaped(text))' for \(option); give a language tag such as en, fr or pt-BR")
+            }
+            return text
+        }
+    }
+}
+
 extension ValueParser where Value == HLSPlan.VariantChoice {
     /// `--variant`: a word, a height, a height bound or a bandwidth; the words are completed.
     static var variant: ValueParser {

@@ -26,7 +26,7 @@ enum CheckCommand: VCacheCommand {
         var seconds = Option("seconds", .duration.named("N"), help: "the first N seconds of each MP4, or of each HLS stream (its chosen variant and audio)")
         var noMoov = Flag("no-moov", help: "with --bytes: the bytes alone, not the moov too")
         var variant = Option("variant", .variant, help: "HLS: which variant of a master playlist (default best: the highest BANDWIDTH), as prefetch chooses")
-        var audio = Option("audio", .text("LANG"), help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
+        var audio = Option("audio", .language, help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
         var keys = KeyOptions()
         var json = Flag(.json, help: "a checked event per URL, then a summary (Docs/json.md)")
     }

@@ -39,7 +39,8 @@ enum PrefetchCommand: VCacheCommand {
         var limitRate = Option("limit-rate", .size(minimum: 1024), help: "cap the total download rate, e.g. 2M (per second, all downloads together)")
         var maxSize = Option("max-size", .size(), help: "keep the cache under SIZE by evicting least recently used entries (default: config max-size)")
         var variant = Option("variant", .variant, help: "HLS: which variant of a master playlist (default best: the highest BANDWIDTH)")
-        var audio = Option("audio", .text("LANG"), help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
+        var audio = Option("audio", .language, help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
+        var allowHost = Repeated("allow-host", .originRule, help: "HLS: a host (and port) a stream's members may come from besides its playlists' own (repeatable)")
         var minFree = Option("min-free", .size(), help: "keep SIZE free on the cache's disk by evicting least recently used entries (default: config min-free)")
         var keys = KeyOptions()
         var noWait = Flag("no-wait", help: "skip an entry another vcache process is writing instead of waiting")
@@ -233,6 +234,7 @@ enum PrefetchCommand: VCacheCommand {
         o.maxRate = args.limitRate
         if let v = args.variant { o.hlsVariant = v }
         o.hlsAudio = args.audio
+        for rule in args.allowHost { o.memberHosts.add(host: rule.host, port: rule.port) }
         return o
     }
 

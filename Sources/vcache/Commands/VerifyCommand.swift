@@ -12,6 +12,7 @@ enum VerifyCommand: VCacheCommand {
         a complete entry matches the SHA-256 stored at completion and walks cleanly as MP4, and the
         catalog passes SQLite's integrity check. Exit 0 when all is well, 1 when a problem was
         found (even if fixed), so cron can alert; 5 when the catalog is damaged and --fix was not given.
+        A fix that cannot be made says why in one line and exits with its code (5: the disk or the catalog).
         """,
         minPositionals: 0, maxPositionals: nil)
 
@@ -94,7 +95,10 @@ enum VerifyCommand: VCacheCommand {
             return console.fail(error, context: "cannot verify \(dir)")
         }
         let bad = reports.filter { $0.state == .problem || $0.state == .fixed }
-        let code: Int32 = bad.isEmpty && catalogNote == nil && orphans.isEmpty ? 0 : 1
+        var code: Int32 = bad.isEmpty && catalogNote == nil && orphans.isEmpty ? 0 : 1
+        // A fix that failed says why, one line each; the first one's code is the exit code.
+        let fixFailures = reports.compactMap { r in r.fixFailure.map { FailureInfo($0, context: "cannot fix \(r.url)") } }
+        if let first = fixFailures.first { code = first.exitCode }
         if args.json {
             for r in reports {
                 console.event("checked", ["key": r.key, "url": r.url, "state": r.state.rawValue, "problems": r.problems, "actions": r.actions])
@@ -117,6 +121,7 @@ enum VerifyCommand: VCacheCommand {
             let fixedCount = reports.filter { $0.state == .fixed }.count
             console.out("\(reports.count) \(reports.count == 1 ? "entry" : "entries") checked, \(bad.count) with problems" + (fix ? ", \(fixedCount) fixed" : "") + "\n")
         }
+        for failure in fixFailures { console.error(failure) }
         return code
     }
 }

@@ -21,13 +21,16 @@ struct Summary {
     }
     var fetched: Int64 { results.reduce(0) { $0 + $1.fetchedBytes } }
     var cached: Int64 { results.reduce(0) { $0 + $1.alreadyCachedBytes } }
+    /// HLS members refused for their host (each said on its own line as it was decided).
+    var refused: Int { results.reduce(0) { $0 + $1.refusedMembers } }
 
     var line: String {
         let rate = elapsed > 0 ? Units.formatSize(Int64(Double(fetched) / elapsed)) + "/s" : "-"
         var head = ""
         if results.count > 1 || failed > 0 || stopped > 0 || inputErrors > 0 {
             head = "\(results.count - failed - stopped) done, " + (stopped > 0 ? "\(stopped) stopped at --max-time, " : "") + "\(failed) failed"
-                + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "") + "; "
+                + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "")
+                + (refused > 0 ? " (\(refused) stream \(refused == 1 ? "member" : "members") refused: on a host not the stream's own; --allow-host HOST allows one)" : "") + "; "
         }
         if fetched == 0 && failed == 0 && stopped == 0 {
             return head + "nothing to fetch: \(Units.formatSize(cached)) already cached (\(Units.formatDuration(elapsed)))"
@@ -48,7 +51,7 @@ struct Summary {
 
     var json: [String: Any] {
         ["done": results.count - failed - stopped, "failed": failed, "stopped": stopped, "fetched_bytes": fetched, "already_cached_bytes": cached,
-         "elapsed_seconds": PrefetchReporter.seconds(elapsed), "bad_input_lines": inputErrors, "exit_code": Int(exitCode),
+         "elapsed_seconds": PrefetchReporter.seconds(elapsed), "bad_input_lines": inputErrors, "refused_members": refused, "exit_code": Int(exitCode),
          "failures": results.filter { !$0.stoppedByDeadline }.compactMap { r in r.error.map { ["url": r.url, "error": FailureInfo(prefetch: $0).json] } }]
     }
 }

@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// `export STREAM DIR` writes a folder that plays from disk and never reaches the network: what
+/// the cache does not hold (a rendition never warmed) is left out, said, and not named; AES-128
+/// streams decode from the exported key.
+@Suite struct HLSExportTests {
+    let dir = TempDirectory("vcache-hlsexport")
+
+    /// The fixture streams on a TestOrigin under /o/, the ABR master given a French audio
+    /// rendition and a subtitles group that the default prefetch does not fetch.
+    func origin() throws -> TestOrigin? {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
+            print("skipped: ffmpeg is not installed")
+            return nil
+        }
+        let made = dir.file("streams")
+        #expect(try Tool.run("/usr/bin/env", ["bash", Fixtures.path("hls/make-streams.sh"), made]).status == 0)
+        let origin = try TestOrigin()
+        for name in FileManager.default.enumerator(atPath: made)?.allObjects as? [String] ?? [] where name.contains(".") {
+            let body = try Data(contentsOf: URL(fileURLWithPath: made + "/" + name))
+            origin.setResource("/o/" + name, .init(body: body, contentType: name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "application/octet-stream"))
+            if name.hasPrefix("abr/audio/") { origin.setResource("/o/abr/audio-fr/" + name.dropFirst("abr/audio/".count), .init(body: body)) }
+        }
+        var master = try String(contentsOfFile: made + "/abr/master.m3u8", encoding: .utf8)
+        master = master.replacingOccurrences(of: "URI=\"audio/index.m3u8\"\n", with: """
+            URI="audio/index.m3u8"
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="group_aud",NAME="fr",DEFAULT=NO,LANGUAGE="fr",URI="audio-fr/index.m3u8"
+            #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="en",DEFAULT=NO,AUTOSELECT=NO,LANGUAGE="en",URI="subs/index.m3u8"
+
+            """).replacingOccurrences(of: "AUDIO=\"group_aud\"", with: "AUDIO=\"group_aud\",SUBTITLES=\"subs\"")
+        origin.setResource("/o/abr/master.m3u8", .init(body: Data(master.utf8), contentType: "application/vnd.apple.mpegurl"))
+        return origin
+    }
+
+    @Test(.timeLimit(.minutes(6)))
+    func renditionsNotCachedAreLeftOutOfTheExportAndSaidSo() throws {
+        guard let origin = try origin() else { return }
+        let url = origin.url("/o/abr/master.m3u8")
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        #expect(origin.requests("/o/abr/audio-fr/index.m3u8").isEmpty)
+        let out = dir.file("out")
+        let r = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        for left in ["audio-fr/index.m3u8", "subs/index.m3u8"] {
+            #expect(r.stderr.contains("left out \(origin.url("/o/abr/" + left)): it does not play from the cache"), "\(r.stderr)")
+        }
+        let master = try String(contentsOfFile: out + "/master.m3u8", encoding: .utf8)
+        #expect(!master.contains("http") && !master.contains("audio-fr") && !master.contains("subs"), "\(master)")
+        // The best variant (the default), its audio group kept, the subtitles group it named gone.
+        #expect(master.components(separatedBy: "#EXT-X-STREAM-INF").count == 2 && master.contains("AUDIO=\"group_aud\"\n180p/index.m3u8"), "\(master)")
+        // Played from disk with the origin gone.
+        origin.stop()
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", out + "/master.m3u8", "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "\(play.err)")
+    }
+
+    /// Offline, serve's master lists only renditions that play, as it lists only such variants.
+    @Test(.timeLimit(.minutes(6)))
+    func anOfflineMasterThroughServeListsOnlyRenditionsThatPlay() throws {
+        guard let origin = try origin() else { return }
+        let url = origin.url("/o/abr/master.m3u8")
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        origin.stop()
+        let refused = RefusingPort(origin.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let master = String(decoding: try Curl.fetch([serve.url(url)], in: dir).body, as: UTF8.self)
+        #expect(master.contains("NAME=\"audio_2\"") && !master.contains("NAME=\"fr\"") && !master.contains("subs"), "\(master)")
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(url), "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "\(play.err)")
+        serve.stop()
+    }
+
+    /// An AES-128 stream exports with its key beside its segments, named relatively, and ffmpeg
+    /// decodes it from disk (it reads a local key only with -allowed_extensions ALL).
+    @Test(.timeLimit(.minutes(6)))
+    func anAES128StreamExportsAndDecodesFromDisk() throws {
+        guard let origin = try origin() else { return }
+        let url = origin.url("/o/aes/index.m3u8")
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let out = dir.file("aes")
+        let r = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        origin.stop()
+        let text = try String(contentsOfFile: out + "/master.m3u8", encoding: .utf8)
+        #expect(text.contains("URI=\"enc.key\"") && !text.contains("http"), "\(text)")
+        #expect(FileManager.default.contents(atPath: out + "/enc.key") == FileManager.default.contents(atPath: dir.file("streams/aes/enc.key")))
+        let mode = (try FileManager.default.attributesOfItem(atPath: out + "/enc.key")[.posixPermissions] as? Int) ?? 0
+        #expect(mode == 0o600, "\(String(mode, radix: 8))")
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-allowed_extensions", "ALL", "-i", out + "/master.m3u8", "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "\(play.err)")
+        // Decoded, it is the stream the origin's copy decodes to.
+        func frames(_ input: String, _ extra: [String] = []) throws -> String {
+            String(decoding: try Tool.run("/usr/bin/ffmpeg", ["-v", "error"] + extra + ["-i", input, "-map", "0:v", "-f", "framemd5", "-"]).out, as: UTF8.self)
+        }
+        let exported = try frames(out + "/master.m3u8", ["-allowed_extensions", "ALL"])
+        let original = try frames(dir.file("streams/aes/index.m3u8"), ["-allowed_extensions", "ALL"])
+        #expect(!exported.isEmpty && exported == original)
+    }
+}
