@@ -13,7 +13,8 @@ import Foundation
 /// `includePinned`; catalog rows go first and files second, so a crash between leaves only
 /// orphan files, which `sweepOrphans` removes. A stream goes whole or not at all: its members
 /// are one batch, a member that cannot be locked keeps the others, and their rows are deleted as
-/// one group (`Catalog.removeEntries(groups:)`). Lock order: the entry folder (the writer's lock),
+/// one group (`Catalog.removeEntries(groups:)`); a member another stream still names stays for
+/// it (left out by the choice, and checked again in the deleting transaction). Lock order: the entry folder (the writer's lock),
 /// then `data`, both non-blocking.
 public struct Evictor {
     public let store: CacheStore

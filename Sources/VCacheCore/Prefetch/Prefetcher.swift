@@ -386,8 +386,9 @@ public final class Prefetcher {
                             }
                         }
                         // A refused item's parts are not said one by one (`refuse` said it once).
-                        if refused.contains(top(index)) {
-                        } else if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
+                        if !refused.contains(top(index)) {
+                            if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
+                        }
                     }
                     running.removeValue(forKey: ObjectIdentifier(done))
                     fitUnderCap()
