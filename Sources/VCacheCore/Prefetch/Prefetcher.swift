@@ -195,7 +195,7 @@ public final class Prefetcher {
                 events(.note(url: r.url, message: "a live playlist (no EXT-X-ENDLIST): the segments it lists now are fetched; the next run fetches the ones added since"))
             }
             if !fetch.unfetchableKeys.isEmpty {
-                events(.note(url: r.url, message: "its segments are encrypted with keys vcache cannot fetch (\(fetch.unfetchableKeys.map { $0.keyFormat == "identity" ? "\($0.method)" : $0.keyFormat }.joined(separator: ", "))): cached as sent, they will not play offline"))
+                events(.note(url: r.url, message: "its segments are encrypted with keys vcache cannot fetch (\(fetch.unfetchableKeys.map(\.label).joined(separator: ", "))): cached as sent, they will not play offline"))
             }
             // Each URL once: a whole resource, or its byte ranges.
             var order: [String] = []
