@@ -65,8 +65,9 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     public let fileProblem: String?
     private let closed = Atomic<Bool>(false)
 
+    /// `ownHead`: the head `open` stored into the snapshot's file, recorded once this reader holds it.
     init(owner: ReadThrough, board: EntryBoard, video: ReadThrough.Video, range: ByteRange, snapshot: ReadThrough.Snapshot,
-         weakPartsCombine: Bool, streamWhole: Bool = false) {
+         weakPartsCombine: Bool, streamWhole: Bool = false, ownHead: RangeSet = RangeSet()) {
         self.owner = owner
         self.board = board
         self.video = video
@@ -82,6 +83,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         board.cond.lock()
         board.readers += 1
         board.hold(fileID)
+        if let fileID, !ownHead.isEmpty { board.record(fileID, ownHead, version: video.validators) }
         board.cond.unlock()
     }
 
@@ -140,7 +142,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 return nil
             }
             var justified = claims
-            justified.formUnion(board.trustedWrites(fileID))
+            justified.formUnion(board.trustedWrites(fileID, promised: video.validators))
             let jobs = board.writers.filter { !$0.finished }.map {
                 ServeDecision.Job(start: $0.start, end: $0.effectiveEnd, position: $0.position, writesReadersFile: $0.file != nil && $0.file == fileID)
             }
@@ -306,7 +308,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             for w in board.writers where w.position < w.effectiveEnd {
                 var left = RangeSet([ByteRange(w.position, w.effectiveEnd)])
                 for r in claims.ranges { left.remove(r) }
-                for r in board.trustedWrites(w.file).ranges { left.remove(r) }
+                for r in board.trustedWrites(w.file, promised: video.validators).ranges { left.remove(r) }
                 if left.count > ServeDecision.waitWindow { stops.append(w.stop) }
             }
         }

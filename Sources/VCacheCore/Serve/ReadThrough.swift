@@ -103,6 +103,9 @@ public final class ReadThrough: Sendable {
         var checkSegment = false
         /// The entry's `data` as it was when the video was opened, with the claims justified for it.
         let snapshot: Snapshot
+        /// The head `open` stored itself into that very file (claimed there, of this version):
+        /// recorded as this process's own writes once a reader holds the file.
+        var ownHead = RangeSet()
     }
 
     /// The entry's `data` held open (LOCK_SH) and what the catalog claims for that very file.
@@ -133,8 +136,9 @@ public final class ReadThrough: Sendable {
 
     /// Opens `data` (if any) and reads the catalog, in that order, then checks that the path still
     /// names the opened file: the claims read are then about that file. Tried a few times when
-    /// another process replaces `data` in between.
-    func snapshot(_ key: String) -> Snapshot {
+    /// another process replaces `data` in between. `promised`: the version a response already
+    /// promised; claims of any other version are not about its bytes, and are left out.
+    func snapshot(_ key: String, promised: Validators? = nil) -> Snapshot {
         let s = Snapshot()
         let path = store.dataPath(key)
         for _ in 0..<4 {
@@ -156,7 +160,7 @@ public final class ReadThrough: Sendable {
                 return s
             }
             if FileSystem.identity(path) == id {
-                s.claims = s.entry?.ranges ?? RangeSet()
+                if let e = s.entry, promised.map({ $0.admits(e.validators) }) ?? true { s.claims = e.ranges } else { s.claims = RangeSet() }
                 return s
             }
         }
@@ -193,7 +197,8 @@ public final class ReadThrough: Sendable {
         snap.file?.close()
         var o = options
         (o.maxSize, o.minFree) = limits.withLock { $0 }  // those in force (SIGHUP may have changed them), not the start's
-        let headWrites = HeadWrites()
+        let headWrites = HeadWrites(path: store.dataPath(key))
+        defer { headWrites.close() }
         o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1
         o.waitForLock = false
@@ -217,19 +222,19 @@ public final class ReadThrough: Sendable {
             }
         }
         snap = snapshot(key)
-        if let id = snap.fileID, let mine = headWrites.ranges(id), snap.claims.contains(mine) {
-            // The head this process just stored, in the very file the reader holds (its claims
-            // cover it): its own run's bytes. The reader's hold keeps the record true.
-            board.cond.lock()
-            board.written[id, default: RangeSet()].formUnion(mine)
-            board.cond.unlock()
-        }
         guard let e = snap.entry, let length = e.length else {
             snap.file?.close()
             throw .unreachable("the origin did not say the video's length")
         }
         var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false, snapshot: snap)
         video.checkSegment = checkSegment
+        if let id = snap.fileID, let mine = headWrites.ranges(id), snap.claims.contains(mine) {
+            // The head this process just stored, in the very file the reader holds (the head
+            // job's file was held open until now, so an inode number given out again cannot pass
+            // for it; its claims cover it): its own run's bytes. Recorded on the board only once
+            // a reader holds the file (a record must not outlive its file).
+            video.ownHead = mine
+        }
         return video
     }
 
@@ -281,21 +286,22 @@ public final class ReadThrough: Sendable {
         for (key, _) in idle.sorted(by: { $0.1 < $1.1 }).prefix(excess) { b[key] = nil }
     }
 
-    /// Records what a job writes, into the board of the file it went into.
-    func recorder(_ board: EntryBoard, writer: EntryBoard.Writer?) -> @Sendable (FileID, ByteRange) -> Void {
+    /// Records what a job writes, into the board of the file it went into, as bytes of `version`
+    /// (the one the job's readers were promised). Nothing once the job dropped that version: what
+    /// it writes then is of another, which no reader of this job was promised.
+    func recorder(_ board: EntryBoard, writer: EntryBoard.Writer, version: Validators) -> @Sendable (FileID, ByteRange) -> Void {
         { [board] file, range in
             board.cond.lock()
-            board.written[file, default: RangeSet()].insert(range)
-            if let writer {
-                if writer.file != file {
-                    board.unhold(writer.file)
-                    board.hold(file)
-                    writer.file = file
-                }
-                writer.position = max(writer.position, range.upperBound)
+            defer { board.cond.unlock() }
+            guard !writer.dropped else { return }
+            board.record(file, RangeSet([range]), version: version)
+            if writer.file != file {
+                board.unhold(writer.file)
+                board.hold(file)
+                writer.file = file
             }
+            writer.position = max(writer.position, range.upperBound)
             board.cond.broadcast()
-            board.cond.unlock()
         }
     }
 
@@ -304,7 +310,10 @@ public final class ReadThrough: Sendable {
         let board = self.board(video.key)
         let snap = video.snapshot
         board.cond.lock()
-        let own = snap.fileID.map { (board.written[$0] ?? RangeSet()).contains(snap.claims) } ?? false
+        // Every claimed byte of the file is this process's own, of the promised version.
+        var mine = board.ownWrites(snap.fileID, promised: video.validators)
+        mine.formUnion(video.ownHead)
+        let own = snap.fileID != nil && mine.contains(snap.claims)
         // Jobs of this process write the entry: it cannot be started over under them.
         let busy = board.shared?.isHeld ?? false
         board.cond.unlock()
@@ -312,11 +321,21 @@ public final class ReadThrough: Sendable {
                                           canTakeEntry: !busy)
         switch decision.start {
         case .readThrough(let combine):
-            return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: combine)
+            return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: combine, ownHead: video.ownHead)
         case .startOver:
             if startOver(video) {
+                testPause("serve-start-over-after-drop", video.key)
                 snap.file?.close()
-                return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snapshot(video.key), weakPartsCombine: true)
+                // The entry as it is now: another writer may have come in since the start-over.
+                // Claims of another version are not about the promised bytes (that writer, finding
+                // no byte, took whatever the origin sent into the new file); claims of this version
+                // came from that writer's run, and are never combined with this one's.
+                let fresh = snapshot(video.key, promised: video.validators)
+                if fresh.claims.isEmpty {
+                    return RangeReader(owner: self, board: board, video: video, range: range, snapshot: fresh, weakPartsCombine: true)
+                }
+                let whole = !fresh.claims.contains(range)
+                return RangeReader(owner: self, board: board, video: video, range: range, snapshot: fresh, weakPartsCombine: false, streamWhole: whole)
             }
             return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: false, streamWhole: true)
         case .streamWhole:
@@ -429,12 +448,22 @@ public final class ReadThrough: Sendable {
         o.stopAt = { writer.limit.load(ordering: .relaxed) }
         o.maxSize = nil        // the room was made above (cap and min-free); the job stores no more than fits
         o.minFree = nil
-        o.onWrite = recorder(board, writer: writer)
+        o.onWrite = recorder(board, writer: writer, version: video.validators)
+        o.onDrop = { [board] _ in
+            // Before the catalog names another version and before the file can go: no reader
+            // trusts what this job wrote into it from now on, and none waits for this job.
+            board.cond.lock()
+            writer.dropped = true
+            board.unhold(writer.file)
+            writer.file = nil
+            board.cond.broadcast()
+            board.cond.unlock()
+        }
         o.onGiveBack = { [board] file, ranges, punch in
             // No reader may go on trusting those bytes, and none may be reading them: forget
             // them, wait for reads in flight, punch while no new read can start.
             board.cond.lock()
-            for r in ranges.ranges { board.written[file]?.remove(r) }
+            for r in ranges.ranges { board.written[file]?.ranges.remove(r) }
             while board.readingWrites > 0 { board.cond.wait() }
             for r in ranges.ranges { punch(r) }
             board.cond.unlock()
@@ -449,12 +478,8 @@ public final class ReadThrough: Sendable {
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
                 switch event {
                 case .videoChanged:
-                    // It writes into a new `data` now: no reader of the old file waits for it.
-                    board.cond.lock()
-                    board.unhold(writer.file)
-                    writer.file = nil
-                    board.cond.broadcast()
-                    board.cond.unlock()
+                    // It writes into a new `data` now (`onDrop` let go of the old one).
+                    break
                 case .retrying(_, _, _, let reason):
                     board.cond.lock()
                     writer.trouble = reason
@@ -491,8 +516,14 @@ final class EntryBoard: @unchecked Sendable {
     let cond = NSCondition()
     /// Held while a video's head is fetched to open it (one opener per entry).
     let opening = NSLock()
-    /// Bytes this process wrote into each file (by identity) of the entry.
-    var written: [FileID: RangeSet] = [:]
+    /// Bytes this process wrote into each file (by identity) of the entry, and their version.
+    var written: [FileID: Writes] = [:]
+
+    struct Writes {
+        /// The version the writing jobs' readers were promised (the bytes are of it).
+        var version: Validators
+        var ranges: RangeSet
+    }
     /// This process's storing jobs on the entry, on disjoint spans.
     var writers: [Writer] = []
     /// The entry's writer lock while any of them runs.
@@ -529,12 +560,30 @@ final class EntryBoard: @unchecked Sendable {
         }
     }
 
-    /// This process's own writes into `file` that a reader may trust: only while this process
-    /// holds the entry (afterwards they are claimed in the catalog, or another writer may reuse
-    /// the file's unclaimed space).
-    func trustedWrites(_ file: FileID?) -> RangeSet {
-        guard let file, shared?.isHeld ?? false else { return RangeSet() }
-        return written[file] ?? RangeSet()
+    /// Records `ranges` written into `file` (held) as bytes of `version`. Bytes of another version
+    /// in the same file replace the record: they may have overwritten what it names.
+    func record(_ file: FileID, _ ranges: RangeSet, version: Validators) {
+        if var w = written[file], w.version == version {
+            w.ranges.formUnion(ranges)
+            written[file] = w
+        } else {
+            written[file] = Writes(version: version, ranges: ranges)
+        }
+    }
+
+    /// This process's writes into `file`, when they are of the version `promised` (another
+    /// version's bytes are never a reader's, whatever file they went into).
+    func ownWrites(_ file: FileID?, promised: Validators) -> RangeSet {
+        guard let file, let w = written[file], promised.admits(w.version) else { return RangeSet() }
+        return w.ranges
+    }
+
+    /// This process's own writes into `file` that a reader promised `promised` may trust: only
+    /// while this process holds the entry (afterwards they are claimed in the catalog, or another
+    /// writer may reuse the file's unclaimed space), and only of that version.
+    func trustedWrites(_ file: FileID?, promised: Validators) -> RangeSet {
+        guard shared?.isHeld ?? false else { return RangeSet() }
+        return ownWrites(file, promised: promised)
     }
 
     final class Writer: @unchecked Sendable {
@@ -547,6 +596,8 @@ final class EntryBoard: @unchecked Sendable {
         /// The file it writes into (nil after it dropped the version: a file no reader holds).
         var file: FileID?
         var finished = false
+        /// It dropped the version its readers were promised: what it writes now is of another.
+        var dropped = false
         var error: PrefetchError?
         /// Why it is retrying, if it is (a reader about to answer gives up on it).
         var trouble: String?
@@ -562,19 +613,40 @@ final class EntryBoard: @unchecked Sendable {
     }
 }
 
-/// What the head fetch of `open` wrote, by file (its job's loop thread writes, the opener reads after).
+/// What the head fetch of `open` wrote, and into which file (its job's loop thread writes, the
+/// opener reads after). The file is held open from its first write until `close`, so that its
+/// inode number cannot be given to another file meanwhile: a file `open` then finds with that
+/// number is the one the head went into.
 final class HeadWrites: @unchecked Sendable {
     // @unchecked: guarded by `lock`.
     private let lock = NSLock()
-    private var byFile: [FileID: RangeSet] = [:]
+    private let path: String
+    private var pinned: (file: RawFile, id: FileID)?
+    private var ranges = RangeSet()
+    init(path: String) { self.path = path }
+
+    /// On the loop, right after the write (the job holds the entry: `path` names `file`).
     func add(_ file: FileID, _ range: ByteRange) {
         lock.lock()
-        byFile[file, default: RangeSet()].insert(range)
-        lock.unlock()
+        defer { lock.unlock() }
+        if pinned == nil, let f = try? RawFile.open(path, flags: O_RDONLY) {
+            if let id = try? f.identity(), id == file { pinned = (f, id) } else { f.close() }
+        }
+        guard pinned?.id == file else { return }
+        ranges.insert(range)
     }
+
+    /// What went into `file`, when it is the file the head went into.
     func ranges(_ file: FileID) -> RangeSet? {
         lock.lock()
         defer { lock.unlock() }
-        return byFile[file]
+        return pinned?.id == file ? ranges : nil
+    }
+
+    func close() {
+        lock.lock()
+        pinned?.file.close()
+        pinned = nil
+        lock.unlock()
     }
 }
