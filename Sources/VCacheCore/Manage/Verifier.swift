@@ -292,8 +292,9 @@ public struct Verifier {
             return
         }
         if changed || checksum || keep.isEmpty {
-            try store.catalog.invalidate(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators)
-            try? store.replaceData(key: e.key, closing: nil).close()
+            // Rows, then a new `data` (a failure to replace it is reported, not ignored: a file kept
+            // with no claim would take the next writer's version under a reader still holding it).
+            try store.dropAllClaims(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators)
             report.actions.append("dropped every cached byte; 'vcache prefetch \(e.latestURL)' fetches it again")
         } else {
             let whole = e.length.map { keep.contains(ByteRange(0, $0)) } ?? false
