@@ -12,10 +12,14 @@ public final class ServeProcess: @unchecked Sendable {
     private let drained = DispatchSemaphore(value: 0)
 
     /// `user`: run serve as this user (through runuser; the test runs as root), from `binary`
-    /// (one that user can execute: see `VCacheBinary.copy(into:)`).
+    /// (one that user can execute: see `VCacheBinary.copy(into:)`). `launcher`: a command that
+    /// execs serve in its place, e.g. `NetNamespace.launcher` (serve then runs in that namespace).
     public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil, binary: String = VCacheBinary.path,
-                environment: [String: String] = [:]) throws {
-        if let user {
+                environment: [String: String] = [:], launcher: [String] = []) throws {
+        if let first = launcher.first {
+            process.executableURL = URL(fileURLWithPath: first)
+            process.arguments = Array(launcher.dropFirst()) + [binary, "serve", "--port", "0"] + arguments
+        } else if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
             process.arguments = ["-u", user, "--", binary, "serve", "--port", "0"] + arguments
         } else {
