@@ -127,6 +127,37 @@ import VCacheTestSupport
         #expect(wrong == nil, "the response promised \"s1\" sent other bytes from offset \(wrong ?? 0) on (\(sent.count) bytes sent)")
     }
 
+    /// Parts under a weak ETag are combined only within one run: nothing proves two responses
+    /// with the same weak ETag carry the same bytes (RFC 9110 §8.8.1). A player opens a new video
+    /// while another process writes it (serve asks the origin for its length and holds no file);
+    /// that process stores [1 MB, 2 MB); the origin then serves other bytes under the same weak
+    /// ETag. The player's response must be one run's bytes: never the first run's middle between
+    /// the second's.
+    @Test(.timeLimit(.minutes(2)))
+    func aWeakReaderCombinesNoBytesOfAnotherRun() throws {
+        let origin = try TestOrigin()
+        let cache = try TestCache()
+        let a = TestBytes.make(3_000_000, seed: 76), b = TestBytes.make(3_000_000, seed: 77)
+        origin.setResource("/w.mp4", .init(body: a, etag: "W/\"w\""))
+        let url = origin.url("/w.mp4")
+        let readThrough = ReadThrough(store: cache.store, options: TestCache.fastOptions())
+        defer { readThrough.shutdown() }
+        let key = CacheKeyRules().key(for: URL(string: url)!)
+        let busy = try #require(try cache.store.tryLockWriter(key: key))
+        let video = try readThrough.open(url)
+        busy.release()
+        #expect(video.snapshot.fileID == nil && video.validators.etag == "W/\"w\"")
+        #expect(cache.prefetch(url, [.span(first: 1_000_000, last: 1_999_999)]).error == nil)
+        origin.setResource("/w.mp4", .init(body: b, etag: "W/\"w\""))
+
+        let reader = readThrough.reader(video, range: ByteRange(0, 3_000_000))
+        let sent = Self.drain(reader)
+        reader.finished(completed: sent.count == 3_000_000)
+        let one = [a, b].first { Self.firstWrong(sent, $0, from: 0) == nil }
+        #expect(one != nil, "the response mixed two runs: it differs from the first from \(Self.firstWrong(sent, a, from: 0) ?? -1) and from the second from \(Self.firstWrong(sent, b, from: 0) ?? -1)")
+        #expect(sent.count == 3_000_000, "\(reader.failure ?? "")")
+    }
+
     /// `open` fetches a new video's head and records it as this process's own writes into the file
     /// it went into. A record must not outlive that file: once it is gone, a new `data` may get the
     /// same inode number (ext4 gives a freed one out again at once), and a reader of that file
