@@ -158,6 +158,35 @@ import VCacheTestSupport
         #expect(sent.count == 3_000_000, "\(reader.failure ?? "")")
     }
 
+    /// A drop of every claim replaces `data` (rows, then the file). Should the file stay all the
+    /// same (its unlink failed; or bytes a crash left unclaimed), a reader may still hold it and
+    /// trust what was claimed of it: the next writer, finding no claim, must not write the origin's
+    /// next version into that file, but give the entry a new one first.
+    @Test(.timeLimit(.minutes(2)))
+    func aWriterFindingBytesButNoClaimWritesIntoANewFile() throws {
+        let origin = try TestOrigin()
+        let cache = try TestCache()
+        let a = TestBytes.make(3_000_000, seed: 78), b = TestBytes.make(3_000_000, seed: 79)
+        origin.setResource("/k.mp4", .init(body: a, etag: "\"k1\""))
+        let url = origin.url("/k.mp4")
+        #expect(cache.prefetch(url).complete)
+        let readThrough = ReadThrough(store: cache.store, options: TestCache.fastOptions())
+        defer { readThrough.shutdown() }
+        let video = try readThrough.open(url)
+        let reader = readThrough.reader(video, range: ByteRange(0, 3_000_000))
+        #expect(reader.isCached)
+        // Every claim dropped, the file kept (as a drop whose unlink failed leaves it).
+        try cache.store.catalog.invalidate(key: video.key, validators: video.validators)
+        origin.setResource("/k.mp4", .init(body: b, etag: "\"k2\""))
+        #expect(cache.prefetch(url).complete)
+        #expect(try cache.inspector.dataSHA256(url) == TestBytes.sha256(b))
+
+        let sent = Self.drain(reader)
+        reader.finished(completed: sent.count == 3_000_000)
+        #expect(Self.firstWrong(sent, a, from: 0) == nil, "the response promised \"k1\" sent other bytes from offset \(Self.firstWrong(sent, a, from: 0) ?? 0) on")
+        #expect(sent.count == 3_000_000)
+    }
+
     /// `open` fetches a new video's head and records it as this process's own writes into the file
     /// it went into. A record must not outlive that file: once it is gone, a new `data` may get the
     /// same inode number (ext4 gives a freed one out again at once), and a reader of that file
