@@ -99,6 +99,11 @@ public struct PrefetchOptions: Sendable {
     /// with the identity of the file it went into: `serve` hands those bytes to the players
     /// reading that same file. Called on the fetch loop.
     public var onWrite: (@Sendable (_ file: FileID, _ range: ByteRange) -> Void)?
+    /// Told, on the fetch loop, that the job is about to drop the version it wrote into `file`
+    /// (catalog rows, then a new `data`): serve stops trusting what the job wrote there before
+    /// the catalog names another version and before that file can go (a new `data` may then get
+    /// its inode number, and with it the old file's record).
+    public var onDrop: (@Sendable (_ file: FileID) -> Void)?
     /// The bytes the entry holds were all written by this same run (serve, which wrote them
     /// itself, says so): parts under a weak validator may then be combined (Docs/cache-format.md,
     /// "Versions"), as within one prefetch run.
