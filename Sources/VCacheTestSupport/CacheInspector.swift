@@ -26,6 +26,27 @@ public struct CacheInspector {
         return (e.ranges.count, nil)
     }
 
+    /// What is inconsistent between the stream tables, the entries and the entry folders (none
+    /// expected once every process is done): a stream whose root entry is gone, a member row of
+    /// no stream, an entry folder with no row.
+    public func consistencyProblems() throws -> [String] {
+        var problems: [String] = []
+        try store.catalog.database.read { c in
+            try c.query("SELECT root FROM streams WHERE root NOT IN (SELECT key FROM entries)") { problems.append("stream \($0.text(0)) without its root entry") }
+            try c.query("SELECT key, root FROM stream_members WHERE root NOT IN (SELECT root FROM streams)") {
+                problems.append("member \($0.text(0)) of no stream (\($0.text(1)))")
+            }
+        }
+        let known = Set(try store.catalog.allEntries().map(\.key))
+        let root = store.directory + "/entries"
+        for shard in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+            for key in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard)) ?? [] where !known.contains(key) {
+                problems.append("folder \(key) without a row")
+            }
+        }
+        return problems
+    }
+
     /// SHA-256 of the entry's `data` file, or nil when there is none.
     public func dataSHA256(_ url: String) throws -> String? {
         guard let e = try entry(url) else { return nil }

@@ -71,7 +71,7 @@ public final class Child: @unchecked Sendable {
         case .null: inFD = try open("/dev/null", O_RDONLY)
         case .text(let text):
             let file = NSTemporaryDirectory() + "vcache-child-\(UUID().uuidString).in"
-            FileManager.default.createFile(atPath: file, contents: Data(text.utf8))
+            _ = FileManager.default.createFile(atPath: file, contents: Data(text.utf8))
             inFD = try open(file, O_RDONLY)
             unlink(file)
         case .pipe:
@@ -270,7 +270,7 @@ public final class Child: @unchecked Sendable {
     private static func symbol<T>(_ name: String, as type: T.Type) -> T? {
         dlsym(UnsafeMutableRawPointer(bitPattern: 0), name).map { unsafeBitCast($0, to: type) }
     }
-    nonisolated(unsafe) private static let pipe2 = symbol("pipe2", as: Pipe2.self)
-    nonisolated(unsafe) private static let addchdir = symbol("posix_spawn_file_actions_addchdir_np", as: AddChdir.self)
-    nonisolated(unsafe) private static let addclosefrom = symbol("posix_spawn_file_actions_addclosefrom_np", as: AddCloseFrom.self)
+    private static let pipe2 = symbol("pipe2", as: Pipe2.self)
+    private static let addchdir = symbol("posix_spawn_file_actions_addchdir_np", as: AddChdir.self)
+    private static let addclosefrom = symbol("posix_spawn_file_actions_addclosefrom_np", as: AddCloseFrom.self)
 }

@@ -82,6 +82,9 @@ public final class NetNamespace: @unchecked Sendable {
 
     public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
+    /// A command prefix that runs a program inside the namespace (nsenter execs it: same pid).
+    public var launcher: [String] { [Self.tools["nsenter"]!, "-t", String(holder.pid), "-n"] }
+
     private func startNginx() throws {
         let d = dir.path
         let conf = """
@@ -94,7 +97,7 @@ public final class NetNamespace: @unchecked Sendable {
         http {
             access_log off;
             client_body_temp_path \(d)/tmp; proxy_temp_path \(d)/tmp; fastcgi_temp_path \(d)/tmp; uwsgi_temp_path \(d)/tmp; scgi_temp_path \(d)/tmp;
-            types { video/mp4 mp4; }
+            types { video/mp4 mp4; application/vnd.apple.mpegurl m3u8; video/mp2t ts; }
             default_type application/octet-stream;
             sendfile on;
             server { listen 127.0.0.1:\(port); root \(root); }

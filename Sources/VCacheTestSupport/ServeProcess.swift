@@ -10,14 +10,17 @@ public final class ServeProcess: Sendable {
     private let logPath: String
 
     /// `user`: run serve as this user (through runuser; the test runs as root), from `binary`
-    /// (one that user can execute: see `VCacheBinary.copy(into:)`).
+    /// (one that user can execute: see `VCacheBinary.copy(into:)`). `launcher`: a command that
+    /// execs serve in its place, e.g. `NetNamespace.launcher` (serve then runs in that namespace).
     public init(cacheDir: String, logDir: TempDirectory, arguments: [String] = [], user: String? = nil, binary: String = VCacheBinary.path,
-                environment: [String: String] = [:]) throws {
+                environment: [String: String] = [:], launcher: [String] = []) throws {
         var env = ProcessInfo.processInfo.environment
         env["VCACHE_DIR"] = cacheDir
         env.merge(environment) { _, new in new }
         logPath = logDir.file("serve-\(UUID().uuidString.prefix(8)).log")
-        let (executable, args) = if let user {
+        let (executable, args) = if let first = launcher.first {
+            (first, Array(launcher.dropFirst()) + [binary, "serve", "--port", "0"] + arguments)
+        } else if let user {
             ("/usr/sbin/runuser", ["-u", user, "--", binary, "serve", "--port", "0"] + arguments)
         } else {
             (VCacheBinary.path, ["serve", "--port", "0"] + arguments)

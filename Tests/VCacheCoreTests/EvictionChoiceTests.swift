@@ -78,7 +78,8 @@ import Testing
     // A stream m (its playlist p, segments s1 s2) whose oldest members are older than the lone
     // entry x, but whose segment s2 was used after x.
     static let rows = [T.row("m", age: 60), T.row("p", age: 55), T.row("s1", age: 50), T.row("s2", age: 5), T.row("x", age: 30)]
-    static let streams = ["m": "m", "p": "m", "s1": "m", "s2": "m"]
+    // s3: named by the stream, not cached yet.
+    static let streams = ["m": ["m"], "p": ["m"], "s1": ["m"], "s2": ["m"], "s3": ["m"]]
     // 10 + 5 x 104 = 530.
     static let footprint = T.footprint
 
@@ -111,7 +112,36 @@ import Testing
         Case(name: "the root named: the whole stream", criteria: T.criteria { $0.keys = ["m"] }, victims: ["m", "p", "s1", "s2"], usageAfter: 114),
         Case(name: "a member named: it alone", criteria: T.criteria { $0.keys = ["s1"] }, victims: ["s1"], usageAfter: 426),
         Case(name: "alone: the root named goes by itself", criteria: T.criteria { $0.keys = ["m"]; $0.alone = true }, victims: ["m"], usageAfter: 426),
+        Case(name: "a segment not cached yet that this run fills (serve plays it) keeps its whole stream",
+             criteria: T.criteria { $0.maxSize = 0; $0.protected = ["s3"] }, victims: ["x"], skipped: ["m"], usageAfter: 426),
     ]
+
+    /// Two streams naming one audio rendition (its playlist a, segment a1): each stream is a unit,
+    /// and what both name goes with the last of them (never for the first).
+    static let sharedRows = [T.row("m", age: 60), T.row("v1", age: 58), T.row("a", age: 57), T.row("a1", age: 56),
+                             T.row("n", age: 40), T.row("v2", age: 39)]
+    static let shared = ["m": ["m"], "v1": ["m"], "a": ["m", "n"], "a1": ["m", "n"], "n": ["n"], "v2": ["n"], "s3": ["m"]]
+
+    static let sharedCases: [Case] = [
+        Case(name: "the older stream goes, what the other names stays", rows: sharedRows,
+             criteria: T.criteria { $0.maxSize = 500 }, victims: ["m", "v1"], usageAfter: 426),
+        Case(name: "both go: the shared members with the last", rows: sharedRows,
+             criteria: T.criteria { $0.maxSize = 0 }, victims: ["m", "v1", "n", "a", "a1", "v2"], usageAfter: 10),
+        Case(name: "named: the stream's own members, the shared ones stay", rows: sharedRows,
+             criteria: T.criteria { $0.keys = ["n"] }, victims: ["n", "v2"], usageAfter: 426),
+        Case(name: "a shared member pinned by the other stream does not keep this one", rows: sharedRows.map { $0.key == "a" ? T.row("a", age: 57, pinned: true) : $0 },
+             criteria: T.criteria { $0.maxSize = 500 }, victims: ["m", "v1"], usageAfter: 426),
+        Case(name: "a shared member in use does not keep the stream that would not take it", rows: sharedRows,
+             criteria: T.criteria { $0.maxSize = 500 }, excluded: ["a1": "in use"], victims: ["m", "v1"], usageAfter: 426),
+    ]
+
+    @Test(arguments: sharedCases)
+    func sharedChoice(_ t: Case) {
+        let out = EvictionChoice.choose(t.rows.shuffled(), t.criteria, footprint: Self.footprint, excluded: t.excluded, streams: Self.shared, now: Self.now)
+        #expect(out.victims == t.victims)
+        #expect(out.skipped.map(\.key) == t.skipped)
+        #expect(out.usageAfter == t.usageAfter)
+    }
 
     @Test(arguments: cases)
     func choice(_ t: Case) {
@@ -119,5 +149,30 @@ import Testing
         #expect(out.victims == t.victims)
         #expect(out.skipped.map(\.key) == t.skipped)
         #expect(out.usageAfter == t.usageAfter)
+    }
+}
+
+/// Whether an item can fit at all, before anything is evicted for it (ItemFit).
+@Suite struct ItemFitTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var sizes: [Int64?]
+        var verdict: ItemFit.Verdict
+        var testDescription: String { name }
+    }
+
+    // fixed 100, 10 a part, limit 1000.
+    static let cases: [Case] = [
+        Case(name: "every size known, under the limit", sizes: [200, 300], verdict: .fits),
+        Case(name: "exactly the limit", sizes: [400, 480], verdict: .fits),
+        Case(name: "one byte over", sizes: [400, 481], verdict: .neverFits(needs: 1001)),
+        Case(name: "a size unknown: undecided, holding what is known", sizes: [200, nil], verdict: .undecided(holds: 220)),
+        Case(name: "what is known already too much: never, unknown parts or not", sizes: [900, nil, nil], verdict: .neverFits(needs: 1030)),
+        Case(name: "nothing yet", sizes: [], verdict: .fits),
+    ]
+
+    @Test(arguments: cases)
+    func verdict(_ t: Case) {
+        #expect(ItemFit.verdict(t.sizes, fixed: 100, perPart: 10, limit: 1000) == t.verdict)
     }
 }

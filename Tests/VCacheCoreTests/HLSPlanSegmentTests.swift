@@ -95,6 +95,10 @@ import Testing
         #expect(four.initSections == [HLSMediaPlaylist.Map(uri: "https://cdn.example/v/init.mp4")])
         #expect(four.keys.map(\.uri) == ["https://cdn.example/v/k.key"])
         #expect(four.unfetchableKeys.map(\.uri) == ["skd://x"])
+        // Named in prefetch's note by its format, or its method under the identity format.
+        #expect(four.unfetchableKeys.map(\.label) == ["com.apple.streamingkeydelivery"])
+        #expect(HLSKey(method: .other("SAMPLE-AES-CTR"), uri: "k").label == "SAMPLE-AES-CTR")
+        #expect(HLSKey(method: .sampleAES, uri: "k").label == "SAMPLE-AES")
         #expect(HLSPlan().fetches(for: m).isWholePlaylist)
     }
 

@@ -66,7 +66,7 @@ import VCacheTestSupport
         // Opened to write, it upgrades in place.
         let c = try Catalog(path: path)
         #expect(try c.database.read { try $0.userVersion } == Catalog.schemaVersion)
-        #expect(Catalog.schemaVersion == 4)
+        #expect(Catalog.schemaVersion == 5)
         #expect(try reader.finalURL(of: "a") == nil)
         #expect(try reader.chunkStates(key: "a") == nil)
         let a = try #require(try c.entry(key: "a"))
@@ -84,6 +84,7 @@ import VCacheTestSupport
 
     @Test func aLonePlaylistJoinsTheMasterThatNamesItAndAStreamGoesWithItsRoot() throws {
         let c = try Catalog(path: dir.file("s.db"))
+        for k in ["p1", "m"] { try c.commit(update(k)) }
         // The media playlist prefetched alone first: a stream of its own.
         try c.recordStream(root: "p1", format: "hls", members: [.init(key: "s1", role: .segment), .init(key: "s2", role: .segment)])
         #expect(try c.streams().map(\.root) == ["p1"])
@@ -97,15 +98,61 @@ import VCacheTestSupport
         #expect(s.members.first { $0.key == "p1" }?.role == .playlist)
         // Recording what is known already writes nothing (the same answer).
         #expect(try c.recordStream(root: "m", format: "hls", members: [.init(key: "p1", role: .playlist)]) == "m")
-        // The root removed: its stream's rows go; a member removed: its row goes.
-        for k in ["m", "s1"] { try c.commit(update(k)) }
+        // A member removed: its row stays (the stream still names it, not cached); the root
+        // removed: its stream's rows go.
+        for k in ["s1"] { try c.commit(update(k)) }
         let t = try #require(try c.entry(key: "s1")).lastUsed
         #expect(try c.removeEntries([("s1", t)], evenIfPinned: false) == ["s1"])
-        #expect(try c.streams().first?.members.map(\.key) == ["m", "p1", "p2", "s2", "s3"])
+        #expect(try c.streams().first?.members.map(\.key) == ["m", "p1", "p2", "s1", "s2", "s3"])
         let tm = try #require(try c.entry(key: "m")).lastUsed
         #expect(try c.removeEntries([("m", tm)], evenIfPinned: false) == ["m"])
         #expect(try c.streams().isEmpty)
         #expect(try c.database.read { c in var n: Int64 = -1; try c.query("SELECT count(*) FROM stream_members") { n = $0.int(0) }; return n } == 0)
+    }
+
+    /// Two masters naming one audio playlist and its segment: a member of both. A stream is
+    /// recorded only for a root the catalog holds (one evicted meanwhile leaves no stream).
+    @Test func anEntryTwoStreamsNameIsAMemberOfEachAndAStreamNeedsItsRoot() throws {
+        let c = try Catalog(path: dir.file("shared.db"))
+        for k in ["m", "n"] { try c.commit(update(k)) }
+        try c.recordStream(root: "m", format: "hls", members: [.init(key: "v1", role: .playlist), .init(key: "a", role: .playlist)])
+        try c.recordStream(root: "n", format: "hls", members: [.init(key: "v2", role: .playlist), .init(key: "a", role: .playlist)])
+        // The audio playlist answered alone: what it names joins both.
+        #expect(try c.recordStream(root: "a", format: "hls", members: [.init(key: "a1", role: .segment)]) == "m")
+        #expect(try c.streams().map(\.keys) == [["m", "a", "a1", "v1"], ["n", "a", "a1", "v2"]])
+        #expect(try c.playlists(naming: "a1")?.playlists == ["m", "n", "a", "v1", "v2"])
+        // The root gone: nothing is recorded for it.
+        #expect(try c.recordStream(root: "gone", format: "hls", members: [.init(key: "x", role: .segment)]) == nil)
+        #expect(try c.streams().count == 2)
+        // n removed: its rows go, m's stay whole.
+        let t = try #require(try c.entry(key: "n")).lastUsed
+        #expect(try c.removeEntries([("n", t)], evenIfPinned: false) == ["n"])
+        #expect(try c.streams().map(\.keys) == [["m", "a", "a1", "v1"]])
+    }
+
+    /// A schema-4 catalog (members of one stream each) upgrades to 5 keeping every member row.
+    @Test func aSchema4CatalogKeepsItsStreamsWhenMembersMayBeShared() throws {
+        let path = dir.file("four.db")
+        do {
+            let c = try Catalog(path: path)
+            try c.commit(update("m"))
+            try c.database.write { c in
+                try c.execute("""
+                    DROP TABLE stream_members;
+                    CREATE TABLE stream_members (key TEXT PRIMARY KEY NOT NULL, root TEXT NOT NULL, role TEXT NOT NULL);
+                    CREATE INDEX stream_members_by_root ON stream_members(root);
+                    INSERT INTO streams (root, format) VALUES ('m', 'hls');
+                    INSERT INTO stream_members (key, root, role) VALUES ('m', 'm', 'manifest'), ('a', 'm', 'playlist');
+                    PRAGMA user_version = 4;
+                    """)
+            }
+        }
+        #expect(try Catalog(readOnlyPath: path).streams().map(\.keys) == [["m", "a"]])
+        let c = try Catalog(path: path)
+        #expect(try c.streams().map(\.keys) == [["m", "a"]])
+        try c.commit(update("n"))
+        try c.recordStream(root: "n", format: "hls", members: [.init(key: "a", role: .playlist)])
+        #expect(try c.streams().map(\.keys) == [["m", "a"], ["n", "a"]])
     }
 
     /// A group (a stream's members) goes whole or not at all: one used since the choice keeps all.

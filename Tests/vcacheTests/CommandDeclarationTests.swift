@@ -63,6 +63,17 @@ import Testing
         }
     }
 
+    /// `check` asks of HLS streams too (Docs/hls.md): its summary, its `--seconds` and the man page
+    /// page say so, not "MP4" alone.
+    @Test func checkSaysItAsksOfStreamsAsWellAsMP4s() {
+        let check = CheckCommand.spec
+        #expect(check.abstract.contains("HLS streams"), "\(check.abstract)")
+        #expect(check.usage.contains("--variant") && check.usage.contains("--audio"), "\(check.usage)")
+        let seconds = check.options.first { $0.long == "seconds" }
+        #expect(seconds?.help.contains("HLS stream") == true, "\(seconds?.help ?? "")")
+        #expect(ManPageCommand.page().contains("of each HLS stream"))
+    }
+
     /// `word` stands alone in `text` (`--all` is not in `--all-hosts`).
     func names(_ text: String, _ word: String) -> Bool {
         let pattern = "(?<![\\w-])" + NSRegularExpression.escapedPattern(for: word) + "(?![\\w-])"

@@ -33,17 +33,20 @@ extension Catalog {
         ((try? finalURL(of: entry.key)) ?? nil) ?? entry.latestURL
     }
 
-    /// The keys of the stream `key` belongs to: its root's and every member's; empty when it
-    /// belongs to none (or the catalog is older than streams).
+    /// The keys of the streams `key` belongs to (several when streams share it): each root's and
+    /// every member's, each once; empty when it belongs to none (or the catalog is older than streams).
     public func streamKeys(containing key: String) throws -> [String] {
         guard schema >= Self.streamsSchema else { return [] }
         return try database.read(snapshot: true) { c in
-            var root: String?
-            try c.query("SELECT root FROM stream_members WHERE key = ? LIMIT 1", .text(key)) { root = $0.text(0) }
-            if root == nil { try c.query("SELECT root FROM streams WHERE root = ?", .text(key)) { root = $0.text(0) } }
-            guard let root else { return [] }
-            var keys = [root]
-            try c.query("SELECT key FROM stream_members WHERE root = ? AND key != root", .text(root)) { keys.append($0.text(0)) }
+            var roots: [String] = []
+            try c.query("SELECT root FROM stream_members WHERE key = ? ORDER BY root", .text(key)) { roots.append($0.text(0)) }
+            if roots.isEmpty { try c.query("SELECT root FROM streams WHERE root = ?", .text(key)) { roots.append($0.text(0)) } }
+            var keys = roots
+            for root in roots {
+                try c.query("SELECT key FROM stream_members WHERE root = ? AND key != root", .text(root)) { k in
+                    if !keys.contains(k.text(0)) { keys.append(k.text(0)) }
+                }
+            }
             return keys
         }
     }

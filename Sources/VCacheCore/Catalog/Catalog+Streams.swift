@@ -1,6 +1,6 @@
 import Foundation
 
-/// One stream: the entries that are one thing to the user (Docs/cache-format.md, migration 2).
+/// One stream: the entries that are one thing to the user (Docs/cache-format.md, migrations 3 and 5).
 public struct StreamRecord: Equatable, Sendable {
     /// The key of the root manifest's entry (its URL names the stream).
     public var root: String
@@ -21,60 +21,102 @@ public struct StreamRecord: Equatable, Sendable {
     public var keys: [String] { members.map(\.key) }
 }
 
-/// Stream membership: an entry belongs to at most one stream, the last that named it. A stream
-/// named by a master absorbs a stream one of its playlists was the root of (the playlist was
-/// prefetched alone first); a lone playlist recorded again while it is a member stays in the
-/// larger stream. Rows go with their entry (`removeEntries`): a removed root takes its stream's
-/// rows (not its members' entries) with it.
+/// Stream membership (Docs/cache-format.md, migrations 3 and 5): a stream is its root manifest
+/// and every entry it names, cached or not. An entry named by several streams (two masters
+/// sharing an audio rendition, subtitles or a key) is a member of each. A stream named by a
+/// master absorbs a stream one of its playlists was the root of (the playlist was prefetched
+/// alone first); a lone playlist recorded again while it is a member stays in the larger streams.
+///
+/// Invariants, kept here and in `removeEntries`: a `streams` row exists only while its root's
+/// entry does (a root removed takes its stream's rows in the same transaction, and a stream is
+/// recorded only while its root's entry exists), and every member row's root has its `streams`
+/// row. A member's entry removed alone keeps its row: the stream still names it (not cached).
 extension Catalog {
-    /// Records `members` (their keys and roles) as the stream of the manifest `root`, one
-    /// transaction, nothing written when the catalog already says so. Returns the root they were
-    /// recorded under (another stream's, when `root` is a member of it).
+    /// Records `members` (their keys and roles) as named by the manifest `root`, one
+    /// transaction, nothing written when the catalog already says so. `via`: the playlist that
+    /// names them, when it is not `root` (prefetch expanding a master's media playlist): they
+    /// join every stream naming it too. Returns the root they were recorded under (another
+    /// stream's, when `root` is a member of it; the first such), or nil when nothing was:
+    /// `root`'s entry is not in the catalog (evicted meanwhile), and a stream is never recorded
+    /// for a root it does not hold.
     @discardableResult
-    public func recordStream(root: String, format: String, members: [StreamRecord.Member]) throws -> String {
+    public func recordStream(root: String, format: String, members: [StreamRecord.Member], via: String? = nil) throws -> String? {
         let wanted = members.filter { $0.key != root }
-        // A read first: serve records on every playlist it answers, and most of the time nothing changed.
-        let (current, known) = try database.read { c -> (String, Bool) in
-            let owner = try Self.owner(c, key: root) ?? root
-            var have: [String: String] = [:]
-            try c.query("SELECT key, role FROM stream_members WHERE root = ?", .text(owner)) { have[$0.text(0)] = $0.text(1) }
-            var rootRow = false
-            try c.query("SELECT 1 FROM streams WHERE root = ?", .text(owner)) { _ in rootRow = true }
-            let missing = wanted.contains { m in m.key != owner && have[m.key] != m.role.rawValue }
-            return (owner, rootRow && have[owner] != nil && !missing)
+        func streams(_ c: Connection) throws -> [String] {
+            var owners = try Self.owners(c, key: root)
+            if let via, via != root {
+                for o in try Self.owners(c, key: via) where o != root && !owners.contains(o) { owners.append(o) }
+                if !owners.isEmpty && !owners.contains(root) {
+                    var isRoot = false
+                    try c.query("SELECT 1 FROM streams WHERE root = ?", .text(root)) { _ in isRoot = true }
+                    if isRoot { owners.insert(root, at: 0) }
+                }
+            }
+            return owners
         }
-        if known { return current }
-        return try database.write { c in
-            let owner = try Self.owner(c, key: root) ?? root
-            if owner == root {
+        // A read first: serve records on every playlist it answers, and most of the time nothing changed.
+        let known = try database.read { c -> String? in
+            let owners = try streams(c)
+            for owner in owners.isEmpty ? [root] : owners {
+                var have: [String: String] = [:]
+                try c.query("SELECT key, role FROM stream_members WHERE root = ?", .text(owner)) { have[$0.text(0)] = $0.text(1) }
+                var rootRow = false
+                try c.query("SELECT 1 FROM streams WHERE root = ?", .text(owner)) { _ in rootRow = true }
+                let missing = wanted.contains { m in m.key != owner && have[m.key] != m.role.rawValue }
+                if !rootRow || have[owner] == nil || missing { return nil }
+            }
+            return owners.first ?? root
+        }
+        if let known { return known }
+        testPause("record-stream", root)
+        return try database.write { c -> String? in
+            var owners = try streams(c)
+            if owners.isEmpty {
+                // Only a root the catalog holds: a playlist evicted meanwhile leaves no stream behind.
+                var held = false
+                try c.query("SELECT 1 FROM entries WHERE key = ?", .text(root)) { _ in held = true }
+                guard held else { return nil }
                 try c.run("INSERT INTO streams (root, format) VALUES (?, ?) ON CONFLICT(root) DO NOTHING", .text(root), .text(format))
                 try Self.setMember(c, key: root, root: root, role: .manifest)
+                owners = [root]
             }
-            for m in wanted where m.key != owner {
-                // A manifest recorded alone before now joins this stream with all it named.
+            for owner in owners {
+                for m in wanted where m.key != owner {
+                    // A manifest recorded alone before now joins this stream with all it named.
+                    var isRoot = false
+                    try c.query("SELECT 1 FROM streams WHERE root = ?", .text(m.key)) { _ in isRoot = true }
+                    if isRoot {
+                        try c.run("""
+                            INSERT INTO stream_members (key, root, role) SELECT key, ?1, role FROM stream_members WHERE root = ?2 AND key != ?2
+                            ON CONFLICT(key, root) DO NOTHING
+                            """, .text(owner), .text(m.key))
+                    }
+                    try Self.setMember(c, key: m.key, root: owner, role: m.role)
+                }
+            }
+            // Absorbed lone streams go once every owner has their rows.
+            for m in wanted {
                 var isRoot = false
                 try c.query("SELECT 1 FROM streams WHERE root = ?", .text(m.key)) { _ in isRoot = true }
-                if isRoot {
-                    try c.run("UPDATE stream_members SET root = ? WHERE root = ?", .text(owner), .text(m.key))
-                    try c.run("DELETE FROM streams WHERE root = ?", .text(m.key))
-                }
-                try Self.setMember(c, key: m.key, root: owner, role: m.role)
+                guard isRoot, !owners.contains(m.key) else { continue }
+                try c.run("DELETE FROM stream_members WHERE root = ?", .text(m.key))
+                try c.run("DELETE FROM streams WHERE root = ?", .text(m.key))
             }
-            return owner
+            return owners.first
         }
     }
 
-    /// The root of the stream `key` is a member (not the root) of.
-    private static func owner(_ c: Connection, key: String) throws -> String? {
-        var found: String?
-        try c.query("SELECT root FROM stream_members WHERE key = ? AND root != key", .text(key)) { found = $0.text(0) }
+    /// The roots of the streams `key` is a member (not the root) of, in key order.
+    private static func owners(_ c: Connection, key: String) throws -> [String] {
+        var found: [String] = []
+        try c.query("SELECT root FROM stream_members WHERE key = ? AND root != key ORDER BY root", .text(key)) { found.append($0.text(0)) }
         return found
     }
 
     private static func setMember(_ c: Connection, key: String, root: String, role: StreamRole) throws {
         try c.run("""
             INSERT INTO stream_members (key, root, role) VALUES (?, ?, ?)
-            ON CONFLICT(key) DO UPDATE SET root = excluded.root, role = excluded.role
+            ON CONFLICT(key, root) DO UPDATE SET role = excluded.role
             """, .text(key), .text(root), .text(role.rawValue))
     }
 
@@ -103,13 +145,27 @@ extension Catalog {
         try streams().first { $0.root == key }
     }
 
-    /// Called with a removed entry's row: its membership goes, and when it was a root, its
-    /// stream's rows (the members stay entries of their own).
+    /// Called with a removed entry's row: when it was a root, its stream's rows go (the members
+    /// stay entries of their own, and of the other streams naming them). A member's row stays:
+    /// its stream still names it, now not cached (as `--seconds` leaves members named and not
+    /// fetched), so `info`, `ls` and `check` count what the stream names, not what is left.
     static func forgetMembership(_ c: Connection, key: String) throws {
-        try c.run("DELETE FROM stream_members WHERE key = ?", .text(key))
         if try c.run("DELETE FROM streams WHERE root = ?", .text(key)) > 0 {
             try c.run("DELETE FROM stream_members WHERE root = ?", .text(key))
         }
+    }
+
+    /// Whether `key`, chosen for removal with the stream `root` (nil: on its own), is named now by
+    /// another stream that stays: it then leaves `root`'s membership only (a shared audio
+    /// rendition, subtitles or key stay for the other stream). Asked in the removing transaction:
+    /// a stream recorded since the choice counts.
+    static func namedByAnotherStream(_ c: Connection, key: String, root: String) throws -> Bool {
+        var other = false
+        try c.query("""
+            SELECT 1 FROM stream_members m JOIN streams s ON s.root = m.root
+            WHERE m.key = ? AND m.root != ? AND m.root != m.key LIMIT 1
+            """, .text(key), .text(root)) { _ in other = true }
+        return other
     }
 }
 
@@ -132,20 +188,25 @@ extension Catalog {
 }
 
 extension Catalog {
-    /// For a stream member `key` (not a root): its role, and the playlists of its stream that may
-    /// name it (the root and its members of role `playlist`), root first. Nil when it is no member.
+    /// For a stream member `key` (not a root): its role, and the playlists of its streams that may
+    /// name it (each root and its members of role `playlist`), roots first. Nil when it is no member.
     public func playlists(naming key: String) throws -> (role: StreamRole, playlists: [String])? {
         guard schema >= Self.streamsSchema else { return nil }
         return try database.read(snapshot: true) { c in
-            var found: (root: String, role: StreamRole)?
-            try c.query("SELECT root, role FROM stream_members WHERE key = ? AND root != key", .text(key)) {
-                found = ($0.text(0), StreamRole(rawValue: $0.text(1)) ?? .segment)
+            var found: [(root: String, role: StreamRole)] = []
+            try c.query("SELECT root, role FROM stream_members WHERE key = ? AND root != key ORDER BY root", .text(key)) {
+                found.append(($0.text(0), StreamRole(rawValue: $0.text(1)) ?? .segment))
             }
-            guard let found else { return nil }
-            var playlists = [found.root]
-            try c.query("SELECT key FROM stream_members WHERE root = ? AND role = ? AND key != root ORDER BY key",
-                        .text(found.root), .text(StreamRole.playlist.rawValue)) { playlists.append($0.text(0)) }
-            return (found.role, playlists)
+            guard let first = found.first else { return nil }
+            var playlists = found.map(\.root)
+            for f in found {
+                try c.query("SELECT key FROM stream_members WHERE root = ? AND role = ? AND key != root ORDER BY key",
+                            .text(f.root), .text(StreamRole.playlist.rawValue)) { k in
+                    let p = k.text(0)
+                    if !playlists.contains(p) { playlists.append(p) }
+                }
+            }
+            return (first.role, playlists)
         }
     }
 
@@ -154,7 +215,7 @@ extension Catalog {
         guard schema >= Catalog.streamsSchema else { return nil }
         return try database.read { c in
             var role: StreamRole?
-            try c.query("SELECT role FROM stream_members WHERE key = ?", .text(key)) { role = StreamRole(rawValue: $0.text(0)) ?? .segment }
+            try c.query("SELECT role FROM stream_members WHERE key = ? ORDER BY root LIMIT 1", .text(key)) { role = StreamRole(rawValue: $0.text(0)) ?? .segment }
             return role
         }
     }

@@ -6,9 +6,10 @@ import Synchronization
 /// was fsynced. Every write is one transaction.
 public final class Catalog: Sendable {
     public static var schemaVersion: Int { migrations.count }
-    /// The schemas that added `chunk_states` (2), streams (3) and playlists' final URLs (4): an
-    /// older catalog opened read-only lacks those tables, and reads as having no rows of them.
-    static let chunkStatesSchema = 2, streamsSchema = 3, finalURLsSchema = 4
+    /// The schemas that added `chunk_states` (2), streams (3), playlists' final URLs (4) and
+    /// members of several streams (5): an older catalog opened read-only lacks those tables, and
+    /// reads as having no rows of them (a schema 3 or 4 file's members are of one stream each).
+    static let chunkStatesSchema = 2, streamsSchema = 3, finalURLsSchema = 4, sharedMembersSchema = 5
     public let database: Database
     /// Updates waiting for the next group commit (`commit`).
     private let commitQueue = Mutex<[CommitTicket]>([])
@@ -102,6 +103,21 @@ public final class Catalog: Sendable {
             key TEXT PRIMARY KEY NOT NULL REFERENCES entries(key) ON DELETE CASCADE,
             url TEXT NOT NULL
         );
+        """,
+        // 5: an entry may be a member of several streams (two masters naming one audio rendition,
+        // subtitles or key): one row per stream that names it, so evicting one stream keeps what
+        // another still names. Rows only: each row of schema 4 is kept as it was.
+        """
+        CREATE TABLE stream_members_5 (
+            key TEXT NOT NULL,
+            root TEXT NOT NULL,
+            role TEXT NOT NULL,
+            PRIMARY KEY (key, root)
+        ) WITHOUT ROWID;
+        INSERT INTO stream_members_5 (key, root, role) SELECT key, root, role FROM stream_members;
+        DROP TABLE stream_members;
+        ALTER TABLE stream_members_5 RENAME TO stream_members;
+        CREATE INDEX stream_members_by_root ON stream_members(root);
         """,
     ]
 
@@ -518,13 +534,35 @@ public final class Catalog: Sendable {
     /// As `removeEntries`, each group whole or not at all (a stream's members: one of them pinned
     /// or used since the choice keeps all of them). One transaction, a savepoint a group.
     public func removeEntries(groups: [[(key: String, lastUsed: Date)]], evenIfPinned: Bool) throws -> Set<String> {
-        guard groups.contains(where: { !$0.isEmpty }) else { return [] }
+        try removeEntries(groups: groups.map { RemovalGroup(root: nil, entries: $0) }, evenIfPinned: evenIfPinned).removed
+    }
+
+    /// Entries chosen to go together: a stream's (`root`: its root's key; the root first when it
+    /// goes too), or one entry of no stream (`root` nil).
+    public struct RemovalGroup: Sendable {
+        public var root: String?
+        public var entries: [(key: String, lastUsed: Date)]
+        public init(root: String?, entries: [(key: String, lastUsed: Date)]) {
+            self.root = root
+            self.entries = entries
+        }
+    }
+
+    /// As above; a stream group's member that another stream (one that stays) names now is kept
+    /// and leaves the group's stream only (`shared`): checked in the deleting transaction, so a
+    /// stream that a player's playlist recorded after the choice keeps what it names.
+    public func removeEntries(groups: [RemovalGroup], evenIfPinned: Bool) throws -> (removed: Set<String>, shared: Set<String>) {
+        guard groups.contains(where: { !$0.entries.isEmpty }) else { return ([], []) }
         return try database.write { c in
-            var gone = Set<String>()
-            for group in groups where !group.isEmpty {
+            var gone = Set<String>(), shared = Set<String>()
+            for group in groups where !group.entries.isEmpty {
                 try c.execute("SAVEPOINT evict_group")
-                var removed: [String] = []
-                for (key, lastUsed) in group {
+                var removed: [String] = [], kept: [String] = []
+                for (key, lastUsed) in group.entries {
+                    if let root = group.root, key != root, try Self.namedByAnotherStream(c, key: key, root: root) {
+                        kept.append(key)
+                        continue
+                    }
                     let n = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
                                       .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
                     guard n > 0 else { break }
@@ -532,10 +570,15 @@ public final class Catalog: Sendable {
                     try Self.forgetMembership(c, key: key)
                     removed.append(key)
                 }
-                if removed.count < group.count { try c.execute("ROLLBACK TO evict_group") } else { gone.formUnion(removed) }
+                if removed.count + kept.count < group.entries.count {
+                    try c.execute("ROLLBACK TO evict_group")
+                } else {
+                    gone.formUnion(removed)
+                    shared.formUnion(kept)
+                }
                 try c.execute("RELEASE evict_group")
             }
-            return gone
+            return (gone, shared)
         }
     }
 

@@ -5,9 +5,22 @@ public struct HLSKey: Hashable, Sendable {
         case none, aes128, sampleAES
         /// Anything else (`SAMPLE-AES-CTR`, ...): kept, never fetched.
         case other(String)
+
+        /// As a playlist writes it (`METHOD=...`).
+        public var name: String {
+            switch self {
+            case .none: "NONE"
+            case .aes128: "AES-128"
+            case .sampleAES: "SAMPLE-AES"
+            case .other(let s): s
+            }
+        }
     }
 
     public var method: Method
+
+    /// What a note names it by: its key format, or its method under the plain `identity` format.
+    public var label: String { keyFormat == "identity" ? method.name : keyFormat }
     /// Resolved against the playlist's final URL; nil for `METHOD=NONE`.
     public var uri: String?
     /// As written; nil when absent (the IV is then the media sequence number, §5.2).

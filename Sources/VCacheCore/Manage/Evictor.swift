@@ -13,7 +13,8 @@ import Foundation
 /// `includePinned`; catalog rows go first and files second, so a crash between leaves only
 /// orphan files, which `sweepOrphans` removes. A stream goes whole or not at all: its members
 /// are one batch, a member that cannot be locked keeps the others, and their rows are deleted as
-/// one group (`Catalog.removeEntries(groups:)`). Lock order: the entry folder (the writer's lock),
+/// one group (`Catalog.removeEntries(groups:)`); a member another stream still names stays for
+/// it (left out by the choice, and checked again in the deleting transaction). Lock order: the entry folder (the writer's lock),
 /// then `data`, both non-blocking.
 public struct Evictor {
     public let store: CacheStore
@@ -135,6 +136,7 @@ public struct Evictor {
             let choice = EvictionChoice.choose(entries, c, footprint: footprint, excluded: excluded, streams: roots, now: now)
             let byKey = Dictionary(entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let victims = choice.victims.compactMap { byKey[$0] }
+            let groups = choice.groups.map { g in (root: g.root, entries: g.keys.compactMap { byKey[$0] }) }
             out.usageAfter = choice.usageAfter
             if dryRun {
                 // What the run would find: entries this user cannot remove, then entries in use.
@@ -157,8 +159,8 @@ public struct Evictor {
             }
             for s in choice.skipped { byKey[s.key].map { name($0, s.reason) } }
             if victims.isEmpty { break }
-            for batch in Self.batches(victims, roots: roots) {
-                for (e, removal) in try remove(batch, roots: roots, evenIfPinned: c.includePinned || c.keys != nil) {
+            for batch in Self.batches(groups) {
+                for (e, removal) in try remove(batch, evenIfPinned: c.includePinned || c.keys != nil) {
                     let why: String
                     switch removal {
                     case .removed(let freed):
@@ -168,6 +170,10 @@ public struct Evictor {
                     case .busy: why = "in use by another vcache process"
                     case .withStream: why = "kept with its stream: another member of it could not go"
                     case .changed: why = "pinned or used while evicting"
+                    case .shared:
+                        // Not a failure: it stays for the stream that names it (which may go later).
+                        name(e, "kept: another stream names it now")
+                        continue
                     case .untouchable(let reason):
                         why = reason
                         out.untouchable += 1
@@ -186,25 +192,28 @@ public struct Evictor {
         return out
     }
 
-    /// Member key to root key, for every stream (a stream is evicted as one unit).
-    private func streamRoots() throws -> [String: String] {
-        var roots: [String: String] = [:]
-        for s in try store.catalog.streams() { for k in s.keys { roots[k] = s.root } }
+    /// Member key to the roots of the streams naming it (a stream is evicted as one unit).
+    private func streamRoots() throws -> [String: [String]] {
+        var roots: [String: [String]] = [:]
+        for s in try store.catalog.streams() { for k in s.keys { roots[k, default: []].append(s.root) } }
         return roots
     }
 
-    /// Chosen entries go together, one transaction for about 256 (each catalog commit is a
-    /// durable fsync; 5,000 of them cost seconds); a stream's members always in one batch.
-    static func batches(_ victims: [CacheEntry], roots: [String: String]) -> [[CacheEntry]] {
-        var out: [[CacheEntry]] = []
-        var current: [CacheEntry] = []
-        for (i, e) in victims.enumerated() {
-            current.append(e)
-            let root = roots[e.key] ?? e.key
-            let unitEnds = i + 1 == victims.count || (roots[victims[i + 1].key] ?? victims[i + 1].key) != root
-            if unitEnds && current.count >= 256 {
+    typealias Group = (root: String?, entries: [CacheEntry])
+
+    /// Chosen groups go together, one transaction for about 256 entries (each catalog commit is
+    /// a durable fsync; 5,000 of them cost seconds); a stream's members always in one batch.
+    static func batches(_ groups: [Group]) -> [[Group]] {
+        var out: [[Group]] = []
+        var current: [Group] = []
+        var count = 0
+        for g in groups {
+            current.append(g)
+            count += g.entries.count
+            if count >= 256 {
                 out.append(current)
                 current = []
+                count = 0
             }
         }
         if !current.isEmpty { out.append(current) }
@@ -217,6 +226,8 @@ public struct Evictor {
         case withStream
         /// This user cannot lock or remove its files (another user made them): skipped, named.
         case untouchable(String)
+        /// Another stream names it now (recorded since the choice): it stays, for that stream.
+        case shared
     }
 
     /// Why this process cannot remove the entry's files, or nil when it can: it must be able to
@@ -253,55 +264,60 @@ public struct Evictor {
         return held
     }
 
-    /// Removes `entries`: each one's locks first (a busy one is skipped), then every row in one
-    /// transaction (each deleted only if still unpinned and unused since it was chosen), then the
-    /// files of those whose rows went. A crash between leaves only orphan folders.
-    private func remove(_ entries: [CacheEntry], roots: [String: String], evenIfPinned: Bool) throws -> [(CacheEntry, Removal)] {
+    /// Removes the groups' entries: each one's locks first (a busy one is skipped, and keeps the
+    /// rest of its group), then every row in one transaction (each deleted only if still unpinned
+    /// and unused since it was chosen, a stream's member only if no other stream names it now),
+    /// then the files of those whose rows went. A crash between leaves only orphan folders.
+    private func remove(_ groups: [Group], evenIfPinned: Bool) throws -> [(CacheEntry, Removal)] {
         var outcome: [(CacheEntry, Removal)] = []
-        var locked: [(CacheEntry, [RawFile])] = []
-        defer { for (_, locks) in locked { locks.forEach { $0.close() } } }
-        for e in entries {
-            if let why = removalProblem(e.key) {
-                outcome.append((e, .untouchable(why)))
-                continue
+        var locked: [(group: Int, entry: CacheEntry, locks: [RawFile])] = []
+        defer { for l in locked { l.locks.forEach { $0.close() } } }
+        var blocked = Set<Int>()
+        for (g, group) in groups.enumerated() {
+            for e in group.entries {
+                if let why = removalProblem(e.key) {
+                    outcome.append((e, .untouchable(why)))
+                    blocked.insert(g)
+                    continue
+                }
+                let taken: [RawFile]?
+                do {
+                    taken = try takeLocks(e.key)
+                } catch {
+                    // One entry another user made must not stop the eviction of all the others.
+                    outcome.append((e, .untouchable("cannot lock it: \(error)")))
+                    blocked.insert(g)
+                    continue
+                }
+                guard let locks = taken else {
+                    outcome.append((e, .busy))
+                    blocked.insert(g)
+                    continue
+                }
+                locked.append((g, e, locks))
+                testPause("evict-before-delete", e.key)
             }
-            let taken: [RawFile]?
-            do {
-                taken = try takeLocks(e.key)
-            } catch {
-                // One entry another user made must not stop the eviction of all the others.
-                outcome.append((e, .untouchable("cannot lock it: \(error)")))
-                continue
-            }
-            guard let locks = taken else {
-                outcome.append((e, .busy))
-                continue
-            }
-            locked.append((e, locks))
-            testPause("evict-before-delete", e.key)
         }
         // A stream goes whole or not at all: a member that could not be locked keeps the others.
-        let blocked = Set(outcome.compactMap { roots[$0.0.key] })
-        locked.removeAll { e, locks in
-            guard let root = roots[e.key], blocked.contains(root) else { return false }
-            locks.forEach { $0.close() }
-            outcome.append((e, .withStream))
+        locked.removeAll { l in
+            guard groups[l.group].root != nil, blocked.contains(l.group) else { return false }
+            l.locks.forEach { $0.close() }
+            outcome.append((l.entry, .withStream))
             return true
         }
-        let freed = locked.map { store.diskUsage(key: $0.0.key) }
-        // One group a stream (its members in a row, as chosen), one an entry of no stream.
-        var groups: [[(key: String, lastUsed: Date)]] = []
-        var groupRoot: String?
-        for (e, _) in locked {
-            let root = roots[e.key]
-            if root == nil || root != groupRoot { groups.append([]) }
-            groups[groups.count - 1].append((e.key, e.lastUsed))
-            groupRoot = root
+        let freed = locked.map { store.diskUsage(key: $0.entry.key) }
+        var removal: [Catalog.RemovalGroup] = []
+        var last: Int?
+        for l in locked {
+            if l.group != last { removal.append(.init(root: groups[l.group].root, entries: [])) }
+            removal[removal.count - 1].entries.append((l.entry.key, l.entry.lastUsed))
+            last = l.group
         }
-        let gone = try store.catalog.removeEntries(groups: groups, evenIfPinned: evenIfPinned)
-        for (i, (e, _)) in locked.enumerated() {
+        let (gone, shared) = try store.catalog.removeEntries(groups: removal, evenIfPinned: evenIfPinned)
+        for (i, l) in locked.enumerated() {
+            let e = l.entry
             guard gone.contains(e.key) else {
-                outcome.append((e, .changed))
+                outcome.append((e, shared.contains(e.key) ? .shared : .changed))
                 continue
             }
             // Rows are gone; now the files. A crash here leaves an orphan folder for sweepOrphans.

@@ -17,7 +17,8 @@ extension Readiness {
         if case .seconds(let s)? = item.mp4 { seconds = s }
         var plan = plan
         plan.seconds = seconds
-        var needed = 0, notCached = 0
+        // Counted as `info` counts a stream's members: entries (a byte-range file once), the root too.
+        var needed: Set<String> = [entry.key], notCached = Set<String>()
         var missingBytes: Int64? = 0
         var problem: String?
         func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
@@ -32,9 +33,10 @@ extension Readiness {
             case .master:
                 do {
                     for url in try plan.playlists(for: playlist).urls {
-                        needed += 1
+                        let key = keyRules.key(for: url)
+                        needed.insert(key)
                         guard let child = cachedEntry(url), child.isComplete else {
-                            notCached += 1
+                            notCached.insert(key)
                             missingBytes = nil  // a playlist not cached: what it lists is not known
                             continue
                         }
@@ -45,13 +47,14 @@ extension Readiness {
                 }
             case .media(let media):
                 for q in plan.fetches(for: media).requests {
-                    needed += 1
+                    let key = keyRules.key(for: q.url)
+                    needed.insert(key)
                     let have = cachedEntry(q.url)
                     if let range = q.range {
                         let held = have?.ranges.coverage(of: range) ?? 0
-                        if held < range.count { notCached += 1; missingBytes = missingBytes.map { $0 + range.count - held } }
+                        if held < range.count { notCached.insert(key); missingBytes = missingBytes.map { $0 + range.count - held } }
                     } else if have?.isComplete != true {
-                        notCached += 1
+                        notCached.insert(key)
                         if let have, let length = have.length { missingBytes = missingBytes.map { $0 + length - have.cachedBytes } } else { missingBytes = nil }
                     }
                 }
@@ -59,8 +62,8 @@ extension Readiness {
         }
         visit(entry, depth: 0)
         if let problem { return .missing(bytes: nil, why: problem) }
-        guard notCached > 0 else { return .ready }
+        guard !notCached.isEmpty else { return .ready }
         let goal = seconds.map { "its first \(Units.formatDuration($0))" } ?? "the whole stream"
-        return .missing(bytes: missingBytes, why: "\(notCached) of the \(needed) playlists, segments, init sections and keys of \(goal) are not cached")
+        return .missing(bytes: missingBytes, why: "\(notCached.count) of the \(needed.count) playlists, segments, init sections and keys of \(goal) are not cached")
     }
 }

@@ -65,11 +65,16 @@ extension StreamInventory {
         for seg in media.segments {
             p.segments += 1
             p.seconds += seg.duration
-            var held = holds(seg.uri, seg.byteRange, byKey)
-            if let m = seg.map, !holds(m.uri, m.byteRange, byKey) { held = false }
-            for k in seg.keys where k.isFetchable { if let u = k.uri, !holds(u, nil, byKey) { held = false } }
-            if held { p.segmentsCached += 1 } else { leading = false }
-            if held && leading { p.secondsCached += seg.duration }
+            // A segment is cached when its own bytes are (as `info` counts its segment members);
+            // it plays when its init section and key are too.
+            let cached = holds(seg.uri, seg.byteRange, byKey)
+            var plays = cached
+            if let m = seg.map, !holds(m.uri, m.byteRange, byKey) { plays = false }
+            for k in seg.keys where k.isFetchable { if let u = k.uri, !holds(u, nil, byKey) { plays = false } }
+            if cached { p.segmentsCached += 1 }
+            if plays { p.segmentsPlaying += 1 }
+            if !plays { leading = false }
+            if plays && leading { p.secondsCached += seg.duration }
         }
     }
 }

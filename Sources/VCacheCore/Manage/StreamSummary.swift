@@ -20,12 +20,14 @@ public struct StreamSummary: Sendable {
         /// The playlist itself cached (complete).
         public var cached: Bool
         public var segments: Int = 0
-        /// Segments held whole (their byte range, their init section and key too).
+        /// Segments whose own bytes are cached (their byte range, or their file whole).
         public var segmentsCached: Int = 0
+        /// Segments that play from the cache: their init section and key cached too.
+        public var segmentsPlaying: Int = 0
         public var seconds: Double = 0
         /// Seconds that play from the start with nothing missing.
         public var secondsCached: Double = 0
-        public var isWhole: Bool { cached && segments > 0 && segmentsCached == segments }
+        public var isWhole: Bool { cached && segments > 0 && segmentsPlaying == segments }
     }
 
     public var root: String { record.root }

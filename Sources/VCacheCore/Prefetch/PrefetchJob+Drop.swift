@@ -8,6 +8,7 @@ extension PrefetchJob {
         guard let writer else { preconditionFailure("prefetch job for \(item.url): a drop before the entry was opened") }
         enter(.droppingVersion(exchange, then: then))
         writer.discard()
+        if let file = writer.fileID { options.onDrop?(file) }
         let store = self.store, key = self.key, old = writer.data
         fetcher.offload(to: writer.checkpointer.queue, { () -> Result<RawFile, PrefetchError> in
             do {

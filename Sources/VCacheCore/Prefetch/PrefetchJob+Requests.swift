@@ -61,12 +61,17 @@ extension PrefetchJob {
     }
 
     func emitProgress() {
-        var toFetch: Int64?
-        if let length = entry.validators.length, let cached = entry.alreadyCached {
-            toFetch = max(fetched, plan.target(length: length, stop: stopPoint).count - cached)
-        }
         emit(.progress(url: item.url, fetched: fetched, toFetch: toFetch))
     }
+
+    /// What this job will fetch, once the length is known.
+    var toFetch: Int64? {
+        guard let length = entry.validators.length, let cached = entry.alreadyCached else { return nil }
+        return max(fetched, plan.target(length: length, stop: stopPoint).count - cached)
+    }
+
+    /// What the entry will hold of what was asked once this job is done (`ItemFit`), once known.
+    var expectedBytes: Int64? { toFetch.map { $0 + (entry.alreadyCached ?? 0) } }
 
     /// Whether to keep the running digest: only when this run can complete the video (not for a
     /// head); nil while the length is unknown.

@@ -116,7 +116,16 @@ final class PrefetchJob: TransferDelegate {
             enter(.idle)
             // Known before anything can fail (see `EntryFacts.existedBefore`).
             entry.existedBefore = FileSystem.exists(store.dataPath(key))
-            let (data, found) = try Self.open(store: store, key: key)
+            let (opened, found) = try Self.open(store: store, key: key)
+            var data = opened
+            if options.sharedLock == nil, found?.ranges.isEmpty ?? true, try data.status().st_size > 0 {
+                // Bytes no claim vouches for: left by a crash before a checkpoint, or by a drop whose
+                // file could not go. A reader of another process may still trust what was claimed of
+                // them, and this job would write any version over them (it holds no byte, so any is
+                // accepted): never into that file. The entry gets a new one, as at every drop.
+                // (serve's jobs share the lock: they write only the version their readers were promised.)
+                data = try store.replaceData(key: key, closing: data)
+            }
             entry = EntryFacts(found: found, existedBefore: entry.existedBefore || found != nil,
                                heldBytesAreThisRuns: options.heldBytesAreThisRuns)
             let checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data,

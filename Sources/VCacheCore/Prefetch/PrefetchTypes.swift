@@ -99,6 +99,11 @@ public struct PrefetchOptions: Sendable {
     /// with the identity of the file it went into: `serve` hands those bytes to the players
     /// reading that same file. Called on the fetch loop.
     public var onWrite: (@Sendable (_ file: FileID, _ range: ByteRange) -> Void)?
+    /// Told, on the fetch loop, that the job is about to drop the version it wrote into `file`
+    /// (catalog rows, then a new `data`): serve stops trusting what the job wrote there before
+    /// the catalog names another version and before that file can go (a new `data` may then get
+    /// its inode number, and with it the old file's record).
+    public var onDrop: (@Sendable (_ file: FileID) -> Void)?
     /// The bytes the entry holds were all written by this same run (serve, which wrote them
     /// itself, says so): parts under a weak validator may then be combined (Docs/cache-format.md,
     /// "Versions"), as within one prefetch run.
@@ -152,7 +157,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// `--max-size` cannot hold what this run asks for: with every other entry evicted, the run's
     /// own videos still exceed it. The run stopped storing; what did not fit was given back.
     /// `minFree`: set when the disk's kept free space (`min-free`), not `--max-size`, was the limit.
-    case noRoom(cap: Int64, minFree: Int64? = nil)
+    /// `needs`: set when the item (a stream with all it names) was found, before anything was
+    /// evicted for it, to need more than the limit even in an empty cache: nothing was.
+    case noRoom(cap: Int64, minFree: Int64? = nil, needs: Int64? = nil)
     /// The video became whole again, but its bytes do not hash to the SHA-256 its version had
     /// when first completed (kept when `verify --fix` dropped damaged chunks): damaged since, or
     /// an origin that changed its bytes under the same validators. Every claim was dropped.
@@ -241,8 +248,10 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .interrupted: "interrupted; what arrived is saved and a rerun resumes"
         case .deadline: "stopped at the --max-time deadline; what arrived is saved and a rerun resumes"
         case .stream(let why): why
-        case .noRoom(_, let minFree?): "does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk (every other entry is evicted already); free space on the disk, or lower min-free"
-        case .noRoom(let cap, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
+        case .noRoom(_, let minFree?, let needs?): "needs about \(Units.formatSize(needs)) and does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk even in an empty cache; nothing was evicted for it: free space on the disk, or lower min-free"
+        case .noRoom(let cap, nil, let needs?): "needs about \(Units.formatSize(needs)), more than --max-size \(Units.formatSize(cap)) holds even in an empty cache; nothing was evicted for it: raise the cap, or ask for less (--seconds N)"
+        case .noRoom(_, let minFree?, nil): "does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk (every other entry is evicted already); free space on the disk, or lower min-free"
+        case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         case .refusedHost(let host, let own):
             "refused: its playlist names it on \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"

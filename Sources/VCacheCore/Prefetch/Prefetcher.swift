@@ -8,6 +8,9 @@ public final class Prefetcher {
     public let options: PrefetchOptions
     private let events: (PrefetchEvent) -> Void
     private let fetcher: Fetcher
+    /// Streams of live playlists let go before their run fetched them again, by root key; used
+    /// on the loop's thread only.
+    private var letGoStreams: [String: StreamRecord] = [:]
 
     public init(store: CacheStore, options: PrefetchOptions, stopFlag: Fetcher.StopFlag = .init(),
                 events: @escaping (PrefetchEvent) -> Void = { _ in }) {
@@ -55,9 +58,12 @@ public final class Prefetcher {
     /// With `maxSize`: evict least recently used entries outside this run until the cache fits.
     /// When the run's own entries alone exceed the cap, the run stops storing (the promise is
     /// the cap: Docs/cron.md). Returns the cache's usage after (nil: no cap, or not measured).
+    /// `allowance`: bytes of this run's items not decided yet (`ItemFit`) that may stand over the
+    /// cap meanwhile: nothing is evicted for them before it is known they can fit.
     @discardableResult
-    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false) -> Int64? {
-        guard let cap = limit() else { return nil }
+    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false, allowance: Int64 = 0) -> Int64? {
+        guard let limit = limit() else { return nil }
+        let cap = limit + allowance
         var c = Evictor.Criteria()
         c.maxSize = cap
         c.protected = keys
@@ -73,9 +79,9 @@ public final class Prefetcher {
 
     /// The error for a run that cannot fit under `limit`: the cap's, or min-free's when it was
     /// min-free that made the limit lower than the cap.
-    private func noRoom(_ limit: Int64) -> PrefetchError {
-        if let minFree = options.minFree, limit < (options.maxSize ?? .max) { return .noRoom(cap: limit, minFree: minFree) }
-        return .noRoom(cap: limit)
+    private func noRoom(_ limit: Int64, needs: Int64? = nil) -> PrefetchError {
+        if let minFree = options.minFree, limit < (options.maxSize ?? .max) { return .noRoom(cap: limit, minFree: minFree, needs: needs) }
+        return .noRoom(cap: limit, needs: needs)
     }
 
     /// The size the cache must get down to now: the cap, or less when the disk's free space is
@@ -116,13 +122,14 @@ public final class Prefetcher {
               let bytes = store.cachedBytes(of: e),
               case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL), media.isLive else { return }
         // Its stream is kept (only the playlist goes): its rows go with the root, so they are
-        // written again; the expansion that follows adds what the playlist names now.
+        // written again once the playlist is back (a stream is recorded only for a root the
+        // catalog holds), with what the playlist names now (`expand`).
         let stream = (try? store.catalog.stream(root: key)) ?? nil
         var c = Evictor.Criteria()
         c.keys = [key]
         c.alone = true
         _ = try? Evictor(store: store).evict(c, dryRun: false)
-        if let stream { _ = try? store.catalog.recordStream(root: key, format: stream.format, members: stream.members) }
+        if let stream { letGoStreams[key] = stream }
     }
 
     /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
@@ -130,20 +137,25 @@ public final class Prefetcher {
     /// sections and keys, byte ranges merged. Each carries the stream's `--seconds`.
     /// `root`: the key of the item the run was given (the stream's root manifest).
     func expand(_ r: PrefetchResult, item: PrefetchItem, root: String) -> (items: [PrefetchItem], error: PrefetchError?) {
+        // Refused before its stream is recorded: the playlist is not kept as an entry of its own.
+        func refuse(_ e: PrefetchError) -> (items: [PrefetchItem], error: PrefetchError?) {
+            forgetRefusedPlaylist(key: r.key)
+            return ([], e)
+        }
         var seconds: Double?
         switch item.mp4 {
         case .seconds(let s)?: seconds = s
-        case .moov?: return ([], .stream("\(r.url) is an HLS playlist: --bytes does not apply to a stream; give --seconds N, or neither for the whole stream"))
+        case .moov?: return refuse(.stream("\(r.url) is an HLS playlist: --bytes does not apply to a stream; give --seconds N, or neither for the whole stream"))
         case nil:
             if item.requests.contains(where: { $0 != .whole }) {
-                return ([], .stream("\(r.url) is an HLS playlist: --range does not apply to a stream; give --seconds N, or neither for the whole stream"))
+                return refuse(.stream("\(r.url) is an HLS playlist: --range does not apply to a stream; give --seconds N, or neither for the whole stream"))
             }
         }
         if let length = r.length, length > Int64(HLSPlaylist.maxBytes) {
-            return ([], .stream("\(r.url) is an HLS playlist of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one"))
+            return refuse(.stream("\(r.url) is an HLS playlist of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one"))
         }
         guard let e = (try? store.catalog.entry(key: r.key)) ?? nil, let bytes = store.cachedBytes(of: e) else {
-            return ([], .stream("\(r.url): the playlist cannot be read back from the cache"))
+            return refuse(.stream("\(r.url): the playlist cannot be read back from the cache"))
         }
         let plan = HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)
         // Relative URIs resolve against the URL that answered it (after redirects): this run's,
@@ -154,12 +166,16 @@ public final class Prefetcher {
         do {
             playlist = try HLSPlaylist.parse(bytes, url: base)
         } catch {
-            return ([], .stream("\(r.url): not a playlist vcache can read: \(error)"))
+            return refuse(.stream("\(r.url): not a playlist vcache can read: \(error)"))
         }
         // The stream in the catalog: what this playlist names joins the stream of its root.
+        if let before = letGoStreams.removeValue(forKey: r.key) {
+            _ = try? store.catalog.recordStream(root: r.key, format: before.format, members: before.members)
+        }
         do {
             let members = playlist.members.map { StreamRecord.Member(key: options.keyRules.key(for: $0.url), role: $0.role) }
-            try store.catalog.recordStream(root: root, format: "hls", members: members)
+            // Also into every other stream naming this playlist (a variant two masters share).
+            try store.catalog.recordStream(root: root, format: "hls", members: members, via: r.key)
         } catch {
             events(.note(url: r.url, message: "its stream could not be recorded in the catalog (its entries stay, each on its own): \(error)"))
         }
@@ -179,7 +195,7 @@ public final class Prefetcher {
                 events(.note(url: r.url, message: "a live playlist (no EXT-X-ENDLIST): the segments it lists now are fetched; the next run fetches the ones added since"))
             }
             if !fetch.unfetchableKeys.isEmpty {
-                events(.note(url: r.url, message: "its segments are encrypted with keys vcache cannot fetch (\(fetch.unfetchableKeys.map { $0.keyFormat ?? "\($0.method)" }.joined(separator: ", "))): cached as sent, they will not play offline"))
+                events(.note(url: r.url, message: "its segments are encrypted with keys vcache cannot fetch (\(fetch.unfetchableKeys.map(\.label).joined(separator: ", "))): cached as sent, they will not play offline"))
             }
             // Each URL once: a whole resource, or its byte ranges.
             var order: [String] = []
@@ -253,6 +269,63 @@ public final class Prefetcher {
         // another (in parallel) runs again too.
         var roomMade = 0
         var roomMadeAtStart: [Int: Int] = [:]
+        // What each item will hold, as its response says (ItemFit), and the items given (by index)
+        // found too big for the limit even alone: their parts are neither fetched nor said.
+        var sizes: [Int: Int64] = [:]
+        var refused = Set<Int>()
+        var refusing = false
+        func top(_ i: Int) -> Int {
+            var t = i
+            while let p = parent[t] { t = p }
+            return t
+        }
+
+        /// Decides, before evicting anything, which items cannot fit under the limit even in an
+        /// empty cache (`refuse`), then keeps the cache under the cap as the run goes.
+        @discardableResult
+        func fitUnderCap(final: Bool = false) -> Int64? {
+            guard !refusing else { return nil }
+            // What undecided items hold now may stand over the cap until they are decided.
+            var allowance: Int64 = 0
+            if let cap = limit() {
+                let footprint = Evictor(store: store).footprint(exact: false)
+                for (_, r) in running { if let bytes = r.job.expectedBytes { sizes[r.index] = bytes } }
+                var parts: [Int: [Int64?]] = [:]
+                // An item ended without a response (refused, failed) holds nothing.
+                for i in items.indices { parts[top(i), default: []].append(sizes[i] ?? (results[i] != nil ? 0 : nil)) }
+                for t in requested.indices where !refused.contains(t) {
+                    switch ItemFit.verdict(parts[t] ?? [], fixed: footprint.fixed, perPart: footprint.perEntry, limit: cap) {
+                    case .neverFits(let needs): refuse(t, error: noRoom(cap, needs: needs))
+                    case .undecided(let holds) where !final: allowance += holds
+                    case .undecided, .fits: break
+                    }
+                }
+            }
+            return keepUnderCap(protecting: runKeys, final: final, allowance: allowance)
+        }
+
+        /// Item `t` and all it named are not fetched further; what this run stored of them is
+        /// given back (what was cached before stays), and one line says why.
+        func refuse(_ t: Int, error: PrefetchError) {
+            refused.insert(t)
+            refusing = true
+            let parts = items.indices.filter { top($0) == t }
+            for (_, r) in running where top(r.index) == t { r.job.abort(error) }
+            for i in parts where results[i] == nil {
+                results[i] = PrefetchResult(url: items[i].url, key: options.keyRules.key(for: items[i].url), length: nil, fetchedBytes: 0,
+                                            alreadyCachedBytes: 0, requestedBytes: nil, complete: false, elapsed: 0, error: error)
+            }
+            for i in parts { results[i]?.error = error }
+            refusing = false
+            var c = Evictor.Criteria()
+            c.keys = Set(parts.compactMap { i in results[i].flatMap { $0.fetchedBytes > 0 && $0.alreadyCachedBytes == 0 ? $0.key : nil } })
+            c.alone = true
+            if !(c.keys ?? []).isEmpty { _ = try? Evictor(store: store).evict(c, dryRun: false) }
+            let first = results[t]
+            self.events(.finished(PrefetchResult(url: items[t].url, key: first?.key ?? options.keyRules.key(for: items[t].url), length: nil,
+                                                 fetchedBytes: 0, alreadyCachedBytes: 0, requestedBytes: nil, complete: false,
+                                                 elapsed: 0, error: error)))
+        }
 
         func launch() {
             while (!again.isEmpty || next < items.count) && running.count < max(1, options.concurrency) && !fetcher.isStopped {
@@ -264,12 +337,14 @@ public final class Prefetcher {
                 } else {
                     index = again.removeFirst()
                 }
+                if refused.contains(top(index)) { continue }
                 let events = self.events
                 let emit: (PrefetchEvent) -> Void = { event in
                     if case .finished = event { heldFinish[index] = event } else { events(event) }
                 }
                 let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: emit) { done in
                     finishedBytes += done.fetched
+                    if let r = done.result { sizes[index] = r.alreadyCachedBytes + r.fetchedBytes }
                     let held = heldFinish.removeValue(forKey: index)
                     // ENOSPC is a reason to make room under the cap's rules before failing: room
                     // made now, or freed meanwhile (another item's retry), and the item runs again.
@@ -310,10 +385,13 @@ public final class Prefetcher {
                                 }
                             }
                         }
-                        if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
+                        // A refused item's parts are not said one by one (`refuse` said it once).
+                        if !refused.contains(top(index)) {
+                            if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
+                        }
                     }
                     running.removeValue(forKey: ObjectIdentifier(done))
-                    self.keepUnderCap(protecting: runKeys)
+                    fitUnderCap()
                     // Start the next one from a timer, not from inside this job's callback.
                     self.fetcher.after(0) { launch() }
                 }
@@ -343,7 +421,7 @@ public final class Prefetcher {
             }
             if let every = evictEvery, downloaded - lastEvictionAt >= every {
                 lastEvictionAt = downloaded
-                keepUnderCap(protecting: runKeys)
+                fitUnderCap()
             }
         })
         // Stopped: every job still running checkpoints and reports; the rest never started.
@@ -355,7 +433,7 @@ public final class Prefetcher {
         for (_, r) in running.sorted(by: { $0.value.index < $1.value.index }) {
             r.job.abort(why)
         }
-        let usage = keepUnderCap(protecting: runKeys, final: true)
+        let usage = fitUnderCap(final: true)
         var never: [Int] = []
         for i in results.indices where results[i] == nil {
             let key = options.keyRules.key(for: items[i].url)

@@ -13,8 +13,8 @@ final class EntryBoard: @unchecked Sendable {
     private let cond = NSCondition()
     /// Held while a video's head is fetched to open it (one opener per entry).
     private let opening = NSLock()
-    /// Bytes this process wrote into each file (by identity) of the entry.
-    private var written: [FileID: RangeSet] = [:]
+    /// Bytes this process wrote into each file (by identity) of the entry, and their version.
+    private var written: [FileID: Writes] = [:]
     /// Readers and jobs of this process holding each file open. An inode number is reused once
     /// no one holds its file, so what this process wrote into a file is forgotten when its last
     /// holder here lets go (a new file with the same number must not inherit it).
@@ -34,6 +34,13 @@ final class EntryBoard: @unchecked Sendable {
     /// Openers, readers and jobs using the board: it is forgotten only at zero.
     private let holders = Atomic<Int>(0)
 
+    /// What this process wrote into one file: bytes of one version.
+    private struct Writes {
+        /// The version the writing jobs' readers were promised (the bytes are of it).
+        var version: Validators
+        var ranges: RangeSet
+    }
+
     /// A storing job of this process on the entry. Its state is the board's (changed under `cond`).
     final class Writer: @unchecked Sendable {
         // @unchecked: its vars are changed and read by the board only, with `cond` locked.
@@ -46,6 +53,8 @@ final class EntryBoard: @unchecked Sendable {
         fileprivate var position: Int64
         /// The file it writes into (nil after it dropped the version: a file no reader holds).
         fileprivate var file: FileID?
+        /// It dropped the version its readers were promised: what it writes now is of another.
+        fileprivate var dropped = false
         /// How it ended: nil while it runs; `.some(nil)` when it completed.
         fileprivate var ending: PrefetchError??
         /// Why it is retrying, if it is (a reader about to answer gives up on it); cleared when
@@ -103,41 +112,46 @@ final class EntryBoard: @unchecked Sendable {
         for stop in stops { stop() }
     }
 
-    /// Bytes this process stored into `file` (the head fetched to open the video).
-    func noteOwnWrites(_ ranges: RangeSet, in file: FileID) {
-        cond.lock()
-        written[file, default: RangeSet()].formUnion(ranges)
-        cond.unlock()
-    }
-
-    /// Whether every claimed byte of `file` is this process's own, and whether jobs of this
-    /// process write the entry now (it cannot be started over under them).
-    func ownership(of claims: RangeSet, in file: FileID?) -> (claimsAreOwn: Bool, busy: Bool) {
+    /// Whether every claimed byte of `file` is this process's own, of the version `promised`
+    /// (`ownHead`: the head `open` stored into that file, not recorded yet), and whether jobs of
+    /// this process write the entry now (it cannot be started over under them).
+    func ownership(of claims: RangeSet, in file: FileID?, promised: Validators, ownHead: RangeSet) -> (claimsAreOwn: Bool, busy: Bool) {
         cond.lock()
         defer { cond.unlock() }
-        let own = file.map { (written[$0] ?? RangeSet()).contains(claims) } ?? false
-        return (own, shared?.isHeld ?? false)
+        var mine = _ownWrites(file, promised: promised)
+        mine.formUnion(ownHead)
+        return (file != nil && mine.contains(claims), shared?.isHeld ?? false)
+    }
+
+    /// This process's writes into `file`, when they are of the version `promised`.
+    func ownWrites(_ file: FileID?, promised: Validators) -> RangeSet {
+        cond.lock()
+        defer { cond.unlock() }
+        return _ownWrites(file, promised: promised)
     }
 
     // MARK: Readers
 
-    func readerArrived(holding file: FileID?) {
+    /// A reader holding `file` arrived. `ownHead`: the head `open` stored into that file, of
+    /// `version`: recorded now that a reader holds the file (a record must not outlive its file).
+    func readerArrived(holding file: FileID?, ownHead: RangeSet, version: Validators) {
         cond.lock()
         readers += 1
         hold(file)
+        if let file, !ownHead.isEmpty { record(file, ownHead, version: version) }
         cond.unlock()
     }
 
     /// A reader left. When it was the last, what is still to fetch is not worth it for nobody
     /// (a player that seeks away leaves no download behind): jobs far from their end stop.
-    func readerLeft(holding file: FileID?, claims: RangeSet) {
+    func readerLeft(holding file: FileID?, claims: RangeSet, promised: Validators) {
         cond.lock()
         readers -= 1
         var stops: [@Sendable () -> Void] = []
         if readers == 0 {
             for w in writers {
                 var have = claims
-                have.formUnion(trustedWrites(w.file))
+                have.formUnion(trustedWrites(w.file, promised: promised))
                 if ServeDecision.stopsWithoutReaders(from: w.position, to: w.effectiveEnd, have: have) { stops.append(w.stop) }
             }
         }
@@ -154,6 +168,8 @@ final class EntryBoard: @unchecked Sendable {
         /// Claims justified for the reader's file.
         var claims: RangeSet
         var file: FileID?
+        /// The version the reader promised: only this process's writes of it are trusted.
+        var promised: Validators
         /// The reader holds a file to read from (not streaming the whole span).
         var hasFile: Bool
         var refreshed: Bool
@@ -192,7 +208,7 @@ final class EntryBoard: @unchecked Sendable {
         defer { cond.unlock() }
         if closing { return .closing }
         var justified = r.claims
-        justified.formUnion(trustedWrites(r.file))
+        justified.formUnion(trustedWrites(r.file, promised: r.promised))
         let jobs = writers.filter { !$0.finished }.map {
             ServeDecision.Job(start: $0.start, end: $0.effectiveEnd, position: $0.position, writesReadersFile: $0.file != nil && $0.file == r.file)
         }
@@ -257,6 +273,13 @@ final class EntryBoard: @unchecked Sendable {
     /// A reader's hold on the file it has just adopted.
     func _hold(_ file: FileID) { hold(file) }
 
+    /// This process's writes into `file`, when they are of the version `promised` (another
+    /// version's bytes are never a reader's, whatever file they went into).
+    func _ownWrites(_ file: FileID?, promised: Validators) -> RangeSet {
+        guard let file, let w = written[file], promised.admits(w.version) else { return RangeSet() }
+        return w.ranges
+    }
+
     /// Adds a job on `span` writing into `file`; the jobs `plan` overtook stop where it begins.
     func _add(_ span: ByteRange, file: FileID, plan: (decision: ServeDecision.NewJob, running: [Writer]),
               stop: @escaping @Sendable () -> Void) -> Writer {
@@ -269,10 +292,14 @@ final class EntryBoard: @unchecked Sendable {
 
     // MARK: What a job reports (from its thread)
 
-    /// The job wrote `range` into `file`.
-    func recordWrite(_ range: ByteRange, in file: FileID, by writer: Writer) {
+    /// The job wrote `range` into `file`, as bytes of `version` (the one its readers were
+    /// promised). Nothing once the job dropped that version: what it writes then is of another,
+    /// which no reader of this job was promised.
+    func recordWrite(_ range: ByteRange, in file: FileID, by writer: Writer, version: Validators) {
         cond.lock()
-        written[file, default: RangeSet()].insert(range)
+        defer { cond.unlock() }
+        guard !writer.dropped else { return }
+        record(file, RangeSet([range]), version: version)
         if writer.file != file {
             unhold(writer.file)
             hold(file)
@@ -282,7 +309,6 @@ final class EntryBoard: @unchecked Sendable {
         // Bytes arrive again: a retry that worked is no trouble (a reader about to answer waits).
         writer.trouble = nil
         cond.broadcast()
-        cond.unlock()
     }
 
     /// The job gives unclaimed bytes of `file` back: no reader may go on trusting them, and none
@@ -290,15 +316,18 @@ final class EntryBoard: @unchecked Sendable {
     /// while no new read can start.
     func giveBack(_ ranges: RangeSet, in file: FileID, punch: (ByteRange) -> Void) {
         cond.lock()
-        for r in ranges.ranges { written[file]?.remove(r) }
+        for r in ranges.ranges { written[file]?.ranges.remove(r) }
         while readingWrites > 0 { cond.wait() }
         for r in ranges.ranges { punch(r) }
         cond.unlock()
     }
 
-    /// The job dropped the version and writes into a new `data` now: no reader of the old file waits for it.
-    func writerLeftFile(_ writer: Writer) {
+    /// The job is about to drop the version it wrote into its file (catalog rows, then a new
+    /// `data`): before the catalog names another version and before that file can go, no reader
+    /// trusts what it wrote there from now on, and none waits for it.
+    func writerDropping(_ writer: Writer) {
         cond.lock()
+        writer.dropped = true
         unhold(writer.file)
         writer.file = nil
         cond.broadcast()
@@ -339,11 +368,22 @@ final class EntryBoard: @unchecked Sendable {
         }
     }
 
-    /// This process's own writes into `file` that a reader may trust: only while this process
-    /// holds the entry (afterwards they are claimed in the catalog, or another writer may reuse
-    /// the file's unclaimed space).
-    private func trustedWrites(_ file: FileID?) -> RangeSet {
-        guard let file, shared?.isHeld ?? false else { return RangeSet() }
-        return written[file] ?? RangeSet()
+    /// Records `ranges` written into `file` (held) as bytes of `version`. Bytes of another version
+    /// in the same file replace the record: they may have overwritten what it names.
+    private func record(_ file: FileID, _ ranges: RangeSet, version: Validators) {
+        if var w = written[file], w.version == version {
+            w.ranges.formUnion(ranges)
+            written[file] = w
+        } else {
+            written[file] = Writes(version: version, ranges: ranges)
+        }
+    }
+
+    /// This process's own writes into `file` that a reader promised `promised` may trust: only
+    /// while this process holds the entry (afterwards they are claimed in the catalog, or another
+    /// writer may reuse the file's unclaimed space), and only of that version.
+    private func trustedWrites(_ file: FileID?, promised: Validators) -> RangeSet {
+        guard shared?.isHeld ?? false else { return RangeSet() }
+        return _ownWrites(file, promised: promised)
     }
 }

@@ -29,8 +29,8 @@ public final class LivePlaylists: Sendable {
 
     /// One fetch in progress: the callers waiting for it sleep on `done` until `result` is set.
     final class Flight: @unchecked Sendable {  // `result` is read and written only under `done`
-        let done = NSCondition()
-        var result: (SmallGet.Outcome, HLSPlaylist?)?
+        private let done = NSCondition()
+        private var result: (SmallGet.Outcome, HLSPlaylist?)?
 
         func finish(_ r: (SmallGet.Outcome, HLSPlaylist?)) {
             done.lock()

@@ -94,3 +94,22 @@ extension Proxy {
         return reader
     }
 }
+
+extension Proxy {
+    /// A playlist serve did not answer as one leaves no entry cached in part: a playlist is
+    /// answered only from a copy cached whole, so a head is of no use, and an error page or a
+    /// playlist too big to read must not stay a plain entry (Docs/hls.md). A copy cached whole
+    /// stays (the offline answer), as does a pinned entry or a stream's root.
+    func forgetPartialPlaylist(_ video: ReadThrough.Video) {
+        let store = readThrough.store
+        // This request's own hold on `data` (its snapshot, of no use to a playlist answer) goes
+        // first (RawFile closes once).
+        video.snapshot.file?.close()
+        guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, !e.isComplete, !e.pinned,
+              ((try? store.catalog.stream(root: video.key)) ?? nil) == nil else { return }
+        var c = Evictor.Criteria()
+        c.keys = [video.key]
+        c.alone = true
+        _ = try? Evictor(store: store).evict(c, dryRun: false)
+    }
+}

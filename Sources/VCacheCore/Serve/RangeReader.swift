@@ -65,8 +65,9 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     public let fileProblem: String?
     private let closed = Atomic<Bool>(false)
 
+    /// `ownHead`: the head `open` stored into the snapshot's file, recorded once this reader holds it.
     init(owner: ReadThrough, board: EntryBoard, video: ReadThrough.Video, range: ByteRange, snapshot: ReadThrough.Snapshot,
-         weakPartsCombine: Bool, streamWhole: Bool = false) {
+         weakPartsCombine: Bool, streamWhole: Bool = false, ownHead: RangeSet = RangeSet()) {
         self.owner = owner
         self.board = board
         self.video = video
@@ -79,7 +80,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         self.streamWhole = streamWhole
         foreignWeak = !video.validators.hasStrongValidator && !weakPartsCombine
         mayStore = snapshot.problem == nil && !foreignWeak && !streamWhole
-        board.readerArrived(holding: fileID)
+        board.readerArrived(holding: fileID, ownHead: ownHead, version: video.validators)
     }
 
     /// Every byte of the span is cached in the reader's file: it can go out by sendfile.
@@ -130,7 +131,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             if end > p { return readFile(p, upTo: end, into: out) }
         }
         while true {
-            let at = EntryBoard.ReaderAt(position: p, end: range.upperBound, claims: claims, file: fileID, hasFile: file != nil && !streamWhole,
+            let at = EntryBoard.ReaderAt(position: p, end: range.upperBound, claims: claims, file: fileID, promised: video.validators, hasFile: file != nil && !streamWhole,
                                          refreshed: source.refreshedAt == p, mayStore: mayStore, preparing: preparing,
                                          jobsAsked: ownJobs.asked, ownJobs: ownJobs.started)
             switch board.step(at, startJob: { owner.startWriter(board, reader: self, span: $0) }) {
@@ -199,31 +200,59 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     }
 
     /// Reads what the catalog claims now; the claims count for the reader's file only while the
-    /// path still names it and the catalog's version is the promised one.
+    /// path still names it and the catalog's version is the promised one. A reader combining parts
+    /// under a weak validator takes only claims of bytes this process wrote (another process,
+    /// finding the file without a claim, may have stored another run's bytes in it).
     private func refresh(at p: Int64) {
         source.refreshedAt = p
         guard let fileID else { return }
         guard let entry = (try? owner.store.catalog.entry(key: video.key)) ?? nil else { return }
         guard FileSystem.identity(owner.store.dataPath(video.key)) == fileID, video.validators.admits(entry.validators) else { return }
-        source.claims.formUnion(entry.ranges)
+        var claims = entry.ranges
+        if combinesWeakParts {
+            claims = Self.common(claims, board.ownWrites(fileID, promised: video.validators))
+        }
+        source.claims.formUnion(claims)
+    }
+
+    /// Parts under a weak validator (or none) are combined by this response: only this run's may be.
+    private var combinesWeakParts: Bool { weakPartsCombine && !video.validators.hasStrongValidator }
+
+    /// The bytes in both sets.
+    static func common(_ a: RangeSet, _ b: RangeSet) -> RangeSet {
+        var outside = a
+        for r in b.ranges { outside.remove(r) }
+        var both = a
+        for r in outside.ranges { both.remove(r) }
+        return both
     }
 
     /// For a storing job about to start (the writer lock and the board's lock held): the file it
     /// will write into, which must be the reader's. A reader without a file gets the one the job
-    /// will use (created now, under the lock). Nil when the job would write elsewhere: the entry's
+    /// will use (created now, under the lock). Nil when the job would write elsewhere, or combine
+    /// weak parts with bytes another process stored (claims not this process's), or: the entry's
     /// `data` is another file now, or the catalog holds another version.
     func adoptFileForJob() -> FileID? {
         let store = owner.store
         let entry = (try? store.catalog.entry(key: video.key)) ?? nil
         if let entry, !video.validators.admits(entry.validators) { return nil }
+        // A job combining weak parts goes only into a file whose every claim is this process's.
+        func foreign(_ id: FileID) -> Bool {
+            guard combinesWeakParts, let entry else { return false }
+            return !board._ownWrites(id, promised: video.validators).contains(entry.ranges)
+        }
         if let fileID {
-            return FileSystem.identity(store.dataPath(video.key)) == fileID ? fileID : nil
+            return FileSystem.identity(store.dataPath(video.key)) == fileID && !foreign(fileID) ? fileID : nil
         }
         guard fileProblem == nil else { return nil }
         do {
             try store.openDataForWriting(key: video.key).close()
             let f = try store.openDataForReading(key: video.key)
             let id = try f.identity()
+            guard !foreign(id) else {
+                f.close()
+                return nil
+            }
             source.file = f
             source.id = id
             board._hold(id)
@@ -256,7 +285,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
 
     public func finished(completed: Bool) {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
-        board.readerLeft(holding: fileID, claims: claims)
+        board.readerLeft(holding: fileID, claims: claims, promised: video.validators)
         file?.close()
         owner.release(board)
     }

@@ -102,6 +102,9 @@ public final class ReadThrough: Sendable {
         var checkSegment = false
         /// The entry's `data` as it was when the video was opened, with the claims justified for it.
         let snapshot: Snapshot
+        /// The head `open` stored itself into that very file (claimed there, of this version):
+        /// recorded as this process's own writes once a reader holds the file.
+        var ownHead = RangeSet()
     }
 
     /// The entry's `data` held open (LOCK_SH) and what the catalog claims for that very file.
@@ -130,8 +133,9 @@ public final class ReadThrough: Sendable {
 
     /// Opens `data` (if any) and reads the catalog, in that order, then checks that the path still
     /// names the opened file: the claims read are then about that file. Tried a few times when
-    /// another process replaces `data` in between.
-    func snapshot(_ key: String) -> Snapshot {
+    /// another process replaces `data` in between. `promised`: the version a response already
+    /// promised; claims of any other version are not about its bytes, and are left out.
+    func snapshot(_ key: String, promised: Validators? = nil) -> Snapshot {
         var s = Snapshot()
         let path = store.dataPath(key)
         for _ in 0..<4 {
@@ -153,7 +157,7 @@ public final class ReadThrough: Sendable {
                 return s
             }
             if FileSystem.identity(path) == id {
-                s.claims = s.entry?.ranges ?? RangeSet()
+                if let e = s.entry, promised.map({ $0.admits(e.validators) }) ?? true { s.claims = e.ranges } else { s.claims = RangeSet() }
                 return s
             }
         }
@@ -191,7 +195,8 @@ public final class ReadThrough: Sendable {
         snap.file?.close()
         var o = options
         (o.maxSize, o.minFree) = limits.withLock { $0 }  // those in force (SIGHUP may have changed them), not the start's
-        let headWrites = HeadWrites()
+        let headWrites = HeadWrites(path: store.dataPath(key))
+        defer { headWrites.close() }
         o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1
         o.waitForLock = false
@@ -215,17 +220,19 @@ public final class ReadThrough: Sendable {
             }
         }
         snap = snapshot(key)
-        if let id = snap.fileID, let mine = headWrites.ranges(id), snap.claims.contains(mine) {
-            // The head this process just stored, in the very file the reader holds (its claims
-            // cover it): its own run's bytes. The reader's hold keeps the record true.
-            board.noteOwnWrites(mine, in: id)
-        }
         guard let e = snap.entry, let length = e.length else {
             snap.file?.close()
             throw .unreachable("the origin did not say the video's length")
         }
         var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false, snapshot: snap)
         video.checkSegment = checkSegment
+        if let id = snap.fileID, let mine = headWrites.ranges(id), snap.claims.contains(mine) {
+            // The head this process just stored, in the very file the reader holds (the head
+            // job's file was held open until now, so an inode number given out again cannot pass
+            // for it; its claims cover it): its own run's bytes. Recorded on the board only once
+            // a reader holds the file (a record must not outlive its file).
+            video.ownHead = mine
+        }
         return video
     }
 
@@ -273,17 +280,28 @@ public final class ReadThrough: Sendable {
     public func reader(_ video: Video, range: ByteRange) -> RangeReader {
         let board = self.board(video.key)
         let snap = video.snapshot
-        // Jobs of this process writing the entry: it cannot be started over under them.
-        let (own, busy) = board.ownership(of: snap.claims, in: snap.fileID)
+        // Every claimed byte of the file is this process's own, of the promised version; jobs
+        // of this process writing the entry: it cannot be started over under them.
+        let (own, busy) = board.ownership(of: snap.claims, in: snap.fileID, promised: video.validators, ownHead: video.ownHead)
         let decision = ServeDecision.Open(validators: video.validators, span: range, claims: snap.claims, claimsAreOwn: own,
                                           canTakeEntry: !busy)
         switch decision.start {
         case .readThrough(let combine):
-            return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: combine)
+            return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: combine, ownHead: video.ownHead)
         case .startOver:
             if startOver(video) {
+                testPause("serve-start-over-after-drop", video.key)
                 snap.file?.close()
-                return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snapshot(video.key), weakPartsCombine: true)
+                // The entry as it is now: another writer may have come in since the start-over.
+                // Claims of another version are not about the promised bytes (that writer, finding
+                // no byte, took whatever the origin sent into the new file); claims of this version
+                // came from that writer's run, and are never combined with this one's.
+                let fresh = snapshot(video.key, promised: video.validators)
+                if fresh.claims.isEmpty {
+                    return RangeReader(owner: self, board: board, video: video, range: range, snapshot: fresh, weakPartsCombine: true)
+                }
+                let whole = !fresh.claims.contains(range)
+                return RangeReader(owner: self, board: board, video: video, range: range, snapshot: fresh, weakPartsCombine: false, streamWhole: whole)
             }
             return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: false, streamWhole: true)
         case .streamWhole:
@@ -372,7 +390,10 @@ public final class ReadThrough: Sendable {
         o.stopAt = { writer.limit.load(ordering: .relaxed) }
         o.maxSize = nil        // the room was made above (cap and min-free); the job stores no more than fits
         o.minFree = nil
-        o.onWrite = { [board] file, range in board.recordWrite(range, in: file, by: writer) }
+        o.onWrite = { [board, version = video.validators] file, range in board.recordWrite(range, in: file, by: writer, version: version) }
+        // Before the catalog names another version and before the file can go: no reader trusts
+        // what this job wrote into it from now on, and none waits for this job.
+        o.onDrop = { [board] _ in board.writerDropping(writer) }
         o.onGiveBack = { [board] file, ranges, punch in board.giveBack(ranges, in: file, punch: punch) }
         o.expectedVersion = video.validators
         o.heldBytesAreThisRuns = reader.weakPartsCombine
@@ -396,7 +417,7 @@ public final class ReadThrough: Sendable {
         do {
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
                 switch event {
-                case .videoChanged: board.writerLeftFile(writer)
+                // `.videoChanged`: it writes into a new `data` now (`onDrop` let go of the old one).
                 case .retrying(_, _, _, let reason): board.writerRetrying(writer, reason: reason)
                 default: break
                 }
@@ -443,19 +464,40 @@ final class Counter: @unchecked Sendable {
     }
 }
 
-/// What the head fetch of `open` wrote, by file (its job's loop thread writes, the opener reads after).
+/// What the head fetch of `open` wrote, and into which file (its job's loop thread writes, the
+/// opener reads after). The file is held open from its first write until `close`, so that its
+/// inode number cannot be given to another file meanwhile: a file `open` then finds with that
+/// number is the one the head went into.
 final class HeadWrites: @unchecked Sendable {
     // @unchecked: guarded by `lock`.
     private let lock = NSLock()
-    private var byFile: [FileID: RangeSet] = [:]
+    private let path: String
+    private var pinned: (file: RawFile, id: FileID)?
+    private var ranges = RangeSet()
+    init(path: String) { self.path = path }
+
+    /// On the loop, right after the write (the job holds the entry: `path` names `file`).
     func add(_ file: FileID, _ range: ByteRange) {
         lock.lock()
-        byFile[file, default: RangeSet()].insert(range)
-        lock.unlock()
+        defer { lock.unlock() }
+        if pinned == nil, let f = try? RawFile.open(path, flags: O_RDONLY) {
+            if let id = try? f.identity(), id == file { pinned = (f, id) } else { f.close() }
+        }
+        guard pinned?.id == file else { return }
+        ranges.insert(range)
     }
+
+    /// What went into `file`, when it is the file the head went into.
     func ranges(_ file: FileID) -> RangeSet? {
         lock.lock()
         defer { lock.unlock() }
-        return byFile[file]
+        return pinned?.id == file ? ranges : nil
+    }
+
+    func close() {
+        lock.lock()
+        pinned?.file.close()
+        pinned = nil
+        lock.unlock()
     }
 }

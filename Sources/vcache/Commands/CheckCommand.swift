@@ -6,15 +6,16 @@ import VCacheCore
 enum CheckCommand: VCacheCommand {
     static let configuration = CommandConfiguration(
         name: "check",
-        abstract: "say whether what a list asks for is cached now (no network); exit 0 only when all of it is",
-        usage: "check [URL...] [-i FILE] [--bytes SIZE | --seconds N | --range A-B]",
+        abstract: "say whether what a list asks for (bytes or seconds of videos, HLS streams) is cached now (no network); exit 0 only when all of it is",
+        usage: "check [URL...] [-i FILE] [--bytes SIZE | --seconds N | --range A-B] [--variant V] [--audio LANG]",
         discussion: """
         Reads URLs and a list as prefetch does (a line's own 2M or 10s wins) and says for each
         whether those bytes, or those seconds of an MP4 (its moov and the samples they need), are
         in the cache: what a player would find offline. For an HLS playlist, whether what prefetch
         would fetch of the stream (the chosen variant, its audio, init sections, keys and the
-        segments that reach N seconds, or all of them) is cached, read from the cached playlists. Reads only. Exit 0 when every item is
-        ready, 1 when one is not (or a line of the list is malformed), 2 for a usage error.
+        segments that reach N seconds, or all of them) is cached, read from the cached playlists.
+        Reads only. Exit 0 when every item is ready, 1 when one is not (or a line of the list is
+        malformed), 2 for a usage error.
         """,
         minPositionals: 0, maxPositionals: nil)
 
@@ -22,7 +23,7 @@ enum CheckCommand: VCacheCommand {
         var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin), as prefetch reads it")
         var bytes = Option("bytes", .size(), help: "each video's first SIZE (and, for an MP4, its moov)")
         var range = Repeated("range", .byteRange, help: "bytes A to B inclusive; A- to the end; -N the last N (repeatable)")
-        var seconds = Option("seconds", .duration.named("N"), help: "the first N seconds of each MP4")
+        var seconds = Option("seconds", .duration.named("N"), help: "the first N seconds of each MP4, or of each HLS stream (its chosen variant and audio)")
         var noMoov = Flag("no-moov", help: "with --bytes: the bytes alone, not the moov too")
         var variant = Option("variant", .variant, help: "HLS: which variant of a master playlist (default best: the highest BANDWIDTH), as prefetch chooses")
         var audio = Option("audio", .language, help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")

@@ -114,9 +114,10 @@ enum EvictCommand: VCacheCommand {
     /// The evicted entries as the table shows them: a stream whose root went is one line (its
     /// members summed, "(HLS stream, N entries)"), every other entry its own.
     static func lines(_ evicted: [CacheEntry], streams: [StreamRecord]) -> [(url: String, diskBytes: Int64, lastUsed: Date)] {
-        var rootOf: [String: StreamRecord] = [:]
-        for s in streams { for m in s.members { rootOf[m.key] = s } }
         let gone = Set(evicted.map(\.key))
+        // A member several streams name went with one of them whose root went too.
+        var rootOf: [String: StreamRecord] = [:]
+        for s in streams where gone.contains(s.root) { for m in s.members where rootOf[m.key] == nil { rootOf[m.key] = s } }
         var out: [(url: String, diskBytes: Int64, lastUsed: Date)] = []
         var folded: [String: Int] = [:]  // root key -> index in out
         var counts: [String: Int] = [:]

@@ -31,8 +31,15 @@ extension InfoCommand {
             ("last used", Timestamp.iso8601(s.lastUsed)),
             ("plays offline", String(format: "%.1f of %.1f s", s.secondsCached, s.seconds)),
         ]
+        // Members by role: entries, as "members" counts them; segments as `ls` counts them (each
+        // segment the cached media playlists list, a byte range of one file each) when the
+        // format's playlists are read (Docs/hls.md, "Counts").
         for role in StreamRole.allCases where role != .manifest {
             let all = s.record.members.filter { $0.role == role }
+            if role == .segment && !s.playlists.isEmpty {
+                rows.append(("segments", "\(s.segmentsCached) of \(s.segments) cached"))
+                continue
+            }
             guard !all.isEmpty else { continue }
             let cached = all.filter { m in s.entries.contains { $0.key == m.key } }.count
             rows.append((role == .initSection ? "init sections" : role.rawValue + "s", "\(cached) of \(all.count) cached"))

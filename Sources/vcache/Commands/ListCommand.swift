@@ -57,8 +57,19 @@ enum ListCommand: VCacheCommand {
         case .url: listed.sort { $0.url < $1.url }
         case .lru: listed.sort { ($0.lastUsed, $1.key) > ($1.lastUsed, $0.key) }  // as the catalog orders entries
         }
-        let disk = listed.reduce(Int64(0)) { $0 + $1.diskBytes }
-        let cached = listed.reduce(Int64(0)) { $0 + $1.cachedBytes }
+        // Each entry once: a member several streams name is in each of their rows.
+        var counted = Set<String>()
+        var disk: Int64 = 0, cached: Int64 = 0
+        for row in listed {
+            let members: [CacheEntry] = switch row {
+            case .entry(let e): [e]
+            case .stream(let s): s.entries
+            }
+            for e in members where counted.insert(e.key).inserted {
+                disk += e.diskBytes
+                cached += e.cachedBytes
+            }
+        }
         let streamCount = listed.filter { if case .stream = $0 { true } else { false } }.count
         if args.json {
             for row in listed {

@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// A stream and the size cap (Docs/hls.md, "Eviction"): the stream serve plays is in use as a
+/// whole, and prefetch decides before evicting whether a stream can fit at all.
+@Suite struct HLSCapTests {
+    let dir = TempDirectory("vcache-hlscap")
+
+    static func usage(_ cache: String) throws -> Int64 {
+        let r = try VCacheBinary.run(["evict", "--dry-run", "--max-size", "1T", "--json"], cacheDir: cache)
+        return try #require(HLSCacheTests.events(r).last?["usage_bytes"] as? Int64)
+    }
+
+    /// serve --max-size with room for part of the stream being played: an older video goes to
+    /// make room, never a member of the stream being played (its segments were eaten one by one
+    /// to store the next, its master first); what does not fit streams through unstored.
+    @Test(.timeLimit(.minutes(6)))
+    func serveNeverEvictsTheStreamItPlaysToStoreItsNextSegment() throws {
+        guard let nginx = try HLSCacheTests.streams() else { return }
+        let cache = dir.file("cache")
+        let master = nginx.url("/hls/abr/master.m3u8")
+        let plain = try nginx.publish("plain.bin", TestBytes.make(100_000, seed: 9))
+        #expect(try VCacheBinary.run(["prefetch", "-q", plain], cacheDir: cache).status == 0)
+        // Room for the plain video and about half the stream (both variants and the audio: 300 KB).
+        let cap = try Self.usage(cache) + 150_000
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--max-size", "\(cap)"])
+        let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", serve.url(master), "-map", "0", "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "\(play.err)")
+        serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        let left = try inspector.store.catalog.allEntries()
+        #expect(!left.contains { $0.latestURL == plain }, "the older video goes first")
+        let stream = try #require(try inspector.store.catalog.streams().first, "the played stream is kept")
+        #expect(try inspector.entry(master) != nil)
+        // Nothing of the stream was evicted for the stream: every entry left is its member (none
+        // left as an entry of no stream once its master went).
+        #expect(left.allSatisfy { stream.keys.contains($0.key) }, "\(left.map(\.latestURL))")
+        #expect(left.contains { $0.latestURL.hasSuffix(".m4s") }, "some segments fit and were stored")
+        #expect(try Self.usage(cache) <= cap)
+        #expect(try inspector.consistencyProblems() == [])
+    }
+
+    /// prefetch --max-size of a stream that cannot fit even in an empty cache: decided before
+    /// anything is evicted for it (complete streams and videos were evicted, then the stream
+    /// failed anyway), said in one line, exit 5. What is judged is what was asked: its first
+    /// seconds, which fit once the older stream goes, are fetched.
+    @Test(.timeLimit(.minutes(6)))
+    func aStreamThatCannotFitEvictsNothingAndSaysSoInOneLine() throws {
+        guard let nginx = try HLSCacheTests.streams() else { return }
+        let cache = dir.file("cache")
+        let abr = nginx.url("/hls/abr/master.m3u8"), ts = nginx.url("/hls/ts/index.m3u8")
+        // A complete stream of about 100 KB.
+        #expect(try VCacheBinary.run(["prefetch", "-q", abr, "--variant", "worst"], cacheDir: cache).status == 0)
+        let before = try CacheInspector(directory: cache).store.catalog.allEntries().map(\.key)
+        // Room for it and 150 KB more; the ts stream is 376 KB, its first segment 178 KB.
+        let cap = try Self.usage(cache) + 150_000
+        let r = try VCacheBinary.run(["prefetch", ts, "--max-size", "\(cap)"], cacheDir: cache)
+        #expect(r.status == 5, "\(r.stderr)")
+        let failures = r.stderr.split(separator: "\n").filter { $0.contains("cannot prefetch") }
+        #expect(failures.count == 1 && failures[0].contains("vcache: cannot prefetch \(ts): needs about ")
+                && failures[0].hasSuffix(", more than --max-size \(Units.formatSize(cap)) holds even in an empty cache; nothing was evicted for it: raise the cap, or ask for less (--seconds N)"), "\(r.stderr)")
+        #expect(!r.stderr.contains("to make room"), "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).store.catalog.allEntries().map(\.key).sorted() == before.sorted())
+        #expect(try CacheInspector(directory: cache).consistencyProblems() == [])
+        // Its first 2 seconds fit an empty cache: the older stream goes for them.
+        let short = try VCacheBinary.run(["prefetch", ts, "--seconds", "2", "--max-size", "\(cap)"], cacheDir: cache)
+        #expect(short.status == 0 && short.stderr.contains("to make room"), "\(short.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(nginx.url("/hls/ts/seg_000.ts"))?.isComplete == true)
+        #expect(try Self.usage(cache) <= cap)
+    }
+}
