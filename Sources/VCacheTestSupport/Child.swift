@@ -118,9 +118,11 @@ public final class Child: @unchecked Sendable {
 
         let env = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
         var child: pid_t = 0
+        pthread_rwlock_rdlock(Self.spawning)
         let rc = Self.withCStrings([path] + args) { argv in
             Self.withCStrings(env) { envp in posix_spawn(&child, path, &actions, &attributes, argv, envp) }
         }
+        pthread_rwlock_unlock(Self.spawning)
         guard rc == 0 else {
             if let stdinWriter { close(stdinWriter) }
             for r in readers { close(r.fd) }
@@ -255,6 +257,31 @@ public final class Child: @unchecked Sendable {
             for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         }
         return (fds[0], fds[1])
+    }
+
+    /// Held (shared) while a child is spawned: from fork to exec the child holds a copy of every
+    /// descriptor of this process, close-on-exec or not, and with it every flock taken through
+    /// one. An in-process test that needs a lock this process let go of to be free at once (a
+    /// `verify` or an eviction right after a prefetch ended) runs under `withoutSpawning`.
+    nonisolated(unsafe) private static let spawning: UnsafeMutablePointer<pthread_rwlock_t> = {
+        let l = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        #if canImport(Glibc)
+        // A test waiting to run alone is not starved by the suite's steady stream of spawns.
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        #endif
+        pthread_rwlock_init(l, &attributes)
+        pthread_rwlockattr_destroy(&attributes)
+        return l
+    }()
+
+    /// Runs `body` while no child is being spawned by this process (spawns wait for it to end;
+    /// `body` must spawn none), so no descriptor of this process has a copy in a child.
+    public static func withoutSpawning<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_rwlock_wrlock(spawning)
+        defer { pthread_rwlock_unlock(spawning) }
+        return try body()
     }
 
     private static func withCStrings<T>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> T) -> T {
