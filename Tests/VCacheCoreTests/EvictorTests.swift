@@ -69,10 +69,10 @@ import VCacheTestSupport
     @Test func aPinLandingDuringAnEvictionWins() throws {
         try use(in: [0, 1, 2, 3, 4, 5])
         let victim = key(0), catalog = cache.store.catalog
-        TestSeam.setHook("evict-before-delete") { k in
+        TestSeam.setHook("evict-before-delete", key: victim) { k in
             if k == victim { _ = try? catalog.setPinned(key: victim, true) }
         }
-        defer { TestSeam.setHook("evict-before-delete", nil) }
+        defer { TestSeam.setHook("evict-before-delete", key: victim, nil) }
         var c = Evictor.Criteria()
         let footprint = footprint()
         let entryCost = footprint.cost(try #require(try catalog.entry(key: key(0))))

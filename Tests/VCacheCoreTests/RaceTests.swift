@@ -22,15 +22,16 @@ import VCacheTestSupport
         let url = origin.url("/r.mp4"), k = key(url)
         #expect(cache.prefetch(url, [.head(512_000)]).error == nil)
         let store = cache.store
-        TestSeam.setHook("verify-before-lock") { listed in
+        TestSeam.setHook("verify-before-lock", key: k) { listed in
             guard listed == k else { return }
             let p = Prefetcher(store: store, options: TestCache.fastOptions())
             _ = p.run([PrefetchItem(url: url)])
         }
-        defer { TestSeam.setHook("verify-before-lock", nil) }
+        defer { TestSeam.setHook("verify-before-lock", key: k, nil) }
         var o = Verifier.Options()
         o.fix = true
-        let reports = try Verifier(store: store).verify(keys: [k], options: o)
+        // A child spawned meanwhile by another test would hold a copy of the prefetch's lock.
+        let reports = try Child.withoutSpawning { try Verifier(store: store).verify(keys: [k], options: o) }
         #expect(reports.map(\.state) == [.ok], "\(reports.map(\.problems))")
         let entry = try #require(try store.catalog.entry(key: k))
         #expect(entry.isComplete)
@@ -46,15 +47,16 @@ import VCacheTestSupport
         let v2 = TestBytes.make(2_000_000, seed: 52)
         origin.setResource("/r.mp4", .init(body: v2, etag: "\"r2\""))
         let store = cache.store
-        TestSeam.setHook("verify-before-lock") { listed in
+        TestSeam.setHook("verify-before-lock", key: k) { listed in
             guard listed == k else { return }
             _ = Prefetcher(store: store, options: TestCache.fastOptions()).run([PrefetchItem(url: url)])
         }
-        defer { TestSeam.setHook("verify-before-lock", nil) }
+        defer { TestSeam.setHook("verify-before-lock", key: k, nil) }
         var o = Verifier.Options()
         o.fix = true
         o.checkOrigin = true
-        let reports = try Verifier(store: store).verify(keys: [k], options: o)
+        // A child spawned meanwhile by another test would hold a copy of the prefetch's lock.
+        let reports = try Child.withoutSpawning { try Verifier(store: store).verify(keys: [k], options: o) }
         #expect(reports.map(\.state) == [.ok], "\(reports.map(\.problems))")
         let entry = try #require(try store.catalog.entry(key: k))
         #expect(entry.etag == "\"r2\"")
@@ -76,11 +78,11 @@ import VCacheTestSupport
         let otherURL = origin.url("/other.mp4")
         let o2 = origin
         // The drop blocks until the other download has streamed well past its stall timeout.
-        TestSeam.setHook("drop-after-invalidate") { dropping in
+        TestSeam.setHook("drop-after-invalidate", key: k) { dropping in
             guard dropping == k else { return }
             _ = o2.waitUntilServed("/other.mp4", atLeast: 2 << 20, timeout: 20)
         }
-        defer { TestSeam.setHook("drop-after-invalidate", nil) }
+        defer { TestSeam.setHook("drop-after-invalidate", key: k, nil) }
         var options = TestCache.fastOptions()
         options.request.stallTimeout = 0.5
         options.retries = 0
@@ -99,12 +101,12 @@ import VCacheTestSupport
         let url = origin.url("/r.mp4"), k = key(url)
         #expect(cache.prefetch(url).complete)
         let path = cache.store.dataPath(k)
-        TestSeam.setHook("export-link-after-hash") { exporting in
+        TestSeam.setHook("export-link-after-hash", key: k) { exporting in
             guard exporting == k else { return }
             unlink(path)
             FileManager.default.createFile(atPath: path, contents: TestBytes.make(2_000_000, seed: 99))
         }
-        defer { TestSeam.setHook("export-link-after-hash", nil) }
+        defer { TestSeam.setHook("export-link-after-hash", key: k, nil) }
         let out = cache.dir.file("out")
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         #expect(throws: Exporter.ExportError.changedWhileExporting(url: url)) {

@@ -44,7 +44,7 @@ import VCacheTestSupport
     /// version), then a new `data`. A player opening the video between the two finds the old
     /// file still named `data` and the catalog promising the new version; what the job wrote
     /// into that file (the old version) must not go out under the new version's head.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func aReaderOpenedWhileAJobDropsItsVersionSendsNoneOfTheOldVersionsWrites() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -75,14 +75,14 @@ import VCacheTestSupport
         // Between the drop's catalog rows and its new `data`: another player opens the video.
         let opened = DispatchSemaphore(value: 0)
         let box = Box<RangeReader>()
-        TestSeam.setHook("drop-after-invalidate") { dropping in
+        TestSeam.setHook("drop-after-invalidate", key: key) { dropping in
             guard dropping == key else { return }
             if let video = try? readThrough.open(url) {
                 box.value = readThrough.reader(video, range: ByteRange(1_000_000, 1_400_000))
             }
             opened.signal()
         }
-        defer { TestSeam.setHook("drop-after-invalidate", nil) }
+        defer { TestSeam.setHook("drop-after-invalidate", key: key, nil) }
         #expect(opened.wait(timeout: .now() + 30) == .success)
         let r2 = try #require(box.value)
         #expect(r2.video.validators.etag == "W/\"d2\"")
@@ -97,7 +97,7 @@ import VCacheTestSupport
     /// first, then a new `data`, then it reads the entry again. Another writer may come in between
     /// and, finding no byte, take the origin's next version into that new file: what the reader
     /// then reads of the entry is about another version and must not go out under the promised one.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func aStartOverSendsNothingOfAVersionStoredMeanwhile() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -113,12 +113,12 @@ import VCacheTestSupport
 
         // Right after the start-over: the origin publishes "s2" and a prefetch stores it whole.
         let key = video.key, store = cache.store
-        TestSeam.setHook("serve-start-over-after-drop") { starting in
+        TestSeam.setHook("serve-start-over-after-drop", key: key) { starting in
             guard starting == key else { return }
             origin.setResource("/s.mp4", .init(body: v2, etag: "W/\"s2\""))
             _ = Prefetcher(store: store, options: TestCache.fastOptions()).run([PrefetchItem(url: url)])
         }
-        defer { TestSeam.setHook("serve-start-over-after-drop", nil) }
+        defer { TestSeam.setHook("serve-start-over-after-drop", key: key, nil) }
         let reader = readThrough.reader(video, range: ByteRange(0, 3_000_000))
         #expect(try cache.store.catalog.entry(key: key)?.etag == "W/\"s2\"")
         let sent = Self.drain(reader)
@@ -133,7 +133,7 @@ import VCacheTestSupport
     /// that process stores [1 MB, 2 MB); the origin then serves other bytes under the same weak
     /// ETag. The player's response must be one run's bytes: never the first run's middle between
     /// the second's.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func aWeakReaderCombinesNoBytesOfAnotherRun() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -162,7 +162,7 @@ import VCacheTestSupport
     /// same (its unlink failed; or bytes a crash left unclaimed), a reader may still hold it and
     /// trust what was claimed of it: the next writer, finding no claim, must not write the origin's
     /// next version into that file, but give the entry a new one first.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func aWriterFindingBytesButNoClaimWritesIntoANewFile() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -191,7 +191,7 @@ import VCacheTestSupport
     /// it went into. A record must not outlive that file: once it is gone, a new `data` may get the
     /// same inode number (ext4 gives a freed one out again at once), and a reader of that file
     /// would take the record for bytes the file holds.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func theHeadsRecordDoesNotOutliveItsFile() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()

@@ -34,13 +34,13 @@ import VCacheTestSupport
         let store = cache.store
         try store.catalog.recordStream(root: key("m"), format: "hls", members: [member("v1", .playlist), member("a1")])
         let m = key("m")
-        TestSeam.setHook("record-stream") { root in
+        TestSeam.setHook("record-stream", key: m) { root in
             guard root == m else { return }
             var c = Evictor.Criteria()
             c.keys = [m]
             #expect((try? Evictor(store: store).evict(c, dryRun: false))?.evicted.count == 3)
         }
-        defer { TestSeam.setHook("record-stream", nil) }
+        defer { TestSeam.setHook("record-stream", key: m, nil) }
         // The player's next reload names one segment more.
         let recorded = try store.catalog.recordStream(root: m, format: "hls", members: [member("v1", .playlist), member("a1"), member("a")])
         #expect(recorded == nil)
@@ -55,11 +55,11 @@ import VCacheTestSupport
         let store = cache.store
         try store.catalog.recordStream(root: key("m"), format: "hls", members: [member("v1", .playlist), member("a1")])
         let (m, n, a1) = (key("m"), key("n"), key("a1"))
-        TestSeam.setHook("evict-before-delete") { k in
+        TestSeam.setHook("evict-before-delete", key: m) { k in
             guard k == m else { return }
             _ = try? store.catalog.recordStream(root: n, format: "hls", members: [.init(key: a1, role: .segment)])
         }
-        defer { TestSeam.setHook("evict-before-delete", nil) }
+        defer { TestSeam.setHook("evict-before-delete", key: m, nil) }
         var c = Evictor.Criteria()
         c.keys = [m]
         let out = try Evictor(store: store).evict(c, dryRun: false)

@@ -344,13 +344,15 @@ enum TestSeam {
         return (String(v[..<colon]), String(v[v.index(after: colon)...]))
     }()
 
-    /// The hook gets the point's detail (the entry's key).
-    static func setHook(_ name: String, _ hook: (@Sendable (String) -> Void)?) {
-        hooksLock.withLock { _ in hooks[name] = hook }
+    /// A hook runs at point `name` for the entry `key` only (the point's detail): tests running
+    /// in parallel each hang theirs on their own entries. (Keyed by the name alone, one test's
+    /// removal took another's hook away, which then waited for it in vain.) It gets the detail.
+    static func setHook(_ name: String, key: String, _ hook: (@Sendable (String) -> Void)?) {
+        hooksLock.withLock { _ in hooks[name + "\u{0}" + key] = hook }
     }
 
     static func pause(_ name: String, _ detail: String) {
-        if let hook = hooksLock.withLock({ _ in hooks[name] }) { hook(detail) }
+        if let hook = hooksLock.withLock({ _ in hooks[name + "\u{0}" + detail] }) { hook(detail) }
         guard let p = pausePoint, p.name == name else { return }
         FileManager.default.createFile(atPath: p.prefix + ".reached", contents: nil)
         while !FileManager.default.fileExists(atPath: p.prefix + ".go") { usleep(5_000) }
