@@ -217,14 +217,27 @@ public final class ReadThrough: Sendable {
         return video
     }
 
+    /// Stores the first `limit` bytes of `url` (all of a playlist), as `open` stores a head:
+    /// under the limits in force, one attempt, never waiting behind another writer. Best effort.
+    func store(_ url: String, upTo limit: Int64) {
+        var o = options
+        (o.maxSize, o.minFree) = limits.withLock { $0 }
+        o.retries = 1
+        o.waitForLock = false
+        _ = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(limit)])])
+    }
+
     /// Drops an entry's cached bytes (its version is gone from the origin): rows first, then a
     /// new `data`, under the entry's writer lock; nothing when another writer holds it now.
-    func dropCachedBytes(key: String) {
-        guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return }
+    /// Returns whether it dropped them.
+    @discardableResult
+    func dropCachedBytes(key: String) -> Bool {
+        guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
         defer { lock.release() }
         do {
             try store.dropAllClaims(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil))
-        } catch {}
+            return true
+        } catch { return false }
     }
 
     /// The entry's board, made when missing (and counted in use until `release`).
