@@ -91,4 +91,36 @@ import VCacheTestSupport
         #expect(second.status == 206 && second.body == v2[1880..<5640], "\(second.status)")
         serve.stop()
     }
+
+    /// Segments, an init section and a key sent chunked with no length (a packager, some CDNs),
+    /// larger than the 64 KiB head serve first stores: each is fetched whole and served, byte
+    /// for byte, online and then offline. (Serve answered 502, "the origin did not say the
+    /// video's length", while ffmpeg played the origin directly.)
+    @Test(.timeLimit(.minutes(5)))
+    func membersSentChunkedWithNoLengthPlay() throws {
+        let origin = try TestOrigin()
+        let s0 = HLSHostileOriginTests.ts(900, seed: 61), s1 = HLSHostileOriginTests.ts(700, seed: 62)  // 169 KB, 132 KB
+        var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n"
+        text += "#EXTINF:2.0,\nseg0.ts\n#EXTINF:2.0,\nseg1\n#EXT-X-ENDLIST\n"
+        origin.setResource("/k/index.m3u8", .init(body: Data(text.utf8), contentType: Self.mpegurl))
+        origin.setResource("/k/seg0.ts", .init(body: s0, contentType: "video/mp2t"))
+        origin.setResource("/k/seg1", .init(body: s1, contentType: "application/octet-stream"))
+        var chunked = TestOrigin.Faults()
+        chunked.chunkedWithoutLength = true
+        for path in ["/k/index.m3u8", "/k/seg0.ts", "/k/seg1"] { origin.setFaults(path, chunked) }
+        let serve = try ServeProcess(cacheDir: dir.file("chunked"), logDir: dir)
+        let url = origin.url("/k/index.m3u8")
+        let online = try play(serve.url(url))
+        #expect(online.status == 200 && online.segments == [s0, s1].map(TestBytes.sha256), "\(online)")
+        // A range of one, as ffmpeg asks for byte-range segments.
+        let range = try Curl.fetch(["-r", "1000-1999", serve.url(origin.url("/k/seg0.ts"))], in: dir)
+        #expect(range.status == 206 && range.body == s0[1000..<2000], "\(range.status)")
+
+        origin.stop()
+        let refused = RefusingPort(origin.port)
+        defer { withExtendedLifetime(refused) {} }
+        let offline = try play(serve.url(url))
+        #expect(offline.status == 200 && offline.segments == [s0, s1].map(TestBytes.sha256), "\(offline)")
+        serve.stop()
+    }
 }
