@@ -123,4 +123,26 @@ import VCacheTestSupport
         #expect(offline.status == 200 && offline.segments == [s0, s1].map(TestBytes.sha256), "\(offline)")
         serve.stop()
     }
+
+    /// A playlist naming its segments with raw spaces (`seg 0.ts`, written by hand or by a tool
+    /// joining folder names): prefetch warms it and serve plays it offline, as ffmpeg plays it
+    /// from the origin (it asks for `seg%200.ts`). (prefetch refused the URL, serve answered 400.)
+    @Test(.timeLimit(.minutes(5)))
+    func segmentsNamedWithRawSpacesPlay() throws {
+        let origin = try TestOrigin()
+        let s0 = HLSHostileOriginTests.ts(50, seed: 71), s1 = HLSHostileOriginTests.ts(60, seed: 72)
+        origin.setResource("/sp/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["seg 0.ts", "my folder/seg 1.ts"]), contentType: Self.mpegurl))
+        origin.setResource("/sp/seg%200.ts", .init(body: s0, contentType: "video/mp2t"))
+        origin.setResource("/sp/my%20folder/seg%201.ts", .init(body: s1, contentType: "video/mp2t"))
+        let cache = dir.file("spaces"), url = origin.url("/sp/index.m3u8")
+        let warm = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(warm.status == 0, "\(warm.stderr)")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        origin.stop()
+        let refused = RefusingPort(origin.port)
+        defer { withExtendedLifetime(refused) {} }
+        let offline = try play(serve.url(url))
+        #expect(offline.status == 200 && offline.segments == [s0, s1].map(TestBytes.sha256), "\(offline)")
+        serve.stop()
+    }
 }
