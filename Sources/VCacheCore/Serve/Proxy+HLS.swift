@@ -17,7 +17,7 @@ extension Proxy {
         // playlist is still decided by the answer's content.
         let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
-        var text: String?, finalURL = origin, status: CacheStatus = .miss
+        var text: String?, finalURL = origin, status: CacheStatus = .miss, parsedFresh: HLSPlaylist?
         // One origin fetch at a time per playlist, shared by the players asking meanwhile; a live
         // one answered from its copy for half its target duration (`LivePlaylists`). The fetching
         // request alone acts on what came, before the others are woken.
@@ -49,6 +49,7 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
+            parsedFresh = shared.playlist  // parsed once, by the fetch, against the same URL
         } else if video.length > 0, video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
@@ -59,7 +60,7 @@ extension Proxy {
             status = .hit
         }
         guard let text else { return nil }
-        let parsed = try? HLSPlaylist.parse(text: text, url: finalURL)
+        let parsed = parsedFresh ?? (try? HLSPlaylist.parse(text: text, url: finalURL))
         if let parsed { recordStream(parsed, key: video.key) }
         // The proxy as the player reached it (its Host: accepted names only), else its own address.
         let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
