@@ -143,11 +143,15 @@ public final class TestOrigin: Sendable {
     }
 
     public func stop() {
-        let fds: Set<Int32> = state.withLock { s in
-            guard !s.stopped else { return [] }
+        let fds: Set<Int32>? = state.withLock { s in
+            guard !s.stopped else { return nil }
             s.stopped = true
             return s.connections
         }
+        // Once only: the accept loop closes the listener when stopped, and its number may be
+        // another test's socket by the time `deinit` stops again (a shutdown of it made a
+        // parallel test's origin refuse every connection).
+        guard let fds else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
         changed.broadcast()
