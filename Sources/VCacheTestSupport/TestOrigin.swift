@@ -142,9 +142,10 @@ public final class TestOrigin: Sendable {
         return true
     }
 
-    /// Shuts the listener and every connection down, under the lock their descriptors are closed
-    /// under: a descriptor is never shut down after its number went to another socket of the
-    /// process (another test's origin or download, which would see its connection die).
+    /// Shuts the listener and every connection down, once (`deinit` stops again), under the lock
+    /// their descriptors are closed under: a descriptor is never shut down after its number went
+    /// to another socket of the process (another test's origin or download, which would see its
+    /// connection die, or every connection refused).
     public func stop() {
         state.withLock { s in
             guard !s.stopped else { return }

@@ -177,4 +177,13 @@ import Testing
         #expect(try HLSPlaylist.parse(Array(crlf.utf8), url: Self.base) == HLSPlaylist.parse(Array(lf.utf8), url: Self.base))
         #expect(try HLSPlaylist.parse(Array(("\u{FEFF}" + lf).utf8), url: Self.base) == HLSPlaylist.parse(Array(lf.utf8), url: Self.base))
     }
+
+    /// The pure-Swift trim the parser, rewriter and export names use trims what Foundation's
+    /// `.whitespaces` trims on Linux (tab, Unicode space separators, U+200B), and nothing else.
+    @Test(arguments: ["seg.ts", "  seg.ts", "seg.ts\t", " \t a b.ts \t", "\u{00A0}seg.ts\u{3000}", "\u{2003}", "", "   ",
+                      "é.ts ", "\u{200B}x\u{200B}", "x\u{0B}", "a\u{1680}"])
+    func trimmingBlanksTrimsAsFoundationsWhitespaces(_ s: String) {
+        #expect(s.trimmingBlanks == s.trimmingCharacters(in: .whitespaces), "\(Array(s.unicodeScalars))")
+        #expect(s.dropFirst(0).trimmingBlanks == s.trimmingCharacters(in: .whitespaces))
+    }
 }

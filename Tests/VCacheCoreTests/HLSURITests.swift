@@ -64,6 +64,8 @@ import Testing
              expected: "data:text/plain;base64,AAAA"),
         Case(name: "§2.1 percent-encoding is kept as written", reference: "a%20b/seg%2F1.ts", base: playlist,
              expected: "https://cdn.example/live/ch1/a%20b/seg%2F1.ts"),
+        Case(name: "a raw space, no URI character, is percent-encoded as players ask for it", reference: "my folder/seg 1.ts?t=a b",
+             base: playlist, expected: "https://cdn.example/live/ch1/my%20folder/seg%201.ts?t=a%20b"),
         Case(name: "§5.2.2 the base's fragment is never inherited", reference: "seg.ts", base: "http://h/p/i.m3u8#frag",
              expected: "http://h/p/seg.ts"),
     ]

@@ -67,7 +67,7 @@ public enum HLSPlaylist: Equatable, Sendable {
                 throw HLSParseError(line: line.number, .controlCharacter)
             }
         }
-        guard let first = lines.first, first.text.trimmingCharacters(in: .whitespaces) == "#EXTM3U" else {
+        guard let first = lines.first, first.text.trimmingBlanks == "#EXTM3U" else {
             throw HLSParseError(line: 1, .notAPlaylist)
         }
         var parser = HLSPlaylistParser(url: url)
@@ -117,8 +117,29 @@ public enum HLSPlaylist: Equatable, Sendable {
 
         /// Neither blank nor a `#` line: a URI.
         var isURI: Bool {
-            let t = text.trimmingCharacters(in: .whitespaces)
+            let t = text.trimmingBlanks
             return !t.isEmpty && !t.hasPrefix("#")
         }
     }
+}
+
+extension Substring {
+    /// Without leading and trailing blanks (tab, the Unicode space separators and U+200B, as
+    /// `CharacterSet.whitespaces`), in pure Swift: Foundation's trimming goes through NSString
+    /// on Linux, and an 8 MiB playlist's every line took seconds of it per answer.
+    var trimmingBlanks: String {
+        func blank(_ u: Unicode.Scalar) -> Bool {
+            u == " " || u == "\t" || (u.value >= 0x80 && (u.properties.generalCategory == .spaceSeparator || u.value == 0x200B))
+        }
+        let s = unicodeScalars
+        guard let first = s.first, let last = s.last else { return "" }
+        if !blank(first) && !blank(last) { return String(self) }
+        guard let from = s.firstIndex(where: { !blank($0) }), let to = s.lastIndex(where: { !blank($0) }) else { return "" }
+        return String(Substring(s[from...to]))
+    }
+}
+
+extension String {
+    /// `Substring.trimmingBlanks`.
+    var trimmingBlanks: String { self[...].trimmingBlanks }
 }

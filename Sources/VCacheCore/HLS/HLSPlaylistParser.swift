@@ -52,7 +52,7 @@ struct HLSPlaylistParser {
     mutating func run(_ lines: ArraySlice<HLSPlaylist.Line>) throws(HLSParseError) -> HLSPlaylist {
         for line in lines {
             if line.isURI {
-                try uriLine(line.text.trimmingCharacters(in: .whitespaces), line: line.number)
+                try uriLine(line.text.trimmingBlanks, line: line.number)
             } else if let (name, value) = line.tag {
                 if Self.masterTags.contains(name) { masterLine = masterLine ?? line.number }
                 if Self.mediaTags.contains(name) { mediaLine = mediaLine ?? line.number }

@@ -97,7 +97,7 @@ public struct HLSRewriter: Sendable {
                 // Its URI is the next URI line, unless another tag of the kind comes first.
                 guard let j = lines[(i + 1)...].firstIndex(where: { $0.isURI || $0.tag?.name == "EXT-X-STREAM-INF" }),
                       lines[j].isURI else { continue }
-                if !keep(HLSURI.resolve(lines[j].text.trimmingCharacters(in: .whitespaces), against: url)) {
+                if !keep(HLSURI.resolve(lines[j].text.trimmingBlanks, against: url)) {
                     dropped.insert(i)
                     dropped.insert(j)
                 }

@@ -1,7 +1,7 @@
 /// Reference resolution, RFC 3986 §5.2 (strict): what a playlist's URI lines and `URI="..."`
 /// attributes mean, resolved against the playlist's final URL after redirects (RFC 8216 §4.1).
 /// Pure string work, no Foundation `URL` (whose parsing differs between platforms); nothing is
-/// percent-encoded or decoded.
+/// percent-encoded or decoded but a raw space (`encodingSpaces`).
 public enum HLSURI {
     /// The target URI of `reference` against the absolute `base` (§5.2.2, §5.2.4, §5.3).
     public static func resolve(_ reference: String, against base: String) -> String {
@@ -31,7 +31,16 @@ public enum HLSURI {
             t.scheme = b.scheme
         }
         t.fragment = r.fragment
-        return t.recomposed
+        return encodingSpaces(t.recomposed)
+    }
+
+    /// `url` with each raw space percent-encoded (`%20`). A space is no URI character, yet
+    /// playlists written by hand or by a tool that joins folder names hold them, and players
+    /// (ffmpeg, hls.js, Safari) encode them and play; so vcache asks for them the same way
+    /// rather than refusing the URL.
+    static func encodingSpaces(_ url: String) -> String {
+        guard url.utf8.contains(0x20) else { return url }
+        return String(decoding: url.utf8.flatMap { $0 == 0x20 ? Array("%20".utf8) : [$0] }, as: UTF8.self)
     }
 
     /// Whether `uri` is absolute with an http or https scheme (what vcache can fetch).

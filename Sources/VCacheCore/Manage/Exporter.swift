@@ -276,7 +276,7 @@ public struct Exporter {
             return Character(s)
         })
         while name.hasPrefix(".") { name.removeFirst() }
-        name = name.trimmingCharacters(in: .whitespaces)
+        name = name.trimmingBlanks
         var ext = (name as NSString).pathExtension
         if ext.count > 8 { ext = "" }
         var stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))

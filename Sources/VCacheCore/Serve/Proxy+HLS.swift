@@ -17,7 +17,7 @@ extension Proxy {
         // playlist is still decided by the answer's content.
         let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
-        var text: String?, finalURL = origin, status: CacheStatus = .miss
+        var text: String?, finalURL = origin, status: CacheStatus = .miss, parsedFresh: HLSPlaylist?
         // One origin fetch at a time per playlist, shared by the players asking meanwhile; a live
         // one answered from its copy for half its target duration (`LivePlaylists`). The fetching
         // request alone acts on what came, before the others are woken.
@@ -26,7 +26,7 @@ extension Proxy {
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return (outcome, nil) }
             let now = try? HLSPlaylist.parse(fresh.body, url: fresh.finalURL)
-            dropIfChanged(video, now: now, body: fresh.body)
+            dropIfChanged(video, now: now, body: fresh.body, url: origin)
             // Kept for offline: the cached copy's relative URIs resolve against it too.
             try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
             return (outcome, now)
@@ -49,6 +49,7 @@ extension Proxy {
             guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
+            parsedFresh = shared.playlist  // parsed once, by the fetch, against the same URL
         } else if video.length > 0, video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let whole = cachedHead(video, count: Int(video.length)) {
             text = String(decoding: whole, as: UTF8.self)
@@ -59,7 +60,7 @@ extension Proxy {
             status = .hit
         }
         guard let text else { return nil }
-        let parsed = try? HLSPlaylist.parse(text: text, url: finalURL)
+        let parsed = parsedFresh ?? (try? HLSPlaylist.parse(text: text, url: finalURL))
         if let parsed { recordStream(parsed, key: video.key) }
         // The proxy as the player reached it (its Host: accepted names only), else its own address.
         let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
@@ -94,14 +95,18 @@ extension Proxy {
                 status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten")
     }
 
-    /// A VOD media playlist the origin now answers with other bytes than the cached copy: the
-    /// stream changed under the same URLs, so what the cached copy names (its segments, init
-    /// sections, keys, and the playlist itself) holds the old stream's bytes, which the new
-    /// playlist must never be answered with (a single file's new byte ranges would be read from
-    /// the old file). Each is dropped as a changed version is (rows first, then a new `data`;
-    /// a reader still holding the old file keeps a consistent view); one another process is
-    /// writing right now is left to that writer's own version checks.
-    private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data) {
+    /// A VOD media playlist the origin now answers with another stream than the cached copy
+    /// names: the stream changed under the same URLs, so what both name (segments, init
+    /// sections, keys) holds the old stream's bytes, which the new playlist must never be
+    /// answered with (a single file's new byte ranges would be read from the old file). Each is
+    /// dropped as a changed version is (rows first, then a new `data`; a reader still holding the
+    /// old file keeps a consistent view); one another process is writing right now is left to
+    /// that writer's own version checks. The cached copy is then replaced by the origin's, so
+    /// offline the stream plays as it is now.
+    /// Other bytes naming the same stream (`HLSMediaPlaylist.shape`: a token the key rules strip,
+    /// a comment, a date) are no change: nothing is dropped and the cached copy stays, so an
+    /// origin that signs every answer anew does not empty the cache of a warmed stream.
+    private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data, url: String) {
         guard case .media(let fresh)? = now, !fresh.isLive, video.length <= Int64(HLSPlaylist.maxBytes),
               let old = cachedHead(video, count: Int(video.length)), old != Array(body) else { return }
         let base = ((try? readThrough.store.catalog.entry(key: video.key)) ?? nil).map {
@@ -109,8 +114,14 @@ extension Proxy {
         } ?? video.url
         guard case .media(let was)? = try? HLSPlaylist.parse(old, url: base), !was.isLive else { return }
         let rules = readThrough.options.keyRules
-        for key in Set(HLSPlaylist.media(was).members.map { rules.key(for: $0.url) } + [video.key]) {
-            readThrough.dropCachedBytes(key: key)
+        let key = { (u: String) in rules.key(for: u) }
+        guard was.shape(key: key) != fresh.shape(key: key) else { return }
+        let named = Set(HLSPlaylist.media(fresh).members.map { key($0.url) })
+        for k in Set(HLSPlaylist.media(was).members.map { key($0.url) }) where named.contains(k) {
+            readThrough.dropCachedBytes(key: k)
+        }
+        if readThrough.dropCachedBytes(key: video.key) {
+            readThrough.store(url, upTo: Int64(HLSPlaylist.maxBytes))
         }
     }
 

@@ -21,6 +21,12 @@ extension Proxy {
         return false
     }
 
+    /// Whether the entry `key` is a stream's segment, init section or key (a playlist named it).
+    func isMember(_ key: String) -> Bool {
+        guard let (role, _) = (try? readThrough.store.catalog.playlists(naming: key)) ?? nil else { return false }
+        return role != .playlist
+    }
+
     /// The URL the stream member at `url` has now, when the origin refused it (an expired signed
     /// URL): the media playlists of its stream that name it are fetched again, fresh, and the
     /// member they name under the same key (the key rules strip the token) is the answer. Nil
@@ -72,10 +78,10 @@ extension Proxy {
     func openMember(_ url: String) throws(ReadThrough.OpenError) -> ReadThrough.Video {
         let key = readThrough.options.keyRules.key(for: url)
         do {
-            return try readThrough.open(url, isSegment: { self.isSegment(key) })
+            return try readThrough.open(url, isSegment: { self.isSegment(key) }, isMember: { self.isMember(key) })
         } catch {
             guard case .origin(let status, _) = error, status == 401 || status == 403, let renewed = renewedURL(for: url) else { throw error }
-            return try readThrough.open(renewed, isSegment: { self.isSegment(key) })
+            return try readThrough.open(renewed, isSegment: { self.isSegment(key) }, isMember: { self.isMember(key) })
         }
     }
 

@@ -173,17 +173,24 @@ public final class ReadThrough: Sendable {
     /// with no origin round trip, and offline), else by caching its first 64 KiB.
     /// `isSegment`: asked only when the first bytes are to be fetched; true when they must look
     /// like an HLS segment to be stored (an error page answered with 200 is not kept).
-    public func open(_ url: String, isSegment: () -> Bool = { false }) throws(OpenError) -> Video {
+    /// `isMember`: asked only when the origin sends the first bytes with no length (chunked);
+    /// true when `url` is an HLS stream's segment, init section or key, which is then fetched
+    /// whole, up to `memberLimit`, so it is served by ranges like any other (a video of no
+    /// stream is refused then: it could be endless).
+    public func open(_ url: String, isSegment: () -> Bool = { false }, isMember: () -> Bool = { false }) throws(OpenError) -> Video {
         let key = options.keyRules.key(for: url)
         // Players opening the same new video at once: one fetches its head, the others wait for it
         // here rather than asking the origin themselves.
         let board = self.board(key)
         defer { release(board) }
-        return try board.whileOpening { () throws(OpenError) -> Video in try open(url, key: key, board: board, isSegment: isSegment) }
+        return try board.whileOpening { () throws(OpenError) -> Video in try open(url, key: key, board: board, isSegment: isSegment, isMember: isMember) }
     }
 
+    /// The most of a stream member sent with no length that `open` fetches whole.
+    public static let memberLimit: Int64 = 256 << 20
+
     /// `open`, as the entry's only opener.
-    private func open(_ url: String, key: String, board: EntryBoard, isSegment: () -> Bool) throws(OpenError) -> Video {
+    private func open(_ url: String, key: String, board: EntryBoard, isSegment: () -> Bool, isMember: () -> Bool) throws(OpenError) -> Video {
         var snap = snapshot(key)
         if let e = snap.entry, let length = e.length {
             var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true, snapshot: snap)
@@ -200,7 +207,11 @@ public final class ReadThrough: Sendable {
         o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1
         o.waitForLock = false
-        let result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
+        var result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
+        if result.error == nil, result.length == nil, isMember() {
+            // A segment sent chunked (a packager, some CDNs): read whole, its length is what came.
+            result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(Self.memberLimit)], checkSegment: checkSegment)])[0]
+        }
         let noRoom: Bool = if case .noRoom? = result.error { true } else { false }
         if result.error == .lockBusy || noRoom {
             // Another process is writing it and has not recorded the length yet, or nothing more
@@ -236,14 +247,27 @@ public final class ReadThrough: Sendable {
         return video
     }
 
+    /// Stores the first `limit` bytes of `url` (all of a playlist), as `open` stores a head:
+    /// under the limits in force, one attempt, never waiting behind another writer. Best effort.
+    func store(_ url: String, upTo limit: Int64) {
+        var o = options
+        (o.maxSize, o.minFree) = limits.withLock { $0 }
+        o.retries = 1
+        o.waitForLock = false
+        _ = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(limit)])])
+    }
+
     /// Drops an entry's cached bytes (its version is gone from the origin): rows first, then a
     /// new `data`, under the entry's writer lock; nothing when another writer holds it now.
-    func dropCachedBytes(key: String) {
-        guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return }
+    /// Returns whether it dropped them.
+    @discardableResult
+    func dropCachedBytes(key: String) -> Bool {
+        guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
         defer { lock.release() }
         do {
             try store.dropAllClaims(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil))
-        } catch {}
+            return true
+        } catch { return false }
     }
 
     /// The entry's board, made when missing (and counted in use until `release`).

@@ -354,7 +354,7 @@ enum TestSeam {
     static func pause(_ name: String, _ detail: String) {
         if let hook = hooksLock.withLock({ _ in hooks[name + "\u{0}" + detail] }) { hook(detail) }
         guard let p = pausePoint, p.name == name else { return }
-        FileManager.default.createFile(atPath: p.prefix + ".reached", contents: nil)
+        _ = FileManager.default.createFile(atPath: p.prefix + ".reached", contents: nil)
         while !FileManager.default.fileExists(atPath: p.prefix + ".go") { usleep(5_000) }
     }
 }
