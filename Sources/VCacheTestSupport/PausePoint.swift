@@ -25,5 +25,5 @@ public struct PausePoint {
         return true
     }
 
-    public func release() { FileManager.default.createFile(atPath: prefix + ".go", contents: nil) }
+    public func release() { _ = FileManager.default.createFile(atPath: prefix + ".go", contents: nil) }
 }
