@@ -11,6 +11,10 @@ public struct HLSMediaPlaylist: Equatable, Sendable {
             self.uri = uri
             self.byteRange = byteRange
         }
+
+        /// Written in the playlist itself (`URI="data:..."`, RFC 2397): nothing to fetch, cache
+        /// or export; the playlist carries it.
+        public var isInline: Bool { HLSURI.Parts(uri).scheme?.lowercased() == "data" }
     }
 
     public struct Segment: Equatable, Sendable {
@@ -33,6 +37,9 @@ public struct HLSMediaPlaylist: Equatable, Sendable {
         /// An EXT-X-DISCONTINUITY precedes it.
         public var discontinuity: Bool
         public var discontinuitySequence: Int
+
+        /// Its init section when it is a resource to fetch (not an inline `data:` one).
+        public var fetchedMap: Map? { map.flatMap { $0.isInline ? nil : $0 } }
     }
 
     public enum PlaylistType: Hashable, Sendable {

@@ -40,7 +40,7 @@ extension HLSPlan {
         var unfetchable: [HLSKey] = []
         var wanted: [Request] = []
         for s in chosen {
-            if let m = s.map, !maps.contains(m) {
+            if let m = s.fetchedMap, !maps.contains(m) {
                 maps.append(m)
                 wanted.append(Request(url: m.uri, range: m.byteRange))
             }

@@ -17,7 +17,7 @@ extension HLSPlaylist {
             for i in m.iFrameStreams { add(i.uri, .playlist) }
         case .media(let m):
             for s in m.segments {
-                if let map = s.map { add(map.uri, .initSection) }
+                if let map = s.fetchedMap { add(map.uri, .initSection) }
                 for k in s.keys where k.isFetchable { if let u = k.uri { add(u, .key) } }
                 add(s.uri, .segment)
             }
@@ -34,7 +34,7 @@ extension HLSMediaPlaylist {
     public func checksSegment(where named: (String) -> Bool) -> Bool? {
         var found = false, unchecked = false
         for s in segments {
-            if let m = s.map, named(m.uri) { found = true }
+            if let m = s.fetchedMap, named(m.uri) { found = true }
             for k in s.keys where k.isFetchable {
                 if let u = k.uri, named(u) { found = true; unchecked = true }
             }

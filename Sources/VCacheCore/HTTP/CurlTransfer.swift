@@ -57,6 +57,8 @@ public final class CurlTransfer {
     private(set) var waiting: Waiting?
     var paused: Bool { waiting == .forTokens }
     var held: Bool { waiting == .heldByDelegate }
+    /// Said when a redirect is not followed (`RequestOptions.noRedirectReason`); nil: redirects follow.
+    private let noRedirectReason: String?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
@@ -67,6 +69,7 @@ public final class CurlTransfer {
         self.range = range
         self.delegate = delegate
         stallTimeout = .milliseconds(Int64(max(0.05, options.stallTimeout) * 1000))
+        noRedirectReason = options.maxRedirects == 0 ? options.noRedirectReason : nil
         errorBuffer.initialize(to: 0)
         // Only the video's own bytes are stored: no encoding is asked for (an origin that encodes
         // anyway is refused by ResponseJudge).
@@ -245,6 +248,13 @@ public final class CurlTransfer {
     }
 
     private func transportError(_ code: CURLcode) -> TransportError {
+        if code == CURLE_TOO_MANY_REDIRECTS, let why = noRedirectReason {
+            // curl says "Maximum (0) redirects followed": say where it led and what to do instead.
+            var location: UnsafeMutablePointer<CChar>?
+            if vc_easy_getinfo_str(easy, CURLINFO_REDIRECT_URL, &location) != CURLE_OK { location = nil }
+            let to = location.map { String(cString: $0) } ?? "another URL"
+            return TransportError(kind: .redirectRefused, message: "the origin redirected to \(to); \(why)", code: Int(code.rawValue))
+        }
         let buffered = String(cString: errorBuffer)
         let message = buffered.isEmpty ? String(cString: curl_easy_strerror(code)) : buffered
         let kind: TransportError.Kind

@@ -1,7 +1,7 @@
 /// Why a transfer failed below HTTP: no connection, a timeout, a cut body, a refused scheme.
 public struct TransportError: Error, Equatable, Sendable, CustomStringConvertible {
     public enum Kind: Equatable, Sendable {
-        case resolve, connect, timeout, stalled, partialBody, refusedScheme, tooManyRedirects, receive, other
+        case resolve, connect, timeout, stalled, partialBody, refusedScheme, tooManyRedirects, redirectRefused, receive, other
     }
 
     public var kind: Kind
@@ -20,7 +20,7 @@ public struct TransportError: Error, Equatable, Sendable, CustomStringConvertibl
     public var isRetryable: Bool {
         switch kind {
         case .resolve, .connect, .timeout, .stalled, .partialBody, .receive: true
-        case .refusedScheme, .tooManyRedirects, .other: false
+        case .refusedScheme, .tooManyRedirects, .redirectRefused, .other: false
         }
     }
 
@@ -33,6 +33,7 @@ public struct TransportError: Error, Equatable, Sendable, CustomStringConvertibl
         case .partialBody: "connection closed before the body was complete (\(message))"
         case .refusedScheme: "refused a URL that is not http or https (\(message))"
         case .tooManyRedirects: "too many redirects (\(message))"
+        case .redirectRefused: message  // the whole sentence: where it led, why not, what to do
         case .receive: "connection failed while receiving (\(message))"
         case .other: message
         }

@@ -187,7 +187,7 @@ public struct StreamExporter {
             }
             for s in media.segments {
                 let encrypted = s.keys.contains { $0.method == .aes128 }
-                if let m = s.map { resource(m.uri, m.byteRange, .initSection(encrypted: encrypted)) }
+                if let m = s.fetchedMap { resource(m.uri, m.byteRange, .initSection(encrypted: encrypted)) }
                 for k in s.keys where k.isFetchable { if let u = k.uri { resource(u, nil, .key) } }
                 resource(s.uri, s.byteRange, .segment(fragmented: s.map != nil, encrypted: encrypted))
             }
@@ -217,7 +217,7 @@ public struct StreamExporter {
         var missing = 0
         for s in media.segments {
             var ok = held(s.uri, s.byteRange)
-            if let m = s.map, !held(m.uri, m.byteRange) { ok = false }
+            if let m = s.fetchedMap, !held(m.uri, m.byteRange) { ok = false }
             for k in s.keys {
                 if !k.isFetchable && k.method != .none { return "\(media.url) is encrypted with a key vcache cannot fetch" }
                 if let u = k.uri, k.isFetchable, !held(u, nil) { ok = false }

@@ -69,7 +69,7 @@ extension StreamInventory {
             // it plays when its init section and key are too.
             let cached = holds(seg.uri, seg.byteRange, byKey)
             var plays = cached
-            if let m = seg.map, !holds(m.uri, m.byteRange, byKey) { plays = false }
+            if let m = seg.fetchedMap, !holds(m.uri, m.byteRange, byKey) { plays = false }
             for k in seg.keys where k.isFetchable { if let u = k.uri, !holds(u, nil, byKey) { plays = false } }
             if cached { p.segmentsCached += 1 }
             if plays { p.segmentsPlaying += 1 }

@@ -207,7 +207,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var remedy: Remedy {
         switch self {
-        case .transport(let t): t.kind == .refusedScheme || t.kind == .tooManyRedirects ? .fixOrigin : .tryLater
+        case .transport(let t): [.refusedScheme, .tooManyRedirects, .redirectRefused].contains(t.kind) ? .fixOrigin : .tryLater
         case .http(let status, _): status >= 500 || status == 408 || status == 429 ? .tryLater : .fixOrigin
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion, .noProgress, .mp4, .invalidURL: .fixOrigin
         case .disk: .fixLocal

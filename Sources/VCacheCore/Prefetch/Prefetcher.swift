@@ -184,8 +184,17 @@ public final class Prefetcher {
         }
         switch playlist {
         case .master:
+            // A master names media playlists (§4.3.4.2): one reached as a variant or rendition
+            // of another master, or naming itself, is refused, never followed round a loop.
+            if r.key != root {
+                return ([], .stream("\(r.url): a variant of a master playlist is itself a master playlist: not supported; give the media playlist's URL"))
+            }
             do {
-                return (try plan.playlists(for: playlist).urls.map(carry), nil)
+                let urls = try plan.playlists(for: playlist).urls
+                if urls.contains(where: { options.keyRules.key(for: $0) == r.key }) {
+                    return ([], .stream("\(r.url): a master playlist that names itself as a variant: not supported; give the media playlist's URL"))
+                }
+                return (urls.map(carry), nil)
             } catch {
                 return ([], .stream("\(r.url): \(error)"))
             }

@@ -83,12 +83,15 @@ extension Proxy {
         // Each named by what it is when its URL's name does not say (`/segment/3`: ffmpeg picks
         // the demuxer by the extension and refuses a TS segment called .mp4).
         let store = readThrough.store, rules = readThrough.options.keyRules
-        let rewritten = Array(HLSRewriter(url: finalURL, naming: { url, context in
+        var rewritten = Array(HLSRewriter(url: finalURL, naming: { url, context in
             let name = Exporter.memberFileName(for: url, key: "video", context: context) {
                 ((try? store.catalog.entry(key: rules.key(for: url))) ?? nil).flatMap { store.cachedBytes(of: $0, count: 512) }
             }
             return ProxyURL.make(origin: url, base: host, name: name)
         }, keep: keep).rewrite(text).utf8)
+        // Offline, a live playlist's cached copy will never grow: it is answered as ended, so a
+        // player plays what is cached and stops instead of reloading it forever.
+        if status == .hit, case .media(let media)? = parsed, media.isLive { rewritten = Self.ended(rewritten) }
         let headers: [(String, String)] = [("Content-Type", "application/vnd.apple.mpegurl"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
@@ -148,10 +151,19 @@ extension Proxy {
               let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: rules)) else { return false }
         for s in media.segments {
             guard held(s.uri, s.byteRange) else { return false }
-            if let m = s.map, !held(m.uri, m.byteRange) { return false }
+            if let m = s.fetchedMap, !held(m.uri, m.byteRange) { return false }
             for k in s.keys where k.isFetchable { if let u = k.uri, !held(u, nil) { return false } }
         }
         return true
+    }
+
+    /// A media playlist's text with `#EXT-X-ENDLIST` as its last line, in its own line endings.
+    static func ended(_ text: [UInt8]) -> [UInt8] {
+        let crlf = text.count >= 2 && text[text.count - 2] == 13 && text.last == 10
+        let newline: [UInt8] = text.contains(13) && (crlf || text.last != 10) ? [13, 10] : [10]
+        var out = text
+        if let last = out.last, last != 10 { out += newline }
+        return out + Array("#EXT-X-ENDLIST".utf8) + newline
     }
 
     /// The entry's first `count` bytes when the cache holds them all, else nil.

@@ -91,7 +91,7 @@ struct FailureInfo {
             case .timeout: kind = "timeout"
             case .stalled: kind = "stalled"
             case .partialBody, .receive: kind = "receive"
-            case .refusedScheme, .tooManyRedirects: kind = "redirect"
+            case .refusedScheme, .tooManyRedirects, .redirectRefused: kind = "redirect"
             case .other: kind = "network"
             }
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion: kind = "bad_response"

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// Found by a second hostile review of HLS: a live stream played offline, an inline init
+/// section, masters nested or looping, a redirect serve --allow-host does not follow.
+@Suite struct HLSStreamEdgeTests {
+    let dir = TempDirectory("vcache-hlsedge")
+
+    static let mpegurl = "application/vnd.apple.mpegurl"
+
+    /// Offline, a live playlist's cached copy is answered ended (`#EXT-X-ENDLIST` added), so a
+    /// player plays what is cached and stops instead of reloading it forever; online it is the
+    /// origin's as it is.
+    @Test(.timeLimit(.minutes(6)))
+    func aLiveStreamPlayedOfflineEnds() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
+            print("skipped: ffmpeg is not installed")
+            return
+        }
+        let nginx = try Nginx()
+        #expect(try Tool.run("/usr/bin/env", ["bash", Fixtures.path("hls/make-streams.sh"), nginx.root + "/hls"]).status == 0)
+        let vod = try String(contentsOfFile: nginx.root + "/hls/ts/index.m3u8", encoding: .utf8)
+        #expect(vod.contains("#EXT-X-ENDLIST\n"))
+        try vod.replacingOccurrences(of: "#EXT-X-ENDLIST\n", with: "").replacingOccurrences(of: "#EXT-X-PLAYLIST-TYPE:VOD\n", with: "").write(toFile: nginx.root + "/hls/ts/live.m3u8", atomically: true, encoding: .utf8)
+        let live = nginx.url("/hls/ts/live.m3u8")
+        let cache = dir.file("cache")
+        let warm = try VCacheBinary.run(["prefetch", "-q", live], cacheDir: cache)
+        #expect(warm.status == 0, "\(warm.stderr)")
+        // Online (a serve of its own: the next would answer this fetch for half a target duration).
+        let first = try ServeProcess(cacheDir: cache, logDir: dir)
+        let online = try Curl.fetch([first.url(live)], in: dir)
+        #expect(online.status == 200 && online.headers["x-cache"] != "HIT" && !String(decoding: online.body, as: UTF8.self).contains("ENDLIST"))
+        first.stop()
+        nginx.stop()
+        let refused = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let offline = try Curl.fetch([serve.url(live)], in: dir)
+        let text = String(decoding: offline.body, as: UTF8.self)
+        #expect(offline.status == 200 && offline.headers["x-cache"] == "HIT" && text.hasSuffix("\n#EXT-X-ENDLIST\n"), "\(text)")
+        // ffmpeg ends (a player reloading a live playlist forever would be killed at 60 s: status 137).
+        let play = try Tool.run("/usr/bin/timeout", ["-s", "KILL", "60", "/usr/bin/ffmpeg", "-v", "error", "-i", serve.url(live), "-f", "null", "-"])
+        #expect(play.status == 0 && play.err.isEmpty, "\(play.status): \(play.err)")
+        serve.stop()
+    }
+
+    /// `EXT-X-MAP:URI="data:..."` is written in the playlist: nothing to fetch, and no member
+    /// `ls`, `check` or `export` waits for; the export keeps the data: URI as written.
+    @Test(.timeLimit(.minutes(3)))
+    func anInlineInitSectionIsNoMemberToFetch() throws {
+        let origin = try TestOrigin()
+        let inline = "data:video/mp4;base64,AAAAEGZ0eXBpc281AAAAAA=="
+        let playlist = "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:2\n#EXT-X-MAP:URI=\"\(inline)\"\n#EXTINF:2.0,\ns0.m4s\n#EXTINF:2.0,\ns1.m4s\n#EXT-X-ENDLIST\n"
+        origin.setResource("/d/index.m3u8", .init(body: Data(playlist.utf8), contentType: Self.mpegurl))
+        var segments: [Data] = []
+        for i in 0..<2 {
+            var s = Data([0, 0, 0, 8]) + Data("styp".utf8)
+            s += Data((0..<4000).map { UInt8(truncatingIfNeeded: $0 * 7 + i) })
+            segments.append(s)
+            origin.setResource("/d/s\(i).m4s", .init(body: s, contentType: "video/iso.segment"))
+        }
+        let url = origin.url("/d/index.m3u8")
+        let cache = dir.file("cache")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0 && !r.stderr.contains("data"), "\(r.stderr)")
+        let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+        #expect(ls.stdout.contains("2/2 segments") && ls.stdout.contains("3 entries"), "\(ls.stdout)")
+        let check = try VCacheBinary.run(["check", url], cacheDir: cache)
+        #expect(check.status == 0, "\(check.stdout) \(check.stderr)")
+        let out = dir.file("out")
+        let export = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(export.status == 0, "\(export.stdout) \(export.stderr)")
+        let exported = try String(contentsOfFile: out + "/master.m3u8", encoding: .utf8)
+        #expect(exported.contains("#EXT-X-MAP:URI=\"\(inline)\""), "\(exported)")
+        #expect(FileManager.default.contents(atPath: out + "/s1.m4s") == segments[1])
+    }
+
+    /// A master whose variant is a master, or masters naming each other or themselves: the
+    /// stream fails with one line and exit 4, and no playlist is asked twice.
+    @Test(.timeLimit(.minutes(3)))
+    func aMasterNamingAMasterFailsTheStream() throws {
+        let origin = try TestOrigin()
+        func master(_ variant: String) -> TestOrigin.Resource {
+            .init(body: Data("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=100000\n\(variant)\n".utf8), contentType: Self.mpegurl)
+        }
+        origin.setResource("/n/outer.m3u8", master("inner.m3u8"))
+        origin.setResource("/n/inner.m3u8", master("media.m3u8"))
+        origin.setResource("/n/media.m3u8", .init(body: HLSHostileOriginTests.playlist(["s0.ts"]), contentType: Self.mpegurl))
+        origin.setResource("/n/s0.ts", .init(body: HLSHostileOriginTests.ts(20, seed: 3), contentType: "video/mp2t"))
+        origin.setResource("/l/a.m3u8", master("b.m3u8"))
+        origin.setResource("/l/b.m3u8", master("a.m3u8"))
+        origin.setResource("/s/self.m3u8", master("self.m3u8"))
+        let cache = dir.file("cache")
+        for path in ["/n/outer.m3u8", "/l/a.m3u8"] {
+            let r = try VCacheBinary.run(["prefetch", origin.url(path)], cacheDir: cache)
+            #expect(r.status == 4 && r.stderr.contains("a variant of a master playlist is itself a master playlist: not supported"), "\(path): \(r.stderr)")
+        }
+        let own = try VCacheBinary.run(["prefetch", origin.url("/s/self.m3u8")], cacheDir: cache)
+        #expect(own.status == 4 && own.stderr.contains("a master playlist that names itself as a variant: not supported"), "\(own.stderr)")
+        #expect(origin.requests("/n/media.m3u8").isEmpty)
+        #expect(origin.requests("/l/a.m3u8").count == 1 && origin.requests("/l/b.m3u8").count == 1)
+        #expect(origin.requests("/s/self.m3u8").count == 1)
+    }
+
+    /// serve --allow-host follows no redirect: the player gets 502 and the log says where the
+    /// origin redirected and what to do, not curl's "Maximum (0) redirects followed".
+    @Test(.timeLimit(.minutes(3)))
+    func aRedirectServeDoesNotFollowIsSaidAsOne() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/r/v.mp4", .init(body: Data(count: 1000)))
+        var faults = TestOrigin.Faults()
+        faults.redirectTo = origin.url("/r/final.mp4")
+        origin.setFaults("/r/v.mp4", faults)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1"])
+        let answer = try Curl.fetch([serve.url(origin.url("/r/v.mp4"))], in: dir)
+        #expect(answer.status == 502)
+        serve.stop()
+        let line = serve.log.first { $0.contains("/r/v.mp4") || $0.contains("redirect") } ?? ""
+        #expect(line.contains("the origin redirected to \(origin.url("/r/final.mp4")); serve with --allow-host follows no redirect"), "\(serve.log)")
+        #expect(!line.contains("Maximum (0)"), "\(line)")
+    }
+}
