@@ -253,7 +253,7 @@ private func makeRequest(_ connection: OpaquePointer, method: UnsafePointer<CCha
     var client = [CChar](repeating: 0, count: 64)
     vc_mhd_client(connection, &client, socklen_t(client.count))
     return HTTPServer.Request(method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/",
-                              headers: headers, client: String(decoding: client.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), hadBody: hadBody)
+                              headers: headers, client: String(nulTerminated: client), hadBody: hadBody)
 }
 
 /// Why a request head cannot be answered, if it cannot: a header vcache acts on given more than

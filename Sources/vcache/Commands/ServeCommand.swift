@@ -153,15 +153,14 @@ enum ServeCommand: VCacheCommand {
     /// An IP address as the server reports clients (inet_ntop's form), with its IPv4-mapped IPv6
     /// twin for an IPv4 one; nil when `text` is not one address.
     static func canonicalAddress(_ text: String) -> Set<String>? {
-        func textOf(_ b: [CChar]) -> String { String(decoding: b.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
         var v4 = in_addr(), v6 = in6_addr()
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         if inet_pton(AF_INET, text, &v4) == 1, inet_ntop(AF_INET, &v4, &buffer, socklen_t(buffer.count)) != nil {
-            let s = textOf(buffer)
+            let s = String(nulTerminated: buffer)
             return [s, "::ffff:" + s]
         }
         if inet_pton(AF_INET6, text, &v6) == 1, inet_ntop(AF_INET6, &v6, &buffer, socklen_t(buffer.count)) != nil {
-            return [textOf(buffer)]
+            return [String(nulTerminated: buffer)]
         }
         return nil
     }
