@@ -21,6 +21,14 @@ import VCacheTestSupport
         return (200, text, segments)
     }
 
+    /// `play` with the origin stopped and its port refusing: the stream from the cache alone.
+    func playOffline(_ url: String, after origin: TestOrigin) throws -> (status: Int, text: String, segments: [String]) {
+        origin.stop()
+        let refused = RefusingPort(origin.port)
+        defer { withExtendedLifetime(refused) {} }
+        return try play(url)
+    }
+
     /// A CDN that signs every playlist answer anew (`seg0.ts?token=N`, N changing per request),
     /// with the key rule the docs name for it: a warmed stream played once online still plays
     /// offline, and nothing of it is fetched again. (Serve took the new tokens for a changed
@@ -52,10 +60,7 @@ import VCacheTestSupport
         // Same stream, other tokens: nothing fetched again.
         #expect(origin.servedBytes("/t/seg0.ts") + origin.servedBytes("/t/seg1.ts") == fetched)
 
-        origin.stop()
-        let refused = RefusingPort(origin.port)
-        defer { withExtendedLifetime(refused) {} }
-        let offline = try play(serve.url(url))
+        let offline = try playOffline(serve.url(url), after: origin)
         #expect(offline.status == 200 && offline.segments == [s0, s1].map(TestBytes.sha256), "\(offline)")
         serve.stop()
     }
@@ -116,10 +121,7 @@ import VCacheTestSupport
         let range = try Curl.fetch(["-r", "1000-1999", serve.url(origin.url("/k/seg0.ts"))], in: dir)
         #expect(range.status == 206 && range.body == s0[1000..<2000], "\(range.status)")
 
-        origin.stop()
-        let refused = RefusingPort(origin.port)
-        defer { withExtendedLifetime(refused) {} }
-        let offline = try play(serve.url(url))
+        let offline = try playOffline(serve.url(url), after: origin)
         #expect(offline.status == 200 && offline.segments == [s0, s1].map(TestBytes.sha256), "\(offline)")
         serve.stop()
     }
@@ -138,10 +140,7 @@ import VCacheTestSupport
         let warm = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(warm.status == 0, "\(warm.stderr)")
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        origin.stop()
-        let refused = RefusingPort(origin.port)
-        defer { withExtendedLifetime(refused) {} }
-        let offline = try play(serve.url(url))
+        let offline = try playOffline(serve.url(url), after: origin)
         #expect(offline.status == 200 && offline.segments == [s0, s1].map(TestBytes.sha256), "\(offline)")
         serve.stop()
     }
