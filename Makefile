@@ -194,12 +194,25 @@ fuzz-run:
 # caches look like leaks), each in its own build path so the normal build is not redone after.
 # SANITIZE_FILTER picks the tests: by default the core's (VCacheCoreTests: in-process, where the
 # threads of prefetch and serve meet); SANITIZE_FILTER=. runs the whole suite (far slower: the
-# end-to-end tests' vcache is instrumented too). CI runs sanitize-address (about 2 minutes);
-# sanitize-thread reports accesses guarded by Synchronization's Mutex as races (it cannot see the
-# Mutex's futex), so it runs to the end and is read, not trusted: Docs/reliability.md.
+# end-to-end tests' vcache is instrumented too). sanitize-thread compiles with -DVCACHE_TSAN, which
+# makes Locked (the lock of every shared state) a pthread mutex TSan can see instead of
+# Synchronization's Mutex, whose futex it cannot (Docs/reliability.md, Sanitizers).
 SANITIZE_FILTER ?= VCacheCoreTests
+# Every report, from the tests and from the vcache processes they start, goes to a file under
+# TSAN_LOG; any report fails the target. Then the control: an unguarded counter, which must be reported.
+TSAN_LOG  = $(CURDIR)/.build/sanitize-thread/reports
+TSAN_TEST = SWIFT_BACKTRACE=enable=no $(SWIFT) test --sanitize=thread -Xswiftc -DVCACHE_TSAN --build-path .build/sanitize-thread
 sanitize-thread: deps-test
-	TSAN_OPTIONS=halt_on_error=0 $(SWIFT) test --sanitize=thread --build-path .build/sanitize-thread --filter '$(SANITIZE_FILTER)'
+	@rm -rf $(TSAN_LOG) && mkdir -p $(TSAN_LOG)/control
+	TSAN_OPTIONS="halt_on_error=0 exitcode=0 second_deadlock_stack=1 log_path=$(TSAN_LOG)/report" $(TSAN_TEST) --filter '$(SANITIZE_FILTER)'
+	@if ls $(TSAN_LOG)/report.* >/dev/null 2>&1; then head -60 $(TSAN_LOG)/report.*; \
+	  echo "sanitize-thread: $$(cat $(TSAN_LOG)/report.* | grep -c '^WARNING: ThreadSanitizer') reports, in $(TSAN_LOG)"; exit 1; fi
+	@VCACHE_TSAN_CONTROL=1 TSAN_OPTIONS="exitcode=0 log_path=$(TSAN_LOG)/control/report" $(TSAN_TEST) \
+	  --filter 'SanitizerControlTests/anUnguardedCounterIsReported' >/dev/null 2>&1 || true
+	@grep -qs "data race" $(TSAN_LOG)/control/report.* \
+	  || { echo "sanitize-thread: the control race was not reported: ThreadSanitizer was not watching"; exit 1; }
+	@echo "sanitize-thread: no ThreadSanitizer report; the control race was reported"
+
 sanitize-address: deps-test
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --build-path .build/sanitize-address --filter '$(SANITIZE_FILTER)'
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VCacheCore
 
 /// `vcache serve --port 0` as a subprocess: its base URL (the first line it prints), its log
 /// (stderr, in a file), and a clean stop.
@@ -90,7 +91,7 @@ public enum Curl {
 
     /// Each call's files are its own (players fetching at once from several threads must not
     /// write one another's head and body); the last call's stay as `h.txt` and `b.bin`.
-    private static let calls = Mutex(0)
+    private static let calls = Locked(0)
 
     /// Throws when curl itself fails (not for an HTTP error status: that is the test's to judge).
     public static func fetch(_ args: [String], in dir: TempDirectory) throws -> (status: Int, headers: [String: String], body: Data) {

@@ -72,7 +72,7 @@ public final class TestOrigin: Sendable {
         var stopped = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let changed = Condition()
     private let listener: Int32
     public let port: Int

@@ -52,7 +52,7 @@ import VCacheTestSupport
     /// them land.
     @Test func concurrentCommitsAllLandAndEachCallerSeesItsOwn() throws {
         let c = try Catalog(path: dir.file("g.db"))
-        let failures = Mutex<[String]>([])
+        let failures = Locked<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 8) { t in
             for i in 0..<50 {
                 let r = ByteRange(Int64(i) * 10, Int64(i) * 10 + 5)

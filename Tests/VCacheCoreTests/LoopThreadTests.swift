@@ -8,7 +8,7 @@ import Testing
 @Suite struct LoopThreadTests {
     /// Whether `loop` counts the calling thread as its own, asked from a new thread.
     static func isCurrentElsewhere(_ loop: LoopThread) -> Bool {
-        let seen = Mutex<Bool?>(nil)
+        let seen = Locked<Bool?>(nil)
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             seen.withLock { $0 = loop.isCurrent }

@@ -85,7 +85,7 @@ import VCacheTestSupport
         let serve = try ServeProcess(cacheDir: dir.file("live"), logDir: dir)
         let url = serve.url(origin.url("/m/index.m3u8"))
         let players = 6
-        let statuses = Mutex<[Int]>([])
+        let statuses = Locked<[Int]>([])
         // A thread per player (concurrentPerform would run only as many as there are cores).
         let done = DispatchGroup()
         for _ in 0..<players {

@@ -12,7 +12,7 @@ public final class Catalog: Sendable {
     static let chunkStatesSchema = 2, streamsSchema = 3, finalURLsSchema = 4, sharedMembersSchema = 5
     public let database: Database
     /// Updates waiting for the next group commit (`commit`).
-    private let commitQueue = Mutex<[CommitTicket]>([])
+    private let commitQueue = Locked<[CommitTicket]>([])
 
     /// Opens an existing catalog for reading only: no migration, nothing written (a catalog from
     /// a newer vcache is refused; one with no schema yet reads as empty).

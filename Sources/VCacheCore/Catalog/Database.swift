@@ -28,7 +28,7 @@ public struct DatabaseError: Error, Equatable, CustomStringConvertible, Sendable
 /// reused, values bound by type, work run inside `write { }` transactions that roll back on throw.
 /// Thread-safety: the connection is used only while `lock` is held, so one instance may be shared.
 public final class Database: Sendable {
-    private let lock = Mutex(())
+    private let lock = Locked(())
     // Only touched while `lock` is held; see the class comment.
     nonisolated(unsafe) private let connection: Connection
     public let path: String

@@ -26,7 +26,7 @@ public final class Fetcher {
             /// The multi handle to wake (curl_multi_wakeup is safe from any thread); 0 once detached.
             var multi = 0
         }
-        private let state = Mutex(State())
+        private let state = Locked(State())
 
         init(waking multi: UnsafeMutableRawPointer) { state.withLock { $0.multi = Int(bitPattern: multi) } }
 
@@ -55,7 +55,7 @@ public final class Fetcher {
     public final class StopFlag: Sendable {
         let value = Atomic<Int32>(0)
         // The multi handle to wake; curl_multi_wakeup is safe to call from any thread.
-        private let waker = Mutex<Int>(0)  // the pointer's bit pattern; 0 when detached
+        private let waker = Locked<Int>(0)  // the pointer's bit pattern; 0 when detached
         public init() {}
         public var reason: Int32 { value.load(ordering: .acquiring) }
 

@@ -178,7 +178,7 @@ public struct Exporter {
     }
 
     /// Temp files being written now (a signal handler removes them before the process dies).
-    static let temporaries = Mutex<Set<String>>([])
+    static let temporaries = Locked<Set<String>>([])
 
     /// Removes the temp files of exports in progress: for a process stopped by a signal, so an
     /// interrupted export leaves no hidden partial file behind.

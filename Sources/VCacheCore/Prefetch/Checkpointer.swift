@@ -48,7 +48,7 @@ final class Checkpointer: @unchecked Sendable {
         var queuedType: String?
         var scheduled = false
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private var digest: (hasher: SHA256Digest, through: Int64)?
 
     /// `carrying`: a checkpointer this one replaces (after the video changed and `data` was
@@ -74,7 +74,7 @@ final class Checkpointer: @unchecked Sendable {
                 s.error = p.error
             }
         }
-        self.state = Mutex(s)
+        self.state = Locked(s)
     }
 
     /// Ranges committed to the catalog plus those on their way there.

@@ -51,7 +51,7 @@ public final class LivePlaylists: Sendable {
         var copies: [String: Copy] = [:]
         var flights: [String: Flight] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// At most this many playlists are kept (a box plays a handful of live streams).
     static let capacity = 64
 

@@ -25,7 +25,7 @@ public final class Proxy: Sendable {
     public let allowedOrigins: AllowedOrigins?
     /// The names a request's Host may carry (the proxy's own; anything else is refused: DNS
     /// rebinding). Set once the server listens (its port is known then); until then nothing is served.
-    private let names = Mutex<ServerNames?>(nil)
+    private let names = Locked<ServerNames?>(nil)
     public var serverNames: ServerNames? {
         get { names.withLock { $0 } }
         set { names.withLock { $0 = newValue } }
@@ -37,7 +37,7 @@ public final class Proxy: Sendable {
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
     /// Open connections, from the server once it listens (for the metrics).
-    private let connectionCount = Mutex<(@Sendable () -> Int)?>(nil)
+    private let connectionCount = Locked<(@Sendable () -> Int)?>(nil)
     public func countConnections(_ count: @escaping @Sendable () -> Int) { connectionCount.withLock { $0 = count } }
 
     public init(readThrough: ReadThrough, allowedOrigins: AllowedOrigins? = nil, serverNames: ServerNames? = nil,

@@ -26,9 +26,9 @@ public final class ReadThrough: Sendable {
     let options: PrefetchOptions
     /// The size cap and the free space kept on the disk; `options.maxSize` and `options.minFree`
     /// at start, changed by `setLimits` (serve's SIGHUP).
-    private let limits: Mutex<(cap: Int64?, minFree: Int64?)>
-    private let boards = Mutex<[String: EntryBoard]>([:])
-    private let touched = Mutex<[String: ContinuousClock.Instant]>([:])
+    private let limits: Locked<(cap: Int64?, minFree: Int64?)>
+    private let boards = Locked<[String: EntryBoard]>([:])
+    private let touched = Locked<[String: ContinuousClock.Instant]>([:])
     private let touchQueue = DispatchQueue(label: "vcache.serve.touch")
     /// Idle boards kept (what this process wrote stays known for a while: a weak-ETag video it
     /// stored itself can be resumed); beyond this the least recently used are forgotten.
@@ -80,7 +80,7 @@ public final class ReadThrough: Sendable {
         var options = options
         options.expandStreams = false  // a player fetches what it plays, through the proxy
         self.options = options
-        limits = Mutex((options.maxSize, options.minFree))
+        limits = Locked((options.maxSize, options.minFree))
     }
 
     /// Storing jobs running now (serve's metrics): until each has let go of its lock, its files

@@ -54,7 +54,7 @@ public final class ServeMetrics: Sendable {
         }
     }
 
-    private let counts = Mutex(Counts())
+    private let counts = Locked(Counts())
     public let started = Date()
 
     public init() {}

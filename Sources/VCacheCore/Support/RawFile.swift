@@ -338,7 +338,7 @@ enum TestSeam {
     /// `VCACHE_TEST_PAUSE=NAME:PREFIX` makes the process create `PREFIX.reached` at point NAME and
     /// wait until `PREFIX.go` exists (or be killed there).
     nonisolated(unsafe) static var hooks: [String: @Sendable (String) -> Void] = [:]
-    private static let hooksLock = Mutex(())
+    private static let hooksLock = Locked(())
     private static let pausePoint: (name: String, prefix: String)? = {
         guard let v = ProcessInfo.processInfo.environment["VCACHE_TEST_PAUSE"], let colon = v.firstIndex(of: ":") else { return nil }
         return (String(v[..<colon]), String(v[v.index(after: colon)...]))

@@ -112,7 +112,7 @@ struct Console: Sendable {
     }
 
     /// Called once when a write to stdout or stderr finds the pipe closed.
-    static let brokenPipe = Mutex<(@Sendable () -> Void)?>(nil)
+    static let brokenPipe = Locked<(@Sendable () -> Void)?>(nil)
 
 
     /// Terminal width for bars; 80 when unknown.

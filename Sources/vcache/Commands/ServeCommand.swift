@@ -205,7 +205,7 @@ enum ServeCommand: VCacheCommand {
                           console: Console, json: Bool) -> Summaries {
         let queue = DispatchQueue(label: "vcache.serve.summary")
         let timer = DispatchSource.makeTimerSource(queue: queue)
-        let last = Mutex((counts: metrics.current, at: ContinuousClock.now))
+        let last = Locked((counts: metrics.current, at: ContinuousClock.now))
         timer.schedule(deadline: .now() + every, repeating: every)
         let emit: @Sendable () -> Void = {
             let now = metrics.current, instant = ContinuousClock.now
