@@ -104,7 +104,7 @@ import VCacheTestSupport
         TestSeam.setHook("export-link-after-hash", key: k) { exporting in
             guard exporting == k else { return }
             unlink(path)
-            FileManager.default.createFile(atPath: path, contents: TestBytes.make(2_000_000, seed: 99))
+            _ = FileManager.default.createFile(atPath: path, contents: TestBytes.make(2_000_000, seed: 99))
         }
         defer { TestSeam.setHook("export-link-after-hash", key: k, nil) }
         let out = cache.dir.file("out")

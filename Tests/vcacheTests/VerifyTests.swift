@@ -120,7 +120,7 @@ import VCacheTestSupport
         let orphan = String(repeating: "ab", count: 32)
         let folder = cache + "/entries/ab/" + orphan
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: folder + "/data", contents: Data("left by a crash".utf8))
+        #expect(FileManager.default.createFile(atPath: folder + "/data", contents: Data("left by a crash".utf8)))
         let r = try vcache(["verify", "--fix", "--json"])
         #expect(r.status == 1)  // something was wrong, even though it is fixed now
         let objects = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }

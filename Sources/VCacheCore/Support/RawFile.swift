@@ -73,9 +73,6 @@ public final class RawFile: Sendable {
 
     /// pwrite(2) of the whole buffer at an absolute offset; short writes continue.
     public func write(_ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64) throws {
-        #if DEBUG
-        if let e = TestSeam.injectedWriteError(path: path, count: buffer.count) { throw SystemError("write", path: path, errno: e) }
-        #endif
         let fd = try liveDescriptor()
         var done = 0
         while done < buffer.count {
@@ -319,20 +316,8 @@ public enum FileSystem {
 }
 
 #if DEBUG
-import Synchronization
-
-/// Debug builds only: lets end-to-end tests make `data` writes fail as a full disk would.
-/// `VCACHE_TEST_ENOSPC_AFTER=N`: writes to files named `data` fail with ENOSPC once N bytes went.
+/// Debug builds only: hooks for tests.
 enum TestSeam {
-    private static let limit: Int64? = ProcessInfo.processInfo.environment["VCACHE_TEST_ENOSPC_AFTER"].flatMap(Int64.init)
-    private static let written = Atomic<Int64>(0)
-
-    static func injectedWriteError(path: String, count: Int) -> Int32? {
-        guard let limit, path.hasSuffix("/data") else { return nil }
-        let before = written.add(Int64(count), ordering: .relaxed).oldValue
-        return before + Int64(count) > limit ? ENOSPC : nil
-    }
-
     /// Pause points for race and crash tests, so a test can act at an exact moment instead of
     /// guessing with a sleep. In-process: a hook set in `hooks` runs there. Across processes:
     /// `VCACHE_TEST_PAUSE=NAME:PREFIX` makes the process create `PREFIX.reached` at point NAME and
