@@ -8,24 +8,10 @@ import VCacheTestSupport
 @Suite struct HLSStreamsTests {
     static let origin = "http://origin.test/"
 
-    static func onPath(_ tool: String) -> Bool {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        return path.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)") }
-    }
-
-    /// Runs the script into a fresh temp dir; nil (with the reason printed) when it cannot run here.
+    /// The script's streams in a fresh temp dir; nil (with the reason printed) when it cannot run here.
     static func makeStreams() throws -> TempDirectory? {
-        for tool in ["ffmpeg", "openssl", "bash"] where !onPath(tool) {
-            print("skipped: \(tool) is not installed (Tests/Fixtures/hls/make-streams.sh needs it)")
-            return nil
-        }
         let dir = TempDirectory("vcache-hls")
-        let made = try Tool.run("/usr/bin/env", ["bash", Fixtures.path("hls/make-streams.sh"), dir.path])
-        guard made.status == 0 else {
-            Issue.record("make-streams.sh failed: \(made.err)")
-            return nil
-        }
-        return dir
+        return try Fixtures.makeStreams(into: dir.path) ? dir : nil
     }
 
     /// Every file under `dir`, relative to it.

@@ -12,12 +12,8 @@ import VCacheTestSupport
     /// The fixture streams on a TestOrigin under /o/, the ABR master given a French audio
     /// rendition and a subtitles group that the default prefetch does not fetch.
     func origin() throws -> TestOrigin? {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
-            print("skipped: ffmpeg is not installed")
-            return nil
-        }
         let made = dir.file("streams")
-        #expect(try Tool.run("/usr/bin/env", ["bash", Fixtures.path("hls/make-streams.sh"), made]).status == 0)
+        guard try Fixtures.makeStreams(into: made) else { return nil }
         let origin = try TestOrigin()
         for name in FileManager.default.enumerator(atPath: made)?.allObjects as? [String] ?? [] where name.contains(".") {
             let body = try Data(contentsOf: URL(fileURLWithPath: made + "/" + name))
