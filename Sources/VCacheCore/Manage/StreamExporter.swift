@@ -63,11 +63,8 @@ public struct StreamExporter {
         let store = self.store, rules = keyRules
         var plan = Plan { url, range in
             // What a member is, for its name: the first bytes it holds where the playlist uses it.
-            guard let e = (try? store.catalog.entry(key: rules.key(for: url))) ?? nil, let length = e.length else { return nil }
-            let span = ByteRange(range?.lowerBound ?? 0, min(length, (range?.lowerBound ?? 0) + 512))
-            guard !span.isEmpty, e.ranges.contains(span), let data = try? store.openDataForReading(key: e.key) else { return nil }
-            defer { data.close() }
-            return try? data.bytes(Int(span.count), at: span.lowerBound)
+            guard let e = (try? store.catalog.entry(key: rules.key(for: url))) ?? nil else { return nil }
+            return store.cachedBytes(of: e, at: range?.lowerBound ?? 0, count: 512)
         }
         var dropped: [String] = []
         switch playlist {

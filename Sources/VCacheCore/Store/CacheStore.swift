@@ -231,14 +231,14 @@ public final class CacheStore: Sendable {
         return file
     }
 
-    /// The entry's first `count` bytes (all of it when nil), read under LOCK_SH, when `e`'s ranges
-    /// (as `Catalog.entry` reads them) claim them all; nil otherwise.
-    public func cachedBytes(of e: CacheEntry, count: Int64? = nil) -> [UInt8]? {
-        guard let length = e.length else { return nil }
-        let n = min(count ?? length, length)
-        guard n > 0, e.ranges.contains(ByteRange(0, n)), let data = try? openDataForReading(key: e.key) else { return nil }
+    /// The entry's `count` bytes from `offset` (to its end when nil, and never past it), read under
+    /// LOCK_SH, when `e`'s ranges (as `Catalog.entry` reads them) claim them all; nil otherwise.
+    public func cachedBytes(of e: CacheEntry, at offset: Int64 = 0, count: Int64? = nil) -> [UInt8]? {
+        guard let length = e.length, offset >= 0, offset < length else { return nil }
+        let span = ByteRange(offset, min(length, count.map { offset + $0 } ?? length))
+        guard !span.isEmpty, e.ranges.contains(span), let data = try? openDataForReading(key: e.key) else { return nil }
         defer { data.close() }
-        return try? data.bytes(Int(n), at: 0)
+        return try? data.bytes(Int(span.count), at: span.lowerBound)
     }
 
     /// A reader's `data` (export, verify, info): read-only and never created, so a reader racing
