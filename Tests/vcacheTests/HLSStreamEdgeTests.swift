@@ -44,7 +44,7 @@ import VCacheTestSupport
 
     /// `EXT-X-MAP:URI="data:..."` is written in the playlist: nothing to fetch, and no member
     /// `ls`, `check` or `export` waits for; the export keeps the data: URI as written.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(5)))
     func anInlineInitSectionIsNoMemberToFetch() throws {
         let origin = try TestOrigin()
         let inline = "data:video/mp4;base64,AAAAEGZ0eXBpc281AAAAAA=="
@@ -75,7 +75,7 @@ import VCacheTestSupport
 
     /// A master whose variant is a master, or masters naming each other or themselves: the
     /// stream fails with one line and exit 4, and no playlist is asked twice.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(5)))
     func aMasterNamingAMasterFailsTheStream() throws {
         let origin = try TestOrigin()
         func master(_ variant: String) -> TestOrigin.Resource {
@@ -102,7 +102,7 @@ import VCacheTestSupport
 
     /// serve --allow-host follows no redirect: the player gets 502 and the log says where the
     /// origin redirected and what to do, not curl's "Maximum (0) redirects followed".
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(5)))
     func aRedirectServeDoesNotFollowIsSaidAsOne() throws {
         let origin = try TestOrigin()
         origin.setResource("/r/v.mp4", .init(body: Data(count: 1000)))
