@@ -148,5 +148,12 @@ import VCacheTestSupport
         let ignore = CacheKeyRules(ignoreQuery: true)
         #expect(ignore.key(for: URL(string: "https://cdn/v.mp4?x=1")!) == ignore.key(for: URL(string: "https://cdn/v.mp4")!))
         #expect(plain.key(for: URL(string: "https://cdn/v.mp4?x=1")!) != plain.key(for: URL(string: "https://cdn/v.mp4")!))
+        // Found by the Keys fuzzer: a host URLComponents parses but will not write back once
+        // changed (`%EF%BF%BB`) kept the URL as given, its query under ignoreQuery too.
+        let odd = "HTTP://>@%EF%BF%BBD"
+        #expect(ignore.normalise(URL(string: odd + "?")!) == "http://%3E@%EF%BF%BBD")
+        #expect(ignore.key(for: URL(string: odd + "?a=1#f")!) == ignore.key(for: URL(string: odd)!))
+        #expect(strip.normalise(URL(string: odd + "?token=a&q=1#f")!) == "http://%3E@%EF%BF%BBD?q=1")
+        #expect(strip.key(for: URL(string: odd + "?token=a")!) == strip.key(for: URL(string: odd + "?token=b")!))
     }
 }

@@ -28,7 +28,23 @@ public struct CacheKeyRules: Equatable, Sendable {
             let kept = items.filter { !stripParameters.contains($0.name) && !($0.name.isEmpty && ($0.value ?? "").isEmpty) }
             parts.percentEncodedQueryItems = kept.isEmpty ? nil : kept
         }
-        return parts.string ?? url.absoluteString
+        return parts.string ?? normaliseText(url.absoluteString)
+    }
+
+    /// The same rules on the text, for a URL URLComponents parses but will not write back once
+    /// changed (a host percent-encoded as a character it refuses, `%EF%BF%BB`): the scheme
+    /// lowered, the fragment dropped, the query ignored or its parameters stripped. (Such a URL
+    /// was keyed as given, its query kept under `--ignore-query`: found by the Keys fuzzer.)
+    func normaliseText(_ text: String) -> String {
+        var s = Substring(text)
+        if let hash = s.firstIndex(of: "#") { s = s[..<hash] }
+        if let colon = s.range(of: "://") { s = s[..<colon.lowerBound].lowercased() + s[colon.lowerBound...] }
+        guard let mark = s.firstIndex(of: "?") else { return String(s) }
+        let base = s[..<mark]
+        if ignoreQuery { return String(base) }
+        guard !stripParameters.isEmpty else { return String(s) }
+        let kept = s[s.index(after: mark)...].split(separator: "&").filter { !stripParameters.contains(String($0.prefix { $0 != "=" })) }
+        return kept.isEmpty ? String(base) : base + "?" + kept.joined(separator: "&")
     }
 
     public func key(for url: URL) -> String {
