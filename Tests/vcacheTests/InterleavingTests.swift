@@ -5,7 +5,7 @@ import VCacheTestSupport
 
 /// serve under every interleaving: a seeded random schedule of real processes on one cache
 /// (players reading whole videos and random ranges through `serve` with curl, `prefetch` of
-/// random ranges, `evict --all` and `evict --max-size`, `verify --fix`, the origin changing a
+/// random ranges and of overlapping lists with `-j 8`, `evict --all` and `evict --max-size`, `verify --fix`, the origin changing a
 /// video's version under a strong ETag, a weak ETag and none, serve restarted), run by four
 /// workers at once. Every body that arrives with 200/206 is compared with the bytes of the
 /// version its headers name; a response may be cut (a player retries) but never wrong; the
@@ -218,9 +218,19 @@ import VCacheTestSupport
                         op = "play \(path) \(args.joined(separator: " "))"
                         play(proxy: proxy, path: path, url: url, args: args, videos: videos, failures: failures, op: op, tag: tag)
                         continue
-                    case 55..<70:
+                    case 55..<63:
                         let a = rng.below(3 << 20), b = a + rng.below(1 << 20)
                         args = ["prefetch", url, "--range", "\(a)-\(b)", "-q"]
+                    case 63..<70:
+                        // A cron warm-up: a list of the videos (each listed once or twice, so two
+                        // lists running at once overlap), eight at a time, heads or whole.
+                        let list = dir.file("list-\(w)-\(i)")
+                        let urls = videos.paths.flatMap { p in Array(repeating: origin.url(p), count: rng.below(3)) }
+                        guard (try? urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)) != nil else {
+                            failures.add("\(tag): list \(list) not written")
+                            continue
+                        }
+                        args = ["prefetch", "-i", list, "-j", "8", "-q"] + (rng.below(2) == 0 ? ["--bytes", "\(1 + rng.below(2))M"] : [])
                     case 70..<76: args = ["evict", "--all"]
                     case 76..<82: args = ["evict", "--lru", "--max-size", "\(2 + rng.below(8))M"]
                     case 82..<88: args = ["verify", "--fix"]
