@@ -5,6 +5,9 @@
 # at a random moment the file system is shut down as a power cut would (FS_IOC_GOINGDOWN with no
 # log flush, as xfstests does), vcache killed, the image remounted. Then every byte the catalog
 # claims must equal the origin's, `vcache verify` must pass, and a resume must end byte-exact.
+# The cycles take turns at four workloads: a list with -j 4; the videos one `prefetch URL` at a
+# time; a list with -j 8 while an `evict --lru --max-size` and `verify --fix` loop runs beside it;
+# and `serve` with three players (curl) reading every video through it.
 #
 #   powercut.sh VCACHE CYCLES [--control]
 #
@@ -28,7 +31,7 @@ if [ "$control" = --control ]; then command -v eatmydata >/dev/null || skip "eat
 work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-powercut-XXXXXX")
 mnt="$work/mnt"; root="$work/root"; mkdir -p "$mnt" "$root"
 cleanup() {
-  [ -n "${pid:-}" ] && kill -9 "$pid" 2>/dev/null
+  [ -n "${pid:-}" ] && kill -9 -- "-$pid" 2>/dev/null
   mountpoint -q "$mnt" && umount -l "$mnt"
   # SIGKILL: a parent that blocks SIGTERM (a test runner) passes the mask on to nginx.
   [ -n "${ORIGIN_PID:-}" ] && kill -9 "$ORIGIN_PID" 2>/dev/null && wait "$ORIGIN_PID" 2>/dev/null
@@ -75,15 +78,21 @@ sys.exit(1 if bad else 0)
 ' "$mnt/cache" "$root"
 }
 
-# Every video the run reported complete before the cut is still complete after it.
+# Every video the run reported complete before the cut is still complete after it (unless an
+# evict reported it evicted after that).
 check_said() {
   VCACHE_DIR="$mnt/cache" "$bin" ls --json 2>/dev/null | python3 -c '
 import json, sys
-said = set()
-for line in open(sys.argv[1]):
-    try: o = json.loads(line)
-    except ValueError: continue
-    if o.get("event") == "done" and o.get("complete"): said.add(o["url"])
+done, evicted = {}, {}
+for path, seen, kind in ((sys.argv[1], done, "done"), (sys.argv[2], evicted, "evicted")):
+    try: lines = open(path).read().splitlines()
+    except OSError: continue
+    for line in lines:
+        try: o = json.loads(line)
+        except ValueError: continue
+        if o.get("event") == kind and (kind == "evicted" or o.get("complete")):
+            seen[o["url"]] = max(seen.get(o["url"], ""), o.get("time", ""))
+said = set(u for u, t in done.items() if t > evicted.get(u, ""))
 complete = set()
 for line in sys.stdin:
     o = json.loads(line)
@@ -91,7 +100,7 @@ for line in sys.stdin:
 lost = sorted(said - complete)
 for u in lost: print("reported complete before the cut, not complete after it: " + u)
 sys.exit(1 if lost else 0)
-' "$work/said.json"
+' "$work/said.json" "$work/evicted.json"
 }
 
 failures=0
@@ -99,21 +108,45 @@ for c in $(seq 1 "$cycles"); do
   mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" || { echo "cycle $c: cannot mount"; failures=$((failures + 1)); break; }
   # Half the cycles start from what the last one left (resume under cuts), half from scratch.
   [ $((c % 2)) = 0 ] && rm -rf "$mnt/cache"
-  # What vcache said was done goes outside the image: the cut must not take it back.
-  VCACHE_DIR="$mnt/cache" "${run[@]}" prefetch --json -i "$list" -j 4 --limit-rate 12M >"$work/said.json" 2>/dev/null &
+  # What vcache said was done goes outside the image: the cut must not take it back. Each
+  # workload runs in a process group of its own (setsid), killed whole at the cut.
+  : >"$work/said.json"; : >"$work/evicted.json"; : >"$work/played"
+  export VCACHE_DIR="$mnt/cache"
+  case $((c % 4)) in
+    1) workload="prefetch -j 4"
+       setsid "${run[@]}" prefetch --json -i "$list" -j 4 --limit-rate 12M >"$work/said.json" 2>/dev/null & ;;
+    2) workload="prefetch URL, one at a time"
+       setsid bash -c 'while read -r u; do "$@" prefetch --json --limit-rate 12M "$u"; done < "$0"' "$list" "${run[@]}" >"$work/said.json" 2>/dev/null & ;;
+    3) workload="prefetch -j 8 beside evict and verify --fix"
+       setsid bash -c 'said=$1 evicted=$2; shift 2
+         "$@" prefetch --json -i "$0" -j 8 --limit-rate 6M >"$said" 2>/dev/null &
+         while :; do "$@" evict --json --lru --max-size 12M >>"$evicted" 2>/dev/null; "$@" verify --fix >/dev/null 2>&1; done' \
+         "$list" "$work/said.json" "$work/evicted.json" "${run[@]}" & ;;
+    0) workload="serve with three players"
+       setsid bash -c 'list=$1; shift
+         "$@" serve --port 0 --quiet --limit-rate 12M >"$0.serve" 2>/dev/null &
+         for _ in $(seq 1 100); do grep -q http "$0.serve" 2>/dev/null && break; sleep 0.05; done
+         port=$(sed -n "1s/.*:\([0-9]*\).*/\1/p" "$0.serve")
+         for p in 1 2 3; do
+           (while read -r u; do curl -s -o /dev/null "$("$@" url --port "$port" "$u")" && echo "$u" >>"$0"; done < "$list") &
+         done; wait' "$work/played" "$list" "${run[@]}" & ;;
+  esac
   pid=$!
   # The cut comes at a random moment after the first video was reported complete (before that,
-  # there is nothing said to take back, and the control could not fail): 0.3 to 1.5 s later, past
-  # ext4's one-second commit (a cut before it loses little even without fsync).
+  # there is nothing said to take back, and the control could not fail) or, under serve, played
+  # whole: 0.3 to 1.5 s later, past ext4's one-second commit (a cut before it loses little even
+  # without fsync).
   for _ in $(seq 1 200); do
     grep -q '"event":"done"' "$work/said.json" 2>/dev/null && break
+    [ -s "$work/played" ] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.05
   done
   sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 1.5), 2))')"
-  [ -n "${POWERCUT_DEBUG:-}" ] && echo "cycle $c: cut after $(grep -c '"event":"done"' "$work/said.json") done"
+  [ -n "${POWERCUT_DEBUG:-}" ] && echo "cycle $c ($workload): cut after $(grep -c '"event":"done"' "$work/said.json") done, $(grep -c '"event":"evicted"' "$work/evicted.json") evicted, $(wc -l < "$work/played") played"
   python3 -c 'import fcntl, os, struct, sys; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))' "$mnt"
-  kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
+  kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
+  unset VCACHE_DIR
   umount "$mnt" 2>/dev/null || umount -l "$mnt"
   mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" || { echo "cycle $c: the file system does not mount after the cut"; failures=$((failures + 1)); break; }
   problem=""
@@ -137,7 +170,7 @@ for c in $(seq 1 "$cycles"); do
   fi
   if [ -n "$problem" ]; then
     failures=$((failures + 1))
-    echo "cycle $c: $problem" | head -5
+    echo "cycle $c ($workload): $problem" | head -5
   fi
   umount "$mnt"
 done
