@@ -64,18 +64,31 @@ import VCacheTestSupport
         // Between the drop's rows and its new `data`: a request for chunk 7, which no job of this
         // process wrote (the catalog claims nothing now, and `data` is still the old file).
         let next = ByteRange(Int64(7 * chunk), Int64(Self.length))
-        let dropped = Flag(), opened = DispatchSemaphore(value: 0)
-        let third = Box<RangeReader>(), thirdFirst = Box<Data>()
+        // Its player reads on a thread of its own (a reader stays on one thread); the drop goes
+        // on once it has its first bytes.
+        let dropped = Flag(), begun = DispatchSemaphore(value: 0), ended = DispatchSemaphore(value: 0)
+        let third = Box<RangeReader>(), nextSent = Box<Data>()
         TestSeam.setHook("drop-all-after-invalidate", key: key) { k in
             guard k == key, !dropped.value.exchange(true, ordering: .relaxed) else { return }
-            if let video = try? readThrough.open(url) {
+            Thread.detachNewThread {
+                defer { ended.signal() }
+                guard let video = try? readThrough.open(url) else {
+                    begun.signal()
+                    return
+                }
                 let r = readThrough.reader(video, range: next)
-                var buffer = [UInt8](repeating: 0, count: 64 << 10)
-                let n = buffer.withUnsafeMutableBytes { r.read(at: 0, into: $0) } ?? 0
-                thirdFirst.value = Data(buffer[0..<n])
                 third.value = r
+                var sent = Data()
+                var buffer = [UInt8](repeating: 0, count: 64 << 10)
+                while let n = buffer.withUnsafeMutableBytes({ r.read(at: Int64(sent.count), into: $0) }), n > 0 {
+                    sent.append(contentsOf: buffer[0..<n])
+                    if sent.count == n { begun.signal() }
+                }
+                if sent.isEmpty { begun.signal() }
+                r.finished(completed: sent.count == Int(next.count))
+                nextSent.value = sent
             }
-            opened.signal()
+            _ = begun.wait(timeout: .now() + 60)
         }
         defer { TestSeam.setHook("drop-all-after-invalidate", key: key, nil) }
         if players > 1 {
@@ -107,15 +120,7 @@ import VCacheTestSupport
             }
         }
         #expect(group.wait(timeout: .now() + 120) == .success)
-        #expect(opened.wait(timeout: .now() + 60) == .success, "the completion did not drop the video")
-        var nextSent = thirdFirst.value ?? Data()
-        if let r = third.value {
-            var buffer = [UInt8](repeating: 0, count: 64 << 10)
-            while let n = buffer.withUnsafeMutableBytes({ r.read(at: Int64(nextSent.count), into: $0) }), n > 0 {
-                nextSent.append(contentsOf: buffer[0..<n])
-            }
-            r.finished(completed: nextSent.count == Int(next.count))
-        }
+        #expect(ended.wait(timeout: .now() + 120) == .success, "the completion did not drop the video")
         readThrough.shutdown()  // every job ended (the last checkpoints committed)
 
         // No body has a byte other than the origin's (a cut is allowed; none is expected).
@@ -125,16 +130,22 @@ import VCacheTestSupport
             #expect(wrong == nil, "player \(i + 1) was sent other bytes from offset \(wrong ?? 0) on")
             #expect(sent.count == Int(span.count), "player \(i + 1) got \(sent.count) bytes")
         }
-        let wrongNext = ServeTrustRaceTests.firstWrong(nextSent, a2, from: Int(next.lowerBound))
+        let wrongNext = ServeTrustRaceTests.firstWrong(nextSent.value ?? Data(), a2, from: Int(next.lowerBound))
         #expect(wrongNext == nil, "the request during the drop was sent other bytes from offset \(wrongNext ?? 0) on")
-        #expect(nextSent.count == Int(next.count), "\(third.value?.failure ?? "no reader")")
+        #expect(nextSent.value?.count == Int(next.count), "\(third.value?.failure ?? "no reader")")
         // Every claim is of bytes the entry's `data` holds, and they are the origin's.
         let claims = try cache.inspector.verifyClaims(url, origin: a2)
         #expect(claims.mismatch == nil, "the catalog claims \(claims.mismatch.map { "\($0)" } ?? "") of a data file that does not hold it")
 
-        // A later player gets the whole video, byte for byte, and the entry completes with it.
+        // A later player gets chunk 7 (what a false claim would cut: the claim sends it to the
+        // new `data`), then the whole video, byte for byte, and the entry completes with it.
         let later = ReadThrough(store: cache.store, options: TestCache.fastOptions())
         defer { later.shutdown() }
+        let again = later.reader(try later.open(url), range: next)
+        let sentAgain = ServeTrustRaceTests.drain(again)
+        again.finished(completed: sentAgain.count == Int(next.count))
+        #expect(sentAgain.count == Int(next.count) && ServeTrustRaceTests.firstWrong(sentAgain, a2, from: Int(next.lowerBound)) == nil,
+                "a later read of chunk 7 got \(sentAgain.count) bytes (\(again.failure ?? "not cut"))")
         let whole = later.reader(try later.open(url), range: ByteRange(0, Int64(Self.length)))
         let sent = ServeTrustRaceTests.drain(whole)
         whole.finished(completed: sent.count == Self.length)
