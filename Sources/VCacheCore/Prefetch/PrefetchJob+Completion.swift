@@ -9,10 +9,10 @@ extension PrefetchJob {
         enter(.completing)
         let checkpointer = writer.checkpointer, data = writer.data
         let validators = entry.validators, contentType = entry.contentType, needsDigest = !entry.wasComplete
-        let store = self.store, key = self.key
+        let drop = allClaimsDropper
         fetcher.offload(to: checkpointer.queue, {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest,
-                          dropAllClaims: { try store.dropAllClaims(key: key, validators: $0) })
+                          dropAllClaims: drop)
         }, then: { [self] outcome in
             switch outcome {
             case .failed(let e): finish(e)
@@ -24,8 +24,21 @@ extension PrefetchJob {
 
     enum FinalOutcome: Sendable { case partial, completed, failed(PrefetchError) }
 
+    /// Drops every claim of the entry and gives it a new `data` (`CacheStore.dropAllClaims`).
+    /// Under a lock shared with other jobs (serve), only when none of them can still write the
+    /// old file and claim its bytes afterwards: now if this job is alone, else by the last job to
+    /// leave; no job joins meanwhile (`SharedWriterLock.dropAlone`).
+    var allClaimsDropper: @Sendable (Validators) throws -> Void {
+        let store = self.store, key = self.key, shared = options.sharedLock
+        return { validators in
+            let drop: @Sendable () throws -> Void = { try store.dropAllClaims(key: key, validators: validators) }
+            if let shared { try shared.dropAlone(drop) } else { try drop() }
+        }
+    }
+
     /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
-    /// `dropAllClaims`: drops every claim and gives the entry a new, empty `data` (the job's own stays open, unlinked).
+    /// `dropAllClaims`: drops every claim and gives the entry a new, empty `data` (the job's own stays open, unlinked),
+    /// or has it done once no other job shares the entry (`allClaimsDropper`).
     static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
                          contentType: String?, needsDigest: Bool, dropAllClaims: (Validators) throws -> Void) -> FinalOutcome {
         var digest: ChunkStates?

@@ -200,10 +200,10 @@ final class PrefetchJob: TransferDelegate {
         let batch = writer.takePending()
         enter(.completing)
         let checkpointer = writer.checkpointer, data = writer.data
-        let validators = entry.validators, contentType = entry.contentType, store = self.store, key = self.key
+        let validators = entry.validators, contentType = entry.contentType, drop = allClaimsDropper
         let outcome = checkpointer.queue.sync {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: true,
-                          dropAllClaims: { try store.dropAllClaims(key: key, validators: $0) })
+                          dropAllClaims: drop)
         }
         switch outcome {
         case .failed(let e): finish(e)

@@ -452,6 +452,7 @@ public final class ReadThrough: Sendable {
             _ = makeRoom(for: key, wanted: span.count)
         }
         board.writerEnded(writer, error: result.error)
+        testPause("serve-job-before-leave", key)
         shared.leave()
         if result.error == nil { try? store.catalog.touch(key: key) }
         release(board)

@@ -283,6 +283,7 @@ public final class CacheStore: Sendable {
     /// now, can put another version into that file.
     public func dropAllClaims(key: String, validators: Validators) throws {
         try catalog.invalidate(key: key, validators: validators)
+        testPause("drop-all-after-invalidate", key)
         try replaceData(key: key, closing: nil).close()
     }
 
