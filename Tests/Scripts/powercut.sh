@@ -55,7 +55,9 @@ run=("$bin")
 
 # Every claim against the origin: each range the catalog claims, byte for byte.
 check_claims() {
-  VCACHE_DIR="$mnt/cache" "$bin" ls --json --ranges 2>/dev/null | python3 -c '
+  local listed
+  listed=$(VCACHE_DIR="$mnt/cache" "$bin" ls --json --ranges 2>"$work/ls.err") || { echo "ls failed: $(head -3 "$work/ls.err")"; return 1; }
+  echo "$listed" | python3 -c '
 import json, sys, hashlib
 cache, root = sys.argv[1], sys.argv[2]
 bad = 0
@@ -81,7 +83,9 @@ sys.exit(1 if bad else 0)
 # Every video the run reported complete before the cut is still complete after it (unless an
 # evict reported it evicted after that).
 check_said() {
-  VCACHE_DIR="$mnt/cache" "$bin" ls --json 2>/dev/null | python3 -c '
+  local listed
+  listed=$(VCACHE_DIR="$mnt/cache" "$bin" ls --json 2>"$work/ls.err") || { echo "ls failed: $(head -3 "$work/ls.err")"; return 1; }
+  echo "$listed" | python3 -c '
 import json, sys
 done, evicted = {}, {}
 for path, seen, kind in ((sys.argv[1], done, "done"), (sys.argv[2], evicted, "evicted")):
@@ -145,10 +149,15 @@ for c in $(seq 1 "$cycles"); do
   sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 1.5), 2))')"
   [ -n "${POWERCUT_DEBUG:-}" ] && echo "cycle $c ($workload): cut after $(grep -c '"event":"done"' "$work/said.json") done, $(grep -c '"event":"evicted"' "$work/evicted.json") evicted, $(wc -l < "$work/played") played"
   python3 -c 'import fcntl, os, struct, sys; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))' "$mnt"
-  kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
+  kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  # Every process of the group gone before the unmount (a slow one, under ASan, kept it busy: a
+  # lazy unmount then left the shut-down file system attached, and the next mount reused it).
+  for _ in $(seq 1 600); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.05; done
+  pid=""
   unset VCACHE_DIR
-  umount "$mnt" 2>/dev/null || umount -l "$mnt"
+  umount "$mnt" || { echo "cycle $c: cannot unmount after the cut: $(fuser -vm "$mnt" 2>&1 | tail -3)"; failures=$((failures + 1)); break; }
   mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" || { echo "cycle $c: the file system does not mount after the cut"; failures=$((failures + 1)); break; }
+  ls "$mnt" >/dev/null || { echo "cycle $c: the file system mounted after the cut cannot be read"; failures=$((failures + 1)); break; }
   problem=""
   if [ -d "$mnt/cache" ]; then
     out=$(check_claims 2>&1) || problem="$out"
