@@ -109,6 +109,16 @@ public final class NetNamespace: @unchecked Sendable {
             """)
     }
 
+    /// Slows what the origin sends (TCP from its port) to `rate` (tc's units: "8mbit"), and
+    /// nothing else: a player reading from serve inside the namespace is not slowed. An htb
+    /// class and a u32 filter (this kernel has tbf and htb, not prio or netem).
+    public func slowOrigin(rate: String) throws {
+        try must("tc", ["qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "10"])
+        try must("tc", ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit", "quantum", "60000"])
+        try must("tc", ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:20", "htb", "rate", rate, "ceil", rate, "burst", "16kb"])
+        try must("tc", ["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "sport", String(port), "0xffff", "flowid", "1:20"])
+    }
+
     /// Removes `faultOnce`'s rules.
     public func liftFaults() throws { try must("nft", ["delete", "table", "inet", "vcachefault"]) }
 
