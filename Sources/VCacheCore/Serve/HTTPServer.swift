@@ -90,11 +90,16 @@ public final class HTTPServer: @unchecked Sendable {
 
     public typealias Handler = @Sendable (Request) -> Response
 
-    /// Connections to accept with `descriptors` open files allowed: each costs one, a cold one up
-    /// to four (the player's socket, `data`, a socket to the origin, the storing job's catalog
-    /// and lock), and 64 are kept for the rest; at most 1,024 (a thread each).
+    /// Descriptors a connection may cost: a cold one seven (measured by
+    /// `ServeDescriptorLimitTests`): the player's socket, `data` twice (the reader's and the
+    /// storing job's), the entry's folder (the job's lock), a socket to the origin and the job's
+    /// libcurl socket pair; one more to spare.
+    public static let descriptorsPerColdConnection = 8
+
+    /// Connections to accept with `descriptors` open files allowed: each may cost
+    /// `descriptorsPerColdConnection`, and 64 are kept for the rest; at most 1,024 (a thread each).
     public static func connectionLimit(descriptors: Int) -> UInt32 {
-        UInt32(max(16, min(1024, (descriptors - 64) / 4)))
+        UInt32(max(16, min(1024, (descriptors - 64) / descriptorsPerColdConnection)))
     }
 
     /// libmicrohttpd's version, e.g. "0.9.75".
