@@ -37,3 +37,35 @@ public struct ProcessStats: Equatable, Sendable {
             .joined(separator: " ")
     }
 }
+
+extension ServeProcess {
+    /// Waits (bounded: 60 s) until serve's own counters say no storing job is left and the only
+    /// connection is the scrape asking (`/metrics`, fetched by curl inside `ns` when given); then,
+    /// with `descriptorsAtMost`, (bounded: 10 s) until it holds no more descriptors than that (a
+    /// connection counts as closed a moment before its thread lets go). Nil when so; else what
+    /// is still held.
+    public func settles(inside ns: NetNamespace? = nil, descriptorsAtMost baseline: ProcessStats? = nil) -> String? {
+        let idle = { (m: String) in m.contains("\nvcache_storing_jobs 0\n") && m.contains("\nvcache_open_connections 1\n") }
+        let deadline = ContinuousClock.now + .seconds(60)
+        var metrics = ""
+        repeat {
+            let args = ["-s", "--max-time", "5", base + "/metrics"]
+            let r = try? (ns.map { try $0.run("/usr/bin/curl", args) } ?? Tool.run("/usr/bin/curl", args))
+            metrics = String(decoding: r?.out ?? Data(), as: UTF8.self)
+            if idle(metrics) { break }
+            usleep(50_000)  // polling serve's counters: nothing pushes them
+        } while ContinuousClock.now < deadline
+        guard idle(metrics) else {
+            return "serve never became idle: \(metrics.split(separator: "\n").filter { $0.hasPrefix("vcache_storing_jobs") || $0.hasPrefix("vcache_open_connections") })"
+        }
+        guard let baseline else { return nil }
+        let settled = ContinuousClock.now + .seconds(10)
+        while let now = ProcessStats.of(process.pid), now.descriptors > baseline.descriptors {
+            if ContinuousClock.now > settled {
+                return "serve holds \(now.descriptors) descriptors against \(baseline.descriptors) before: \(ProcessStats.descriptorList(process.pid))"
+            }
+            usleep(20_000)  // polling /proc: no event says a thread let go
+        }
+        return nil
+    }
+}

@@ -51,34 +51,6 @@ import VCacheTestSupport
         try gets(ns, [url], extra)[0]
     }
 
-    /// Waits (bounded: 60 s) until serve's own counters say no storing job is left and the only
-    /// connection is the scrape asking; then (bounded: 10 s) until it holds no more descriptors
-    /// than `baseline` (a connection counts as closed a moment before its thread lets go). Nil
-    /// when so; else what is still held.
-    static func settles(_ ns: NetNamespace?, _ serve: ServeProcess, baseline: ProcessStats?) throws -> String? {
-        let deadline = ContinuousClock.now + .seconds(60)
-        var metrics = ""
-        repeat {
-            let args = ["-s", "--max-time", "5", serve.base + "/metrics"]
-            let r = try ns.map { try $0.run("/usr/bin/curl", args) } ?? Tool.run("/usr/bin/curl", args)
-            metrics = String(decoding: r.out, as: UTF8.self)
-            if metrics.contains("\nvcache_storing_jobs 0\n") && metrics.contains("\nvcache_open_connections 1\n") { break }
-            usleep(50_000)  // polling serve's counters: nothing pushes them
-        } while ContinuousClock.now < deadline
-        guard metrics.contains("\nvcache_storing_jobs 0\n") && metrics.contains("\nvcache_open_connections 1\n") else {
-            return "serve never became idle: \(metrics.split(separator: "\n").filter { $0.hasPrefix("vcache_storing_jobs") || $0.hasPrefix("vcache_open_connections") })"
-        }
-        guard let baseline else { return nil }
-        let settled = ContinuousClock.now + .seconds(10)
-        while let now = ProcessStats.of(serve.process.pid), now.descriptors > baseline.descriptors {
-            if ContinuousClock.now > settled {
-                return "serve holds \(now.descriptors) descriptors against \(baseline.descriptors) before: \(ProcessStats.descriptorList(serve.process.pid))"
-            }
-            usleep(20_000)  // polling /proc: no event says a thread let go
-        }
-        return nil
-    }
-
     @Test(.timeLimit(.minutes(6)))
     func aSlowOriginIsServedByteExactAndTheTimeoutDoesNotFireWhileBytesMove() throws {
         guard let ns = try namespace() else { return }
@@ -95,7 +67,7 @@ import VCacheTestSupport
         // 3 MiB at 8 Mbit/s take at least 3.1 s: the link really was slow, three times --timeout.
         #expect(r.seconds > 3, "\(r.seconds) s: the link was not slowed")
         #expect(!serve.log.contains { $0.contains("stalled") || $0.contains("timed out") }, "\(serve.log)")
-        #expect(try Self.settles(ns, serve, baseline: nil) == nil)
+        #expect(serve.settles(inside: ns) == nil)
         let inspector = try CacheInspector(directory: cache)
         #expect(try inspector.verifyClaims(origin, origin: Self.video).mismatch == nil)
         #expect(try inspector.entry(origin)?.isComplete == true)
@@ -106,7 +78,7 @@ import VCacheTestSupport
         let movie = ns.url("/moov-at-end.mp4")
         let play = try ns.run("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", serve.url(movie), "-f", "null", "-"])
         #expect(play.status == 0 && play.err.isEmpty, "ffmpeg: \(play.err)")
-        #expect(try Self.settles(ns, serve, baseline: nil) == nil)
+        #expect(serve.settles(inside: ns) == nil)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: ns.root + "/moov-at-end.mp4"))
         #expect(try inspector.verifyClaims(movie, origin: bytes).mismatch == nil)
         #expect(!serve.log.contains { $0.contains("stalled") || $0.contains("timed out") }, "\(serve.log)")
@@ -122,7 +94,7 @@ import VCacheTestSupport
         // One whole request first (fast), so that what serve opens once (the catalog's files) is open.
         let movie = ns.url("/moov-at-end.mp4")
         #expect(try get(ns, serve.url(movie)).status == 200)
-        #expect(try Self.settles(ns, serve, baseline: nil) == nil)
+        #expect(serve.settles(inside: ns) == nil)
         let baseline = try #require(ProcessStats.of(serve.process.pid))
 
         try ns.slowOrigin(rate: "8mbit")
@@ -134,14 +106,14 @@ import VCacheTestSupport
             #expect(r.curl == 28 && r.body.count < Self.video.count, "curl exit \(r.curl), \(r.body.count) bytes")
             #expect(TestBytes.sha256(r.body) == TestBytes.sha256(Self.video.prefix(r.body.count)), "the bytes received are not the origin's")
         }
-        let settled = try Self.settles(ns, serve, baseline: baseline)
+        let settled = serve.settles(inside: ns, descriptorsAtMost: baseline)
         #expect(settled == nil, "\(settled ?? "")")
         #expect(try CacheInspector(directory: cache).verifyClaims(origin, origin: Self.video).mismatch == nil)
 
         let again = try get(ns, serve.url(origin))
         print("then whole: \(again.status), \(again.body.count) bytes in \(again.seconds) s")
         #expect(again.curl == 0 && again.status == 200 && TestBytes.sha256(again.body) == TestBytes.sha256(Self.video))
-        #expect(try Self.settles(ns, serve, baseline: baseline) == nil)
+        #expect(serve.settles(inside: ns, descriptorsAtMost: baseline) == nil)
         let inspector = try CacheInspector(directory: cache)
         #expect(try inspector.verifyClaims(origin, origin: Self.video).mismatch == nil)
         #expect(try inspector.dataSHA256(origin) == TestBytes.sha256(Self.video))
@@ -165,7 +137,7 @@ import VCacheTestSupport
         let slow = try get(nil, serve.url(origin), ["--limit-rate", "4M", "--max-time", "2"])
         #expect(slow.curl == 28 && slow.status == 200 && slow.body.count < big.count, "curl exit \(slow.curl), \(slow.status), \(slow.body.count) bytes")
         #expect(TestBytes.sha256(slow.body) == TestBytes.sha256(big.prefix(slow.body.count)), "the bytes received are not the origin's")
-        #expect(try Self.settles(nil, serve, baseline: nil) == nil)
+        #expect(serve.settles() == nil)
         let after = try #require(ProcessStats.of(serve.process.pid))
         let inspector = try CacheInspector(directory: cache)
         let claims = try inspector.verifyClaims(origin, origin: big)
