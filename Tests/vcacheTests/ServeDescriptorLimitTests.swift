@@ -151,4 +151,48 @@ import VCacheTestSupport
         print("a cold player costs \(each) descriptors (\(baseline.descriptors) idle, \(now.descriptors) with four); the limit assumes \(HTTPServer.descriptorsPerColdConnection)")
         #expect(each <= Double(HTTPServer.descriptorsPerColdConnection), "\(ProcessStats.descriptorList(serve.process.pid))")
     }
+
+    /// Players past the connection limit are turned away by libmicrohttpd (accepted, then
+    /// closed), which said nothing: serve logs it, once for ten turned away (at most one such
+    /// line every 10 s, with the count of those not logged), and serves again once there is room.
+    @Test(.timeLimit(.minutes(6)))
+    func playersTurnedAwayAtTheConnectionLimitAreLoggedOnceNotEachAndServeAnswersAfter() throws {
+        guard Nginx.binary != nil else { return print("skipped: nginx is not installed") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else { return print("skipped: prlimit is not installed") }
+        let nginx = try Nginx()
+        defer { nginx.stop() }
+        let bytes = TestBytes.make(1 << 20, seed: 2800)
+        let origin = try nginx.publish("v.mp4", bytes)
+        let cache = dir.file("cache-limit")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--header-timeout", "120s"],
+                                     launcher: ["/usr/bin/prlimit", "--nofile=200:200"])
+        defer { serve.stop() }
+        let limit = Int(HTTPServer.connectionLimit(descriptors: 200))
+        // Idle connections (no request head: held for --header-timeout) up to the limit; serve's
+        // counters see all but the last (the scrape itself is one).
+        var held = (0..<(limit - 1)).map { _ in Sockets.connectLoopback(serve.port) }
+        defer { for fd in held where fd >= 0 { close(fd) } }
+        #expect(held.allSatisfy { $0 >= 0 })
+        let deadline = ContinuousClock.now + .seconds(30)
+        var seen = false
+        while !seen && ContinuousClock.now < deadline {
+            let m = try Tool.run("/usr/bin/curl", ["-s", "--max-time", "5", serve.base + "/metrics"])
+            seen = String(decoding: m.out, as: UTF8.self).contains("\nvcache_open_connections \(limit)\n")
+            if !seen { usleep(20_000) }  // polling serve's counters: nothing pushes them
+        }
+        #expect(seen, "serve never counted \(limit - 1) idle connections")
+        held.append(Sockets.connectLoopback(serve.port))
+        // Ten more: each accepted and closed at once, nothing answered.
+        for _ in 0..<10 {
+            let answer = Sockets.exchange(serve.port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(answer.isEmpty, "a player past the limit was answered: \(String(decoding: answer, as: UTF8.self))")
+        }
+        let said = serve.log.filter { $0.contains("connection limit") }
+        #expect(said.count == 1 && said[0].hasPrefix("vcache serve: cannot take a player: Server reached connection limit"), "\(serve.log.joined(separator: "\n"))")
+        for fd in held where fd >= 0 { close(fd) }
+        held = []
+        #expect(serve.settles() == nil)
+        let r = try Curl.fetch(["--max-time", "30", serve.url(origin)], in: dir)
+        #expect(r.status == 200 && TestBytes.sha256(r.body) == TestBytes.sha256(bytes))
+    }
 }
