@@ -110,7 +110,7 @@ public final class HTTPServer: @unchecked Sendable {
     let heads: HeadDeadlines
     /// libmicrohttpd's messages about players it could not take, filtered (`ServerErrorLog`).
     private let errorLog: (@Sendable (String) -> Void)?
-    private let errorLines = Mutex(ServerErrorLog())
+    private let errorLines = Locked(ServerErrorLog())
     /// Given to libmicrohttpd as its logger's context; freed once the daemon is stopped.
     private let logger = UnsafeMutablePointer<vc_mhd_logger>.allocate(capacity: 1)
     private var daemon: OpaquePointer?
