@@ -7,17 +7,32 @@
 #include <stdio.h>
 #include <microhttpd.h>
 
+#include <stdarg.h>
+
+/// Where libmicrohttpd's error messages go: `fn(ctx, line)`, the line formatted here (a C
+/// va_list cannot reach Swift).
+typedef void (*vc_mhd_line_fn)(void *ctx, const char *line);
+struct vc_mhd_logger { vc_mhd_line_fn fn; void *ctx; };
+
+static void vc_mhd_log(void *cls, const char *format, va_list ap) {
+    struct vc_mhd_logger *logger = (struct vc_mhd_logger *)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, format, ap);
+    if (logger && logger->fn) logger->fn(logger->ctx, line);
+}
+
 /// Thread per connection, poll() (select() breaks past fd 1024), bound to `addr`, with every limit
-/// set explicitly (a memory limit of 0 is taken literally: every request would fail with 414).
+/// set explicitly; its error messages to `logger` (none when NULL) (a memory limit of 0 is taken literally: every request would fail with 414).
 static inline struct MHD_Daemon *vc_mhd_start(const struct sockaddr *addr,
                                               MHD_AccessHandlerCallback handler, void *handler_cls,
                                               MHD_RequestCompletedCallback completed, void *completed_cls,
                                               MHD_NotifyConnectionCallback notify, void *notify_cls,
                                               unsigned int timeout_seconds, unsigned int connection_limit,
                                               unsigned int per_ip_limit, size_t memory_limit, size_t stack_size,
-                                              unsigned int ipv6) {
+                                              unsigned int ipv6, struct vc_mhd_logger *logger) {
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
     if (ipv6) flags |= MHD_USE_IPv6;
+    if (logger) flags |= MHD_USE_ERROR_LOG;
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_SOCK_ADDR, addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
@@ -27,6 +42,7 @@ static inline struct MHD_Daemon *vc_mhd_start(const struct sockaddr *addr,
                             MHD_OPTION_THREAD_STACK_SIZE, stack_size,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
+                            MHD_OPTION_EXTERNAL_LOGGER, vc_mhd_log, (void *)logger,
                             MHD_OPTION_END);
 }
 

@@ -80,6 +80,48 @@ public final class NetNamespace: @unchecked Sendable {
         try must("nft", ["-f", file])
     }
 
+    /// How `faultOnce` breaks a connection.
+    public enum Fault: Sendable {
+        /// The client's next packets get a TCP reset back (the client sees ECONNRESET).
+        case reset
+        /// Every packet of the connection vanishes from then on (the client stalls).
+        case blackHole
+    }
+
+    /// Breaks the first connection to the origin whose reply crossed `bytes` (headers included),
+    /// and only that one: its conntrack entry is marked once (`limit rate 1/hour burst 1 packets`),
+    /// then the marked connection is reset or black-holed. Connections opened after it (a retry,
+    /// the other members of a stream, the next run) pass, so a run meets exactly one fault, at a
+    /// place the test chose. Lifted with `liftFaults()`.
+    public func faultOnce(after bytes: Int, _ fault: Fault) throws {
+        let action = switch fault {
+        case .reset: "tcp dport \(port) ct mark 0x2501 reject with tcp reset"
+        case .blackHole: "ct mark 0x2501 drop"
+        }
+        try nft("""
+            table inet vcachefault {
+                chain input {
+                    type filter hook input priority 0;
+                    \(action)
+                    tcp sport \(port) ct reply bytes gt \(bytes) ct mark 0 limit rate 1/hour burst 1 packets ct mark set 0x2501\(fault == .blackHole ? " drop" : "")
+                }
+            }
+            """)
+    }
+
+    /// Slows what the origin sends (TCP from its port) to `rate` (tc's units: "8mbit"), and
+    /// nothing else: a player reading from serve inside the namespace is not slowed. An htb
+    /// class and a u32 filter (this kernel has tbf and htb, not prio or netem).
+    public func slowOrigin(rate: String) throws {
+        try must("tc", ["qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "10"])
+        try must("tc", ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit", "quantum", "60000"])
+        try must("tc", ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:20", "htb", "rate", rate, "ceil", rate, "burst", "16kb"])
+        try must("tc", ["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "sport", String(port), "0xffff", "flowid", "1:20"])
+    }
+
+    /// Removes `faultOnce`'s rules.
+    public func liftFaults() throws { try must("nft", ["delete", "table", "inet", "vcachefault"]) }
+
     public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
     /// A command prefix that runs a program inside the namespace (nsenter execs it: same pid).

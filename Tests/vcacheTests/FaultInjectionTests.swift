@@ -157,6 +157,19 @@ import VCacheTestSupport
         try expectTrueClaimsThenResume(s)
     }
 
+    /// socket(2) fails with EMFILE (no descriptor left for the connection to the origin): the
+    /// line names that cause, not an origin that refused ("Couldn't connect to server", all
+    /// libcurl says of it); exit 3, nothing claimed, the next run completes.
+    @Test(.timeLimit(.minutes(5)))
+    func noDescriptorForASocketSaysSoAndTheNextRunCompletes() throws {
+        guard Self.has(Self.strace, "strace") else { return }
+        let s = try setUp("nosocket", seed: 2508)
+        let r = try underStrace(s, calls: "socket", inject: "socket:error=EMFILE", ["prefetch", "--retries", "0", s.url])
+        expectOneLine(r, status: 3) { $0.hasSuffix("vcache: cannot prefetch \(s.url): cannot connect (cannot open a socket: Too many open files)") }
+        #expect(try CacheInspector(directory: s.cache).verifyClaims(s.url, origin: s.body).claimed == 0)
+        try expectTrueClaimsThenResume(s)
+    }
+
     /// verify --fix drops a video changed at the origin: rows first, then a new `data`. When the
     /// old `data` cannot be removed (EIO from unlink), the fix says so in one line and exits 5
     /// (it was reported fixed, exit 1, with the file left in place); the claims stay true and the

@@ -60,6 +60,8 @@ public final class CurlTransfer {
     /// Said when a redirect is not followed (`RequestOptions.noRedirectReason`); nil: redirects follow.
     private let noRedirectReason: String?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    /// errno of a socket(2) that failed (0: none did), which libcurl does not report.
+    private let socketErrno = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
     public init(url: String, range: String?, ifRange: String?, options: RequestOptions, delegate: TransferDelegate) throws {
@@ -71,6 +73,7 @@ public final class CurlTransfer {
         stallTimeout = .milliseconds(Int64(max(0.05, options.stallTimeout) * 1000))
         noRedirectReason = options.maxRedirects == 0 ? options.noRedirectReason : nil
         errorBuffer.initialize(to: 0)
+        socketErrno.initialize(to: 0)
         // Only the video's own bytes are stored: no encoding is asked for (an origin that encodes
         // anyway is refused by ResponseJudge).
         var lines = options.headers + ["Accept-Encoding: identity"]
@@ -80,6 +83,7 @@ public final class CurlTransfer {
         try set(vc_easy_setopt_str(easy, CURLOPT_URL, url), "CURLOPT_URL")
         try set(vc_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         try set(vc_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
+        try set(vc_easy_keep_socket_errno(easy, socketErrno), "CURLOPT_OPENSOCKETFUNCTION")
         try set(vc_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
         try set(vc_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
         try set(vc_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1), "CURLOPT_FOLLOWLOCATION")
@@ -145,6 +149,7 @@ public final class CurlTransfer {
         curl_slist_free_all(headerList)
         curl_slist_free_all(resolveList)
         errorBuffer.deallocate()
+        socketErrno.deallocate()
     }
 
     private func receiveHeaderLine(_ raw: UnsafeRawBufferPointer) {
@@ -256,7 +261,11 @@ public final class CurlTransfer {
             return TransportError(kind: .redirectRefused, message: "the origin redirected to \(to); \(why)", code: Int(code.rawValue))
         }
         let buffered = String(cString: errorBuffer)
-        let message = buffered.isEmpty ? String(cString: curl_easy_strerror(code)) : buffered
+        var message = buffered.isEmpty ? String(cString: curl_easy_strerror(code)) : buffered
+        // No descriptor for a socket: this process's limit (or the system's), not the origin.
+        if code == CURLE_COULDNT_CONNECT, socketErrno.pointee == EMFILE || socketErrno.pointee == ENFILE {
+            message = "cannot open a socket: \(String(cString: strerror(socketErrno.pointee)))"
+        }
         let kind: TransportError.Kind
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .resolve

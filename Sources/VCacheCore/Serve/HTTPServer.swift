@@ -5,6 +5,7 @@ import Darwin
 #endif
 import CMicroHTTPD
 import Foundation
+import Synchronization
 
 /// The HTTP/1.1 server of `serve`: libmicrohttpd in thread-per-connection mode, behind this one
 /// type (no other file imports CMicroHTTPD). It parses requests, keeps connections alive, answers
@@ -90,11 +91,16 @@ public final class HTTPServer: @unchecked Sendable {
 
     public typealias Handler = @Sendable (Request) -> Response
 
-    /// Connections to accept with `descriptors` open files allowed: each costs one, a cold one up
-    /// to four (the player's socket, `data`, a socket to the origin, the storing job's catalog
-    /// and lock), and 64 are kept for the rest; at most 1,024 (a thread each).
+    /// Descriptors a connection may cost: a cold one seven (measured by
+    /// `ServeDescriptorLimitTests`): the player's socket, `data` twice (the reader's and the
+    /// storing job's), the entry's folder (the job's lock), a socket to the origin and the job's
+    /// libcurl socket pair; one more to spare.
+    public static let descriptorsPerColdConnection = 8
+
+    /// Connections to accept with `descriptors` open files allowed: each may cost
+    /// `descriptorsPerColdConnection`, and 64 are kept for the rest; at most 1,024 (a thread each).
     public static func connectionLimit(descriptors: Int) -> UInt32 {
-        UInt32(max(16, min(1024, (descriptors - 64) / 4)))
+        UInt32(max(16, min(1024, (descriptors - 64) / descriptorsPerColdConnection)))
     }
 
     /// libmicrohttpd's version, e.g. "0.9.75".
@@ -102,6 +108,11 @@ public final class HTTPServer: @unchecked Sendable {
 
     let handler: Handler
     let heads: HeadDeadlines
+    /// libmicrohttpd's messages about players it could not take, filtered (`ServerErrorLog`).
+    private let errorLog: (@Sendable (String) -> Void)?
+    private let errorLines = Locked(ServerErrorLog())
+    /// Given to libmicrohttpd as its logger's context; freed once the daemon is stopped.
+    private let logger = UnsafeMutablePointer<vc_mhd_logger>.allocate(capacity: 1)
     private var daemon: OpaquePointer?
     private let stopLock = NSLock()
     public private(set) var port: Int = 0
@@ -119,8 +130,12 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    public init(address: String, port: UInt16, limits: Limits = Limits(), handler: @escaping Handler) throws {
+    /// `errorLog`: a line for each kind of player libmicrohttpd could not take (no descriptor for
+    /// it, the connection limit reached), at most one a kind every 10 s.
+    public init(address: String, port: UInt16, limits: Limits = Limits(), errorLog: (@Sendable (String) -> Void)? = nil,
+                handler: @escaping Handler) throws {
         self.handler = handler
+        self.errorLog = errorLog
         heads = HeadDeadlines(head: limits.headTimeout, next: .seconds(Int64(limits.idleTimeout)))
         var v4 = sockaddr_in()
         var v6 = sockaddr_in6()
@@ -137,6 +152,7 @@ public final class HTTPServer: @unchecked Sendable {
             throw StartError.badAddress(address)
         }
         let me = Unmanaged.passUnretained(self).toOpaque()
+        logger.initialize(to: vc_mhd_logger(fn: serverErrorLine, ctx: me))
         let started: OpaquePointer? = isV6
             ? withUnsafePointer(to: &v6) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: true) } }
             : withUnsafePointer(to: &v4) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { start($0, me, limits, ipv6: false) } }
@@ -151,7 +167,13 @@ public final class HTTPServer: @unchecked Sendable {
 
     private func start(_ addr: UnsafePointer<sockaddr>, _ me: UnsafeMutableRawPointer, _ limits: Limits, ipv6: Bool) -> OpaquePointer? {
         vc_mhd_start(addr, accessHandler, me, requestCompleted, me, notifyConnection, me, limits.idleTimeout, limits.connections, limits.perClient,
-                     limits.connectionMemory, 256 * 1024, ipv6 ? 1 : 0)
+                     limits.connectionMemory, 256 * 1024, ipv6 ? 1 : 0, errorLog == nil ? nil : logger)
+    }
+
+    /// A message of libmicrohttpd's (on any of its threads).
+    fileprivate func errorLine(_ message: String) {
+        guard let errorLog, let line = errorLines.withLock({ $0.admit(message, at: .now) }) else { return }
+        errorLog(line)
     }
 
     /// Stops accepting, ends open connections (waiting for their threads), and returns.
@@ -169,7 +191,16 @@ public final class HTTPServer: @unchecked Sendable {
     /// Connections open now (players, and clients still sending their request head).
     public var openConnections: Int { heads.openCount }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        logger.deallocate()
+    }
+}
+
+/// libmicrohttpd's logger (`vc_mhd_log` formats the line): `ctx` is the server.
+private func serverErrorLine(_ ctx: UnsafeMutableRawPointer?, _ line: UnsafePointer<CChar>?) {
+    guard let ctx, let line else { return }
+    Unmanaged<HTTPServer>.fromOpaque(ctx).takeUnretainedValue().errorLine(String(cString: line))
 }
 
 /// One request's state between libmicrohttpd's calls (`*con_cls`).

@@ -113,7 +113,11 @@ enum ServeCommand: VCacheCommand {
             // sockets to the origin): sized from the descriptor limit, raised first as nginx does.
             limits.connections = HTTPServer.connectionLimit(descriptors: Resources.raiseDescriptorLimit())
             limits.headTimeout = headTimeout
-            server = try HTTPServer(address: address, port: port, limits: limits) { proxy.handle($0) }
+            // Players libmicrohttpd could not take never become requests: said here (rate-limited).
+            let turnedAway: @Sendable (String) -> Void = { line in
+                if json { console.event("turned_away", ["message": line]) } else { console.err("vcache serve: \(line)\n") }
+            }
+            server = try HTTPServer(address: address, port: port, limits: limits, errorLog: turnedAway) { proxy.handle($0) }
         } catch {
             return console.fail(error, context: "cannot serve")
         }
