@@ -105,6 +105,16 @@ enum ServeCommand: VCacheCommand {
             if quiet { return }
             if json { console.event("request", fields(line)) } else { console.err(render(line)) }
         }
+        // A storing job the disk or the catalog failed: players are served on from the origin,
+        // so this line is what tells the operator (even with --quiet).
+        readThrough.onStoreFailure { url, error in
+            let failure = FailureInfo(error)
+            if json {
+                console.event("store_failed", ["url": url, "error": failure.json])
+            } else {
+                console.err("vcache serve: cannot store \(Console.escaped(url)): \(Console.escaped(failure.message)); players are served from the origin meanwhile\n")
+            }
+        }
         let server: HTTPServer
         do {
             var limits = HTTPServer.Limits()
