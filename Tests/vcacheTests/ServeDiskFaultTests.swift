@@ -56,4 +56,42 @@ import VCacheTestSupport
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil && claims.claimed >= 256 << 10)
     }
+
+    /// A cached video sent by sendfile, and the disk failing under it (EIO from sendfile, then
+    /// from libmicrohttpd's pread fallback): the player's response is cut, what it got is the
+    /// video's own bytes, and the log line says the file could not be read (before: "the client
+    /// left before the end", the client having left nothing).
+    @Test(.timeLimit(.minutes(5)))
+    func aCachedFileTheDiskCannotReadIsCutAndTheLogSaysWhy() throws {
+        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
+        let origin = try TestOrigin()
+        let body = TestBytes.make(6 << 20, seed: 2552)
+        origin.setResource("/r.mp4", .init(body: body, etag: "\"r\""))
+        let url = origin.url("/r.mp4")
+        let cache = dir.file("cache-read")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let inspector = try CacheInspector(directory: cache)
+        let data = inspector.store.dataPath(try #require(try inspector.entry(url)).key)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, launcher: [
+            FaultInjectionTests.strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=sendfile,pread64",
+            "-e", "inject=sendfile:error=EIO:when=2+", "-e", "inject=pread64:error=EIO:when=2+", "-P", data])
+        let pid = Self.tracee(of: serve.process.pid)
+        defer {
+            if let pid { kill(pid, SIGTERM) }
+            serve.stop()
+        }
+        #expect(pid != nil)
+        let out = dir.file("r.bin")
+        let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, serve.url(url)])
+        let got = (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()
+        #expect(r.status == 18 && got.count < body.count && got == body.prefix(got.count), "curl \(r.status), \(got.count) bytes")
+        let deadline = Date().addingTimeInterval(60)
+        var lines: [String] = []
+        while Date() < deadline {
+            lines = serve.log.filter { $0.contains(" GET \(url) ") }
+            if !lines.isEmpty { break }
+            usleep(50_000)
+        }
+        #expect(lines.count == 1 && lines[0].hasSuffix("(cannot read the cached bytes: cannot read '\(data)': Input/output error)"), "\(serve.log)")
+    }
 }

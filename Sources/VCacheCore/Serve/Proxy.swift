@@ -175,6 +175,13 @@ public final class Proxy: Sendable {
         let base = line, finalStatus = status
         return HTTPServer.Response(status: status, headers: headers + Self.inert, body: body) { ending in
             let completed = ending.completed
+            // A file body stopped while the client stayed: the server could not read the file
+            // (EIO from a failing disk), which is what the log says, not that the client left.
+            var unread: String?
+            if !completed, sendfileBytes > 0, ending.clientStayed == true {
+                unread = reader.readProblem(from: span.lowerBound + (ending.fileBytesSent ?? 0))
+                    ?? "stopped with the client still connected (it read nothing for too long, or the cached bytes could not be sent)"
+            }
             streamed.finished(completed: completed)
             var done = base
             done.status = finalStatus
@@ -189,7 +196,7 @@ public final class Proxy: Sendable {
             var notes: [String] = []
             if let p = reader.fileProblem { notes.append(p) }
             if streamed.renewed { notes.append("the origin refused its signed URL midway: the rest was read under the URL its playlist names now") }
-            if !completed { notes.append(streamed.failure ?? "the client left before the end") }
+            if !completed { notes.append(unread ?? streamed.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
             account(done, cache: cacheStatus, originError: completed || streamed.failure == nil ? nil : "cut")
         }
