@@ -332,6 +332,8 @@ public struct Evictor {
     /// deletion and its files', or by a writer killed before its first checkpoint). Returns what went.
     @discardableResult
     public func sweepOrphans() throws -> [String] {
+        // A catalog repair under way: a folder whose row is not copied back yet is no orphan.
+        guard CacheStore.pendingRepair(directory: store.directory) == nil else { return [] }
         let known = Set(try store.catalog.allEntries().map(\.key))
         var removed: [String] = []
         let root = store.directory + "/entries"
