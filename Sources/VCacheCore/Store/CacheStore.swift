@@ -189,8 +189,13 @@ public final class CacheStore: Sendable {
         let mark = directory + "/" + repairMarkName
         let temp = mark + ".tmp"
         do {
-            let file = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            // Readable by whoever shares the cache (a group-shared one: 0660), so that every user's
+            // vcache sees the repair under way.
+            let shared = FileSystem.followingStatus(directory).map { $0.st_mode & S_ISGID != 0 } ?? false
+            let mode: mode_t = shared ? Sharing.group.fileMode : Sharing.owner.fileMode
+            let file = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
             defer { file.close() }
+            fchmod(file.fd, mode)
             try Array((aside as NSString).lastPathComponent.utf8).withUnsafeBytes { try file.write($0, toAbsoluteOffset: 0) }
             try file.sync()
         }
@@ -220,7 +225,10 @@ public final class CacheStore: Sendable {
 
     /// Where the catalog being repaired was set aside, while a repair is under way; else nil.
     public static func pendingRepair(directory: String) -> String? {
-        guard let bytes = FileManager.default.contents(atPath: directory + "/" + repairMarkName) else { return nil }
+        let mark = directory + "/" + repairMarkName
+        guard FileSystem.status(mark) != nil else { return nil }
+        // A mark this user cannot read still says a repair is under way.
+        guard let bytes = FileManager.default.contents(atPath: mark) else { return directory + "/catalog.db.corrupt-unknown" }
         // A name in the cache folder, as a repair makes it (the mark points nowhere else).
         let name = String(decoding: bytes, as: UTF8.self)
         guard name.hasPrefix("catalog.db.corrupt-"), !name.contains("/") else { return directory + "/catalog.db.corrupt-unknown" }
