@@ -340,12 +340,14 @@ public struct Evictor {
         for fan in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
             for key in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + fan)) ?? [] where !known.contains(key) {
                 guard key.count == 64, key.hasPrefix(fan), let locks = try? takeLocks(key) else { continue }
-                // Re-check under the locks: a writer may have committed its first checkpoint meanwhile.
-                if (try? store.catalog.entry(key: key)) ?? nil == nil {
-                    store.removeFiles(key: key)
-                    removed.append(key)
-                }
-                locks.forEach { $0.close() }
+                defer { locks.forEach { $0.close() } }
+                testPause("sweep-before-recheck", key)
+                // Re-check under the locks: a writer may have committed its first checkpoint
+                // meanwhile. A catalog that cannot be read now (busy, an I/O error) proves no
+                // folder an orphan: it stays for the next sweep.
+                guard let row = try? store.catalog.entry(key: key), row == nil else { continue }
+                store.removeFiles(key: key)
+                removed.append(key)
             }
             rmdir(root + "/" + fan)  // only succeeds when empty
         }
