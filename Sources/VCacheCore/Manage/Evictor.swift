@@ -345,7 +345,9 @@ public struct Evictor {
                 // Re-check under the locks: a writer may have committed its first checkpoint
                 // meanwhile. A catalog that cannot be read now (busy, an I/O error) proves no
                 // folder an orphan: it stays for the next sweep.
-                guard let row = try? store.catalog.entry(key: key), row == nil else { continue }
+                let row: CacheEntry?
+                do { row = try store.catalog.entry(key: key) } catch { continue }
+                guard row == nil else { continue }
                 store.removeFiles(key: key)
                 removed.append(key)
             }
