@@ -94,4 +94,58 @@ import VCacheTestSupport
         }
         #expect(lines.count == 1 && lines[0].hasSuffix("(cannot read the cached bytes: cannot read '\(data)': Input/output error)"), "\(serve.log)")
     }
+
+    /// serve running while `verify --fix` repairs a damaged catalog (sets it aside, starts a new
+    /// one), then the video changes at the origin and a prefetch stores the new version: before,
+    /// serve went on reading the old catalog, and answered a range with the new version's bytes
+    /// (from the file the prefetch made) under the old version's ETag, as a HIT. Now it answers
+    /// 503, says why in one line and stops with exit 5 (systemd's Restart=on-failure starts it
+    /// again); started again, it serves the new version, byte-exact.
+    @Test(.timeLimit(.minutes(5)))
+    func serveStopsWhenARepairReplacedTheCatalogAndNeverSendsStaleClaims() throws {
+        let origin = try TestOrigin()
+        let old = TestBytes.make(3 << 20, seed: 2554), new = TestBytes.make(3 << 20, seed: 2555)
+        origin.setResource("/c.mp4", .init(body: old, etag: "\"old\""))
+        let url = origin.url("/c.mp4")
+        let cache = dir.file("cache-repair")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--bytes", "1M", url], cacheDir: cache).status == 0)
+        let db = cache + "/catalog.db"
+        // Rows enough for many pages, so that damage to the newest rows' page spares the video's.
+        let fill = try Tool.run("/usr/bin/sqlite3", [db, """
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400)
+            INSERT INTO entries (key, url, latest_url, created, last_used)
+            SELECT printf('%064x', i), 'http://f/' || i || '/' || hex(zeroblob(150)), 'http://f/' || i || '/' || hex(zeroblob(150)), 1, 2 FROM n;
+            PRAGMA wal_checkpoint(TRUNCATE);
+            """])
+        #expect(fill.status == 0, "\(fill.err)")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { serve.stop() }
+        let first = try Curl.fetch(["-r", "0-99", serve.url(url)], in: dir)
+        #expect(first.status == 206 && first.headers["etag"] == "\"old\"" && first.body == old.prefix(100))
+
+        let query = try Tool.run("/usr/bin/sqlite3", [db, "SELECT pageno FROM dbstat WHERE name='entries' AND pagetype='leaf' ORDER BY path DESC LIMIT 1"])
+        let page = try #require(Int(String(decoding: query.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let file = try #require(FileHandle(forUpdatingAtPath: db))
+        try file.seek(toOffset: UInt64((page - 1) * 4096 + 8))
+        file.write(Data(repeating: 0xff, count: 4000))
+        try file.close()
+        let fixed = try VCacheBinary.run(["verify", "--fix"], cacheDir: cache)
+        #expect(fixed.stdout.contains("started a new one"), "\(fixed.stdout)\(fixed.stderr)")
+        origin.setResource("/c.mp4", .init(body: new, etag: "\"new\""))
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+
+        let after = try Curl.fetch(["-r", "0-1048575", serve.url(url)], in: dir)
+        #expect(!(after.body == new.prefix(after.body.count) && after.headers["etag"] == "\"old\""), "the new version's bytes under the old ETag")
+        #expect(after.status == 503, "\(after.status) \(after.headers)")
+        // It stops by itself after the 503 (a serve that does not would be stopped by the defer).
+        guard after.status == 503 else { return }
+        let ended = serve.process.finish()
+        #expect(ended.exit.status == 5 && !ended.exit.signalled, "\(ended.exit)")
+        #expect(serve.log.contains { $0.hasPrefix("vcache serve: the catalog of ") && $0.hasSuffix("was replaced (a repair by 'vcache verify --fix'); stopping: start serve again to use the new one") }, "\(serve.log)")
+
+        let again = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { again.stop() }
+        let played = try Curl.fetch(["-r", "0-1048575", again.url(url)], in: dir)
+        #expect(played.status == 206 && played.headers["etag"] == "\"new\"" && played.body == new.prefix(1 << 20))
+    }
 }

@@ -36,6 +36,10 @@ public final class Proxy: Sendable {
     let livePlaylists = LivePlaylists()
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
+    /// Called (once) when a request finds the catalog replaced since serve opened it (a repair
+    /// by `verify --fix`): serve must stop, and start again on the new one.
+    private let catalogReplaced = Locked<(@Sendable () -> Void)?>(nil)
+    public func onCatalogReplaced(_ f: @escaping @Sendable () -> Void) { catalogReplaced.withLock { $0 = f } }
     /// Open connections, from the server once it listens (for the metrics).
     private let connectionCount = Locked<(@Sendable () -> Int)?>(nil)
     public func countConnections(_ count: @escaping @Sendable () -> Int) { connectionCount.withLock { $0 = count } }
@@ -84,6 +88,16 @@ public final class Proxy: Sendable {
         if let answer = control(request) { return answer }
         guard let origin = ProxyURL.origin(path: request.path) else { return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)") }
         line.url = origin
+        // The catalog this process reads is not the cache's any more: its claims are stale (the
+        // files they were about may have been replaced since), so nothing is answered from them.
+        if readThrough.store.catalogReplaced {
+            var answer = finish(503, "the catalog was replaced (a repair by 'vcache verify --fix'): serve stops, to start again on the new one",
+                                headers: [("Retry-After", "5")])
+            // Stopped once this answer went out (a stop first would cut it).
+            let stop = catalogReplaced.withLock { f -> (@Sendable () -> Void)? in defer { f = nil }; return f }
+            answer.completed = { _ in stop?() }
+            return answer
+        }
         // Refuses control characters, other schemes, and what libcurl's own parser refuses.
         if let why = PrefetchItem.urlProblem(origin) { return finish(400, "origin \(why)") }
         if let allowed = allowedOrigins, let target = OriginTarget.of(origin), !allowed.allows(target) {

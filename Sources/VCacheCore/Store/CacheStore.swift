@@ -21,6 +21,17 @@ public final class CacheStore: Sendable {
     public let directory: String
     public let catalog: Catalog
     public let sharing: Sharing
+    /// The catalog file this store opened (its device and inode), to notice its replacement.
+    private let catalogFile = Locked<FileID?>(nil)
+
+    /// True once `catalog.db` is no longer the file this store opened: `verify --fix` repaired a
+    /// damaged catalog (moved it aside, started a new one). A process that stays up (serve)
+    /// would go on reading and writing the old one, stale, and trust its claims for files
+    /// another process has replaced since: it must stop using this store.
+    public var catalogReplaced: Bool {
+        guard let opened = catalogFile.withLock({ $0 }) else { return false }
+        return FileSystem.identity(directory + "/catalog.db") != opened
+    }
 
     /// Who may use the cache. By default its owner only (folders 0700, files 0600: a cache holds
     /// every URL, signed tokens included). When the cache folder has the set-group-ID bit
@@ -88,6 +99,7 @@ public final class CacheStore: Sendable {
                     return
                 }
                 catalog = opened
+                catalogFile.withLock { $0 = FileSystem.identity(path) }
             } catch let e as Catalog.NewerSchema {
                 throw OpenError.newerCatalog(path: path, found: e.found, known: e.known)
             } catch let e as DatabaseError {
@@ -126,6 +138,7 @@ public final class CacheStore: Sendable {
             if e.isCorrupt { throw OpenError.corruptCatalog(path: path, reason: e.message) }
             throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)
         }
+        catalogFile.withLock { $0 = FileSystem.identity(path) }
         // Space kept back for the next time the disk is full (made when missing, best effort).
         if FileSystem.status(reserve).map({ FileSystem.allocatedBytes($0) < Int64(Self.reserveBytes) }) ?? true {
             unlink(reserve)

@@ -127,6 +127,18 @@ enum ServeCommand: VCacheCommand {
         } catch {
             return console.fail(error, context: "cannot serve")
         }
+        // A repair replaced the catalog: stop cleanly and exit 5, so that systemd
+        // (Restart=on-failure) starts serve again on the new catalog.
+        let replaced = Atomic<Bool>(false)
+        proxy.onCatalogReplaced {
+            replaced.store(true, ordering: .relaxed)
+            if json {
+                console.event("catalog_replaced", ["cache_dir": store.directory])
+            } else {
+                console.err("vcache serve: the catalog of \(store.directory) was replaced (a repair by 'vcache verify --fix'); stopping: start serve again to use the new one\n")
+            }
+            kill(getpid(), SIGTERM)
+        }
         proxy.serverNames = ServerNames(listening: address, port: server.port, extra: args.serverName)
         proxy.countConnections { server.openConnections }
         let summaries = summarize(proxy.metrics, every: every, readThrough: readThrough, server: server, console: console, json: json)
@@ -153,6 +165,7 @@ enum ServeCommand: VCacheCommand {
         readThrough.shutdown()
         server.stop()
         readThrough.flushUse()
+        if replaced.load(ordering: .relaxed) { return 5 }
         // Die by the signal, as prefetch does (the shell sees 130/143; systemd a clean stop).
         signal(caught, SIG_DFL)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
