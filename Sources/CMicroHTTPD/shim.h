@@ -73,8 +73,23 @@ static inline long long vc_tcp_bytes_acked(int fd) {
     memcpy(&acked, info + 120, sizeof acked);
     return (long long)acked;
 }
+/// Whether the peer of this TCP connection was still there when this side closed it: 1 when it
+/// had not closed (ESTABLISHED, or FIN_WAIT1/2 once this side shut its writing down, or TIME_WAIT:
+/// this side's FIN went first and the peer answered it), 0 when the peer closed or reset it first
+/// (CLOSE_WAIT, LAST_ACK, CLOSING, CLOSE), -1 when unknown. tcpi_state is struct tcp_info's first byte.
+static inline int vc_tcp_peer_open(int fd) {
+    unsigned char info[256] __attribute__((aligned(8)));
+    socklen_t size = sizeof info;
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, 11 /* TCP_INFO */, info, &size) != 0 || size < 1) return -1;
+    switch (info[0]) {
+    case 1: case 4: case 5: case 6: return 1;   /* ESTABLISHED, FIN_WAIT1, FIN_WAIT2, TIME_WAIT */
+    case 7: case 8: case 9: case 11: return 0;  /* CLOSE, CLOSE_WAIT, LAST_ACK, CLOSING */
+    default: return -1;
+    }
+}
 #else
 static inline long long vc_tcp_bytes_acked(int fd) { (void)fd; return -1; }
+static inline int vc_tcp_peer_open(int fd) { (void)fd; return -1; }
 #endif
 
 /// The client's address as text ("127.0.0.1"), into buf; empty when unknown.

@@ -55,6 +55,26 @@ import VCacheTestSupport
         #expect(play.status == 0 && play.err.isEmpty, "\(play.err)")
     }
 
+    /// A signal while a stream's playlist is written (fsynced, not yet renamed) leaves no temp
+    /// file in the folder, as for one video (before: `index.m3u8.vcache-PID` stayed, visible).
+    @Test(.timeLimit(.minutes(6)), arguments: [SIGINT, SIGTERM])
+    func aSignalWhileAPlaylistIsWrittenLeavesNoTempFile(signal: Int32) throws {
+        guard let origin = try origin() else { return }
+        let url = origin.url("/o/ts/index.m3u8")
+        let cache = dir.file("cache-sig-\(signal)")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let out = dir.file("out-sig-\(signal)")
+        let pause = PausePoint("stream-export-writing", in: dir)
+        let running = try VCacheBinary.start(["export", url, out], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(signal)
+        let r = running.finish()
+        #expect(r.signalled, "exit \(r.status) \(r.stderr)")
+        try? FileManager.default.removeItem(atPath: pause.prefix + ".reached")
+        let left = (FileManager.default.enumerator(atPath: out)?.allObjects as? [String] ?? []).filter { $0.contains(".vcache-") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
     /// Offline, serve's master lists only renditions that play, as it lists only such variants.
     @Test(.timeLimit(.minutes(6)))
     func anOfflineMasterThroughServeListsOnlyRenditionsThatPlay() throws {

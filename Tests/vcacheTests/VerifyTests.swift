@@ -212,4 +212,54 @@ import VCacheTestSupport
         }
         #expect(try vcache(["verify"]).status == 0)
     }
+
+    /// `verify --fix` of a corrupt catalog killed after it set the catalog aside and before the
+    /// rows were copied into the new one: no entry is lost. Before, the cache then read as empty
+    /// ("there is no cache"), and the next `evict` (a cron's) swept every entry folder as an
+    /// orphan, complete videos included, saying it evicted nothing. Now every command but
+    /// `verify --fix` refuses the cache (exit 5, one line naming the repair), nothing is swept,
+    /// and the next `verify --fix` finishes the repair: the videos are there, byte-exact.
+    @Test(.timeLimit(.minutes(5)))
+    func aRepairKilledMidwayLosesNoEntryAndTheNextFixFinishesIt() throws {
+        let one = TestBytes.make(100_000, seed: 95), two = TestBytes.make(120_000, seed: 96)
+        let (u1, _, d1) = try cached("/k1.mp4", one)
+        let (u2, _, d2) = try cached("/k2.mp4", two)
+        try sqlite("""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400)
+            INSERT INTO entries (key, url, latest_url, created, last_used)
+            SELECT printf('%064x', i), 'http://f/' || i || '/' || hex(zeroblob(150)), 'http://f/' || i || '/' || hex(zeroblob(150)), 1, 2 FROM n;
+            PRAGMA wal_checkpoint(TRUNCATE);
+            """)
+        let query = try Tool.run("/usr/bin/sqlite3", [cache + "/catalog.db", "SELECT pageno FROM dbstat WHERE name='entries' AND pagetype='leaf' ORDER BY path DESC LIMIT 1"])
+        let page = try #require(Int(String(decoding: query.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let db = try #require(FileHandle(forUpdatingAtPath: cache + "/catalog.db"))
+        try db.seek(toOffset: UInt64((page - 1) * 4096 + 8))
+        db.write(Data(repeating: 0xff, count: 4000))
+        try db.close()
+
+        let pause = PausePoint("salvage-before-write", in: dir)
+        let running = try VCacheBinary.start(["verify", "--fix"], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        _ = running.finish()
+        try? FileManager.default.removeItem(atPath: pause.prefix + ".reached")
+
+        let ls = try vcache(["ls"])
+        #expect(ls.status == 5 && ls.stderr.hasPrefix("vcache: a repair of the catalog '") && ls.stderr.hasSuffix("run 'vcache verify --fix' to finish it\n"), "\(ls.status) \(ls.stderr)")
+        let evict = try vcache(["evict", "--lru", "--max-size", "100G"])
+        #expect(evict.status == 5, "\(evict.stdout)\(evict.stderr)")
+        #expect(FileSystem.exists(d1) && FileSystem.exists(d2))
+
+        let fixed = try vcache(["verify", "--fix"])
+        #expect(fixed.status == 1, "\(fixed.stderr)")
+        #expect(fixed.stdout.contains("an earlier repair was interrupted"), "\(fixed.stdout)")
+        for (u, body) in [(u1, one), (u2, two)] {
+            let dest = dir.file("out-\(body.count).mp4")
+            let exported = try vcache(["export", u, dest, "--force"])
+            #expect(exported.status == 0, "\(exported.stderr)")
+            #expect(TestBytes.sha256(file: dest) == TestBytes.sha256(body))
+        }
+        #expect(try vcache(["verify"]).status == 0)
+        #expect(try vcache(["ls"]).status == 0)
+    }
 }

@@ -440,6 +440,11 @@ public final class Catalog: Sendable {
     /// can still be read whole, its row and all its ranges, and the settings: one row at a time,
     /// so damage in one page loses only the rows on it. What is copied is then checked against
     /// its `data` like any entry (`Verifier`); folders of rows that could not be read are orphans.
+    /// The rows read, but writing them into this catalog failed (not a reason to count them lost).
+    public struct SalvageWriteFailed: Error {
+        public var error: any Error
+    }
+
     public func salvage(from path: String) throws -> Salvage {
         var out = Salvage()
         var rows: [(entry: CacheEntry, ranges: [(Int64, Int64)])] = []
@@ -491,30 +496,35 @@ public final class Catalog: Sendable {
             try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.text(0), $0.text(1), $0.text(2))) }
             try? c.query("SELECT key, url FROM old.final_urls") { finalRows.append(($0.text(0), $0.text(1))) }
         }
-        try database.write { c in
-            for (var e, ranges) in rows {
-                if ranges.isEmpty && e.cachedBytes > 0 { e.cachedBytes = 0; e.completed = nil }
-                let added = try c.run("""
-                    INSERT OR IGNORE INTO entries (\(EntryColumn.list)) VALUES (\(EntryColumn.parameters))
-                    """, EntryColumn.allCases.map { $0.value(of: e) })
-                guard added > 0 else { continue }
-                for (start, end) in ranges {
-                    try c.run("INSERT OR IGNORE INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(e.key), .int(start), .int(end))
+        testPause("salvage-before-write", path)
+        do {
+            try database.write { c in
+                for (var e, ranges) in rows {
+                    if ranges.isEmpty && e.cachedBytes > 0 { e.cachedBytes = 0; e.completed = nil }
+                    let added = try c.run("""
+                        INSERT OR IGNORE INTO entries (\(EntryColumn.list)) VALUES (\(EntryColumn.parameters))
+                        """, EntryColumn.allCases.map { $0.value(of: e) })
+                    guard added > 0 else { continue }
+                    for (start, end) in ranges {
+                        try c.run("INSERT OR IGNORE INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(e.key), .int(start), .int(end))
+                    }
+                    out.kept += 1
                 }
-                out.kept += 1
+                for (name, value) in settings { try c.run("INSERT OR IGNORE INTO config (name, value) VALUES (?, ?)", .text(name), .text(value)) }
+                let kept = Set(rows.map(\.entry.key))
+                let roots = Set(streamRows.map(\.0).filter { kept.contains($0) })
+                for (root, format) in streamRows where roots.contains(root) {
+                    try c.run("INSERT OR IGNORE INTO streams (root, format) VALUES (?, ?)", .text(root), .text(format))
+                }
+                for (key, root, role) in memberRows where roots.contains(root) {
+                    try c.run("INSERT OR IGNORE INTO stream_members (key, root, role) VALUES (?, ?, ?)", .text(key), .text(root), .text(role))
+                }
+                for (key, url) in finalRows where kept.contains(key) {
+                    try c.run("INSERT OR IGNORE INTO final_urls (key, url) VALUES (?, ?)", .text(key), .text(url))
+                }
             }
-            for (name, value) in settings { try c.run("INSERT OR IGNORE INTO config (name, value) VALUES (?, ?)", .text(name), .text(value)) }
-            let kept = Set(rows.map(\.entry.key))
-            let roots = Set(streamRows.map(\.0).filter { kept.contains($0) })
-            for (root, format) in streamRows where roots.contains(root) {
-                try c.run("INSERT OR IGNORE INTO streams (root, format) VALUES (?, ?)", .text(root), .text(format))
-            }
-            for (key, root, role) in memberRows where roots.contains(root) {
-                try c.run("INSERT OR IGNORE INTO stream_members (key, root, role) VALUES (?, ?, ?)", .text(key), .text(root), .text(role))
-            }
-            for (key, url) in finalRows where kept.contains(key) {
-                try c.run("INSERT OR IGNORE INTO final_urls (key, url) VALUES (?, ?)", .text(key), .text(url))
-            }
+        } catch {
+            throw SalvageWriteFailed(error: error)
         }
         return out
     }

@@ -332,18 +332,24 @@ public struct Evictor {
     /// deletion and its files', or by a writer killed before its first checkpoint). Returns what went.
     @discardableResult
     public func sweepOrphans() throws -> [String] {
+        // A catalog repair under way: a folder whose row is not copied back yet is no orphan.
+        guard CacheStore.pendingRepair(directory: store.directory) == nil else { return [] }
         let known = Set(try store.catalog.allEntries().map(\.key))
         var removed: [String] = []
         let root = store.directory + "/entries"
         for fan in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
             for key in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + fan)) ?? [] where !known.contains(key) {
                 guard key.count == 64, key.hasPrefix(fan), let locks = try? takeLocks(key) else { continue }
-                // Re-check under the locks: a writer may have committed its first checkpoint meanwhile.
-                if (try? store.catalog.entry(key: key)) ?? nil == nil {
-                    store.removeFiles(key: key)
-                    removed.append(key)
-                }
-                locks.forEach { $0.close() }
+                defer { locks.forEach { $0.close() } }
+                testPause("sweep-before-recheck", key)
+                // Re-check under the locks: a writer may have committed its first checkpoint
+                // meanwhile. A catalog that cannot be read now (busy, an I/O error) proves no
+                // folder an orphan: it stays for the next sweep.
+                let row: CacheEntry?
+                do { row = try store.catalog.entry(key: key) } catch { continue }
+                guard row == nil else { continue }
+                store.removeFiles(key: key)
+                removed.append(key)
             }
             rmdir(root + "/" + fan)  // only succeeds when empty
         }

@@ -258,8 +258,9 @@ public struct StreamExporter {
         if FileSystem.status(path) != nil && !force { throw StreamExportError.destinationExists(path) }
         let data = try store.openDataForReading(key: e.key)
         defer { data.close() }
-        let temp = path + ".vcache-\(getpid())"
-        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: mode ?? 0o644)
+        let temp = Self.temporary(for: path)
+        defer { Exporter.temporaries.withLock { _ = $0.remove(temp) } }
+        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode ?? 0o644)
         do {
             defer { out.close() }
             try out.resize(to: length)
@@ -277,23 +278,43 @@ public struct StreamExporter {
             unlink(temp)
             throw error
         }
-        guard rename(temp, path) == 0 else { throw SystemError("rename", path: path, errno: errno) }
+        guard rename(temp, path) == 0 else {
+            let e = errno
+            unlink(temp)
+            throw SystemError("rename", path: path, errno: e)
+        }
         return ranges.count
     }
 
     /// Writes `bytes` to `path` through a temp file, fsynced, renamed into place.
     private func write(_ bytes: [UInt8], to path: String, force: Bool) throws {
         if FileSystem.status(path) != nil && !force { throw StreamExportError.destinationExists(path) }
-        let temp = path + ".vcache-\(getpid())"
-        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o644)
+        let temp = Self.temporary(for: path)
+        defer { Exporter.temporaries.withLock { _ = $0.remove(temp) } }
+        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
         do {
             defer { out.close() }
             try bytes.withUnsafeBytes { try out.write($0, toAbsoluteOffset: 0) }
             try out.sync()
+            testPause("stream-export-writing", path)
         } catch {
             unlink(temp)
             throw error
         }
-        guard rename(temp, path) == 0 else { throw SystemError("rename", path: path, errno: errno) }
+        guard rename(temp, path) == 0 else {
+            let e = errno
+            unlink(temp)
+            throw SystemError("rename", path: path, errno: e)
+        }
+    }
+
+    /// A hidden temp file beside `path`, as `Exporter` names them, registered so that a signal
+    /// removes it before the process dies (no partial file stays behind).
+    private static func temporary(for path: String) -> String {
+        let folder = (path as NSString).deletingLastPathComponent
+        let temp = (folder.isEmpty ? "." : folder) + "/." + (path as NSString).lastPathComponent.prefix(100)
+            + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        Exporter.temporaries.withLock { _ = $0.insert(temp) }
+        return temp
     }
 }

@@ -38,6 +38,10 @@ public final class HTTPServer: @unchecked Sendable {
         /// For a file body: how many of its bytes the client got (all when completed; what TCP
         /// saw acknowledged when it left midway); nil for other bodies or where unknown.
         public var fileBytesSent: Int64?
+        /// For a file body abandoned midway: true when the client was still connected (so the
+        /// server stopped sending: the file could not be read), false when it had left; nil
+        /// where the system cannot say.
+        public var clientStayed: Bool? = nil
     }
 
     /// Bytes of a response body produced on demand, on the connection's thread (it may block).
@@ -216,9 +220,11 @@ private final class RequestState {
     func ending(completed: Bool) -> HTTPServer.Ending {
         guard let file else { return HTTPServer.Ending(completed: completed, fileBytesSent: nil) }
         if completed { return HTTPServer.Ending(completed: true, fileBytesSent: file.length) }
+        let open = vc_tcp_peer_open(file.fd)
+        let stayed: Bool? = open < 0 ? nil : open == 1
         let now = vc_tcp_bytes_acked(file.fd)
-        guard now >= 0, file.ackedBefore >= 0 else { return HTTPServer.Ending(completed: false, fileBytesSent: nil) }
-        return HTTPServer.Ending(completed: false, fileBytesSent: min(file.length, max(0, Int64(now) - file.ackedBefore - file.head)))
+        guard now >= 0, file.ackedBefore >= 0 else { return HTTPServer.Ending(completed: false, fileBytesSent: nil, clientStayed: stayed) }
+        return HTTPServer.Ending(completed: false, fileBytesSent: min(file.length, max(0, Int64(now) - file.ackedBefore - file.head)), clientStayed: stayed)
     }
 }
 

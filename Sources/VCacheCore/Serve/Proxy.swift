@@ -36,6 +36,10 @@ public final class Proxy: Sendable {
     let livePlaylists = LivePlaylists()
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
+    /// Called (once) when a request finds the catalog replaced since serve opened it (a repair
+    /// by `verify --fix`): serve must stop, and start again on the new one.
+    private let catalogReplaced = Locked<(@Sendable () -> Void)?>(nil)
+    public func onCatalogReplaced(_ f: @escaping @Sendable () -> Void) { catalogReplaced.withLock { $0 = f } }
     /// Open connections, from the server once it listens (for the metrics).
     private let connectionCount = Locked<(@Sendable () -> Int)?>(nil)
     public func countConnections(_ count: @escaping @Sendable () -> Int) { connectionCount.withLock { $0 = count } }
@@ -84,6 +88,16 @@ public final class Proxy: Sendable {
         if let answer = control(request) { return answer }
         guard let origin = ProxyURL.origin(path: request.path) else { return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)") }
         line.url = origin
+        // The catalog this process reads is not the cache's any more: its claims are stale (the
+        // files they were about may have been replaced since), so nothing is answered from them.
+        if readThrough.store.catalogReplaced {
+            var answer = finish(503, "the catalog was replaced (a repair by 'vcache verify --fix'): serve stops, to start again on the new one",
+                                headers: [("Retry-After", "5")])
+            // Stopped once this answer went out (a stop first would cut it).
+            let stop = catalogReplaced.withLock { f -> (@Sendable () -> Void)? in defer { f = nil }; return f }
+            answer.completed = { _ in stop?() }
+            return answer
+        }
         // Refuses control characters, other schemes, and what libcurl's own parser refuses.
         if let why = PrefetchItem.urlProblem(origin) { return finish(400, "origin \(why)") }
         if let allowed = allowedOrigins, let target = OriginTarget.of(origin), !allowed.allows(target) {
@@ -175,6 +189,13 @@ public final class Proxy: Sendable {
         let base = line, finalStatus = status
         return HTTPServer.Response(status: status, headers: headers + Self.inert, body: body) { ending in
             let completed = ending.completed
+            // A file body stopped while the client stayed: the server could not read the file
+            // (EIO from a failing disk), which is what the log says, not that the client left.
+            var unread: String?
+            if !completed, sendfileBytes > 0, ending.clientStayed == true {
+                unread = reader.readProblem(from: span.lowerBound + (ending.fileBytesSent ?? 0))
+                    ?? "stopped with the client still connected (it read nothing for too long, or the cached bytes could not be sent)"
+            }
             streamed.finished(completed: completed)
             var done = base
             done.status = finalStatus
@@ -189,7 +210,7 @@ public final class Proxy: Sendable {
             var notes: [String] = []
             if let p = reader.fileProblem { notes.append(p) }
             if streamed.renewed { notes.append("the origin refused its signed URL midway: the rest was read under the URL its playlist names now") }
-            if !completed { notes.append(streamed.failure ?? "the client left before the end") }
+            if !completed { notes.append(unread ?? streamed.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
             account(done, cache: cacheStatus, originError: completed || streamed.failure == nil ? nil : "cut")
         }

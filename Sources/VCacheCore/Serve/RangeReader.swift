@@ -186,6 +186,26 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         }
     }
 
+    /// Why the cached file cannot be read from `offset` on (at most 8 MiB of it is read), or nil:
+    /// for a body sent by sendfile that stopped while the client stayed (the server saw a read fail).
+    public func readProblem(from offset: Int64) -> String? {
+        guard let file, offset >= range.lowerBound else { return nil }
+        let end = min(range.upperBound, offset + (8 << 20))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+        defer { buffer.deallocate() }
+        var at = offset
+        while at < end {
+            let n = Int(min(Int64(buffer.count), end - at))
+            do {
+                try file.readExactly(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), fromAbsoluteOffset: at)
+            } catch {
+                return "cannot read the cached bytes: \(error)"
+            }
+            at += Int64(n)
+        }
+        return nil
+    }
+
     private func readFile(_ p: Int64, upTo end: Int64, into out: UnsafeMutableRawBufferPointer) -> Int? {
         guard let file else { return nil }
         let n = Int(min(Int64(out.count), end - p))

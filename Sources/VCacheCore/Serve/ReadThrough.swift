@@ -83,6 +83,12 @@ public final class ReadThrough: Sendable {
         limits = Locked((options.maxSize, options.minFree))
     }
 
+    /// Told of a storing job that failed for this machine's sake (the disk or the catalog: EIO, a
+    /// full disk, a failed commit): the URL and the error. The players are served on from the
+    /// origin, so without it a failing disk would leave no trace in serve's log.
+    private let storeFailed = Locked<(@Sendable (String, PrefetchError) -> Void)?>(nil)
+    public func onStoreFailure(_ report: @escaping @Sendable (String, PrefetchError) -> Void) { storeFailed.withLock { $0 = report } }
+
     /// Storing jobs running now (serve's metrics): until each has let go of its lock, its files
     /// and its connections to the origin (0 means serve holds nothing for a job).
     public var storingJobs: Int { jobThreads.count }
@@ -450,6 +456,11 @@ public final class ReadThrough: Sendable {
         }
         if case .disk(let e) = result.error, e.isNoSpace {
             _ = makeRoom(for: key, wanted: span.count)
+        }
+        // The cap is no fault (the rest streams by design); the disk or the catalog failing is.
+        let noRoom: Bool = if case .noRoom? = result.error { true } else { false }
+        if let e = result.error, e.remedy == .fixLocal, !noRoom, let report = storeFailed.withLock({ $0 }) {
+            report(item.url, e)
         }
         board.writerEnded(writer, error: result.error)
         testPause("serve-job-before-leave", key)

@@ -21,6 +21,17 @@ public final class CacheStore: Sendable {
     public let directory: String
     public let catalog: Catalog
     public let sharing: Sharing
+    /// The catalog file this store opened (its device and inode), to notice its replacement.
+    private let catalogFile = Locked<FileID?>(nil)
+
+    /// True once `catalog.db` is no longer the file this store opened: `verify --fix` repaired a
+    /// damaged catalog (moved it aside, started a new one). A process that stays up (serve)
+    /// would go on reading and writing the old one, stale, and trust its claims for files
+    /// another process has replaced since: it must stop using this store.
+    public var catalogReplaced: Bool {
+        guard let opened = catalogFile.withLock({ $0 }) else { return false }
+        return FileSystem.identity(directory + "/catalog.db") != opened
+    }
 
     /// Who may use the cache. By default its owner only (folders 0700, files 0600: a cache holds
     /// every URL, signed tokens included). When the cache folder has the set-group-ID bit
@@ -41,6 +52,10 @@ public final class CacheStore: Sendable {
         case newerCatalog(path: String, found: Int, known: Int)
         /// A command that only reads found no cache there (a mistyped VCACHE_DIR, say).
         case noCache(path: String)
+        /// `verify --fix` of a corrupt catalog was stopped midway (a kill, a power cut, a failed
+        /// write): the rows it set aside in `aside` are not all in the new catalog yet, so the
+        /// cache is not opened (an entry folder would look like an orphan, and be swept).
+        case repairInterrupted(path: String, aside: String)
 
         public var description: String {
             switch self {
@@ -49,6 +64,8 @@ public final class CacheStore: Sendable {
             case .corruptCatalog(let path, let reason): "the catalog '\(path)' is corrupt (\(reason)); run 'vcache verify --fix' to set it aside and start a new one"
             case .newerCatalog(let path, let found, let known):
                 "the catalog '\(path)' was written by a newer vcache (schema \(found); this one knows \(known)); upgrade vcache, or use another --cache-dir"
+            case .repairInterrupted(let path, let aside):
+                "a repair of the catalog '\(path)' was interrupted (the rows it set aside in '\(aside)' are not all copied back); run 'vcache verify --fix' to finish it"
             case .noCache(let path):
                 "there is no cache at '\(path)' (nothing was ever cached there); check --cache-dir or VCACHE_DIR, or cache a video with 'vcache prefetch URL'"
             }
@@ -58,7 +75,10 @@ public final class CacheStore: Sendable {
     /// Opens the cache at `given`, making it when missing; with `readOnly` it makes and writes
     /// nothing (a read-only file system, or a command that only reads: a missing cache is an
     /// error, not a new empty one).
-    public init(directory given: String, readOnly: Bool = false) throws {
+    public init(directory given: String, readOnly: Bool = false, repairing: Bool = false) throws {
+        if !repairing, let aside = Self.pendingRepair(directory: FileSystem.realPath(given) ?? given) {
+            throw OpenError.repairInterrupted(path: (FileSystem.realPath(given) ?? given) + "/catalog.db", aside: aside)
+        }
         if readOnly {
             let directory = FileSystem.realPath(given) ?? given
             guard FileSystem.followingStatus(directory + "/catalog.db") != nil else {
@@ -79,6 +99,7 @@ public final class CacheStore: Sendable {
                     return
                 }
                 catalog = opened
+                catalogFile.withLock { $0 = FileSystem.identity(path) }
             } catch let e as Catalog.NewerSchema {
                 throw OpenError.newerCatalog(path: path, found: e.found, known: e.known)
             } catch let e as DatabaseError {
@@ -117,6 +138,7 @@ public final class CacheStore: Sendable {
             if e.isCorrupt { throw OpenError.corruptCatalog(path: path, reason: e.message) }
             throw OpenError.catalog(path: path, reason: e.isBusy ? "it stayed locked by another vcache process" : e.message)
         }
+        catalogFile.withLock { $0 = FileSystem.identity(path) }
         // Space kept back for the next time the disk is full (made when missing, best effort).
         if FileSystem.status(reserve).map({ FileSystem.allocatedBytes($0) < Int64(Self.reserveBytes) }) ?? true {
             unlink(reserve)
@@ -161,17 +183,77 @@ public final class CacheStore: Sendable {
     /// with it. The next open starts an empty catalog; the entry folders it no longer describes
     /// are then orphans, which `Evictor.sweepOrphans` removes each under its locks (a writer
     /// still running keeps its folder until the next sweep). Returns where the old catalog went.
+    ///
+    /// Until `finishRepair`, the mark `catalog.db.repairing` (naming the old catalog, made
+    /// durable before anything moves) says the repair is under way: no other open succeeds and no
+    /// sweep removes a folder, so a repair stopped midway (a kill, a power cut, a failed write)
+    /// loses no entry whose row still reads; the next `verify --fix` finishes it (called again,
+    /// this resumes the move and returns the same place).
     public static func setAsideCorruptCatalog(directory: String, now: Date = Date()) throws -> String {
+        let path = directory + "/catalog.db"
+        if let aside = pendingRepair(directory: directory) {
+            if !FileSystem.exists(aside) { try move(path, to: aside, directory: directory) }
+            return aside
+        }
         let f = DateFormatter()
         f.dateFormat = "yyyyMMdd-HHmmss"
         f.timeZone = TimeZone(identifier: "UTC")
-        let path = directory + "/catalog.db"
         let aside = path + ".corrupt-" + f.string(from: now)
-        guard rename(path, aside) == 0 else { throw SystemError("move aside", path: path, errno: errno) }
+        let mark = directory + "/" + repairMarkName
+        let temp = mark + ".tmp"
+        do {
+            // Readable by whoever shares the cache (a group-shared one: 0660), so that every user's
+            // vcache sees the repair under way.
+            let shared = FileSystem.followingStatus(directory).map { $0.st_mode & S_ISGID != 0 } ?? false
+            let mode: mode_t = shared ? Sharing.group.fileMode : Sharing.owner.fileMode
+            let file = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
+            defer { file.close() }
+            fchmod(file.fd, mode)
+            try Array((aside as NSString).lastPathComponent.utf8).withUnsafeBytes { try file.write($0, toAbsoluteOffset: 0) }
+            try file.sync()
+        }
+        guard rename(temp, mark) == 0 else { throw SystemError("rename", path: mark, errno: errno) }
+        try syncFolder(directory)
+        try move(path, to: aside, directory: directory)
+        return aside
+    }
+
+    /// The WAL and its index first, then the database: a `catalog.db` never meets another's WAL.
+    private static func move(_ path: String, to aside: String, directory: String) throws {
         for suffix in ["-wal", "-shm"] where FileSystem.exists(path + suffix) {
             _ = rename(path + suffix, aside + suffix)
         }
-        return aside
+        guard rename(path, aside) == 0 else { throw SystemError("move aside", path: path, errno: errno) }
+        try syncFolder(directory)
+    }
+
+    private static func syncFolder(_ directory: String) throws {
+        let dir = try RawFile.open(directory, flags: O_RDONLY | O_DIRECTORY)
+        defer { dir.close() }
+        try dir.sync()
+    }
+
+    /// The mark of a catalog repair under way (`setAsideCorruptCatalog`).
+    public static let repairMarkName = "catalog.db.repairing"
+
+    /// Where the catalog being repaired was set aside, while a repair is under way; else nil.
+    public static func pendingRepair(directory: String) -> String? {
+        let mark = directory + "/" + repairMarkName
+        guard FileSystem.status(mark) != nil else { return nil }
+        // A mark this user cannot read still says a repair is under way.
+        guard let bytes = FileManager.default.contents(atPath: mark) else { return directory + "/catalog.db.corrupt-unknown" }
+        // A name in the cache folder, as a repair makes it (the mark points nowhere else).
+        let name = String(decoding: bytes, as: UTF8.self)
+        guard name.hasPrefix("catalog.db.corrupt-"), !name.contains("/") else { return directory + "/catalog.db.corrupt-unknown" }
+        return directory + "/" + name
+    }
+
+    /// The repair is done (every row that reads is in the new catalog, durably): the mark goes.
+    public static func finishRepair(directory: String) throws {
+        guard unlink(directory + "/" + repairMarkName) == 0 || errno == ENOENT else {
+            throw SystemError("remove", path: directory + "/" + repairMarkName, errno: errno)
+        }
+        try syncFolder(directory)
     }
 
     public func entryDirectory(_ key: String) -> String { "\(directory)/entries/\(key.prefix(2))/\(key)" }

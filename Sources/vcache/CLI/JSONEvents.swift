@@ -59,7 +59,7 @@ struct FailureInfo {
             case .notWritable: self.init(kind: "disk", message: text, exitCode: 5)
             case .catalog, .newerCatalog: self.init(kind: "catalog", message: text, exitCode: 5)
             case .noCache: self.init(kind: "no_cache", message: text, exitCode: 1)
-            case .corruptCatalog: self.init(kind: "corrupt_catalog", message: text, exitCode: 5)
+            case .corruptCatalog, .repairInterrupted: self.init(kind: "corrupt_catalog", message: text, exitCode: 5)
             }
         case let e as Exporter.ExportError:
             switch e {

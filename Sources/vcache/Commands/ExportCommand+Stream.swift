@@ -23,8 +23,8 @@ extension ExportCommand {
             let failure = FailureInfo(error, context: "cannot export to '\(dir)'")
             console.err("vcache: \(failure.message)\n")
             console.event("failed", ["path": dir, "key": key, "error": failure.json])
-            console.event("summary", ["exported": 0, "failed": 1, "exit_code": 1])
-            return 1
+            console.event("summary", ["exported": 0, "failed": 1, "exit_code": failure.exitCode])
+            return failure.exitCode
         }
     }
 }

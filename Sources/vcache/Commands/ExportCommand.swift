@@ -81,6 +81,9 @@ enum ExportCommand: VCacheCommand {
             jobs.append((key, p[1]))
         }
         var failed = 0
+        // The most pressing failure's code, as prefetch's (Docs/cli.md): 5 (the disk, damaged
+        // bytes), then 4, then 1 (refused), then 3 (replaced meanwhile: try again).
+        var status: Int32 = 0
         for job in jobs {
             do {
                 let done = try exporter.export(key: job.key, to: job.dest, force: args.force, link: args.link,
@@ -105,12 +108,19 @@ enum ExportCommand: VCacheCommand {
             } catch {
                 failed += 1
                 let failure = FailureInfo(error, context: "cannot export to '\(job.dest)'")
+                status = ExportCommand.morePressing(status, failure.exitCode)
                 console.err("vcache: \(failure.message)\n")
                 console.event("failed", ["path": job.dest, "key": job.key, "error": failure.json])
             }
         }
         if all && jobs.isEmpty && !args.json { console.out("no complete entries to export\n") }
-        console.event("summary", ["exported": jobs.count - failed, "failed": failed, "exit_code": failed == 0 ? 0 : 1])
-        return failed == 0 ? 0 : 1
+        console.event("summary", ["exported": jobs.count - failed, "failed": failed, "exit_code": status])
+        return status
+    }
+
+    /// Of two exit codes, the one that asks more of the user: 5, then 4, then 1, then 3, then 0.
+    static func morePressing(_ a: Int32, _ b: Int32) -> Int32 {
+        let order: [Int32] = [0, 3, 1, 4, 5]
+        return (order.firstIndex(of: a) ?? 2) >= (order.firstIndex(of: b) ?? 2) ? a : b
     }
 }

@@ -105,6 +105,16 @@ enum ServeCommand: VCacheCommand {
             if quiet { return }
             if json { console.event("request", fields(line)) } else { console.err(render(line)) }
         }
+        // A storing job the disk or the catalog failed: players are served on from the origin,
+        // so this line is what tells the operator (even with --quiet).
+        readThrough.onStoreFailure { url, error in
+            let failure = FailureInfo(error)
+            if json {
+                console.event("store_failed", ["url": url, "error": failure.json])
+            } else {
+                console.err("vcache serve: cannot store \(Console.escaped(url)): \(Console.escaped(failure.message)); players are served from the origin meanwhile\n")
+            }
+        }
         let server: HTTPServer
         do {
             var limits = HTTPServer.Limits()
@@ -120,6 +130,18 @@ enum ServeCommand: VCacheCommand {
             server = try HTTPServer(address: address, port: port, limits: limits, errorLog: turnedAway) { proxy.handle($0) }
         } catch {
             return console.fail(error, context: "cannot serve")
+        }
+        // A repair replaced the catalog: stop cleanly and exit 5, so that systemd
+        // (Restart=on-failure) starts serve again on the new catalog.
+        let replaced = Atomic<Bool>(false)
+        proxy.onCatalogReplaced {
+            replaced.store(true, ordering: .relaxed)
+            if json {
+                console.event("catalog_replaced", ["cache_dir": store.directory])
+            } else {
+                console.err("vcache serve: the catalog of \(store.directory) was replaced (a repair by 'vcache verify --fix'); stopping: start serve again to use the new one\n")
+            }
+            kill(getpid(), SIGTERM)
         }
         proxy.serverNames = ServerNames(listening: address, port: server.port, extra: args.serverName)
         proxy.countConnections { server.openConnections }
@@ -147,6 +169,7 @@ enum ServeCommand: VCacheCommand {
         readThrough.shutdown()
         server.stop()
         readThrough.flushUse()
+        if replaced.load(ordering: .relaxed) { return 5 }
         // Die by the signal, as prefetch does (the shell sees 130/143; systemd a clean stop).
         signal(caught, SIG_DFL)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)

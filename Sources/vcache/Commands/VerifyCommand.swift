@@ -41,22 +41,38 @@ enum VerifyCommand: VCacheCommand {
             } catch let e as DatabaseError where e.isCorrupt {
                 throw CacheStore.OpenError.corruptCatalog(path: dir + "/catalog.db", reason: e.message)
             }
-        } catch CacheStore.OpenError.corruptCatalog(let path, let reason) {
-            guard fix else {
-                console.error("the catalog '\(path)' is corrupt (\(reason)); 'vcache verify --fix' sets it aside and starts a new one", kind: "corrupt_catalog", exitCode: 5)
-                return 5
+        } catch let e as CacheStore.OpenError {
+            let reason: String
+            switch e {
+            case .corruptCatalog(let path, let why):
+                guard fix else {
+                    console.error("the catalog '\(path)' is corrupt (\(why)); 'vcache verify --fix' sets it aside and starts a new one", kind: "corrupt_catalog", exitCode: 5)
+                    return 5
+                }
+                reason = why
+            case .repairInterrupted(_, let aside) where fix:
+                reason = "an earlier repair was interrupted; its rows are in '\(aside)'"
+            default:
+                let failure = FailureInfo(e)
+                console.error(failure)
+                return failure.exitCode
             }
             do {
+                // Marked under way until every row that reads is back (a kill or a failed write
+                // midway leaves the mark: nothing is swept, and the next --fix finishes it).
                 let aside = try CacheStore.setAsideCorruptCatalog(directory: dir)
-                store = try CacheStore(directory: dir)
+                store = try CacheStore(directory: dir, repairing: true)
                 // Every row that still reads is kept (and checked below like any entry); only the
                 // folders of rows that could not be read go.
                 let saved: Catalog.Salvage
                 var unreadable: String?
-                do { saved = try store.catalog.salvage(from: aside) } catch {
+                do { saved = try store.catalog.salvage(from: aside) } catch let e as Catalog.SalvageWriteFailed {
+                    return console.fail(e.error, context: "cannot copy the rows that still read from '\(aside)' into a new catalog (the repair stays under way; run 'vcache verify --fix' again)")
+                } catch {
                     unreadable = "\(error)"
                     saved = Catalog.Salvage()
                 }
+                try CacheStore.finishRepair(directory: dir)
                 let removed = try Evictor(store: store).sweepOrphans()
                 func n(_ count: Int, _ one: String, _ many: String) -> String { "\(count) \(count == 1 ? one : many)" }
                 if let unreadable {
