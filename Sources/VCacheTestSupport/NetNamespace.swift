@@ -23,6 +23,15 @@ public final class NetNamespace: @unchecked Sendable {
                         "tc": "/usr/sbin/tc", "curl": "/usr/bin/curl"]
 
     /// Why no namespace can be had here, or nil.
+    /// A new namespace, or nil with a `skipped: ...` line where a test cannot have one.
+    public static func orSkip() throws -> NetNamespace? {
+        if let why = skipReason {
+            print("skipped: \(why)")
+            return nil
+        }
+        return try NetNamespace()
+    }
+
     public static var skipReason: String? {
         if getuid() != 0 { return "a network namespace with nft and tc needs root" }
         for (name, path) in tools.sorted(by: { $0.key < $1.key }) where !FileManager.default.isExecutableFile(atPath: path) {

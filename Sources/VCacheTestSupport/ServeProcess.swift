@@ -49,6 +49,17 @@ public final class ServeProcess: Sendable {
     /// The proxy URL of `origin` on this server.
     public func url(_ origin: String) -> String { "\(base)/v/" + ProxyURLCoding.encode(origin) + "/" + (URL(string: origin)?.lastPathComponent ?? "video.mp4") }
 
+    /// The lines of the log that match, once there is one (polled for up to `seconds`; a line
+    /// may follow the response it is about); empty if none came.
+    public func logLines(within seconds: Double, where matches: (String) -> Bool) -> [String] {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            let lines = log.filter(matches)
+            if !lines.isEmpty || Date() >= deadline { return lines }
+            usleep(50_000)
+        }
+    }
+
     /// The log so far, one line per request.
     public var log: [String] {
         (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []

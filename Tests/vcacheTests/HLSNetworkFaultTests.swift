@@ -18,15 +18,11 @@ import VCacheTestSupport
 
     /// A namespace whose nginx serves the stream at /hls/index.m3u8, or nil (the reason printed).
     func namespace() throws -> NetNamespace? {
-        if let why = NetNamespace.skipReason {
-            print("skipped: \(why)")
-            return nil
-        }
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
             print("skipped: ffmpeg is not installed")
             return nil
         }
-        let ns = try NetNamespace()
+        guard let ns = try NetNamespace.orSkip() else { return nil }
         let out = ns.root + "/hls"
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         // 8 s of lossless 640x360 in 1 s segments: about 510 kB each, so 300 kB is mid-segment.

@@ -16,11 +16,7 @@ import VCacheTestSupport
 
     /// A namespace serving `body` as /v.mp4, or nil (the reason printed) when there can be none.
     func namespace() throws -> NetNamespace? {
-        if let why = NetNamespace.skipReason {
-            print("skipped: \(why)")
-            return nil
-        }
-        let ns = try NetNamespace()
+        guard let ns = try NetNamespace.orSkip() else { return nil }
         try Self.body.write(to: URL(fileURLWithPath: ns.root + "/v.mp4"))
         return ns
     }

@@ -110,8 +110,7 @@ import VCacheTestSupport
     /// has its storing job running (serve's own counters say so) and is still being sent bytes.
     @Test(.timeLimit(.minutes(6)))
     func aColdPlayerCostsNoMoreDescriptorsThanTheConnectionLimitAssumes() throws {
-        if let why = NetNamespace.skipReason { return print("skipped: \(why)") }
-        let ns = try NetNamespace()
+        guard let ns = try NetNamespace.orSkip() else { return }
         defer { ns.stop() }
         let videos = (0..<4).map { TestBytes.make(3 << 20, seed: 2700 + UInt64($0)) }
         for (i, v) in videos.enumerated() { try v.write(to: URL(fileURLWithPath: ns.root + "/c\(i).mp4")) }

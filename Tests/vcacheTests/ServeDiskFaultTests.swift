@@ -17,6 +17,20 @@ import VCacheTestSupport
         return text.split(separator: " ").first.flatMap { pid_t($0) }
     }
 
+    /// serve under `strace -f` with `calls` traced, each `inject` rule applied to `path`; then
+    /// `body`, then serve stopped (strace holds on to SIGTERM: serve itself is sent it).
+    func underStrace(_ cache: String, calls: String, inject: [String], path: String, _ body: (ServeProcess) throws -> Void) throws {
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, launcher: [FaultInjectionTests.strace, "-f", "-qq", "-o", "/dev/null",
+                                                                            "-e", "trace=" + calls] + inject.flatMap { ["-e", "inject=" + $0] } + ["-P", path])
+        let pid = Self.tracee(of: serve.process.pid)
+        defer {
+            if let pid { kill(pid, SIGTERM) }
+            serve.stop()
+        }
+        #expect(pid != nil)
+        try body(serve)
+    }
+
     @Test(.timeLimit(.minutes(5)), arguments: ["data", "catalog"])
     func aStoringJobTheDiskFailsSaysSoInOneLineAndThePlayerGetsEveryByte(file: String) throws {
         guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
@@ -30,29 +44,15 @@ import VCacheTestSupport
         let inspector = try CacheInspector(directory: cache)
         let path = file == "data" ? inspector.store.dataPath(try #require(try inspector.entry(url)).key) : cache + "/catalog.db-wal"
         #expect(FileManager.default.fileExists(atPath: path))
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir, launcher: [
-            FaultInjectionTests.strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=pwrite64",
-            "-e", "inject=pwrite64:error=EIO:when=2+", "-P", path])
-        // strace holds on to SIGTERM: serve itself is stopped.
-        let pid = Self.tracee(of: serve.process.pid)
-        defer {
-            if let pid { kill(pid, SIGTERM) }
-            serve.stop()
+        try underStrace(cache, calls: "pwrite64", inject: ["pwrite64:error=EIO:when=2+"], path: path) { serve in
+            let got = try Curl.fetch([serve.url(url)], in: dir)
+            #expect(got.status == 200 && got.body == body, "\(got.status), \(got.body.count) bytes; \(serve.log.suffix(3))")
+            // The job's failure comes once it meets the fault (its commit may follow the response's end).
+            let lines = serve.logLines(within: 120) { $0.hasPrefix("vcache serve: cannot store ") }
+            let cause = file == "data" ? "cannot write '\(path)': Input/output error" : "disk I/O error"
+            #expect(lines.count == 1 && lines[0].hasPrefix("vcache serve: cannot store \(url): ") && lines[0].contains(cause)
+                    && lines[0].hasSuffix("; players are served from the origin meanwhile"), "\(serve.log)")
         }
-        #expect(pid != nil)
-        let got = try Curl.fetch([serve.url(url)], in: dir)
-        #expect(got.status == 200 && got.body == body, "\(got.status), \(got.body.count) bytes; \(serve.log.suffix(3))")
-        // The job's failure comes once it meets the fault (its commit may follow the response's end).
-        let deadline = Date().addingTimeInterval(120)
-        var lines: [String] = []
-        while Date() < deadline {
-            lines = serve.log.filter { $0.hasPrefix("vcache serve: cannot store ") }
-            if !lines.isEmpty { break }
-            usleep(50_000)
-        }
-        let cause = file == "data" ? "cannot write '\(path)': Input/output error" : "disk I/O error"
-        #expect(lines.count == 1 && lines[0].hasPrefix("vcache serve: cannot store \(url): ") && lines[0].contains(cause)
-                && lines[0].hasSuffix("; players are served from the origin meanwhile"), "\(serve.log)")
         let claims = try CacheInspector(directory: cache).verifyClaims(url, origin: body)
         #expect(claims.mismatch == nil && claims.claimed >= 256 << 10)
     }
@@ -72,27 +72,14 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
         let inspector = try CacheInspector(directory: cache)
         let data = inspector.store.dataPath(try #require(try inspector.entry(url)).key)
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir, launcher: [
-            FaultInjectionTests.strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=sendfile,pread64",
-            "-e", "inject=sendfile:error=EIO:when=2+", "-e", "inject=pread64:error=EIO:when=2+", "-P", data])
-        let pid = Self.tracee(of: serve.process.pid)
-        defer {
-            if let pid { kill(pid, SIGTERM) }
-            serve.stop()
+        try underStrace(cache, calls: "sendfile,pread64", inject: ["sendfile:error=EIO:when=2+", "pread64:error=EIO:when=2+"], path: data) { serve in
+            let out = dir.file("r.bin")
+            let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, serve.url(url)])
+            let got = (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()
+            #expect(r.status == 18 && got.count < body.count && got == body.prefix(got.count), "curl \(r.status), \(got.count) bytes")
+            let lines = serve.logLines(within: 60) { $0.contains(" GET \(url) ") }
+            #expect(lines.count == 1 && lines[0].hasSuffix("(cannot read the cached bytes: cannot read '\(data)': Input/output error)"), "\(serve.log)")
         }
-        #expect(pid != nil)
-        let out = dir.file("r.bin")
-        let r = try Tool.run("/usr/bin/curl", ["-s", "-o", out, serve.url(url)])
-        let got = (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()
-        #expect(r.status == 18 && got.count < body.count && got == body.prefix(got.count), "curl \(r.status), \(got.count) bytes")
-        let deadline = Date().addingTimeInterval(60)
-        var lines: [String] = []
-        while Date() < deadline {
-            lines = serve.log.filter { $0.contains(" GET \(url) ") }
-            if !lines.isEmpty { break }
-            usleep(50_000)
-        }
-        #expect(lines.count == 1 && lines[0].hasSuffix("(cannot read the cached bytes: cannot read '\(data)': Input/output error)"), "\(serve.log)")
     }
 
     /// serve running while `verify --fix` repairs a damaged catalog (sets it aside, starts a new

@@ -31,11 +31,7 @@ import VCacheTestSupport
 
     /// A namespace whose nginx serves the video and the stream, or nil (the reason printed).
     func namespace() throws -> NetNamespace? {
-        if let why = NetNamespace.skipReason {
-            print("skipped: \(why)")
-            return nil
-        }
-        let ns = try NetNamespace()
+        guard let ns = try NetNamespace.orSkip() else { return nil }
         try Self.video.write(to: URL(fileURLWithPath: ns.root + "/v.mp4"))
         try FileManager.default.createDirectory(atPath: ns.root + "/hls", withIntermediateDirectories: true)
         try Self.playlist.write(toFile: ns.root + "/hls/index.m3u8", atomically: true, encoding: .utf8)

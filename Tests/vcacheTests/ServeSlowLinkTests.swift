@@ -17,11 +17,7 @@ import VCacheTestSupport
 
     /// A namespace serving `video` as /v.mp4 and the fixture moov-at-end.mp4, or nil (the reason printed).
     func namespace() throws -> NetNamespace? {
-        if let why = NetNamespace.skipReason {
-            print("skipped: \(why)")
-            return nil
-        }
-        let ns = try NetNamespace()
+        guard let ns = try NetNamespace.orSkip() else { return nil }
         try Self.video.write(to: URL(fileURLWithPath: ns.root + "/v.mp4"))
         try FileManager.default.copyItem(atPath: Fixtures.path("moov-at-end.mp4"), toPath: ns.root + "/moov-at-end.mp4")
         return ns
