@@ -55,4 +55,26 @@ import VCacheTestSupport
         #expect(r.out.isEmpty)  // checked before the first byte goes out
         #expect(try FileManager.default.contentsOfDirectory(atPath: out).isEmpty)
     }
+
+    /// The destination folder's fsync failing (EIO) after the rename: the export's name may not
+    /// survive a power cut, so it is no success: one line, exit 5 (it was ignored, exit 0). The
+    /// file itself is whole. For a stream export the same: its folders are synced before and after
+    /// the master is written.
+    @Test(.timeLimit(.minutes(5)))
+    func aDestinationFolderThatCannotSyncExits5() throws {
+        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
+        let origin = try TestOrigin()
+        let body = TestBytes.make(1 << 20, seed: 73)
+        let url = try cached(origin, "/sync.mp4", body)
+        let out = dir.file("out-sync")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let target = out + "/sync.mp4"
+        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(cache)", FaultInjectionTests.strace, "-f", "-qq", "-o", "/dev/null",
+                                              "-e", "trace=fsync", "-e", "inject=fsync:error=EIO", "-P", out,
+                                              VCacheBinary.path, "export", url, target])
+        #expect(r.status == 5, "\(r.err)")
+        let lines = r.err.split(separator: "\n").filter { $0.hasPrefix("vcache: ") }
+        #expect(lines.count == 1 && lines[0].hasPrefix("vcache: cannot export to '\(target)': ") && lines[0].hasSuffix("'\(out)': Input/output error"), "\(r.err)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == body)
+    }
 }

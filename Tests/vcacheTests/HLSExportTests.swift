@@ -76,6 +76,24 @@ import VCacheTestSupport
     }
 
     /// Offline, serve's master lists only renditions that play, as it lists only such variants.
+    /// The export folder's fsync failing (EIO): its names may not survive a power cut, so the
+    /// export is no success: one line naming the folder, exit 5 (the folders were never synced).
+    @Test(.timeLimit(.minutes(6)))
+    func aStreamExportWhoseFolderCannotSyncExits5() throws {
+        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace"), let origin = try origin() else { return }
+        let url = origin.url("/o/abr/master.m3u8")
+        let cache = dir.file("cache-sync")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let out = dir.file("out-sync")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let r = try Tool.run("/usr/bin/env", ["VCACHE_DIR=\(cache)", FaultInjectionTests.strace, "-f", "-qq", "-o", "/dev/null",
+                                              "-e", "trace=fsync", "-e", "inject=fsync:error=EIO", "-P", out,
+                                              VCacheBinary.path, "export", url, out])
+        #expect(r.status == 5, "\(r.err)")
+        let lines = r.err.split(separator: "\n").filter { $0.hasPrefix("vcache: ") }
+        #expect(lines.count == 1 && lines[0].hasSuffix("'\(out)': Input/output error"), "\(r.err)")
+    }
+
     @Test(.timeLimit(.minutes(6)))
     func anOfflineMasterThroughServeListsOnlyRenditionsThatPlay() throws {
         guard let origin = try origin() else { return }

@@ -132,9 +132,14 @@ public struct Exporter {
             if let s = error as? SystemError { throw ExportError.io(s) }
             throw error
         }
-        if let dir = try? RawFile.open(folder, flags: O_RDONLY) {
-            try? dir.sync()
-            dir.close()
+        // The new name made durable: "exported" must survive a power cut. A failure is this disk's
+        // (exit 5), except from a file system that cannot sync a folder at all (EINVAL: some FUSE
+        // and network ones). (It was ignored: a failing disk passed for a durable export.)
+        do {
+            try FileSystem.syncFolder(folder)
+        } catch let e as SystemError where e.errno == EINVAL {
+        } catch let e as SystemError {
+            throw ExportError.io(e)
         }
         try? store.catalog.touch(key: key)
         return Exported(path: target, bytes: length, linked: link, movedMoov: movedMoov)

@@ -119,6 +119,11 @@ public struct StreamExporter {
             bytes += Int64(text.utf8.count)
             files += 1
         }
+        // Every name made durable before the master's (for a media playlist, after its own): a
+        // folder that has its master.m3u8 after a power cut plays whole, on any file system.
+        let folders = Set(plan.resources.map { (destination + "/" + $0.path as NSString).deletingLastPathComponent })
+            .union(plan.playlists.map { $0.folder.isEmpty ? destination : destination + "/" + $0.folder })
+        try syncFolders(folders)
         if case .master = playlist {
             let folders = plan.folder
             let keep = Set(plan.playlists.map(\.url))
@@ -128,6 +133,7 @@ public struct StreamExporter {
             try write(Array(text.utf8), to: master, force: force)
             bytes += Int64(text.utf8.count)
             files += 1
+            try syncFolders([destination])
         }
         try? store.catalog.touch(key: key)
         return Exported(master: master, files: files, bytes: bytes, playlists: plan.playlists.count, dropped: dropped)
@@ -284,6 +290,15 @@ public struct StreamExporter {
             throw SystemError("rename", path: path, errno: e)
         }
         return ranges.count
+    }
+
+    /// fsync of each folder, deepest first (EINVAL, a file system that cannot sync a folder, is no failure).
+    private func syncFolders(_ folders: Set<String>) throws {
+        for folder in folders.sorted(by: { $0.count > $1.count }) {
+            do {
+                try FileSystem.syncFolder(folder)
+            } catch let e as SystemError where e.errno == EINVAL {}
+        }
     }
 
     /// Writes `bytes` to `path` through a temp file, fsynced, renamed into place.

@@ -5,9 +5,16 @@ extension Prefetcher {
     /// vcache can parse, unreadable, `--bytes` or `--range` asked of it) is not kept as a plain
     /// entry (Docs/hls.md): it goes alone, its stream rows (if another stream names it) staying.
     /// A stream's root (its stream recorded from an earlier copy) and a pinned entry stay.
+    /// A catalog that cannot be read keeps the entry: a failed read is no answer ("no stream")
+    /// (it took a stream's root for a plain entry and evicted it: found by a hostile review).
     func forgetRefusedPlaylist(key: String) {
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, !e.pinned,
-              ((try? store.catalog.stream(root: key)) ?? nil) == nil else { return }
+        let found: (entry: CacheEntry?, stream: Bool)
+        do {
+            found = (try store.catalog.entry(key: key), try store.catalog.stream(root: key) != nil)
+        } catch {
+            return
+        }
+        guard let e = found.entry, !e.pinned, !found.stream else { return }
         var c = Evictor.Criteria()
         c.keys = [key]
         c.alone = true

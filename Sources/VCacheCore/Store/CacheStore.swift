@@ -213,7 +213,7 @@ public final class CacheStore: Sendable {
             try file.sync()
         }
         guard rename(temp, mark) == 0 else { throw SystemError("rename", path: mark, errno: errno) }
-        try syncFolder(directory)
+        try FileSystem.syncFolder(directory)
         try move(path, to: aside, directory: directory)
         return aside
     }
@@ -224,14 +224,9 @@ public final class CacheStore: Sendable {
             _ = rename(path + suffix, aside + suffix)
         }
         guard rename(path, aside) == 0 else { throw SystemError("move aside", path: path, errno: errno) }
-        try syncFolder(directory)
+        try FileSystem.syncFolder(directory)
     }
 
-    private static func syncFolder(_ directory: String) throws {
-        let dir = try RawFile.open(directory, flags: O_RDONLY | O_DIRECTORY)
-        defer { dir.close() }
-        try dir.sync()
-    }
 
     /// The mark of a catalog repair under way (`setAsideCorruptCatalog`).
     public static let repairMarkName = "catalog.db.repairing"
@@ -253,7 +248,7 @@ public final class CacheStore: Sendable {
         guard unlink(directory + "/" + repairMarkName) == 0 || errno == ENOENT else {
             throw SystemError("remove", path: directory + "/" + repairMarkName, errno: errno)
         }
-        try syncFolder(directory)
+        try FileSystem.syncFolder(directory)
     }
 
     public func entryDirectory(_ key: String) -> String { "\(directory)/entries/\(key.prefix(2))/\(key)" }
@@ -349,9 +344,7 @@ public final class CacheStore: Sendable {
         old?.close()
         let fresh = try openDataForWriting(key: key)
         do {
-            let folder = try RawFile.open(entryDirectory(key), flags: O_RDONLY | O_DIRECTORY)
-            defer { folder.close() }
-            try folder.sync()
+            try FileSystem.syncFolder(entryDirectory(key))
         } catch {
             fresh.close()
             throw error

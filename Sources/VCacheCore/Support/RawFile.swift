@@ -215,6 +215,13 @@ public struct FileID: Hashable, Sendable, CustomStringConvertible {
 }
 
 public enum FileSystem {
+    /// fsync(2) of a folder: the names made, moved and removed in it are durable once it returns.
+    public static func syncFolder(_ path: String) throws {
+        let folder = try RawFile.open(path, flags: O_RDONLY | O_DIRECTORY)
+        defer { folder.close() }
+        try folder.sync()
+    }
+
     /// realpath(3): the path with every symlink, `.` and `..` resolved; nil when it does not exist.
     public static func realPath(_ path: String) -> String? {
         guard let p = realpath(path, nil) else { return nil }
