@@ -10,7 +10,7 @@ import Synchronization
 /// reader never waits on `cond` while it holds the writer lock of a job of its own.
 final class EntryBoard: @unchecked Sendable {
     // @unchecked: every var is private and read and written with `cond` locked; `holders` is atomic.
-    private let cond = NSCondition()
+    private let cond = MonotonicCondition()
     /// Held while a video's head is fetched to open it (one opener per entry).
     private let opening = NSLock()
     /// Bytes this process wrote into each file (by identity) of the entry, and their version.
@@ -226,7 +226,7 @@ final class EntryBoard: @unchecked Sendable {
             if r.preparing, let trouble = writers.first(where: { $0.trouble != nil && $0.start <= p && p < $0.effectiveEnd })?.trouble {
                 return .jobInTrouble(trouble)
             }
-            return .waited(signalled: cond.wait(until: Date().addingTimeInterval(1)))
+            return .waited(signalled: cond.wait(seconds: 1))
         case .startJob(let span):
             if let failed = failure(of: r.ownJobs, at: p) { return .failedHere(failed) }
             return .asked(startJob(span))

@@ -409,7 +409,7 @@ private func notifyConnection(_ cls: UnsafeMutableRawPointer?, _ connection: Opa
 /// the shutdown happen under `condition`, so a descriptor is never shut down after its reuse.
 final class HeadDeadlines: @unchecked Sendable {
     // @unchecked: every field is guarded by `condition`.
-    private let condition = NSCondition()
+    private let condition = MonotonicCondition()
     private var open: [OpaquePointer: (fd: Int32, deadline: ContinuousClock.Instant?)] = [:]
     private var stopping = false
     private var cutCount = 0
@@ -465,7 +465,7 @@ final class HeadDeadlines: @unchecked Sendable {
                 open[c]!.deadline = nil
                 cutCount += 1
             }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.25))
+            _ = condition.wait(seconds: 0.25)
         }
     }
 }

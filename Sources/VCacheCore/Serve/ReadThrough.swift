@@ -67,7 +67,7 @@ public final class ReadThrough: Sendable {
             return Array(b.values)
         }
         for board in all { board.close() }
-        _ = jobThreads.waitForNone(until: Date().addingTimeInterval(timeout))
+        _ = jobThreads.waitForNone(within: timeout)
     }
 
     /// Storing jobs' threads not yet ended (`shutdown` waits for them).
@@ -473,7 +473,7 @@ public final class ReadThrough: Sendable {
 /// A count that can be waited down to zero (storing jobs still running).
 final class Counter: @unchecked Sendable {
     // @unchecked: `value` is read and written with `cond` locked.
-    private let cond = NSCondition()
+    private let cond = MonotonicCondition()
     private var value = 0
     func add() {
         cond.lock()
@@ -491,11 +491,15 @@ final class Counter: @unchecked Sendable {
         defer { cond.unlock() }
         return value
     }
-    /// Waits until the count is zero or `deadline` passes; true when it is zero.
-    func waitForNone(until deadline: Date) -> Bool {
+    /// Waits until the count is zero or `seconds` (monotonic) pass; true when it is zero.
+    func waitForNone(within seconds: Double) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
         cond.lock()
         defer { cond.unlock() }
-        while value > 0 { if !cond.wait(until: deadline) { return value == 0 } }
+        while value > 0 {
+            let left = ContinuousClock.now.duration(to: deadline)
+            if left <= .zero || !cond.wait(seconds: left.inSeconds) { return value == 0 }
+        }
         return true
     }
 }
