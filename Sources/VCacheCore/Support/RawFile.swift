@@ -216,8 +216,9 @@ public struct FileID: Hashable, Sendable, CustomStringConvertible {
 
 public enum FileSystem {
     /// fsync(2) of a folder: the names made, moved and removed in it are durable once it returns.
+    /// A symlink to a folder is followed (an export folder may be one; syncing is harmless).
     public static func syncFolder(_ path: String) throws {
-        let folder = try RawFile.open(path, flags: O_RDONLY | O_DIRECTORY)
+        let folder = try RawFile.openFollowing(path, flags: O_RDONLY | O_DIRECTORY)
         defer { folder.close() }
         try folder.sync()
     }
