@@ -136,8 +136,7 @@ public struct Exporter {
         // (exit 5), except from a file system that cannot sync a folder at all (EINVAL: some FUSE
         // and network ones). (It was ignored: a failing disk passed for a durable export.)
         do {
-            try FileSystem.syncFolder(folder)
-        } catch let e as SystemError where e.errno == EINVAL {
+            try FileSystem.syncFolderWhereSupported(folder)
         } catch let e as SystemError {
             throw ExportError.io(e)
         }

@@ -292,13 +292,9 @@ public struct StreamExporter {
         return ranges.count
     }
 
-    /// fsync of each folder, deepest first (EINVAL, a file system that cannot sync a folder, is no failure).
+    /// fsync of each folder, deepest first.
     private func syncFolders(_ folders: Set<String>) throws {
-        for folder in folders.sorted(by: { $0.count > $1.count }) {
-            do {
-                try FileSystem.syncFolder(folder)
-            } catch let e as SystemError where e.errno == EINVAL {}
-        }
+        for folder in folders.sorted(by: { $0.count > $1.count }) { try FileSystem.syncFolderWhereSupported(folder) }
     }
 
     /// Writes `bytes` to `path` through a temp file, fsynced, renamed into place.

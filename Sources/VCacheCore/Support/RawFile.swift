@@ -223,6 +223,14 @@ public enum FileSystem {
         try folder.sync()
     }
 
+    /// `syncFolder`, where the file system can sync a folder at all: EINVAL (some FUSE and network
+    /// file systems) is no failure. For folders outside the cache (an export's destination).
+    public static func syncFolderWhereSupported(_ path: String) throws {
+        do {
+            try syncFolder(path)
+        } catch let e as SystemError where e.errno == EINVAL {}
+    }
+
     /// realpath(3): the path with every symlink, `.` and `..` resolved; nil when it does not exist.
     public static func realPath(_ path: String) -> String? {
         guard let p = realpath(path, nil) else { return nil }
