@@ -54,4 +54,19 @@ import Testing
         let again = try #require(try store.tryLockWriter(key: key))
         again.release()
     }
+
+    /// A handed-over drop that fails (the disk) is the last job's to report, and the entry is let
+    /// go all the same: its claims stay, and the next completion finds the mismatch again.
+    @Test func aHandedOverDropThatFailsIsReturnedToTheLastJobOut() throws {
+        struct DiskFailed: Error {}
+        let cache = try TestCache()
+        let (shared, key) = try Self.shared(cache, jobs: 2)
+        #expect(try !shared.dropAlone { throw DiskFailed() })
+        #expect(shared.leave() == nil)
+        let failure = shared.leave()
+        #expect(failure is DiskFailed)
+        #expect(!shared.isHeld)
+        let again = try #require(try cache.store.tryLockWriter(key: key))
+        again.release()
+    }
 }

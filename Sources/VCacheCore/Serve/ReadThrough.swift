@@ -464,7 +464,11 @@ public final class ReadThrough: Sendable {
         }
         board.writerEnded(writer, error: result.error)
         testPause("serve-job-before-leave", key)
-        shared.leave()
+        // The drop another job handed over (a completion that did not hash as the first), run
+        // now that this job is the last: its failure is a disk fault like the job's own.
+        if let e = shared.leave(), let report = storeFailed.withLock({ $0 }) {
+            report(item.url, PrefetchError(e))
+        }
         if result.error == nil { try? store.catalog.touch(key: key) }
         release(board)
     }

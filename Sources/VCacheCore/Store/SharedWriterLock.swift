@@ -35,22 +35,29 @@ public final class SharedWriterLock: @unchecked Sendable {
         return lock != nil
     }
 
-    /// A job ended; the last one runs a drop handed over (no job joins meanwhile; a failure
-    /// leaves it to the next completion, which finds the same mismatch), then releases the lock.
-    public func leave() {
+    /// A job ended; the last one runs a drop handed over (no job joins meanwhile), then releases
+    /// the lock. The drop's error is returned for the caller to report: the claims stay as they
+    /// were, and the next completion finds the same mismatch and drops again.
+    @discardableResult
+    public func leave() -> Error? {
         mutex.lock()
         jobs -= 1
-        guard jobs <= 0, let l = lock else { return mutex.unlock() }
+        guard jobs <= 0, let l = lock else {
+            mutex.unlock()
+            return nil
+        }
         let drop = pendingDrop
         pendingDrop = nil
         exclusive = drop != nil
         mutex.unlock()
-        try? drop?()
+        var failure: Error?
+        do { try drop?() } catch { failure = error }
         mutex.lock()
         l.release()
         lock = nil
         exclusive = false
         mutex.unlock()
+        return failure
     }
 
     /// The calling job may drop the entry's version: it is the only one writing.
