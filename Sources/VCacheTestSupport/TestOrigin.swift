@@ -69,6 +69,7 @@ public final class TestOrigin: Sendable {
 
         var headers: [String: [[String: String]]] = [:]
         var connections: Set<Int32> = []
+        var accepted = 0
         var stopped = false
     }
 
@@ -124,6 +125,9 @@ public final class TestOrigin: Sendable {
     }
 
     /// The Range header of each request for `path`, in order (nil: none).
+    /// Connections accepted so far (a client that connected and sent nothing counts too).
+    public var acceptedConnections: Int { state.withLock { $0.accepted } }
+
     public func requests(_ path: String) -> [String?] { state.withLock { $0.requests[path] ?? [] } }
 
     /// The query string of each request for `path` (without `?`; empty when none), in order.
@@ -173,6 +177,7 @@ public final class TestOrigin: Sendable {
             let accepted = state.withLock { s -> Bool in
                 if s.stopped { return false }
                 s.connections.insert(fd)
+                s.accepted += 1
                 return true
             }
             guard accepted else { close(fd); break }

@@ -100,21 +100,50 @@ import VCacheTestSupport
         #expect(origin.requests("/s/self.m3u8").count == 1)
     }
 
-    /// serve --allow-host follows no redirect: the player gets 502 and the log says where the
-    /// origin redirected and what to do, not curl's "Maximum (0) redirects followed".
+    /// serve --allow-host follows a redirect to an origin it allows (a CDN sending players to
+    /// its edge): the bytes are the final URL's.
     @Test(.timeLimit(.minutes(5)))
-    func aRedirectServeDoesNotFollowIsSaidAsOne() throws {
+    func aRedirectToAnAllowedOriginIsFollowed() throws {
         let origin = try TestOrigin()
-        origin.setResource("/r/v.mp4", .init(body: Data(count: 1000)))
+        let body = TestBytes.make(300_000, seed: 7)
+        origin.setResource("/r/final.mp4", .init(body: body, etag: "\"f1\""))
         var faults = TestOrigin.Faults()
         faults.redirectTo = origin.url("/r/final.mp4")
         origin.setFaults("/r/v.mp4", faults)
-        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1"])
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
+        defer { serve.stop() }
         let answer = try Curl.fetch([serve.url(origin.url("/r/v.mp4"))], in: dir)
-        #expect(answer.status == 502)
+        #expect(answer.status == 200)
+        #expect(TestBytes.sha256(answer.body) == TestBytes.sha256(body))
+        #expect(origin.requests("/r/final.mp4").count >= 1)
+    }
+
+    /// A redirect to an origin --allow-host does not name (another host, or another port of an
+    /// allowed host) reaches it with no connection at all: the player gets 502 and the log says
+    /// where the origin redirected and what to do, not curl's "Couldn't connect".
+    @Test(.timeLimit(.minutes(5)))
+    func aRedirectOutsideTheAllowedOriginsGetsNoConnection() throws {
+        let origin = try TestOrigin()
+        let otherHost = try TestOrigin(address: "127.0.0.2"), otherPort = try TestOrigin()
+        for o in [otherHost, otherPort] { o.setResource("/x.mp4", .init(body: TestBytes.make(1000))) }
+        for (path, target) in [("/r/host.mp4", otherHost), ("/r/port.mp4", otherPort)] {
+            var faults = TestOrigin.Faults()
+            faults.redirectTo = target.url("/x.mp4")
+            origin.setFaults(path, faults)
+        }
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
+        for (path, target) in [("/r/host.mp4", otherHost), ("/r/port.mp4", otherPort)] {
+            let answer = try Curl.fetch([serve.url(origin.url(path))], in: dir)
+            #expect(answer.status == 502, "\(path)")
+            #expect(target.acceptedConnections == 0, "\(path)")
+        }
         serve.stop()
-        let line = serve.log.first { $0.contains("/r/v.mp4") || $0.contains("redirect") } ?? ""
-        #expect(line.contains("the origin redirected to \(origin.url("/r/final.mp4")); serve with --allow-host follows no redirect"), "\(serve.log)")
-        #expect(!line.contains("Maximum (0)"), "\(line)")
+        for target in [otherHost, otherPort] {
+            let to = target.url("/x.mp4")
+            let line = serve.log.first { $0.contains("redirected to \(to)") } ?? ""
+            #expect(line.contains("the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host \(target.address):\(target.port) if serve may contact it"),
+                    "\(serve.log)")
+            #expect(!line.contains("Couldn't connect"), "\(line)")
+        }
     }
 }

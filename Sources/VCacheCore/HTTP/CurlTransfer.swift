@@ -57,11 +57,12 @@ public final class CurlTransfer {
     private(set) var waiting: Waiting?
     var paused: Bool { waiting == .forTokens }
     var held: Bool { waiting == .heldByDelegate }
-    /// Said when a redirect is not followed (`RequestOptions.noRedirectReason`); nil: redirects follow.
-    private let noRedirectReason: String?
+    /// The only origins this transfer may reach, redirects included (`RequestOptions.allowedOrigins`).
+    private let allowedOrigins: AllowedOrigins?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
-    /// errno of a socket(2) that failed (0: none did), which libcurl does not report.
-    private let socketErrno = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    /// Shared with the shim's socket and request callbacks: the errno of a socket(2) that failed
+    /// (0: none did), which libcurl does not report, and whether a URL not allowed was refused.
+    private let slot = UnsafeMutablePointer<vc_transfer_slot>.allocate(capacity: 1)
 
     /// `range` is the HTTP form without `bytes=` (`0-99`, `100-`, `-500`); `ifRange` a validator.
     public init(url: String, range: String?, ifRange: String?, options: RequestOptions, delegate: TransferDelegate) throws {
@@ -71,9 +72,9 @@ public final class CurlTransfer {
         self.range = range
         self.delegate = delegate
         stallTimeout = .milliseconds(Int64(max(0.05, options.stallTimeout) * 1000))
-        noRedirectReason = options.maxRedirects == 0 ? options.noRedirectReason : nil
+        allowedOrigins = options.allowedOrigins
         errorBuffer.initialize(to: 0)
-        socketErrno.initialize(to: 0)
+        slot.initialize(to: vc_transfer_slot(socket_errno: 0, refused: 0, easy: nil, allow: nil, allow_context: nil))
         // Only the video's own bytes are stored: no encoding is asked for (an origin that encodes
         // anyway is refused by ResponseJudge).
         var lines = options.headers + ["Accept-Encoding: identity"]
@@ -83,7 +84,6 @@ public final class CurlTransfer {
         try set(vc_easy_setopt_str(easy, CURLOPT_URL, url), "CURLOPT_URL")
         try set(vc_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         try set(vc_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
-        try set(vc_easy_keep_socket_errno(easy, socketErrno), "CURLOPT_OPENSOCKETFUNCTION")
         try set(vc_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
         try set(vc_easy_setopt_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
         try set(vc_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1), "CURLOPT_FOLLOWLOCATION")
@@ -112,6 +112,15 @@ public final class CurlTransfer {
         // Safe: the Fetcher keeps the transfer alive while the easy handle is in the multi handle,
         // and libcurl calls back only from curl_multi_perform on the Fetcher's thread.
         let me = Unmanaged.passUnretained(self).toOpaque()
+        if allowedOrigins != nil {
+            slot.pointee.allow_context = me
+            slot.pointee.allow = { context, url in
+                let t = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+                guard let url, let allowed = t.allowedOrigins, let target = OriginTarget.of(String(cString: url)) else { return 0 }
+                return allowed.allows(target) ? 1 : 0
+            }
+        }
+        try set(vc_easy_set_transfer_slot(easy, slot), "CURLOPT_OPENSOCKETFUNCTION")
         try set(vc_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me), "CURLOPT_WRITEDATA")
         try set(vc_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me), "CURLOPT_HEADERDATA")
         try set(vc_easy_setopt_datacb(easy, CURLOPT_WRITEFUNCTION) { ptr, size, count, user in
@@ -149,7 +158,7 @@ public final class CurlTransfer {
         curl_slist_free_all(headerList)
         curl_slist_free_all(resolveList)
         errorBuffer.deallocate()
-        socketErrno.deallocate()
+        slot.deallocate()
     }
 
     private func receiveHeaderLine(_ raw: UnsafeRawBufferPointer) {
@@ -253,18 +262,23 @@ public final class CurlTransfer {
     }
 
     private func transportError(_ code: CURLcode) -> TransportError {
-        if code == CURLE_TOO_MANY_REDIRECTS, let why = noRedirectReason {
-            // curl says "Maximum (0) redirects followed": say where it led and what to do instead.
+        if slot.pointee.refused != 0 {
+            // A redirect to an origin not allowed (curl would say "Couldn't connect" or "aborted
+            // by callback"): say where it led and what to do.
             var location: UnsafeMutablePointer<CChar>?
-            if vc_easy_getinfo_str(easy, CURLINFO_REDIRECT_URL, &location) != CURLE_OK { location = nil }
+            if vc_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &location) != CURLE_OK { location = nil }
             let to = location.map { String(cString: $0) } ?? "another URL"
-            return TransportError(kind: .redirectRefused, message: "the origin redirected to \(to); \(why)", code: Int(code.rawValue))
+            let target = OriginTarget.of(to).map { " \($0)" } ?? ""
+            return TransportError(kind: .redirectRefused,
+                                  message: "the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host\(target) if serve may contact it",
+                                  code: Int(code.rawValue))
         }
         let buffered = String(cString: errorBuffer)
         var message = buffered.isEmpty ? String(cString: curl_easy_strerror(code)) : buffered
         // No descriptor for a socket: this process's limit (or the system's), not the origin.
-        if code == CURLE_COULDNT_CONNECT, socketErrno.pointee == EMFILE || socketErrno.pointee == ENFILE {
-            message = "cannot open a socket: \(String(cString: strerror(socketErrno.pointee)))"
+        let socketErrno = slot.pointee.socket_errno
+        if code == CURLE_COULDNT_CONNECT, socketErrno == EMFILE || socketErrno == ENFILE {
+            message = "cannot open a socket: \(String(cString: strerror(socketErrno)))"
         }
         let kind: TransportError.Kind
         switch code {

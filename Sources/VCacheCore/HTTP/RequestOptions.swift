@@ -8,9 +8,9 @@ public struct RequestOptions: Sendable, Equatable {
     /// Seconds with no byte received before a transfer is abandoned (whole seconds; at least 1).
     public var stallTimeout: Double = 30
     public var maxRedirects: Int = 10
-    /// With `maxRedirects` 0: why no redirect is followed and what to do, said after the URL
-    /// the origin redirected to (`serve --allow-host`).
-    public var noRedirectReason: String?
+    /// The only origins requests may reach, redirects included (`serve --allow-host`): a URL
+    /// outside them gets no connection and no request; nil: any.
+    public var allowedOrigins: AllowedOrigins?
     /// Bytes per second for each transfer; nil for unlimited.
     public var maxReceiveRate: Int64? = nil
     /// CA certificates to trust instead of the system's (`--cacert`).

@@ -78,11 +78,9 @@ enum ServeCommand: VCacheCommand {
         // A rate for serve is per origin transfer (players each get theirs), not one bucket: each
         // storing job's fetch loop gets its own bucket (libcurl's own limit also, for streams).
         if let rate = options.maxRate { options.request.maxReceiveRate = rate }
-        // With a list of origin hosts, a redirect could lead anywhere: none is followed.
-        if allowed != nil {
-            options.request.maxRedirects = 0
-            options.request.noRedirectReason = "serve with --allow-host follows no redirect (it could lead to any host): ask for the URL it redirects to, its host allowed by --allow-host"
-        }
+        // With a list of origin hosts, a redirect is followed only to one of them: every URL
+        // libcurl is about to connect to or request is checked (CurlTransfer).
+        options.request.allowedOrigins = allowed
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         let overrides = Settings.Overrides(maxSize: args.maxSize)
         do { try Settings.apply(store: store, overrides, to: &options) } catch { console.error(error); return 2 }
