@@ -37,6 +37,13 @@ import VCacheTestSupport
         let a = try CacheInspector(directory: dir.file("a"))
         #expect(try a.entry(origin.url("/s/seg0.ts"))?.sha256 == TestBytes.sha256(seg))
         #expect(try a.entry(other.url("/x/seg1.ts")) == nil)
+        // check says they are refused, not merely missing: no wait brings them.
+        let check = try VCacheBinary.run(["check", url], cacheDir: dir.file("a"))
+        #expect(check.status == 1)
+        #expect(check.stdout.contains("2 of them are on 127.0.0.2, not the stream's own host: prefetch refuses them unless --allow-host 127.0.0.2 allows them"),
+                "\(check.stdout)")
+        let checkAllowed = try VCacheBinary.run(["check", url, "--allow-host", "127.0.0.2"], cacheDir: dir.file("a"))
+        #expect(checkAllowed.status == 1 && checkAllowed.stdout.contains("2 of the") && !checkAllowed.stdout.contains("refuses"), "\(checkAllowed.stdout)")
         // --json: the kind and the count.
         let json = try VCacheBinary.run(["prefetch", "--json", url], cacheDir: dir.file("a"))
         #expect(json.status == 4)
@@ -48,6 +55,8 @@ import VCacheTestSupport
             let allowed = try VCacheBinary.run(["prefetch", "-q", url, "--allow-host", rule], cacheDir: cache)
             #expect(allowed.status == 0, "\(rule): \(allowed.stderr)")
             #expect(try CacheInspector(directory: cache).entry(other.url("/x/seg1.ts"))?.sha256 == TestBytes.sha256(far))
+            let ready = try VCacheBinary.run(["check", url, "--allow-host", rule], cacheDir: cache)
+            #expect(ready.status == 0, "\(rule): \(ready.stdout)")
         }
         // Another port of the other host is still not allowed by a rule with a port.
         let wrongPort = try VCacheBinary.run(["prefetch", "-q", url, "--allow-host", "127.0.0.2:\(other.port == 1 ? 2 : other.port - 1)"], cacheDir: dir.file("c"))

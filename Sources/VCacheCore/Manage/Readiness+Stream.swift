@@ -6,7 +6,11 @@ extension Readiness {
     /// (no network): the chosen variant's media playlists, renditions, init sections, keys and the
     /// segments (or byte ranges) that reach N seconds. `plan` gives the variant and audio choice.
     /// Nil when `entry` is not a complete playlist.
-    public static func ofStream(_ item: PrefetchItem, entry: CacheEntry, store: CacheStore, plan: HLSPlan, keyRules: CacheKeyRules) -> Readiness? {
+    /// `allowedHosts`: prefetch's `--allow-host`. A member not cached whose host is none of the
+    /// stream's own (where its playlists came from) nor allowed is one prefetch refuses: said as
+    /// such, since no wait brings it.
+    public static func ofStream(_ item: PrefetchItem, entry: CacheEntry, store: CacheStore, plan: HLSPlan, keyRules: CacheKeyRules,
+                                allowedHosts: AllowedOrigins = AllowedOrigins()) -> Readiness? {
         guard entry.isComplete, let head = store.cachedBytes(of: entry, count: 16),
               HLSPlaylist.looksLikePlaylist(firstBytes: head, contentType: entry.contentType) else { return nil }
         let isSeconds: Bool = if case .seconds? = item.mp4 { true } else { false }
@@ -19,6 +23,10 @@ extension Readiness {
         plan.seconds = seconds
         // Counted as `info` counts a stream's members: entries (a byte-range file once), the root too.
         var needed: Set<String> = [entry.key], notCached = Set<String>()
+        // The stream's own hosts (as prefetch counts them): the URL asked for, and where each of
+        // its playlists was answered from (after redirects, as the catalog recorded it).
+        var own = Set([item.url].compactMap { OriginTarget.of($0)?.host })
+        var notCachedURLs: [String: String] = [:]
         var missingBytes: Int64? = 0
         var problem: String?
         func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
@@ -29,6 +37,8 @@ extension Readiness {
                 problem = "its playlist \(e.latestURL) cannot be read from the cache"
                 return
             }
+            let answered = ((try? store.catalog.finalURL(of: e.key)) ?? nil) ?? e.latestURL
+            if let host = OriginTarget.of(answered)?.host { own.insert(host) }
             switch playlist {
             case .master:
                 do {
@@ -37,6 +47,7 @@ extension Readiness {
                         needed.insert(key)
                         guard let child = cachedEntry(url), child.isComplete else {
                             notCached.insert(key)
+                            notCachedURLs[key] = url
                             missingBytes = nil  // a playlist not cached: what it lists is not known
                             continue
                         }
@@ -52,9 +63,14 @@ extension Readiness {
                     let have = cachedEntry(q.url)
                     if let range = q.range {
                         let held = have?.ranges.coverage(of: range) ?? 0
-                        if held < range.count { notCached.insert(key); missingBytes = missingBytes.map { $0 + range.count - held } }
+                        if held < range.count {
+                            notCached.insert(key)
+                            notCachedURLs[key] = q.url
+                            missingBytes = missingBytes.map { $0 + range.count - held }
+                        }
                     } else if have?.isComplete != true {
                         notCached.insert(key)
+                        notCachedURLs[key] = q.url
                         if let have, let length = have.length { missingBytes = missingBytes.map { $0 + length - have.cachedBytes } } else { missingBytes = nil }
                     }
                 }
@@ -64,6 +80,15 @@ extension Readiness {
         if let problem { return .missing(bytes: nil, why: problem) }
         guard !notCached.isEmpty else { return .ready }
         let goal = seconds.map { "its first \(Units.formatDuration($0))" } ?? "the whole stream"
-        return .missing(bytes: missingBytes, why: "\(notCached.count) of the \(needed.count) playlists, segments, init sections and keys of \(goal) are not cached")
+        var why = "\(notCached.count) of the \(needed.count) playlists, segments, init sections and keys of \(goal) are not cached"
+        let refused = notCachedURLs.values.compactMap { OriginTarget.of($0) }.filter { !own.contains($0.host) && !allowedHosts.allows($0) }
+        if !refused.isEmpty {
+            let hosts = Set(refused.map { $0.host.contains(":") ? "[\($0.host)]" : $0.host }).sorted()
+            let (n, them) = (refused.count, refused.count == 1 ? "it" : "them")
+            why += "; \(n) of them \(n == 1 ? "is" : "are") on \(hosts.joined(separator: ", ")), not the stream's own "
+                + "\(own.count == 1 ? "host" : "hosts"): prefetch refuses \(them) unless "
+                + hosts.map { "--allow-host \($0)" }.joined(separator: " ") + " allows \(them)"
+        }
+        return .missing(bytes: missingBytes, why: why)
     }
 }

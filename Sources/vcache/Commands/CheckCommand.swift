@@ -27,6 +27,7 @@ enum CheckCommand: VCacheCommand {
         var noMoov = Flag("no-moov", help: "with --bytes: the bytes alone, not the moov too")
         var variant = Option("variant", .variant, help: "HLS: which variant of a master playlist (default best: the highest BANDWIDTH), as prefetch chooses")
         var audio = Option("audio", .language, help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
+        var allowHost = Repeated("allow-host", .originRule, help: "HLS: a host (and port) a stream's members may come from besides its playlists' own, as given to prefetch (repeatable)")
         var keys = KeyOptions()
         var json = Flag(.json, help: "a checked event per URL, then a summary (Docs/json.md)")
     }
@@ -48,6 +49,8 @@ enum CheckCommand: VCacheCommand {
         var options = PrefetchOptions()
         do { try Settings.apply(store: store, Settings.Overrides(keys: args.keys), to: &options) } catch { console.error(error); return 2 }
         let plan = HLSPlan(variant: args.variant ?? options.hlsVariant, audio: args.audio ?? options.hlsAudio)
+        var allowed = AllowedOrigins()
+        for rule in args.allowHost { allowed.add(host: rule.host, port: rule.port) }
         var rows = [["STATE", "URL", "DETAIL"]]
         var notReady = 0
         for item in items {
@@ -56,7 +59,7 @@ enum CheckCommand: VCacheCommand {
             let data = entry.flatMap { try? store.openDataForReading(key: $0.key) }
             defer { data?.close() }
             // An HLS playlist: what prefetch would fetch of its stream, from the cached playlists.
-            let stream = entry.flatMap { Readiness.ofStream(item, entry: $0, store: store, plan: plan, keyRules: options.keyRules) }
+            let stream = entry.flatMap { Readiness.ofStream(item, entry: $0, store: store, plan: plan, keyRules: options.keyRules, allowedHosts: allowed) }
             let readiness = stream ?? Readiness.of(item, entry: entry) { offset, count in
                 guard let data else { throw SystemError("read", path: store.dataPath(key), errno: ENOENT) }
                 return try data.bytes(count, at: offset)
