@@ -62,12 +62,21 @@ static int vc_before_request(void *clientp, char *primary_ip, char *local_ip, in
     (void)primary_ip; (void)local_ip; (void)primary_port; (void)local_port;
     return vc_url_allowed((vc_transfer_slot *)clientp) ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT;
 }
+/// CURLOPT_RESOLVER_START_FUNCTION: before a host name is looked up (not one already in the DNS
+/// cache or given by --resolve). A URL not allowed gets no lookup either: no DNS query carries an
+/// origin's chosen name out, and a name that does not resolve is still said as refused.
+static int vc_before_resolve(void *resolver_state, void *reserved, void *userdata) {
+    (void)resolver_state; (void)reserved;
+    return vc_url_allowed((vc_transfer_slot *)userdata) ? 0 : 1;
+}
 static inline CURLcode vc_easy_set_transfer_slot(CURL *h, vc_transfer_slot *slot) {
     slot->easy = h;
     CURLcode rc = curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, vc_open_socket);
     if (rc == CURLE_OK) rc = curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, (void *)slot);
     if (rc != CURLE_OK || !slot->allow) return rc;
-    rc = curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, vc_before_request);
+    rc = curl_easy_setopt(h, CURLOPT_RESOLVER_START_FUNCTION, vc_before_resolve);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(h, CURLOPT_RESOLVER_START_DATA, (void *)slot);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, vc_before_request);
     return rc != CURLE_OK ? rc : curl_easy_setopt(h, CURLOPT_PREREQDATA, (void *)slot);
 }
 

@@ -146,4 +146,23 @@ import VCacheTestSupport
             #expect(!line.contains("Couldn't connect"), "\(line)")
         }
     }
+
+    /// A redirect to a host name --allow-host does not name is refused before the name is looked
+    /// up: no DNS query carries a name the origin chose, and a name that does not resolve is said
+    /// as refused, not as "cannot resolve host".
+    @Test(.timeLimit(.minutes(5)))
+    func aRedirectOutsideTheAllowedOriginsIsNotLookedUp() throws {
+        let origin = try TestOrigin()
+        let to = "http://refused.invalid:\(origin.port)/x.mp4"
+        var faults = TestOrigin.Faults()
+        faults.redirectTo = to
+        origin.setFaults("/r/name.mp4", faults)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
+        let answer = try Curl.fetch([serve.url(origin.url("/r/name.mp4"))], in: dir)
+        #expect(answer.status == 502)
+        serve.stop()
+        let line = serve.log.first { $0.contains("/r/name.mp4") } ?? ""
+        #expect(line.contains("the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host refused.invalid:\(origin.port) if serve may contact it"),
+                "\(serve.log)")
+    }
 }
