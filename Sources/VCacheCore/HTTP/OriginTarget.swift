@@ -5,7 +5,8 @@ import Foundation
 /// (`curl_url`), so an allow-list is checked on exactly what the transfer uses, never on another
 /// parser's idea of the URL (Foundation and libcurl disagree on userinfo, NUL bytes and more).
 public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
-    /// Lower-cased; an IPv6 literal without brackets; a trailing dot removed.
+    /// Lower-cased; an IPv6 literal without brackets, its zone after `%` (`fe80::1%eth0`); a
+    /// trailing dot removed.
     public var host: String
     public var port: Int
 
@@ -68,7 +69,10 @@ public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
         }
         guard let host = part(CURLUPART_HOST, 0), !host.isEmpty,
               let port = part(CURLUPART_PORT, 1).flatMap({ Int($0) }) else { return nil }  // 1: CURLU_DEFAULT_PORT
-        return OriginTarget(host: host, port: port)
+        // An IPv6 zone (`[fe80::1%25eth0]`) is part of the host: libcurl connects through that
+        // interface, and a link-local address on another link is another machine.
+        guard let zone = part(CURLUPART_ZONEID, 0) else { return OriginTarget(host: host, port: port) }
+        return OriginTarget(host: OriginTarget.canonicalHost(host) + "%" + zone, port: port)
     }
 }
 
