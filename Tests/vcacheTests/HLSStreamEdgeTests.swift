@@ -147,6 +147,26 @@ import VCacheTestSupport
         }
     }
 
+    /// A redirect to an allowed host whose URL serve refuses for what it holds (credentials that
+    /// decode to CR LF) is said as such, not as a host to add with an empty --allow-host.
+    @Test(.timeLimit(.minutes(5)))
+    func aRedirectRefusedForItsCredentialsIsNotSaidAsAHostToAllow() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/x.mp4", .init(body: TestBytes.make(1000)))
+        let to = "http://a%0d%0ab@127.0.0.1:\(origin.port)/x.mp4"
+        var faults = TestOrigin.Faults()
+        faults.redirectTo = to
+        origin.setFaults("/r/cred.mp4", faults)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
+        let answer = try Curl.fetch([serve.url(origin.url("/r/cred.mp4"))], in: dir)
+        #expect(answer.status == 502)
+        #expect(origin.requests("/x.mp4").isEmpty)
+        serve.stop()
+        let line = serve.log.first { $0.contains("/r/cred.mp4") } ?? ""
+        #expect(line.contains("the origin redirected to \(to), a URL serve does not contact (credentials that decode to a control character, or a URL libcurl refuses)"),
+                "\(serve.log)")
+    }
+
     /// A redirect to a host name --allow-host does not name is refused before the name is looked
     /// up: no DNS query carries a name the origin chose, and a name that does not resolve is said
     /// as refused, not as "cannot resolve host".

@@ -268,9 +268,14 @@ public final class CurlTransfer {
             var location: UnsafeMutablePointer<CChar>?
             if vc_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &location) != CURLE_OK { location = nil }
             let to = location.map { String(cString: $0) } ?? "another URL"
-            let target = OriginTarget.of(to).map { " \($0)" } ?? ""
+            // No target: refused for what the URL holds, not for its host (which may be allowed).
+            guard let target = OriginTarget.of(to) else {
+                return TransportError(kind: .redirectRefused,
+                                      message: "the origin redirected to \(to), a URL serve does not contact (credentials that decode to a control character, or a URL libcurl refuses)",
+                                      code: Int(code.rawValue))
+            }
             return TransportError(kind: .redirectRefused,
-                                  message: "the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host\(target) if serve may contact it",
+                                  message: "the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host \(target) if serve may contact it",
                                   code: Int(code.rawValue))
         }
         let buffered = String(cString: errorBuffer)
