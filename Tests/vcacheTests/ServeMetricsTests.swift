@@ -113,6 +113,37 @@ import VCacheTestSupport
         serve.stop()
     }
 
+    /// An origin URL that leads back to serve (its own address and port, which `--allow-host
+    /// 127.0.0.1` with no port allows, or a redirect there) is a loop: serve names itself in the
+    /// Via header of every origin request and answers a request carrying that name 508 at once.
+    /// A LAN client cannot read `/metrics` through it, and a URL nested ten deep costs one hop,
+    /// not ten connections held.
+    @Test(.timeLimit(.minutes(5)))
+    func anOriginURLLeadingBackToServeIsALoopAnswered508() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(100_000, seed: 9)
+        origin.setResource("/v.mp4", .init(body: body, etag: "\"v1\""))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--allow-host", "127.0.0.1"])
+        defer { serve.stop() }
+        let metrics = try curl([serve.url("http://127.0.0.1:\(serve.port)/metrics")])
+        #expect(metrics.status == 508)
+        #expect(!String(decoding: metrics.body, as: UTF8.self).contains("vcache_"), "the metrics went out through the loop")
+        var nested = "http://127.0.0.1:\(serve.port)/status"
+        for _ in 0..<10 { nested = serve.url(nested) }
+        let deep = try curl([serve.url(nested)])
+        #expect(deep.status == 508)
+        // Each request to serve itself is refused at its first hop (two asks of it at most: the
+        // probe and the span), never passed on deeper. (A refusal is logged before it is sent.)
+        let loops = serve.log.filter { $0.contains("leads back to the proxy (a loop)") }
+        #expect(loops.count >= 2 && loops.count <= 4, "\(serve.log)")
+        // A video is served as ever, its origin told which proxy asked; a player's own Via (it
+        // sits behind another proxy) is no loop.
+        let video = try curl(["-H", "Via: 1.1 squid", serve.url(origin.url("/v.mp4"))])
+        #expect(video.status == 200 && TestBytes.sha256(video.body) == TestBytes.sha256(body))
+        let via = origin.headers("/v.mp4").compactMap { $0.first { $0.key.lowercased() == "via" }?.value }
+        #expect(!via.isEmpty && via.allSatisfy { $0.hasPrefix("1.1 vcache-") }, "\(via)")
+    }
+
     @Test func metricsFromTakesOneAddress() throws {
         for bad in ["10.0.0.0/8", "300.1.1.1", "garbage", "box.local"] {
             let r = try VCacheBinary.run(["serve", "--port", "0", "--metrics-from", bad], cacheDir: dir.file("mf"))

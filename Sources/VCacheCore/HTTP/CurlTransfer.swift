@@ -320,6 +320,7 @@ public enum HTTPStatus {
         case 502: "Bad Gateway"
         case 503: "Service Unavailable"
         case 504: "Gateway Timeout"
+        case 508: "Loop Detected"
         default: ""
         }
     }

@@ -208,7 +208,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     public var remedy: Remedy {
         switch self {
         case .transport(let t): [.refusedScheme, .tooManyRedirects, .redirectRefused].contains(t.kind) ? .fixOrigin : .tryLater
-        case .http(let status, _): status >= 500 || status == 408 || status == 429 ? .tryLater : .fixOrigin
+        case .http(let status, _): Self.passing(status) ? .tryLater : .fixOrigin
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion, .noProgress, .mp4, .invalidURL: .fixOrigin
         case .disk: .fixLocal
         case .catalog: .fixLocal
@@ -221,11 +221,15 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Worth another attempt: connection-level failures, 5xx, 408 and 429.
+    /// An HTTP status that may pass: 5xx but 508 (a loop of proxies, which no wait undoes),
+    /// 408 and 429.
+    static func passing(_ status: Int) -> Bool { (status >= 500 && status != 508) || status == 408 || status == 429 }
+
+    /// Worth another attempt: connection-level failures, statuses that may pass (`passing`).
     public var isRetryable: Bool {
         switch self {
         case .transport(let t): t.isRetryable
-        case .http(let status, _): status >= 500 || status == 408 || status == 429
+        case .http(let status, _): Self.passing(status)
         default: false
         }
     }

@@ -21,7 +21,8 @@ public final class HTTPServer: @unchecked Sendable {
     public struct Request: Sendable {
         public var method: String
         public var path: String
-        /// Request headers vcache acts on, names lower-cased (range, if-range, host, icy-metadata).
+        /// Request headers vcache acts on, names lower-cased (range, if-range, host, icy-metadata,
+        /// user-agent, via).
         public var headers: [String: String]
         public var client: String
         /// The request came with a body (none is accepted).
@@ -257,7 +258,7 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
         return .YES
     }
     var headers: [String: String] = [:]
-    for name in ["Range", "If-Range", "Host", "Icy-MetaData", "User-Agent"] {
+    for name in ["Range", "If-Range", "Host", "Icy-MetaData", "User-Agent", "Via"] {
         // Case-insensitive; the value is copied at once.
         if let v = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: v) }
     }

@@ -53,6 +53,17 @@ public final class Proxy: Sendable {
         names.withLock { $0 = serverNames }
     }
 
+    /// This process's name in the `Via` header of every origin request it makes (RFC 9110
+    /// §7.6.3), random per process. A request that arrives carrying it came from this serve
+    /// itself: an origin URL (or a redirect) that leads back to the proxy. Answered 508 at once,
+    /// however deep the URL nests (each hop would hold a connection and a thread), and never
+    /// with `/metrics` or `/status`, which are for this machine's own clients.
+    public static let pseudonym: String = {
+        var g = SystemRandomNumberGenerator()
+        return "vcache-" + String(g.next() as UInt64, radix: 16)
+    }()
+    public static var viaHeader: String { "Via: 1.1 \(pseudonym)" }
+
     /// Headers on every answer: no answer of the proxy is ever an active document (an origin's
     /// HTML would otherwise run script with the proxy's origin).
     static let inert: [(String, String)] = [("X-Content-Type-Options", "nosniff"), ("Content-Security-Policy", "sandbox")]
@@ -83,6 +94,9 @@ public final class Proxy: Sendable {
         guard let serverNames else { return finish(503, "not listening yet") }
         if let host = request.headers["host"], !serverNames.accepts(host) {
             return finish(403, "Host '\(host)' is not a name of this proxy (add it with --server-name)")
+        }
+        if let via = request.headers["via"], via.contains(Self.pseudonym) {
+            return finish(508, "a request from this serve itself: its origin URL leads back to the proxy (a loop)")
         }
         // The operator's own paths are not players' requests: a scrape does not count itself.
         if let answer = control(request) { return answer }

@@ -71,6 +71,8 @@ enum ServeCommand: VCacheCommand {
             console.error(error)
             return 2
         }
+        // First, before any -H Via: the one line the loop check reads carries this serve's name.
+        options.request.headers.insert(Proxy.viaHeader, at: 0)
         if let t = args.connectTimeout { options.request.connectTimeout = t }
         if let t = args.timeout { options.request.stallTimeout = t }
         if let n = args.retries { options.retries = n }
