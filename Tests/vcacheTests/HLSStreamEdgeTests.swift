@@ -185,4 +185,23 @@ import VCacheTestSupport
         #expect(line.contains("the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host refused.invalid:\(origin.port) if serve may contact it"),
                 "\(serve.log)")
     }
+
+    /// The origin chooses a Location's length: the line refusing it names 1,000 characters of it,
+    /// not 90,000.
+    @Test(.timeLimit(.minutes(5)))
+    func aVeryLongRefusedLocationIsCutInTheLog() throws {
+        let origin = try TestOrigin(), other = try TestOrigin(address: "127.0.0.2")
+        let to = other.url("/" + String(repeating: "a", count: 90_000))
+        var faults = TestOrigin.Faults()
+        faults.redirectTo = to
+        origin.setFaults("/r/long.mp4", faults)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
+        let answer = try Curl.fetch([serve.url(origin.url("/r/long.mp4"))], in: dir)
+        #expect(answer.status == 502)
+        serve.stop()
+        let line = serve.log.first { $0.contains("/r/long.mp4") } ?? ""
+        #expect(line.contains("the origin redirected to \(to.prefix(1000))…, an origin --allow-host does not allow; add --allow-host 127.0.0.2:\(other.port)"),
+                "\(line.prefix(300))")
+        #expect(line.count < 2000 && other.acceptedConnections == 0)
+    }
 }

@@ -267,9 +267,11 @@ public final class CurlTransfer {
             // by callback"): say where it led and what to do.
             var location: UnsafeMutablePointer<CChar>?
             if vc_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &location) != CURLE_OK { location = nil }
-            let to = location.map { String(cString: $0) } ?? "another URL"
+            let url = location.map { String(cString: $0) } ?? "another URL"
+            // The origin chooses its length: a log line names at most 1,000 characters of it.
+            let to = url.count > 1000 ? url.prefix(1000) + "…" : url
             // No target: refused for what the URL holds, not for its host (which may be allowed).
-            guard let target = OriginTarget.of(to) else {
+            guard let target = OriginTarget.of(url) else {
                 return TransportError(kind: .redirectRefused,
                                       message: "the origin redirected to \(to), a URL serve does not contact (credentials that decode to a control character, or a URL libcurl refuses)",
                                       code: Int(code.rawValue))
