@@ -59,23 +59,26 @@ public enum HLSURI {
 
         init() {}
 
+        /// Split on bytes (every delimiter is ASCII): each segment line of a playlist passes here,
+        /// and a `Character` search costs several times more.
         init(_ s: String) {
             var rest = Substring(s)
-            if let hash = rest.firstIndex(of: "#") {
-                fragment = String(rest[rest.index(after: hash)...])
+            if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) {
+                fragment = String(rest[rest.utf8.index(after: hash)...])
                 rest = rest[..<hash]
             }
-            if let q = rest.firstIndex(of: "?") {
-                query = String(rest[rest.index(after: q)...])
+            if let q = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
+                query = String(rest[rest.utf8.index(after: q)...])
                 rest = rest[..<q]
             }
-            if let colon = rest.firstIndex(of: ":"), !rest[..<colon].contains("/"), Self.isScheme(rest[..<colon]) {
+            if let colon = rest.utf8.firstIndex(of: UInt8(ascii: ":")), !rest[..<colon].utf8.contains(UInt8(ascii: "/")),
+               Self.isScheme(rest[..<colon]) {
                 scheme = String(rest[..<colon])
-                rest = rest[rest.index(after: colon)...]
+                rest = rest[rest.utf8.index(after: colon)...]
             }
-            if rest.hasPrefix("//") {
-                let afterSlashes = rest.dropFirst(2)
-                let end = afterSlashes.firstIndex(of: "/") ?? afterSlashes.endIndex
+            if rest.utf8.starts(with: "//".utf8) {
+                let afterSlashes = rest[rest.utf8.index(rest.startIndex, offsetBy: 2)...]
+                let end = afterSlashes.utf8.firstIndex(of: UInt8(ascii: "/")) ?? afterSlashes.endIndex
                 authority = String(afterSlashes[..<end])
                 rest = afterSlashes[end...]
             }
