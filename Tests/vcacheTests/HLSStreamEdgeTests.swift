@@ -147,6 +147,18 @@ import VCacheTestSupport
         }
     }
 
+    /// `origin` redirects `path` to `to`; serve allows only `origin`'s host and port. The
+    /// player's status, and serve's log line about `path` (serve stopped).
+    func redirectThroughServe(_ origin: TestOrigin, _ path: String, to: String) throws -> (status: Int, line: String) {
+        var faults = TestOrigin.Faults()
+        faults.redirectTo = to
+        origin.setFaults(path, faults)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
+        let answer = try Curl.fetch([serve.url(origin.url(path))], in: dir)
+        serve.stop()
+        return (answer.status, serve.log.first { $0.contains(path) } ?? "")
+    }
+
     /// A redirect to an allowed host whose URL serve refuses for what it holds (credentials that
     /// decode to CR LF) is said as such, not as a host to add with an empty --allow-host.
     @Test(.timeLimit(.minutes(5)))
@@ -154,17 +166,10 @@ import VCacheTestSupport
         let origin = try TestOrigin()
         origin.setResource("/x.mp4", .init(body: TestBytes.make(1000)))
         let to = "http://a%0d%0ab@127.0.0.1:\(origin.port)/x.mp4"
-        var faults = TestOrigin.Faults()
-        faults.redirectTo = to
-        origin.setFaults("/r/cred.mp4", faults)
-        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
-        let answer = try Curl.fetch([serve.url(origin.url("/r/cred.mp4"))], in: dir)
-        #expect(answer.status == 502)
+        let (status, line) = try redirectThroughServe(origin, "/r/cred.mp4", to: to)
+        #expect(status == 502)
         #expect(origin.requests("/x.mp4").isEmpty)
-        serve.stop()
-        let line = serve.log.first { $0.contains("/r/cred.mp4") } ?? ""
-        #expect(line.contains("the origin redirected to \(to), a URL serve does not contact (credentials that decode to a control character, or a URL libcurl refuses)"),
-                "\(serve.log)")
+        #expect(line.contains("the origin redirected to \(to), a URL serve does not contact (credentials that decode to a control character, or a URL libcurl refuses)"), "\(line)")
     }
 
     /// A redirect to a host name --allow-host does not name is refused before the name is looked
@@ -174,16 +179,10 @@ import VCacheTestSupport
     func aRedirectOutsideTheAllowedOriginsIsNotLookedUp() throws {
         let origin = try TestOrigin()
         let to = "http://refused.invalid:\(origin.port)/x.mp4"
-        var faults = TestOrigin.Faults()
-        faults.redirectTo = to
-        origin.setFaults("/r/name.mp4", faults)
-        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
-        let answer = try Curl.fetch([serve.url(origin.url("/r/name.mp4"))], in: dir)
-        #expect(answer.status == 502)
-        serve.stop()
-        let line = serve.log.first { $0.contains("/r/name.mp4") } ?? ""
+        let (status, line) = try redirectThroughServe(origin, "/r/name.mp4", to: to)
+        #expect(status == 502)
         #expect(line.contains("the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host refused.invalid:\(origin.port) if serve may contact it"),
-                "\(serve.log)")
+                "\(line)")
     }
 
     /// The origin chooses a Location's length: the line refusing it names 1,000 characters of it,
@@ -192,14 +191,8 @@ import VCacheTestSupport
     func aVeryLongRefusedLocationIsCutInTheLog() throws {
         let origin = try TestOrigin(), other = try TestOrigin(address: "127.0.0.2")
         let to = other.url("/" + String(repeating: "a", count: 90_000))
-        var faults = TestOrigin.Faults()
-        faults.redirectTo = to
-        origin.setFaults("/r/long.mp4", faults)
-        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir, arguments: ["--allow-host", "127.0.0.1:\(origin.port)"])
-        let answer = try Curl.fetch([serve.url(origin.url("/r/long.mp4"))], in: dir)
-        #expect(answer.status == 502)
-        serve.stop()
-        let line = serve.log.first { $0.contains("/r/long.mp4") } ?? ""
+        let (status, line) = try redirectThroughServe(origin, "/r/long.mp4", to: to)
+        #expect(status == 502)
         #expect(line.contains("the origin redirected to \(to.prefix(1000))…, an origin --allow-host does not allow; add --allow-host 127.0.0.2:\(other.port)"),
                 "\(line.prefix(300))")
         #expect(line.count < 2000 && other.acceptedConnections == 0)
