@@ -185,6 +185,29 @@ import Testing
         #expect(AllowedOrigins.rule("a@b") == nil)
     }
 
+    /// `*.DOMAIN`: every name under DOMAIN (a CDN's edges), not DOMAIN itself, never an address.
+    @Test func aWildcardRuleAllowsTheNamesUnderItsDomain() {
+        #expect(AllowedOrigins.rule("*.cdn.example")! == ("*.cdn.example", nil))
+        #expect(AllowedOrigins.rule("*.CDN.example.:443")! == ("*.CDN.example.", 443))  // add() lower-cases it
+        for bad in ["*", "*.", "*.:80", "edge*.cdn.example", "*.*.cdn.example", "cdn.*.example", "**.cdn.example", "*..cdn.example", "*.[::1]"] {
+            #expect(AllowedOrigins.rule(bad) == nil, "\(bad)")
+        }
+        var allowed = AllowedOrigins()
+        let rule = AllowedOrigins.rule("*.CDN.example.")!
+        allowed.add(host: rule.host, port: rule.port)
+        let port = AllowedOrigins.rule("*.0.1:8080")!
+        allowed.add(host: port.host, port: port.port)
+        func ok(_ url: String) -> Bool { OriginTarget.of(url).map(allowed.allows) ?? false }
+        #expect(ok("http://edge7.cdn.example/v.mp4"))
+        #expect(ok("https://a.b.CDN.example./v.mp4"))
+        #expect(!ok("http://cdn.example/v.mp4"))
+        #expect(!ok("http://evilcdn.example/v.mp4"))
+        #expect(!ok("http://edge7.cdn.example.evil/v.mp4"))
+        #expect(!ok("http://cdn.example@127.0.0.2/v.mp4"))
+        #expect(!ok("http://127.0.0.1:8080/v.mp4"))  // an address is never a name under a domain
+        #expect(ok("http://x.0.1:8080/v.mp4") && !ok("http://x.0.1:8081/v.mp4"))
+    }
+
     @Test func onlyInertTypesPassAsThemselves() {
         for passed in ["video/mp4", "audio/mp4", "video/mp2t", "application/vnd.apple.mpegurl", "audio/mpegurl", "image/jpeg", "text/vtt",
                        "video/webm; codecs=vp9"] {

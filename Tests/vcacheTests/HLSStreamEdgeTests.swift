@@ -118,6 +118,25 @@ import VCacheTestSupport
         #expect(origin.requests("/r/final.mp4").count >= 1)
     }
 
+    /// `--allow-host '*.cdn.test'` follows a redirect to any of the CDN's edges (here one name
+    /// `--resolve` points at this machine), and the bytes are the edge's.
+    @Test(.timeLimit(.minutes(5)))
+    func aRedirectToAnEdgeUnderAnAllowedDomainIsFollowed() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(200_000, seed: 11)
+        origin.setResource("/final.mp4", .init(body: body, etag: "\"e1\""))
+        var faults = TestOrigin.Faults()
+        faults.redirectTo = "http://edge7.cdn.test:\(origin.port)/final.mp4"
+        origin.setFaults("/r/edge.mp4", faults)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir,
+                                     arguments: ["--allow-host", "127.0.0.1:\(origin.port)", "--allow-host", "*.cdn.test",
+                                                 "--resolve", "edge7.cdn.test:\(origin.port):127.0.0.1"])
+        defer { serve.stop() }
+        let answer = try Curl.fetch([serve.url(origin.url("/r/edge.mp4"))], in: dir)
+        #expect(answer.status == 200)
+        #expect(TestBytes.sha256(answer.body) == TestBytes.sha256(body))
+    }
+
     /// A redirect to an origin --allow-host does not name (another host, or another port of an
     /// allowed host) reaches it with no connection at all: the player gets 502 and the log says
     /// where the origin redirected and what to do, not curl's "Couldn't connect".

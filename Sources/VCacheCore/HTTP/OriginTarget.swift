@@ -10,6 +10,9 @@ public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
     public var host: String
     public var port: Int
 
+    /// An IP literal rather than a name (IPv6: it holds a colon; IPv4: digits and dots only).
+    public var isAddress: Bool { host.contains(":") || host.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") } }
+
     public init(host: String, port: Int) {
         self.host = OriginTarget.canonicalHost(host)
         self.port = port
@@ -88,10 +91,17 @@ public struct AllowedOrigins: Sendable, Equatable {
 
     public init() {}
 
-    /// Parses `HOST`, `HOST:PORT`, `[V6]`, `[V6]:PORT`; nil when malformed.
+    /// Parses `HOST`, `HOST:PORT`, `[V6]`, `[V6]:PORT`, and `*.DOMAIN[:PORT]` (every name under
+    /// DOMAIN, not DOMAIN itself: a CDN's edges); nil when malformed.
     public static func rule(_ text: String) -> (host: String, port: Int?)? {
         let t = text.trimmingCharacters(in: .whitespaces)
         guard !t.isEmpty, OriginTarget.controlProblem(t) == nil, !t.contains("/"), !t.contains("@") else { return nil }
+        // `*` only as the whole first label, before a domain of at least one label.
+        if t.contains("*") {
+            guard t.hasPrefix("*."), !t.dropFirst().contains("*"), let r = rule(String(t.dropFirst(2))),
+                  !r.host.isEmpty, !r.host.hasPrefix("."), !r.host.contains(":") else { return nil }
+            return ("*." + r.host, r.port)
+        }
         if t.hasPrefix("[") {
             guard let close = t.firstIndex(of: "]") else { return nil }
             let host = String(t[t.index(after: t.startIndex)..<close])
@@ -113,7 +123,13 @@ public struct AllowedOrigins: Sendable, Equatable {
     public mutating func add(host: String, port: Int?) { entries.append(Rule(host: OriginTarget.canonicalHost(host), port: port)) }
 
     public func allows(_ target: OriginTarget) -> Bool {
-        entries.contains { $0.host == target.host && ($0.port == nil || $0.port == target.port) }
+        entries.contains { rule in
+            guard rule.port == nil || rule.port == target.port else { return false }
+            guard rule.host.hasPrefix("*.") else { return rule.host == target.host }
+            // A name under the domain; never an address (`*.0.0.1` is no way to allow 127.0.0.1).
+            let suffix = rule.host.dropFirst()
+            return target.host.hasSuffix(suffix) && target.host.count > suffix.count && !target.isAddress
+        }
     }
 
     public static func == (a: AllowedOrigins, b: AllowedOrigins) -> Bool { a.entries == b.entries }
