@@ -195,7 +195,7 @@ import Testing
         var allowed = AllowedOrigins()
         let rule = AllowedOrigins.rule("*.CDN.example.")!
         allowed.add(host: rule.host, port: rule.port)
-        let port = AllowedOrigins.rule("*.0.1:8080")!
+        let port = AllowedOrigins.rule("*.edge.test:8080")!
         allowed.add(host: port.host, port: port.port)
         func ok(_ url: String) -> Bool { OriginTarget.of(url).map(allowed.allows) ?? false }
         #expect(ok("http://edge7.cdn.example/v.mp4"))
@@ -205,7 +205,17 @@ import Testing
         #expect(!ok("http://edge7.cdn.example.evil/v.mp4"))
         #expect(!ok("http://cdn.example@127.0.0.2/v.mp4"))
         #expect(!ok("http://127.0.0.1:8080/v.mp4"))  // an address is never a name under a domain
-        #expect(ok("http://x.0.1:8080/v.mp4") && !ok("http://x.0.1:8081/v.mp4"))
+        #expect(ok("http://x.edge.test:8080/v.mp4") && !ok("http://x.edge.test:8081/v.mp4"))
+        var numeric = AllowedOrigins()
+        numeric.add(host: "*.0.1", port: nil)
+        for (host, address) in [("127.0.0.1", true), ("::1", true), ("x.0x7f", true), ("a.2130706433", true), ("edge7.cdn.example", false),
+                                ("0x7f.example", false), ("1.example", false)] {
+            #expect(OriginTarget(host: host, port: 80).isAddress == address, "\(host)")
+        }
+        // Nor an address written another way (libcurl reads these as 127.0.0.1).
+        for other in ["0x7f.0.0.1", "0177.0.0.1", "2130706433", "127.1", "0x7f000001"] {
+            #expect(OriginTarget.of("http://\(other)/v.mp4").map(numeric.allows) == false, "\(other)")
+        }
     }
 
     @Test func onlyInertTypesPassAsThemselves() {

@@ -10,8 +10,16 @@ public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
     public var host: String
     public var port: Int
 
-    /// An IP literal rather than a name (IPv6: it holds a colon; IPv4: digits and dots only).
-    public var isAddress: Bool { host.contains(":") || host.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") } }
+    /// An IP literal rather than a name: IPv6 holds a colon; IPv4 ends in a number (WHATWG URL's
+    /// "ends in a number": `127.0.0.1`, and forms this libcurl already rewrites to it, such as
+    /// `0x7f.0.0.1` or `2130706433`, which another may not).
+    public var isAddress: Bool {
+        if host.contains(":") { return true }
+        let last = host.split(separator: ".").last ?? Substring(host)
+        if !last.isEmpty && last.allSatisfy({ $0.isASCII && $0.isNumber }) { return true }
+        let hex = last.lowercased()
+        return hex.hasPrefix("0x") && hex.dropFirst(2).allSatisfy { $0.isHexDigit }
+    }
 
     public init(host: String, port: Int) {
         self.host = OriginTarget.canonicalHost(host)
