@@ -107,7 +107,7 @@ public struct AllowedOrigins: Sendable, Equatable {
         // `*` only as the whole first label, before a domain of at least one label.
         if t.contains("*") {
             guard t.hasPrefix("*."), !t.dropFirst().contains("*"), let r = rule(String(t.dropFirst(2))),
-                  !r.host.isEmpty, !r.host.hasPrefix("."), !r.host.contains(":") else { return nil }
+                  !r.host.isEmpty, !r.host.hasPrefix("."), !OriginTarget(host: r.host, port: 0).isAddress else { return nil }
             return ("*." + r.host, r.port)
         }
         if t.hasPrefix("[") {

@@ -94,7 +94,7 @@ extension ValueParser where Value == OriginRule {
     static var originRule: ValueParser {
         ValueParser(valueName: "HOST[:PORT]") { h, option in
             guard let rule = AllowedOrigins.rule(h) else {
-                throw UsageError("invalid host '\(Console.escaped(h))' for \(option); use HOST or HOST:PORT, e.g. cdn.example.com:443")
+                throw UsageError("invalid host '\(Console.escaped(h))' for \(option); use HOST, HOST:PORT or *.DOMAIN (a name, not an address, after '*.'), e.g. cdn.example.com:443")
             }
             return OriginRule(host: rule.host, port: rule.port)
         }
