@@ -52,25 +52,44 @@ extension StreamInventory {
         return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: entry, bytes: bytes, keyRules: keyRules))
     }
 
-    /// Whether a segment's bytes are held: its range, or the whole resource.
-    func holds(_ url: String, _ range: ByteRange?, _ byKey: [String: CacheEntry]) -> Bool {
-        let key = keyRules.key(for: url)
-        guard let e = byKey[key] ?? ((try? store.catalog.entry(key: key)) ?? nil) else { return false }
+    /// The entries of every member a media playlist names (segments, init sections, keys), by
+    /// URL: `byKey`'s, the rest in one read of the catalog (a member cached outside the stream's
+    /// record, or not at all). One read, not one a member: a playlist of 150,000 segments was as
+    /// many transactions. A URL is keyed once however often it is named (an init section).
+    private func memberEntries(_ media: HLSMediaPlaylist, _ byKey: [String: CacheEntry]) -> [String: CacheEntry?] {
+        var keyOf: [String: String] = [:]
+        func note(_ url: String) { if keyOf[url] == nil { keyOf[url] = keyRules.key(for: url) } }
+        for seg in media.segments {
+            note(seg.uri)
+            if let m = seg.fetchedMap { note(m.uri) }
+            for k in seg.keys where k.isFetchable { if let u = k.uri { note(u) } }
+        }
+        let unknown = Set(keyOf.values.filter { byKey[$0] == nil })
+        // A read that fails counts those members as not held, as each failed read did before.
+        let read = unknown.isEmpty ? [:] : ((try? store.catalog.entries(keys: Array(unknown))) ?? [:])
+        return keyOf.mapValues { byKey[$0] ?? read[$0] }
+    }
+
+    /// Whether a member's bytes are held: its range, or the whole resource.
+    static func holds(_ url: String, _ range: ByteRange?, _ entries: [String: CacheEntry?]) -> Bool {
+        guard let found = entries[url], let e = found else { return false }
         if let range { return e.ranges.contains(range) }
         return e.isComplete
     }
 
     private func count(_ media: HLSMediaPlaylist, into p: inout StreamSummary.Playlist, _ byKey: [String: CacheEntry]) {
+        let entries = memberEntries(media, byKey)
+        func holds(_ url: String, _ range: ByteRange?) -> Bool { Self.holds(url, range, entries) }
         var leading = true
         for seg in media.segments {
             p.segments += 1
             p.seconds += seg.duration
             // A segment is cached when its own bytes are (as `info` counts its segment members);
             // it plays when its init section and key are too.
-            let cached = holds(seg.uri, seg.byteRange, byKey)
+            let cached = holds(seg.uri, seg.byteRange)
             var plays = cached
-            if let m = seg.fetchedMap, !holds(m.uri, m.byteRange, byKey) { plays = false }
-            for k in seg.keys where k.isFetchable { if let u = k.uri, !holds(u, nil, byKey) { plays = false } }
+            if let m = seg.fetchedMap, !holds(m.uri, m.byteRange) { plays = false }
+            for k in seg.keys where k.isFetchable { if let u = k.uri, !holds(u, nil) { plays = false } }
             if cached { p.segmentsCached += 1 }
             if plays { p.segmentsPlaying += 1 }
             if !plays { leading = false }
