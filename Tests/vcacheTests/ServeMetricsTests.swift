@@ -144,6 +144,29 @@ import VCacheTestSupport
         #expect(!via.isEmpty && via.allSatisfy { $0.hasPrefix("1.1 vcache-") }, "\(via)")
     }
 
+    /// Another serve on the same machine (the operator's loopback one, no --allow-host) is an
+    /// origin `--allow-host 127.0.0.1` allows: its /metrics, and through it the LAN serve's own
+    /// (each serve saw the other's Via, not its own), went out to a LAN client.
+    @Test(.timeLimit(.minutes(5)))
+    func noServeReadsAnotherServesMetricsForItsClient() throws {
+        let lan = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--allow-host", "127.0.0.1"])
+        defer { lan.stop() }
+        let local = try ServeProcess(cacheDir: dir.file("local"), logDir: dir)
+        defer { local.stop() }
+        for path in ["/metrics", "/status"] {
+            let other = try curl([lan.url("http://127.0.0.1:\(local.port)\(path)")])
+            #expect(other.status == 403, "\(path)")
+            let own = try curl([lan.url(local.url("http://127.0.0.1:\(lan.port)\(path)"))])
+            #expect(own.status == 403, "\(path)")
+            for body in [other.body, own.body] {
+                let text = String(decoding: body, as: UTF8.self)
+                #expect(!text.contains("vcache_") && !text.contains("requests_by_status"), "\(path) went out through a serve: \(text)")
+            }
+            // This machine's own clients still read them.
+            #expect(try curl(["http://127.0.0.1:\(local.port)\(path)"]).status == 200)
+        }
+    }
+
     @Test func metricsFromTakesOneAddress() throws {
         for bad in ["10.0.0.0/8", "300.1.1.1", "garbage", "box.local"] {
             let r = try VCacheBinary.run(["serve", "--port", "0", "--metrics-from", bad], cacheDir: dir.file("mf"))

@@ -246,11 +246,26 @@ extension Proxy {
         guard Self.isLoopback(request.client) || metricsClients.contains(request.client) else {
             return text(403, "\(path) is for this machine only (serve --metrics-from ADDR allows another address)\n")
         }
+        // Another serve (on this machine: its address is loopback) asking for a client of its own,
+        // who may be anywhere on its LAN: the other serve's Via names it, never this one's.
+        if let via = request.headers["via"], let name = Self.serveInVia(via) {
+            return text(403, "\(path) is for this machine only: this request came through a vcache serve (\(name)) for a client of its own\n")
+        }
         var gauges = ServeMetrics.Gauges.measure(readThrough.store, cap: readThrough.currentCap)
         gauges.storingJobs = readThrough.storingJobs
         gauges.openConnections = connectionCount.withLock { $0?() } ?? 0
         if path == "/metrics" { return text(200, metrics.prometheus(gauges), type: "text/plain; version=0.0.4; charset=utf-8") }
         return text(200, String(decoding: metrics.statusJSON(gauges), as: UTF8.self) + "\n", type: "application/json")
+    }
+
+    /// The first vcache serve a `Via` value names (`1.1 vcache-<hex>`, RFC 9110 §7.6.3: the
+    /// received-by of each comma-separated hop), nil when none.
+    static func serveInVia(_ via: String) -> String? {
+        for hop in via.split(separator: ",") {
+            let parts = hop.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            if parts.count >= 2, parts[1].lowercased().hasPrefix("vcache-") { return String(parts[1]) }
+        }
+        return nil
     }
 
     static func isLoopback(_ address: String) -> Bool {
