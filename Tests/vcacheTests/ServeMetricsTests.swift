@@ -167,6 +167,26 @@ import VCacheTestSupport
         }
     }
 
+    /// A proxy URL given to `vcache url` again (a script wrapping twice) made a URL of serve
+    /// itself, which only ever answers 508.
+    @Test func urlOfServesOwnAddressIsAUsageError() throws {
+        let origin = "http://127.0.0.2:8000/v.mp4"
+        let once = try VCacheBinary.run(["url", origin, "--port", "8089"], cacheDir: cache)
+        #expect(once.status == 0)
+        let proxied = once.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let twice = try VCacheBinary.run(["url", proxied, "--port", "8089"], cacheDir: cache)
+        #expect(twice.status == 2 && twice.stdout.isEmpty)
+        #expect(twice.stderr.contains("is serve's own address, which a player would get 508 (a loop) from; it is already the proxy URL of \(origin)"),
+                "\(twice.stderr)")
+        for own in ["http://localhost:8089/metrics", "http://[::1]:8089/x.mp4", "http://192.168.1.20:9000/v.mp4"] {
+            let args = own.contains("9000") ? ["url", own, "--listen", "192.168.1.20:9000"] : ["url", own, "--port", "8089"]
+            let r = try VCacheBinary.run(args, cacheDir: cache)
+            #expect(r.status == 2 && r.stderr.contains("give the video's origin URL"), "\(own): \(r.stderr)")
+        }
+        // Another serve (another port) is an origin like any other.
+        #expect(try VCacheBinary.run(["url", "http://127.0.0.1:8090/v.mp4", "--port", "8089"], cacheDir: cache).status == 0)
+    }
+
     @Test func metricsFromTakesOneAddress() throws {
         for bad in ["10.0.0.0/8", "300.1.1.1", "garbage", "box.local"] {
             let r = try VCacheBinary.run(["serve", "--port", "0", "--metrics-from", bad], cacheDir: dir.file("mf"))

@@ -294,14 +294,24 @@ enum UrlCommand: VCacheCommand {
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
         var base = "http://127.0.0.1:\(args.port ?? ServeCommand.defaultPort)"
+        var own = ServerNames(listening: "127.0.0.1", port: args.port ?? ServeCommand.defaultPort)
         if let l = args.listen {
             guard args.port == nil else { console.usage("--listen names the port too; give --port or --listen"); return 2 }
             let host = l.host.contains(":") && !l.host.hasPrefix("[") ? "[\(l.host)]" : l.host  // an IPv6 address
             base = "http://\(host):\(l.port)"
+            own = ServerNames(listening: l.host, port: Int(l.port))
         }
         for origin in args.positionals {
             if let why = PrefetchItem.urlProblem(origin) {
                 console.usage("cannot make a proxy URL for \(origin): \(why)")
+                return 2
+            }
+            // serve's own address (a proxy URL of it pasted again): serve would fetch from itself,
+            // which it answers 508 (a loop), never with a video.
+            if let t = OriginTarget.of(origin), t.port == own.port, own.names.contains(t.host) {
+                let inner = URLComponents(string: origin).flatMap { ProxyURL.origin(path: $0.percentEncodedPath) }
+                console.usage("cannot make a proxy URL for \(origin): it is serve's own address, which a player would get 508 (a loop) from; "
+                    + (inner.map { "it is already the proxy URL of \($0)" } ?? "give the video's origin URL"))
                 return 2
             }
             console.out(ProxyURL.make(origin: origin, base: base) + "\n")
