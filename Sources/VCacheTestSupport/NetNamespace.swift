@@ -102,7 +102,14 @@ public final class NetNamespace: @unchecked Sendable {
     /// then the marked connection is reset or black-holed. Connections opened after it (a retry,
     /// the other members of a stream, the next run) pass, so a run meets exactly one fault, at a
     /// place the test chose. Lifted with `liftFaults()`.
+    ///
+    /// A reset rejects the client's next packet (its ACK) with an RST to the client; the data the
+    /// origin had in flight still arrives first. With the kernel's default receive window (it
+    /// grows to megabytes on loopback) that was at times the whole rest of a 510 kB segment, which
+    /// then completed, so the run met no fault (CI, under load). The namespace's receive buffers
+    /// are held to 64 KiB, so what is in flight at the mark is far less than what is left.
     public func faultOnce(after bytes: Int, _ fault: Fault) throws {
+        try must("/usr/sbin/sysctl", ["-qw", "net.ipv4.tcp_rmem=4096 32768 65536"])
         let action = switch fault {
         case .reset: "tcp dport \(port) ct mark 0x2501 reject with tcp reset"
         case .blackHole: "ct mark 0x2501 drop"
