@@ -155,15 +155,17 @@ import VCacheTestSupport
         #expect(try run(busy + "\n" + missing + "\nnot-a-url\n") == 4)
     }
 
-    @Test func aClientErrorIsNotRetried() throws {
+    /// A 4xx, or a 508 (a loop of proxies: no wait undoes it), is asked once: exit 4.
+    @Test(arguments: [(403, "403 Forbidden"), (508, "508 Loop Detected")])
+    func aClientErrorOrALoopIsNotRetried(status: Int, said: String) throws {
         let origin = try TestOrigin()
         var faults = TestOrigin.Faults()
-        faults.statuses = [(403, [:])]
+        faults.statuses = [(status, [:])]
         origin.setFaults("/x.mp4", faults)
         let r = try VCacheBinary.run(["prefetch", origin.url("/x.mp4")], cacheDir: cache)
         #expect(r.status == 4)
         #expect(origin.requests("/x.mp4").count == 1)
-        #expect(r.stderr.contains("origin answered 403 Forbidden"))
+        #expect(r.stderr.contains("origin answered \(said)"), "\(r.stderr)")
     }
 
     @Test func twoOverlappingRunsNeverServeAByteTwiceForTheSameEntry() throws {
