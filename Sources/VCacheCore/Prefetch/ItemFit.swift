@@ -20,8 +20,10 @@ struct ItemFit: Equatable {
     ///   - sizes: each part's size, nil while unknown.
     ///   - fixed: what an empty cache uses (the catalog, the folders); `perPart`: a part's folder.
     static func verdict(_ sizes: [Int64?], fixed: Int64, perPart: Int64, limit: Int64) -> Verdict {
-        let known = sizes.reduce(Int64(0)) { $0 + ($1 ?? 0) + perPart }
-        if fixed + known > limit { return .neverFits(needs: fixed + known) }
+        // Saturating: sizes come from origins (a length near 2^63 never fits, it does not trap).
+        let known = sizes.reduce(Int64(0)) { Checked.saturatingAdd($0, Checked.saturatingAdd($1 ?? 0, perPart)) }
+        let needs = Checked.saturatingAdd(fixed, known)
+        if needs > limit { return .neverFits(needs: needs) }
         return sizes.contains(nil) ? .undecided(holds: known) : .fits
     }
 }

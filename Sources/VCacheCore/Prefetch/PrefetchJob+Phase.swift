@@ -58,6 +58,10 @@ extension PrefetchJob {
         var failure: PrefetchError?
         /// Body bytes it delivered.
         var bytes: Int64 = 0
+        /// Bytes held when it was sent, and by which writer: what it added is what counts as
+        /// progress (an origin that ignores Range resends bytes already held, forever).
+        let heldAtStart: Int64
+        let writerAtStart: ObjectIdentifier?
         /// The origin's Retry-After, in seconds.
         var retryAfter: Double?
         /// It ended while a drop held it; carried out once the drop is done.
@@ -65,9 +69,18 @@ extension PrefetchJob {
 
         struct Ending { var error: TransportError? }
 
-        init(_ transfer: CurlTransfer, asked: ResponseJudge.Asked) {
+        init(_ transfer: CurlTransfer, asked: ResponseJudge.Asked, writer: EntryWriter?) {
             self.transfer = transfer
             self.asked = asked
+            heldAtStart = writer?.held.count ?? 0
+            writerAtStart = writer.map(ObjectIdentifier.init)
+        }
+
+        /// Bytes this transfer added to what `writer` holds (all it delivered when a version drop
+        /// replaced the writer meanwhile: those are all new).
+        func newBytes(_ writer: EntryWriter?) -> Int64 {
+            guard let writer, writerAtStart == ObjectIdentifier(writer) else { return bytes }
+            return max(0, writer.held.count - heldAtStart)
         }
     }
 

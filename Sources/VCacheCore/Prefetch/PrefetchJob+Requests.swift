@@ -40,7 +40,7 @@ extension PrefetchJob {
         trace("> GET Range: bytes=\(next.spec)" + (ifRange.map { " If-Range: \($0)" } ?? ""))
         do {
             let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: options.request, delegate: self)
-            enter(.fetching(Exchange(t, asked: next)))
+            enter(.fetching(Exchange(t, asked: next, writer: writer)))
             fetcher.add(t)
         } catch {
             finish(PrefetchError(error))

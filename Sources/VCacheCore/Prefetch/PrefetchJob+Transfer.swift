@@ -117,7 +117,7 @@ extension PrefetchJob {
             learnLength(x.offset)
         }
         checkpoint(wait: false)
-        let ended = RetryPolicy.Ended(failure: failure, bytes: x.bytes, retryAfter: x.retryAfter,
+        let ended = RetryPolicy.Ended(failure: failure, bytes: x.newBytes(writer), retryAfter: x.retryAfter,
                                       moreWanted: nextAsked() != nil, stopping: fetcher.isStopped)
         switch decide(ended) {
         case .retry(let why, let attempt, let delay):

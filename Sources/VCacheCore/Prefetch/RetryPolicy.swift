@@ -6,7 +6,7 @@ import Foundation
 /// The rules: a retryable failure (connection errors, timeouts, stalls, 5xx, 408, 429) is retried
 /// up to `retries` times, after `baseDelay * 2^(attempt-1)` seconds times a jitter of 0.8 to 1.2,
 /// or after the origin's Retry-After when it sent one, never more than `maxDelay`; a transfer
-/// that delivered bytes starts the count again. Any other failure ends the item. A transfer that
+/// that added bytes the entry did not hold starts the count again. Any other failure ends the item. A transfer that
 /// ended cleanly with no byte while the same request would go out again is fruitless, and three
 /// in a row end the item (`noProgress`). Too many version changes in a run end it as well.
 struct RetryPolicy: Equatable, Sendable {
@@ -43,7 +43,8 @@ struct RetryPolicy: Equatable, Sendable {
     struct Ended: Equatable, Sendable {
         /// Why it failed (judged, written or below HTTP); nil when it ended cleanly.
         var failure: PrefetchError?
-        /// Body bytes it delivered.
+        /// Body bytes it added to what the entry held (bytes it only sent again do not count:
+        /// a retry that brings nothing new is a failed attempt).
         var bytes: Int64
         /// Seconds the origin asked to wait (Retry-After), if it did.
         var retryAfter: Double? = nil
@@ -70,7 +71,8 @@ struct RetryPolicy: Equatable, Sendable {
             guard failure.isRetryable && count.attempt < retries && !ended.stopping else { return (.fail(failure), count) }
             count.attempt += 1
             let backoff = baseDelay * pow(2, Double(count.attempt - 1)) * jitter
-            return (.retry(failure, attempt: count.attempt, delay: min(ended.retryAfter ?? backoff, maxDelay)), count)
+            let asked = ended.retryAfter.flatMap { Checked.clamp($0, to: 0...maxDelay) }
+            return (.retry(failure, attempt: count.attempt, delay: asked ?? Checked.clamp(backoff, to: 0...maxDelay) ?? maxDelay), count)
         }
         if ended.bytes > 0 {
             count.fruitless = 0
