@@ -29,8 +29,14 @@ public struct ResponseHead: Equatable, Sendable {
     public var lastModified: String? { header("Last-Modified") }
     public var contentType: String? { header("Content-Type") }
 
-    /// `Retry-After` in seconds (delta-seconds form only; an HTTP-date is treated as absent).
-    public var retryAfter: Double? { header("Retry-After").flatMap { Double($0.trimmingCharacters(in: .whitespaces)) } }
+    /// `Retry-After` in seconds: delta-seconds, digits only (RFC 9110 §10.2.3). An HTTP-date, and
+    /// anything else `Double` would take (`nan`, `inf`, `-5`, `1e308`, `0x1p3`), is treated as
+    /// absent; a run of digits too long for a Double is a day (the caller caps the wait anyway).
+    public var retryAfter: Double? {
+        guard let v = header("Retry-After")?.trimmingCharacters(in: .whitespaces), !v.isEmpty,
+              v.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return min(Double(v) ?? 86_400, 86_400)
+    }
 }
 
 import Foundation

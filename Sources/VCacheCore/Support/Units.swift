@@ -82,8 +82,10 @@ public enum Units {
 
     /// `0.4s`, `12s`, `3m05s`, `2h10m`.
     public static func formatDuration(_ seconds: Double) -> String {
+        guard !seconds.isNaN else { return "?" }
         if seconds < 10 { return String(format: "%.1fs", max(0, seconds)) }
-        let s = Int(seconds.rounded())
+        // Past 10^6 days (an ETA from a length near 2^63) the figure says nothing more.
+        guard let s = Checked.int(seconds.rounded()), s < 86_400 * 1_000_000 else { return ">1000000d" }
         if s < 60 { return "\(s)s" }
         if s < 3600 { return String(format: "%dm%02ds", s / 60, s % 60) }
         if s < 86400 { return String(format: "%dh%02dm", s / 3600, (s % 3600) / 60) }

@@ -202,7 +202,7 @@ final class PrefetchReporter {
             fraction = min(1, Double(fetched) / Double(total))
             tail = String(format: " %3d%%", Int((fraction! * 100).rounded(.down))) + "  \(Units.formatSize(fetched))/\(Units.formatSize(total))"
         }
-        tail += "  \(Units.formatSize(Int64(rate)))/s"
+        tail += "  \(Units.formatSize(Checked.int64(rate) ?? 0))/s"
         if let total = toFetch, rate > 0, total > fetched {
             tail += "  ETA " + Units.formatDuration(Double(total - fetched) / rate)
         }
