@@ -100,6 +100,13 @@ public final class LivePlaylists: Sendable {
         state.withLock { Self.keep(&$0.copies, url, answer, playlist: playlist, now: now) }
     }
 
+    /// Half the target duration, at most `maxFreshness` (a live playlist claiming a target of
+    /// 10^20 s is reloaded as if it said 2 hours; NaN is refused by the parser, not here).
+    static func freshness(targetDuration target: Double) -> Duration {
+        .milliseconds(Checked.int64(target * 500, clampedTo: 0...maxFreshnessMilliseconds) ?? 0)
+    }
+    static let maxFreshnessMilliseconds: Int64 = 3_600_000
+
     private static func keep(_ c: inout [String: Copy], _ url: String, _ answer: SmallGet.Answer, playlist: HLSPlaylist?, now: ContinuousClock.Instant) {
         guard case .media(let media)? = playlist, media.isLive, let target = media.targetDuration, target > 0 else {
             c[url] = nil
@@ -107,6 +114,6 @@ public final class LivePlaylists: Sendable {
         }
         if c.count >= Self.capacity { c = c.filter { now < $0.value.fetched + $0.value.fresh } }
         if c.count >= Self.capacity, let oldest = c.min(by: { $0.value.fetched < $1.value.fetched })?.key { c[oldest] = nil }
-        c[url] = Copy(answer: answer, fetched: now, fresh: .milliseconds(Int64(target * 500)))
+        c[url] = Copy(answer: answer, fetched: now, fresh: freshness(targetDuration: target))
     }
 }

@@ -367,16 +367,17 @@ public final class ReadThrough: Sendable {
         // of it comes off the cache), as prefetch does.
         if let minFree, let free = FileSystem.space(store.directory)?.free, let entries = try? store.catalog.allEntries() {
             let usage = evictor.footprint(exact: false).total(entries)
-            limit = min(limit ?? .max, max(0, usage + free - minFree))
+            limit = min(limit ?? .max, max(0, Checked.saturatingSubtract(Checked.saturatingAdd(usage, free), minFree)))
         }
         guard let cap = limit else { return nil }
         // Storing adds more than its bytes: the entry's folders and the catalog's journal.
+        // (`wanted` may be an origin's length near 2^63: saturating, it means "all of the cap".)
         let allowance = evictor.footprint(exact: false).growthAllowance
         var c = Evictor.Criteria()
-        c.maxSize = max(0, cap - wanted - allowance)
+        c.maxSize = max(0, Checked.saturatingSubtract(Checked.saturatingSubtract(cap, wanted), allowance))
         c.protected = [key]
         let usage = (try? evictor.evict(c, dryRun: false))?.usageAfter ?? cap
-        return cap - usage - allowance
+        return Checked.saturatingSubtract(Checked.saturatingSubtract(cap, usage), allowance)
     }
 
     /// The disk filled while storing: least recently used entries other than `key` (never one in
@@ -388,7 +389,7 @@ public final class ReadThrough: Sendable {
         let evictor = Evictor(store: store)
         guard let entries = try? store.catalog.allEntries() else { return false }
         var c = Evictor.Criteria()
-        c.maxSize = max(0, evictor.footprint(exact: false).total(entries) - wanted)
+        c.maxSize = max(0, Checked.saturatingSubtract(evictor.footprint(exact: false).total(entries), wanted))
         c.protected = [key]
         return ((try? evictor.evict(c, dryRun: false))?.freedBytes ?? 0) > 0
     }
