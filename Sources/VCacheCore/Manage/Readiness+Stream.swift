@@ -66,12 +66,12 @@ extension Readiness {
                         if held < range.count {
                             notCached.insert(key)
                             notCachedURLs[key] = q.url
-                            missingBytes = missingBytes.map { $0 + range.count - held }
+                            missingBytes = missingBytes.map { Checked.saturatingAdd($0, range.count - held) }
                         }
                     } else if have?.isComplete != true {
                         notCached.insert(key)
                         notCachedURLs[key] = q.url
-                        if let have, let length = have.length { missingBytes = missingBytes.map { $0 + length - have.cachedBytes } } else { missingBytes = nil }
+                        if let have, let length = have.length { missingBytes = missingBytes.map { Checked.saturatingAdd($0, length - have.cachedBytes) } } else { missingBytes = nil }
                     }
                 }
             }

@@ -25,7 +25,7 @@ public enum Readiness: Equatable, Sendable {
         var missingBytes: Int64 = 0
         for r in item.requests.isEmpty ? [.whole] : item.requests {
             guard let span = r.resolve(length: length) else { continue }
-            missingBytes += span.count - e.ranges.coverage(of: span)
+            missingBytes = Checked.saturatingAdd(missingBytes, span.count - e.ranges.coverage(of: span))
         }
         if missingBytes > 0 { return .missing(bytes: missingBytes, why: "\(Units.formatSize(missingBytes)) of the requested bytes are not cached") }
         guard let goal = item.mp4 else { return .ready }

@@ -32,8 +32,11 @@ enum Table {
     static func coverageBar(_ set: RangeSet, length: Int64?, width: Int) -> String {
         guard let length, length > 0 else { return "[" + String(repeating: " ", count: width) + "]" }
         var cells = ""
-        for i in 0..<width {
-            let a = length * Int64(i) / Int64(width), b = max(a + 1, length * Int64(i + 1) / Int64(width))
+        // length * i / width without the product (a length near 2^63 would overflow it).
+        let w = Int64(width), q = length / w, r = length % w
+        func edge(_ i: Int64) -> Int64 { q * i + r * i / w }
+        for i in 0..<Int64(width) {
+            let a = edge(i), b = max(a + 1, edge(i + 1))
             let have = set.coverage(of: ByteRange(a, min(b, length)))
             cells += have == 0 ? " " : have >= b - a ? "█" : "▌"
         }
