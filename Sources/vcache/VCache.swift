@@ -20,6 +20,10 @@ struct VCache {
             console.usage("argument '\(Console.escaped(bad))' is not valid UTF-8 (shown with U+FFFD); give it as UTF-8, a URL with its bytes percent-encoded")
             exit(2)
         }
+        if case .failure(let problem)? = Database.catalogTimeout(ProcessInfo.processInfo.environment["VCACHE_CATALOG_TIMEOUT"]) {
+            console.usage(Console.escaped(problem.description))
+            exit(2)
+        }
         exit(run(Array(CommandLine.arguments.dropFirst()), console: console))
     }
 

@@ -44,8 +44,28 @@ public final class Database: Sendable {
 
     /// 30 s, or `$VCACHE_CATALOG_TIMEOUT` seconds.
     public static var defaultBusyTimeout: Duration {
-        let env = ProcessInfo.processInfo.environment["VCACHE_CATALOG_TIMEOUT"].flatMap(Double.init)
-        return .milliseconds(Int64((env.map { max(0.1, $0) } ?? 30) * 1000))
+        guard case .success(let ms)? = catalogTimeout(ProcessInfo.processInfo.environment["VCACHE_CATALOG_TIMEOUT"]) else {
+            return .seconds(30)
+        }
+        return .milliseconds(ms)
+    }
+
+    /// What `$VCACHE_CATALOG_TIMEOUT` is unless it is wrong (nil: unset or empty): seconds from 0
+    /// to 86400 (a day), below 0.1 taken as 0.1. NaN, infinities, signs below zero and larger
+    /// values are the failure, a line naming the value (the command line refuses to run on it).
+    public static func catalogTimeout(_ value: String?) -> Result<Int64, CatalogTimeoutProblem>? {
+        guard let value, !value.isEmpty else { return nil }
+        guard let seconds = Double(value), seconds.isFinite, seconds >= 0, seconds <= 86_400 else {
+            return .failure(CatalogTimeoutProblem(value: value))
+        }
+        return .success(Checked.int64(max(0.1, seconds) * 1000) ?? 30_000)
+    }
+
+    public struct CatalogTimeoutProblem: Error, CustomStringConvertible {
+        public var value: String
+        public var description: String {
+            "VCACHE_CATALOG_TIMEOUT='\(value)' is not a number of seconds from 0 to 86400; set one (default 30) or unset it"
+        }
     }
 
     /// Opens (creating) the database in WAL mode with a busy timeout, so concurrent vcache
