@@ -166,7 +166,15 @@ enum ServeCommand: VCacheCommand {
         summaries.emit()  // the last (partial) period, so a stop never loses counts
         let name = caught == SIGINT ? "SIGINT" : "SIGTERM"
         if json { console.event("stopping", ["signal": name]) } else { console.err("vcache serve: stopping (\(name))\n") }
-        readThrough.shutdown()
+        // Whatever the jobs and connections are doing (an origin that drips, a player that never
+        // reads), serve is gone 30 s after the signal: the jobs get 25 s to checkpoint, then the
+        // process ends even if a thread is stuck. What it wrote is safe: claims follow fsync.
+        let forcedStatus = 128 + caught
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.stopDeadline) {
+            console.err("vcache serve: still stopping after \(Int(Self.stopDeadline)) s; exiting now (what was stored is kept)\n")
+            _exit(forcedStatus)
+        }
+        readThrough.shutdown(timeout: Self.stopDeadline - 5)
         server.stop()
         readThrough.flushUse()
         if replaced.load(ordering: .relaxed) { return 5 }
@@ -176,6 +184,9 @@ enum ServeCommand: VCacheCommand {
         raise(caught)
         return 128 + caught
     }
+
+    /// Seconds from SIGINT/SIGTERM to the end of the process, at most (Docs/serve.md).
+    static let stopDeadline: Double = 30
 
     /// An IP address as the server reports clients (inet_ntop's form), with its IPv4-mapped IPv6
     /// twin for an IPv4 one; nil when `text` is not one address.
