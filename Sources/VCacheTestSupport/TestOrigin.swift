@@ -55,6 +55,9 @@ public final class TestOrigin: Sendable {
         public var chunkedWithoutLength = false
         /// Each answer carries the next of these ETags in turn (two backends behind a balancer).
         public var rotateETags: [String] = []
+        /// Claim this length in Content-Range (a hostile origin: near 2^63); a range answers with
+        /// at most 64 KiB of it, zeros past the real body.
+        public var announcedLength: Int64?
 
         public init() {}
     }
@@ -269,7 +272,7 @@ public final class TestOrigin: Sendable {
         guard let resource else {
             return send(fd, status: 404, headers: ["Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
         }
-        let total = Int64(resource.body.count)
+        let total = faults.announcedLength ?? Int64(resource.body.count)
         var common: [String: String] = ["Content-Type": resource.contentType, "Accept-Ranges": "bytes"]
         for (k, v) in resource.extraHeaders { common[k] = v }
         if let e = resource.etag { common["ETag"] = e }
@@ -285,7 +288,8 @@ public final class TestOrigin: Sendable {
         if range != nil && wantRange == nil && !faults.ignoreRanges && !faults.chunkedWithoutLength && headers["if-range"] == nil {
             return send(fd, status: 416, headers: ["Content-Range": "bytes */\(total)", "Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
         }
-        if let r = wantRange {
+        if var r = wantRange {
+            if faults.announcedLength != nil { r = ByteRange(r.lowerBound, min(r.upperBound, r.lowerBound + 65_536)) }
             var h = common
             h["Content-Range"] = "bytes \(r.lowerBound + faults.contentRangeShift)-\(r.upperBound - 1 + faults.contentRangeShift)/\(total)"
             h["Content-Length"] = "\(r.count)"
@@ -336,9 +340,9 @@ public final class TestOrigin: Sendable {
                 return false
             }
             if chunked && !writeAll(fd, Array(String(n, radix: 16).utf8) + [13, 10]) { return false }
-            let ok = data.withUnsafeBytes { raw in
-                writeAll(fd, UnsafeRawBufferPointer(rebasing: raw[Int(offset)..<Int(offset) + n]))
-            }
+            let ok = offset + Int64(n) <= Int64(data.count)
+                ? data.withUnsafeBytes { raw in writeAll(fd, UnsafeRawBufferPointer(rebasing: raw[Int(offset)..<Int(offset) + n])) }
+                : writeAll(fd, [UInt8](repeating: 0, count: n))  // past the body of an announced length
             guard ok, !chunked || writeAll(fd, [13, 10]) else { return false }
             state.withLock { s in
                 s.served[path, default: []].append(ByteRange(offset, offset + Int64(n)))
