@@ -116,10 +116,10 @@ enum PrefetchCommand: VCacheCommand {
         }
         if let s = args.stats { interval = .milliseconds(Int64(s * 1000)) }
         let reporter = PrefetchReporter(mode: mode, console: console)
-        reporter.expectedCount = items.count
         reporter.progressInterval = interval
         let stopFlag = Fetcher.StopFlag()
         let prefetcher = Prefetcher(store: store, options: options, stopFlag: stopFlag) { reporter.handle($0) }
+        reporter.expectedCount = prefetcher.distinct(items).count
         let signals = SignalTrap { stopFlag.stop(reason: $0) }
         Console.brokenPipe.withLock { $0 = { signals.raiseFromWrite(SIGPIPE) { stopFlag.stop(reason: $0) } } }
 
