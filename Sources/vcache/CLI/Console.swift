@@ -23,12 +23,16 @@ struct Console: Sendable {
                        color: errTTY && env["NO_COLOR"].map(\.isEmpty) ?? true && env["TERM"] != "dumb")
     }
 
+    /// `-q` of a command that says nothing more of it itself: stderr carries errors only.
+    var quiet = false
+
     func out(_ text: String) { Self.write(1, text) }
-    func err(_ text: String) { Self.write(2, text) }
+    /// Progress, notes and reports on stderr (dropped with `quiet`); errors go through `error`.
+    func err(_ text: String) { if !quiet { Self.write(2, text) } }
 
     /// A failure: `vcache: <message>` on stderr and, with `--json`, an `error` event on stdout.
     func error(_ failure: FailureInfo) {
-        err("vcache: \(failure.message)\n")
+        Self.write(2, "vcache: \(failure.message)\n")
         event("error", ["error": failure.json])
     }
 

@@ -21,7 +21,7 @@ enum PrefetchCommand: VCacheCommand {
         lies outside the head.
         SIZE: 512K, 2M, 1.5G (binary) or 2MB (decimal). DURATION: 30s, 5m, 2h.
         """,
-        minPositionals: 0, maxPositionals: nil)
+        minPositionals: 0, maxPositionals: nil, handlesQuiet: true)
 
     struct Options: OptionGroup {
         var seconds = Option("seconds", .duration.named("N"), help: "MP4: cache the moov and every sample of the first N seconds (e.g. 10, 2.5, 10s)")
@@ -45,11 +45,8 @@ enum PrefetchCommand: VCacheCommand {
         var keys = KeyOptions()
         var noWait = Flag("no-wait", help: "skip an entry another vcache process is writing instead of waiting")
         var origin = OriginOptions()
-        var verbose = Flag(.verbose, help: "each request and response head, and each decision, on stderr")
         var progress = Option<ProgressDisplay>("progress", help: "progress display: a bar on a terminal, plain lines in logs (default auto)")
         var stats = Option("stats", .duration, help: "with plain lines, a progress line per download this often (default 10s)")
-        var json = Flag(.json, help: "JSON-lines events on stdout")
-        var quiet = Flag(.quiet, help: "print errors only")
     }
 
     enum ProgressDisplay: String, CLIChoice {
