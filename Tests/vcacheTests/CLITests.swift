@@ -128,6 +128,21 @@ import VCacheTestSupport
         #expect(missing.stdout.contains("\"event\":\"error\"") && missing.stdout.contains("\"kind\":\"not_found\""))
     }
 
+    /// Issue 32: `/%20.mp4` was exported as the hidden file `.mp4.mp4`.
+    @Test func aNameOfBlanksAndAnExtensionExportsUnderTheKeyNotAsAHiddenFile() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/%20.mp4", .init(body: TestBytes.make(10_000, seed: 7), etag: "\"b\""))
+        let url = origin.url("/%20.mp4")
+        #expect(try vcache("prefetch", "-q", url).status == 0)
+        let out = dir.file("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let r = try vcache("export", url, out)
+        #expect(r.status == 0, "\(r.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: out)
+        #expect(files.count == 1 && files[0].hasPrefix("video-") && files[0].hasSuffix(".mp4"), "\(files)")
+        #expect(r.stdout == "exported \(out)/\(files[0]) (9.8 KiB)\n")
+    }
+
     @Test func headersFromAFileAndResolveReachTheOriginAsCurlWouldSendThem() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(50_000, seed: 8)
