@@ -121,7 +121,7 @@ extension VCacheCommand {
         var console = console
         let spec = self.spec
         // With --json, even a bad command line is reported as an `error` event.
-        if spec.declares(.json), args.contains("--" + GlobalFlag.json.rawValue) {
+        if args.prefix(while: { $0 != "--" }).contains("--" + GlobalFlag.json.rawValue) {
             console.jsonCommand = spec.name
         }
         let parsed: ParsedArguments<Options>
@@ -136,6 +136,9 @@ extension VCacheCommand {
             return 0
         }
         if parsed.isSet(.json) { console.jsonCommand = spec.name }
+        if parsed.isSet(.noColor) { console.color = false }
+        // prefetch and serve say what -q leaves out themselves (serve keeps its summary line).
+        if parsed.isSet(.quiet) && !spec.configuration.handlesQuiet { console.quiet = true }
         return run(parsed, console: console)
     }
 

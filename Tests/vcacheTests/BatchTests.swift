@@ -109,6 +109,29 @@ import VCacheTestSupport
         #expect(origin.servedBytes("/d.mp4") == body.count)
     }
 
+    /// Issue 32: a URL given three times is one request, one item done, its bytes counted once,
+    /// and the duplicates said once in the summary.
+    @Test func duplicatesAreCountedOnceAndSaidOnce() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(50_000, seed: 5)
+        origin.setResource("/u.mp4", .init(body: body))
+        let url = origin.url("/u.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, url, url, "--json"], cacheDir: cache)
+        #expect(r.status == 0)
+        #expect(origin.requests("/u.mp4").count == 1)
+        let summary = try #require(lines(r).first { $0["event"] as? String == "summary" })
+        #expect(summary["done"] as? Int == 1)
+        #expect(summary["fetched_bytes"] as? Int == body.count)
+        #expect(summary["merged_urls"] as? Int == 2)
+        #expect(lines(r).filter { $0["event"] as? String == "done" }.count == 1)
+
+        let list = try dir.write("four.txt", Data(String(repeating: url + "\n", count: 4).utf8))
+        let again = try VCacheBinary.run(["prefetch", "-i", list, "--progress", "lines"], cacheDir: dir.file("other"))
+        #expect(again.status == 0)
+        #expect(again.stderrLines.filter { $0.hasPrefix("ok ") }.count == 1, "\(again.stderr)")
+        #expect(again.stderrLines.last?.hasPrefix("1 done, 0 failed, 3 duplicate URLs merged; fetched 48.8 KiB, 0 B already cached, in ") == true, "\(again.stderr)")
+    }
+
     @Test func fiveHundredThreesThenSuccessResumeFromWhereTheDropLeftOff() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(1_000_000, seed: 8)

@@ -102,6 +102,47 @@ import VCacheTestSupport
         #expect(r.stdout == "the cache at \(dir.file("other")) is empty; add videos with 'vcache prefetch URL'\n")
     }
 
+    /// Issue 32: `-q`, `-v`, `--cache-dir`, `--json` and `--no-color` are taken before or after
+    /// every command (`vcache -q evict ...` exited 2), and -q leaves stderr to errors.
+    @Test func theGlobalFlagsAreTakenBeforeOrAfterEveryCommand() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/g.mp4", .init(body: TestBytes.make(20_000, seed: 6), etag: "\"g\""))
+        let url = origin.url("/g.mp4")
+        #expect(try vcache("prefetch", "-q", url).status == 0)
+        let out = dir.file("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let commands: [[String]] = [["evict", "--lru", "--max-size", "20G"], ["ls"], ["verify"], ["pin", url], ["unpin", url], ["check", url],
+                                    ["info", url], ["status"], ["url", url], ["config", "get", "max-size"], ["export", url, out]]
+        for c in commands {
+            for args in [["-q"] + c, c + ["-q"], ["-v", "--no-color"] + c, c + ["--verbose", "--no-color"], ["--json"] + c, ["--cache-dir", cache] + c] {
+                if c[0] == "export" { try? FileManager.default.removeItem(atPath: out + "/g.mp4") }
+                let r = try VCacheBinary.run(args, cacheDir: args.contains("--cache-dir") ? nil : cache)
+                #expect(r.status == 0, "\(args): \(r.stderr)")
+                if args.contains("-q") { #expect(r.stderr == "", "\(args): \(r.stderr)") }
+            }
+        }
+        // An error still shows under -q, and --json makes it an error event for any command.
+        let missing = try vcache("-q", "pin", "http://127.0.0.1:9/none.mp4", "--json")
+        #expect(missing.status == 1)
+        #expect(missing.stderr == "vcache: not in the cache: http://127.0.0.1:9/none.mp4; see 'vcache ls'\n")
+        #expect(missing.stdout.contains("\"event\":\"error\"") && missing.stdout.contains("\"kind\":\"not_found\""))
+    }
+
+    /// Issue 32: `/%20.mp4` was exported as the hidden file `.mp4.mp4`.
+    @Test func aNameOfBlanksAndAnExtensionExportsUnderTheKeyNotAsAHiddenFile() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/%20.mp4", .init(body: TestBytes.make(10_000, seed: 7), etag: "\"b\""))
+        let url = origin.url("/%20.mp4")
+        #expect(try vcache("prefetch", "-q", url).status == 0)
+        let out = dir.file("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let r = try vcache("export", url, out)
+        #expect(r.status == 0, "\(r.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: out)
+        #expect(files.count == 1 && files[0].hasPrefix("video-") && files[0].hasSuffix(".mp4"), "\(files)")
+        #expect(r.stdout == "exported \(out)/\(files[0]) (9.8 KiB)\n")
+    }
+
     @Test func headersFromAFileAndResolveReachTheOriginAsCurlWouldSendThem() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(50_000, seed: 8)

@@ -47,10 +47,13 @@ import Testing
         #expect(VCache.hoistGlobalOptions(["--cache-dir=/c", "--json", "ls"]) == ["ls", "--cache-dir=/c", "--json"])
         #expect(VCache.hoistGlobalOptions(["--verbose", "-v", "prefetch"]) == ["prefetch", "--verbose", "-v"])
         #expect(VCache.hoistGlobalOptions(["--bytes", "2M", "prefetch"]) == ["--bytes", "2M", "prefetch"])  // not global: left for the error
-        // Every command that takes a global flag declares it with the flag's own names.
+        #expect(VCache.hoistGlobalOptions(["--no-color", "-q", "evict", "--lru"]) == ["evict", "--no-color", "-q", "--lru"])
+        // Every command takes every global flag, declared once (CommonOptions), with one help.
         for c in commands {
-            for o in c.options where GlobalFlag(rawValue: o.long) != nil {
-                #expect(o.global && o.short == GlobalFlag(rawValue: o.long)?.short, "\(c.name) --\(o.long)")
+            for flag in GlobalFlag.allCases {
+                let declared = c.allOptions.filter { $0.long == flag.rawValue }
+                #expect(declared.count == 1 && declared.first?.global == true && declared.first?.short == flag.short, "\(c.name) --\(flag.rawValue)")
+                #expect(!c.options.contains { $0.long == flag.rawValue }, "\(c.name) declares --\(flag.rawValue) again")
             }
         }
     }

@@ -75,6 +75,10 @@ import VCacheTestSupport
         #expect(health.status == 200 && health.body == Data("ok\n".utf8))
         // A page that rebinds its own name to 127.0.0.1 still cannot read them.
         #expect(try curl(["-H", "Host: evil.example:\(serve.port)", serve.base + "/metrics"]).status == 403)
+        // /healthz too (issue 32: the docs said it answered anyone): any client address, but only
+        // under a Host that names the proxy, so a rebound page cannot even learn serve runs here.
+        #expect(try curl(["-H", "Host: evil.example:\(serve.port)", serve.base + "/healthz"]).status == 403)
+        #expect(try curl(["-H", "Host: localhost:\(serve.port)", serve.base + "/healthz"]).status == 200)
         serve.stop()
     }
 

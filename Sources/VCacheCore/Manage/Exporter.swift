@@ -279,11 +279,15 @@ public struct Exporter {
             if s == "/" || s == "\\" || s.value < 0x20 || s.value == 0x7f || s == ":" { return "_" }
             return Character(s)
         })
-        while name.hasPrefix(".") { name.removeFirst() }
         name = name.trimmingBlanks
-        var ext = (name as NSString).pathExtension
+        // A name that is only an extension (`.mp4`, ` .mp4` from `/%20.mp4`) keeps it: "x" stands
+        // in for the missing stem, since a leading dot hides the extension from pathExtension.
+        var ext = ("x" + name as NSString).pathExtension
         if ext.count > 8 { ext = "" }
         var stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
+        // Never a hidden file: no leading dot, whatever blanks stood before or between the dots.
+        while let first = stem.first, first == "." || first.isWhitespace { stem.removeFirst() }
+        stem = stem.trimmingBlanks
         if stem.isEmpty { stem = "video-" + key.prefix(12) }
         return (stem, ext)
     }

@@ -289,6 +289,9 @@ public struct PrefetchResult: Equatable, Sendable {
     public var isPlaylist = false
     /// Members of its stream refused for their host (`PrefetchError.refusedHost`), never fetched.
     public var refusedMembers = 0
+    /// Further URLs given in the run for this same entry (the same URL again, or one the key rules
+    /// map to it): folded into this one result, not fetched or counted again.
+    public var mergedURLs: [String] = []
 
     public var succeeded: Bool { error == nil }
 }

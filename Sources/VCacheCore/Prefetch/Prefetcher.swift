@@ -28,31 +28,34 @@ public final class Prefetcher {
     /// Stops the run from another thread: jobs checkpoint what arrived and end as interrupted.
     public func stop(reason: Int32) { fetcher.stop(reason: reason) }
 
-    /// Prefetches `items`; one result per item, in input order. Items whose URLs map to the same
-    /// key are fetched once, with their requests combined; each gets that one result.
+    /// Prefetches `items`; one result per entry, in the order of the URLs that first named them.
+    /// Items whose URLs map to the same key are one entry, fetched and counted once with their
+    /// requests combined: its result lists the other URLs given for it in `mergedURLs`.
     public func run(_ items: [PrefetchItem]) -> [PrefetchResult] {
-        var unique: [PrefetchItem] = []
-        var slot: [Int] = []
+        let entries = distinct(items)
+        var results = runUnique(entries.map(\.item))
+        for i in results.indices { results[i].mergedURLs = entries[i].merged }
+        return results
+    }
+
+    /// `items` with those of one key folded into the first (requests combined: a whole video
+    /// wins), and the URLs folded into each.
+    public func distinct(_ items: [PrefetchItem]) -> [(item: PrefetchItem, merged: [String])] {
+        var unique: [(item: PrefetchItem, merged: [String])] = []
         var indexByKey: [String: Int] = [:]
         for item in items {
             let key = options.keyRules.key(for: item.url)
             if let i = indexByKey[key] {
-                let merged = unique[i].requests.isEmpty || item.requests.isEmpty ? [] : unique[i].requests + item.requests
-                unique[i].requests = merged
-                unique[i].mp4 = MP4Goal.merged(unique[i].mp4, item.mp4)
-                slot.append(i)
+                let merged = unique[i].item.requests.isEmpty || item.requests.isEmpty ? [] : unique[i].item.requests + item.requests
+                unique[i].item.requests = merged
+                unique[i].item.mp4 = MP4Goal.merged(unique[i].item.mp4, item.mp4)
+                unique[i].merged.append(item.url)
             } else {
                 indexByKey[key] = unique.count
-                slot.append(unique.count)
-                unique.append(item)
+                unique.append((item, []))
             }
         }
-        let results = runUnique(unique)
-        return items.indices.map { i in
-            var r = results[slot[i]]
-            r.url = items[i].url
-            return r
-        }
+        return unique
     }
 
     /// With `maxSize`: evict least recently used entries outside this run until the cache fits.

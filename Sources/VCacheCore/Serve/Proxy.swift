@@ -232,7 +232,8 @@ public final class Proxy: Sendable {
 }
 
 extension Proxy {
-    /// The operator's paths: `/healthz` for anyone (a liveness probe), `/metrics` (Prometheus text
+    /// The operator's paths (reached only under a Host that names the proxy, as every path: DNS
+    /// rebinding): `/healthz` for any client address (a liveness probe), `/metrics` (Prometheus text
     /// format) and `/status` (JSON) for loopback clients and `--metrics-from` addresses only (they
     /// name every cached count; a player or a page elsewhere on the LAN has no business there).
     func control(_ request: HTTPServer.Request) -> HTTPServer.Response? {

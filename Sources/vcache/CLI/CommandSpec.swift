@@ -11,6 +11,8 @@ struct CommandConfiguration: Sendable {
     /// Positional arguments accepted: at least `minPositionals`, at most `maxPositionals` (nil: any).
     var minPositionals = 0
     var maxPositionals: Int? = 0
+    /// The command decides what `-q` leaves out itself; otherwise -q drops all of stderr but errors.
+    var handlesQuiet = false
 }
 
 /// One option as parsing, help and completion see it, whatever its value's type.
@@ -62,7 +64,6 @@ struct CommandSpec: Sendable {
     var maxPositionals: Int? { configuration.maxPositionals }
     var allOptions: [OptionSpec] { options + CommonOptions.declarations }
 
-    func declares(_ flag: GlobalFlag) -> Bool { options.contains { $0.long == flag.rawValue } }
 
     var helpText: String {
         var lines = ["vcache \(name): \(abstract)", "", "usage: vcache \(usage)"]
@@ -76,19 +77,25 @@ struct CommandSpec: Sendable {
     }
 }
 
-/// Options every command takes.
+/// Options every command takes, with one meaning everywhere; all but --help may also come
+/// before the command (`vcache -q evict ...`).
 struct CommonOptions: OptionGroup {
     var cacheDir = Option("cache-dir", .folder, help: "cache directory (default: $VCACHE_DIR, $XDG_CACHE_HOME/vcache, ~/.cache/vcache)", global: true)
+    var json = Flag(.json, help: "JSON-lines events on stdout (Docs/json.md); errors as error events")
+    var quiet = Flag(.quiet, help: "nothing on stderr but errors (serve keeps its periodic summary line)")
+    var verbose = Flag(.verbose, help: "more on stderr where there is more to say (prefetch: each request, response head and decision)")
+    var noColor = Flag(.noColor, help: "no color on a terminal (as NO_COLOR=1)")
     var help = Flag("help", short: "h", help: "show this help")
 }
 
-/// Flags several commands take (each with its own help) that may also come before the command.
+/// The flags every command takes that may also come before the command.
 enum GlobalFlag: String, CaseIterable, Sendable {
     case json, quiet, verbose
+    case noColor = "no-color"
 
     var short: Character? {
         switch self {
-        case .json: nil
+        case .json, .noColor: nil
         case .quiet: "q"
         case .verbose: "v"
         }
@@ -96,9 +103,7 @@ enum GlobalFlag: String, CaseIterable, Sendable {
 }
 
 extension CommandSpec {
-    /// The options that may come before the command: the common ones marked global and the global flags.
-    static var globalOptions: [OptionSpec] {
-        CommonOptions.declarations.filter(\.global) + GlobalFlag.allCases.map { Flag($0, help: "").spec }
-    }
+    /// The options that may come before the command: the common ones marked global.
+    static var globalOptions: [OptionSpec] { CommonOptions.declarations.filter(\.global) }
 }
 

@@ -23,12 +23,16 @@ struct Console: Sendable {
                        color: errTTY && env["NO_COLOR"].map(\.isEmpty) ?? true && env["TERM"] != "dumb")
     }
 
+    /// `-q` of a command that says nothing more of it itself: stderr carries errors only.
+    var quiet = false
+
     func out(_ text: String) { Self.write(1, text) }
-    func err(_ text: String) { Self.write(2, text) }
+    /// Progress, notes and reports on stderr (dropped with `quiet`); errors go through `error`.
+    func err(_ text: String) { if !quiet { Self.write(2, text) } }
 
     /// A failure: `vcache: <message>` on stderr and, with `--json`, an `error` event on stdout.
     func error(_ failure: FailureInfo) {
-        err("vcache: \(failure.message)\n")
+        Self.write(2, "vcache: \(failure.message)\n")
         event("error", ["error": failure.json])
     }
 
@@ -77,23 +81,8 @@ struct Console: Sendable {
     }
 
     /// A password in a URL (`http://alice:s3cret@host/`) is never shown: every line vcache
-    /// prints goes through here, with the password written `***` (as curl and rclone do).
-    static func redacted(_ text: String) -> String {
-        guard text.contains("@") else { return text }
-        var out = text
-        for (pattern, template) in passwordPatterns {
-            out = pattern.stringByReplacingMatches(in: out, range: NSRange(out.startIndex..., in: out), withTemplate: template)
-        }
-        return out
-    }
-
-    /// `scheme://user:password@`: the password runs to the last `@` before the path (it may hold
-    /// spaces or an `@` of its own, in a URL refused for just that); and `user:password@host`
-    /// given without a scheme.
-    private static let passwordPatterns: [(NSRegularExpression, String)] = [
-        (try! NSRegularExpression(pattern: #"([A-Za-z][A-Za-z0-9+.-]*://[^/:@\n]*):[^/\n]*@"#), "$1:***@"),
-        (try! NSRegularExpression(pattern: #"(^|[\s'"(])([^\s/:@'"]+):[^\s/@'"]+@"#), "$1$2:***@"),
-    ]
+    /// prints goes through here (`PasswordRedaction` says what it finds).
+    static func redacted(_ text: String) -> String { PasswordRedaction.redacted(text) }
 
     static func write(_ fd: Int32, _ text: String) {
         let bytes = Array(redacted(text).utf8)

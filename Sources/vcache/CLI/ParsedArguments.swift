@@ -28,6 +28,10 @@ struct ParsedArguments<Options: OptionGroup>: Sendable {
     var common: ParsedArguments<CommonOptions> { ParsedArguments<CommonOptions>(_values) }
 
     func isSet(_ flag: GlobalFlag) -> Bool { _values.flags.contains(flag.rawValue) }
+    /// `--json`, `-q`, `-v`: every command takes them (`CommonOptions`).
+    var json: Bool { isSet(.json) }
+    var quiet: Bool { isSet(.quiet) }
+    var verbose: Bool { isSet(.verbose) }
 }
 
 /// The parser's output, by option name; read only through `ParsedArguments`' typed accessors.

@@ -29,7 +29,6 @@ enum CheckCommand: VCacheCommand {
         var audio = Option("audio", .language, help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
         var allowHost = Repeated("allow-host", .originRule, help: "HLS: a host (and port) a stream's members may come from besides its playlists' own, as given to prefetch (repeatable)")
         var keys = KeyOptions()
-        var json = Flag(.json, help: "a checked event per URL, then a summary (Docs/json.md)")
     }
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {

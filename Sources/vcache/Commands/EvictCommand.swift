@@ -23,7 +23,6 @@ enum EvictCommand: VCacheCommand {
         var all = Flag("all", help: "every entry (with the other filters)")
         var includePinned = Flag("include-pinned", help: "pinned entries too")
         var dryRun = Flag("dry-run", help: "list what would go and what it frees; change nothing")
-        var json = Flag(.json, help: "one JSON object per evicted entry, then a summary")
     }
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {

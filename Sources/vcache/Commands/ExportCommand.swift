@@ -24,7 +24,6 @@ enum ExportCommand: VCacheCommand {
         var force = Flag("force", help: "overwrite an existing file")
         var link = Flag("link", help: "hard-link instead of copying (same filesystem only; the file then shares the cache's inode)")
         var faststart = Flag("faststart", help: "MP4: write the moov in front of the media (as ffmpeg -movflags +faststart), offsets shifted")
-        var json = Flag(.json, help: "an exported or failed event per file, then a summary (Docs/json.md)")
     }
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {

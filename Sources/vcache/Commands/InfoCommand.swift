@@ -18,7 +18,6 @@ enum InfoCommand: VCacheCommand {
 
     struct Options: OptionGroup {
         var probe = Flag("probe", help: "fetch the MP4's box headers and moov first when they are not cached")
-        var json = Flag(.json, help: "one JSON object")
     }
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {

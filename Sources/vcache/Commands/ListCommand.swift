@@ -14,7 +14,6 @@ enum ListCommand: VCacheCommand {
         var partial = Flag("partial", help: "only incomplete entries")
         var ranges = Flag("ranges", help: "each entry's cached ranges (a coverage bar on a terminal)")
         var maxSize = Option("max-size", .size(), help: "show usage against this cap (default: config max-size)")
-        var json = Flag(.json, help: "an entry event per entry, then a summary event (Docs/json.md)")
     }
 
     enum Order: String, CLIChoice {

@@ -22,13 +22,11 @@ enum ManPageCommand: VCacheCommand {
         return s
     }
 
-    /// "--cache-dir may also come before the command, and so may --json, -q and -v for the commands that take them."
+    /// "Every command takes --cache-dir, --json, -q, -v and --no-color, before or after its name."
     static var globalOptionsSentence: String {
         func list(_ names: [String]) -> String { names.dropLast().joined(separator: ", ") + (names.count > 1 ? " and " : "") + (names.last ?? "") }
-        let globals = CommandSpec.globalOptions
-        let everywhere = globals.filter { o in CommonOptions.declarations.contains { $0.long == o.long } }.map { "--" + $0.long }
-        let some = globals.filter { o in !CommonOptions.declarations.contains { $0.long == o.long } }.map { o in o.short.map { "-\($0)" } ?? "--" + o.long }
-        return "\(list(everywhere)) may also come before the command, and so may \(list(some)) for the commands that take them."
+        let names = CommandSpec.globalOptions.map { o in o.short.map { "-\($0)" } ?? "--" + o.long }
+        return "Every command takes \(list(names)), before or after its name, with one meaning everywhere."
     }
 
     static func page() -> String {

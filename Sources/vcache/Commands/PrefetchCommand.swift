@@ -21,7 +21,7 @@ enum PrefetchCommand: VCacheCommand {
         lies outside the head.
         SIZE: 512K, 2M, 1.5G (binary) or 2MB (decimal). DURATION: 30s, 5m, 2h.
         """,
-        minPositionals: 0, maxPositionals: nil)
+        minPositionals: 0, maxPositionals: nil, handlesQuiet: true)
 
     struct Options: OptionGroup {
         var seconds = Option("seconds", .duration.named("N"), help: "MP4: cache the moov and every sample of the first N seconds (e.g. 10, 2.5, 10s)")
@@ -45,11 +45,8 @@ enum PrefetchCommand: VCacheCommand {
         var keys = KeyOptions()
         var noWait = Flag("no-wait", help: "skip an entry another vcache process is writing instead of waiting")
         var origin = OriginOptions()
-        var verbose = Flag(.verbose, help: "each request and response head, and each decision, on stderr")
         var progress = Option<ProgressDisplay>("progress", help: "progress display: a bar on a terminal, plain lines in logs (default auto)")
         var stats = Option("stats", .duration, help: "with plain lines, a progress line per download this often (default 10s)")
-        var json = Flag(.json, help: "JSON-lines events on stdout")
-        var quiet = Flag(.quiet, help: "print errors only")
     }
 
     enum ProgressDisplay: String, CLIChoice {
@@ -116,10 +113,10 @@ enum PrefetchCommand: VCacheCommand {
         }
         if let s = args.stats { interval = .milliseconds(Int64(s * 1000)) }
         let reporter = PrefetchReporter(mode: mode, console: console)
-        reporter.expectedCount = items.count
         reporter.progressInterval = interval
         let stopFlag = Fetcher.StopFlag()
         let prefetcher = Prefetcher(store: store, options: options, stopFlag: stopFlag) { reporter.handle($0) }
+        reporter.expectedCount = prefetcher.distinct(items).count
         let signals = SignalTrap { stopFlag.stop(reason: $0) }
         Console.brokenPipe.withLock { $0 = { signals.raiseFromWrite(SIGPIPE) { stopFlag.stop(reason: $0) } } }
 
@@ -142,32 +139,38 @@ enum PrefetchCommand: VCacheCommand {
     static func headers(_ values: [String]) throws -> [String] {
         var out: [String] = []
         for h in values {
-            var lines = [h]
+            // A line from @FILE is named by its number, never shown: the file exists to keep
+            // secrets out of `ps` and logs, and a malformed line may still hold one.
+            var lines: [(text: String, place: String?)] = [(h, nil)]
             if h.hasPrefix("@") {
                 let path = String(h.dropFirst())
                 guard let data = FileManager.default.contents(atPath: path) else {
                     throw UsageError("cannot read headers from '\(path)' for -H @FILE: no such file or not readable")
                 }
-                lines = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
-                    .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+                lines = String(decoding: data, as: UTF8.self).split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+                    .enumerated().map { (String($1).trimmingCharacters(in: .whitespaces), "line \($0 + 1) of '\(path)'") }
+                    .filter { !$0.text.isEmpty && !$0.text.hasPrefix("#") }
             }
-            for line in lines {
+            for (line, place) in lines {
                 // A CR, LF or NUL would end the line on the wire and start another (a header the
                 // user never wrote): no control character but a tab is taken.
                 if line.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7f }) {
+                    if let place { throw UsageError("invalid header on \(place) for -H @FILE: it holds a control character (such as NUL or ESC); remove it") }
                     throw UsageError("invalid header '\(Console.escaped(line))' for -H: it holds a control character (CR, LF or NUL); give one 'Name: value' per -H")
                 }
                 guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
                       line[..<colon].unicodeScalars.allSatisfy(Self.isTokenCharacter) else {
+                    if let place { throw UsageError("invalid header on \(place) for -H @FILE; use 'Name: value' (a header name, then a colon)") }
                     throw UsageError("invalid header '\(Console.escaped(line))' for -H; use 'Name: value'")
                 }
                 let name = line[..<colon].lowercased()
+                let shown = place.map { "the \(line[..<colon]) header on \($0)" } ?? "-H '\(line)'"
                 if name == "accept-encoding" || name == "te" {
                     // Stored bytes are the video's own: an encoded body would be cached as video.
-                    throw UsageError("vcache stores the video's own bytes and asks for no encoding: drop -H '\(line)'")
+                    throw UsageError("vcache stores the video's own bytes and asks for no encoding: drop \(shown)")
                 }
                 if ["range", "if-range", "content-length", "transfer-encoding"].contains(name) {
-                    throw UsageError("vcache sets \(line[..<colon]) itself (ranges come from --bytes, --seconds and --range; a GET has no body): drop -H '\(line)'")
+                    throw UsageError("vcache sets \(line[..<colon]) itself (ranges come from --bytes, --seconds and --range; a GET has no body): drop \(shown)")
                 }
                 out.append(line)
             }

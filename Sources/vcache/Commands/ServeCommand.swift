@@ -23,7 +23,7 @@ enum ServeCommand: VCacheCommand {
         cache's settings again (config max-size) without dropping a connection. Under systemd it
         reports readiness (Type=notify).
         """,
-        minPositionals: 0, maxPositionals: 0)
+        minPositionals: 0, maxPositionals: 0, handlesQuiet: true)
 
     struct Options: OptionGroup {
         var port = Option("port", .port(0...65535), help: "port on 127.0.0.1 (default \(defaultPort); 0: any free port, printed)")
@@ -37,10 +37,8 @@ enum ServeCommand: VCacheCommand {
         var retries = Option("retries", .count(0...Int.max), help: "retries of a storing job's failed origin request (default 3)")
         var connectTimeout = Option("connect-timeout", .duration, help: "give up connecting to an origin after DURATION (default 15s)")
         var limitRate = Option("limit-rate", .size(minimum: 1024).named("RATE"), help: "at most RATE bytes per second for each origin transfer (e.g. 2M)")
-        var quiet = Flag(.quiet, help: "no line per request (errors and the periodic summary still go to stderr)")
         var stats = Option("stats", .duration, help: "a summary line (requests, hit ratio, bytes) every DURATION (default 10m)")
         var metricsFrom = Repeated("metrics-from", .clientAddress, help: "another client address allowed to read /metrics and /status (loopback always is; repeatable)")
-        var json = Flag(.json, help: "JSON events on stdout: listening (with the base URL), one per request, stopping")
         var origin = OriginOptions()
     }
 

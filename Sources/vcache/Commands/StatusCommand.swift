@@ -17,7 +17,6 @@ enum StatusCommand: VCacheCommand {
 
     struct Options: OptionGroup {
         var port = Option("port", .port(1...65535), help: "the port serve listens on (default \(ServeCommand.defaultPort))")
-        var json = Flag(.json, help: "one status event (Docs/json.md)")
     }
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {

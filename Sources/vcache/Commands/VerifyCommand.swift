@@ -19,7 +19,6 @@ enum VerifyCommand: VCacheCommand {
     struct Options: OptionGroup {
         var origin = Flag("origin", help: "also ask each origin whether the video changed (one-byte ranged GET)")
         var fix = Flag("fix", help: "drop what is wrong so the cache is true again, and say what was dropped")
-        var json = Flag(.json, help: "one JSON object per entry, then a summary")
     }
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {

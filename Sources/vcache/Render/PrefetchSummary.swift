@@ -21,15 +21,18 @@ struct Summary {
     }
     var fetched: Int64 { results.reduce(0) { $0 + $1.fetchedBytes } }
     var cached: Int64 { results.reduce(0) { $0 + $1.alreadyCachedBytes } }
+    /// URLs given again for an entry already in the run: folded into its one result.
+    var merged: Int { results.reduce(0) { $0 + $1.mergedURLs.count } }
     /// HLS members refused for their host (each said on its own line as it was decided).
     var refused: Int { results.reduce(0) { $0 + $1.refusedMembers } }
 
     var line: String {
         let rate = elapsed > 0 ? Units.formatSize(Int64(Double(fetched) / elapsed)) + "/s" : "-"
         var head = ""
-        if results.count > 1 || failed > 0 || stopped > 0 || inputErrors > 0 {
+        if results.count > 1 || failed > 0 || stopped > 0 || inputErrors > 0 || merged > 0 {
             head = "\(results.count - failed - stopped) done, " + (stopped > 0 ? "\(stopped) stopped at --max-time, " : "") + "\(failed) failed"
                 + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "")
+                + (merged > 0 ? ", \(merged) duplicate \(merged == 1 ? "URL" : "URLs") merged" : "")
                 + (refused > 0 ? " (\(refused) stream \(refused == 1 ? "member" : "members") refused: on a host not the stream's own; --allow-host HOST allows one)" : "") + "; "
         }
         if fetched == 0 && failed == 0 && stopped == 0 {
@@ -51,7 +54,7 @@ struct Summary {
 
     var json: [String: Any] {
         ["done": results.count - failed - stopped, "failed": failed, "stopped": stopped, "fetched_bytes": fetched, "already_cached_bytes": cached,
-         "elapsed_seconds": PrefetchReporter.seconds(elapsed), "bad_input_lines": inputErrors, "refused_members": refused, "exit_code": Int(exitCode),
+         "elapsed_seconds": PrefetchReporter.seconds(elapsed), "bad_input_lines": inputErrors, "merged_urls": merged, "refused_members": refused, "exit_code": Int(exitCode),
          "failures": results.filter { !$0.stoppedByDeadline }.compactMap { r in r.error.map { ["url": r.url, "error": FailureInfo(prefetch: $0).json] } }]
     }
 }
