@@ -141,6 +141,12 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// balancer with different ETags, a length that differs per response): given up.
     case unstableVersion(changes: Int, reason: String)
     case noProgress
+    /// A body ended by the connection's close (no Content-Length, not chunked) whose bytes show
+    /// it was cut (`CloseDelimitedBody`): nothing of it was kept; retried like any cut body.
+    case cutBody(received: Int64, why: String)
+    /// A body ended by the connection's close whose bytes cannot show that they are whole (not
+    /// an MP4): kept as a partial entry of unknown length, never called complete.
+    case unprovenEnd(received: Int64, why: String)
     case disk(SystemError)
     case catalog(String)
     /// Another process held the catalog past the busy timeout.
@@ -210,6 +216,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .transport(let t): [.refusedScheme, .tooManyRedirects, .redirectRefused].contains(t.kind) ? .fixOrigin : .tryLater
         case .http(let status, _): Self.passing(status) ? .tryLater : .fixOrigin
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion, .noProgress, .mp4, .invalidURL: .fixOrigin
+        case .cutBody: .tryLater
+        case .unprovenEnd: .fixOrigin
         case .disk: .fixLocal
         case .catalog: .fixLocal
         case .catalogBusy: .tryLater
@@ -230,6 +238,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .transport(let t): t.isRetryable
         case .http(let status, _): Self.passing(status)
+        case .cutBody: true
         default: false
         }
     }
@@ -244,6 +253,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notTheVideo(let why): "\(why); nothing of it was kept"
         case .unstableVersion(let n, let reason): "the origin's version changed \(n) times in one run (last: \(reason)); given up: does it answer from backends that disagree?"
         case .noProgress: "origin sent no new bytes for the requested range"
+        case .cutBody(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and they are not a whole MP4 (\(why)): the body was cut; nothing of it was kept"
+        case .unprovenEnd(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and nothing shows they are whole (\(why)): kept as a partial entry, never called complete; an origin that sends Content-Length or chunked bodies fixes it"
         case .notAsCompleted: "its bytes, whole again, do not hash to the SHA-256 this version had when first completed (damaged since, or the origin changed its bytes without changing its ETag or Last-Modified); every cached byte of it was dropped: run again to fetch it whole"
         case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
         case .catalog(let message), .catalogBusy(let message): message

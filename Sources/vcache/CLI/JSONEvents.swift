@@ -96,6 +96,8 @@ struct FailureInfo {
             }
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion: kind = "bad_response"
         case .noProgress: kind = "no_progress"
+        case .cutBody: kind = "receive"
+        case .unprovenEnd: kind = "unproven_end"
         case .disk(let s): kind = Self.kind(s)
         case .catalog: kind = "catalog"
         case .catalogBusy, .lockBusy: kind = "busy"
