@@ -105,7 +105,7 @@ struct FailureInfo {
         case .interrupted: kind = "interrupted"
         case .deadline: kind = "deadline"
         case .noRoom: kind = "over_cap"
-        case .stream: kind = "bad_stream"
+        case .stream, .rangeOverrun: kind = "bad_stream"
         case .notStarted: kind = "not_started"
         case .notAsCompleted: kind = "digest_mismatch"
         case .refusedHost: kind = "refused_host"
