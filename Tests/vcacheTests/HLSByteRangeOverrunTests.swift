@@ -19,7 +19,7 @@ import VCacheTestSupport
         origin.setResource("/r/index.m3u8", .init(body: Data(text.utf8), etag: "\"p\"", contentType: "application/vnd.apple.mpegurl"))
         origin.setResource("/r/all.ts", .init(body: segment, etag: "\"s\"", contentType: "video/mp2t"))
         let url = origin.url("/r/index.m3u8"), member = origin.url("/r/all.ts")
-        let line = "vcache: cannot prefetch \(member): its playlist's EXT-X-BYTERANGE asks for bytes 0-3760, which overruns the resource: it is 3760 bytes (the last is 3759); no fetch can fill that range: fix the playlist"
+        let line = "vcache: cannot prefetch \(member): its playlist's EXT-X-BYTERANGE asks for bytes 0-3760, which overruns the resource (3760 bytes): no fetch can fill that range; fix the playlist"
         for run in 1...2 {
             let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
             #expect(r.status == 4, "run \(run): \(r.stdout)\(r.stderr)")

@@ -274,7 +274,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noProgress: "origin sent no new bytes for the requested range"
         case .cutBody(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and they are not a whole MP4 (\(why)): the body was cut; nothing of it was kept"
         case .rangeOverrun(let first, let last, let length):
-            "its playlist's EXT-X-BYTERANGE asks for bytes \(first)-\(last), which overruns the resource: it is \(length) bytes (the last is \(length - 1)); no fetch can fill that range: fix the playlist"
+            "its playlist's EXT-X-BYTERANGE asks for bytes \(first)-\(last), which overruns the resource (\(length) bytes): no fetch can fill that range; fix the playlist"
         case .unprovenEnd(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and nothing shows they are whole (\(why)): kept as a partial entry, never called complete; an origin that sends Content-Length or chunked bodies fixes it"
         case .notAsCompleted: "its bytes, whole again, do not hash to the SHA-256 this version had when first completed (damaged since, or the origin changed its bytes without changing its ETag or Last-Modified); every cached byte of it was dropped: run again to fetch it whole"
         case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
