@@ -57,7 +57,9 @@ import VCacheTestSupport
             // A member (segment or init section) is a run of boxes.
             ("a member's whole boxes", frag.subdata(in: 1276..<43_982), true, .whole),
             ("a member cut inside a box", frag.subdata(in: 1276..<40_000), true, .cut("box 'mdat' at offset 1252 ends at 42706, past the 38724 bytes that came")),
-            ("not an MP4", Data("#EXTM3U\n#EXT-X-ENDLIST\n".utf8), false, .unproven("they are not an MP4, whose boxes would say where it ends")),
+            ("a playlist ending with a line break", Data("#EXTM3U\n#EXTINF:2,\na.ts\n#EXT-X-ENDLIST\n".utf8), false, .whole),
+            ("a playlist cut mid-line", Data("#EXTM3U\n#EXTINF:2,\na.t".utf8), false, .cut("an HLS playlist whose last line has no line break")),
+            ("not an MP4", Data("<html><body>moved</body></html>\n".utf8), false, .unproven("they are not an MP4, whose boxes would say where it ends")),
             ("MPEG-TS", Data([0x47, 0x40, 0x00, 0x10] + [UInt8](repeating: 0xFF, count: 184)), true, .unproven("they are not an MP4, whose boxes would say where it ends")),
             ("too short", Data([0, 0, 0]), false, .unproven("its 3 bytes are too few to be checked")),
             ("nothing", Data(), false, .unproven("its 0 bytes are too few to be checked")),

@@ -3,9 +3,12 @@
 /// whether the origin sent everything or was cut off, so the bytes must say it themselves, or the
 /// entry is never called complete (Docs/cache-format.md, "Complete").
 ///
-/// The rules (ISO/IEC 14496-12 §4.2, §8.8):
-/// - Bytes that do not start with an ISO BMFF box (a known top-level type and a sane size) cannot
-///   be checked: `unproven`.
+/// The rules (ISO/IEC 14496-12 §4.2, §8.8; RFC 8216 §4.1):
+/// - An HLS playlist (`#EXTM3U`) is whole when its last line is: it ends with a line break. (A
+///   media playlist cut at a line end before its EXT-X-ENDLIST reads as a live one, which is
+///   fetched again on the next run.)
+/// - Other bytes that do not start with an ISO BMFF box (a known top-level type and a sane size)
+///   cannot be checked: `unproven`.
 /// - Every top-level box must end inside the bytes that came (they tile them exactly): a box that
 ///   ends past them was cut.
 /// - An HLS member (a segment or an init section) is a run of boxes, nothing more: tiled is whole.
@@ -27,6 +30,12 @@ public enum CloseDelimitedBody {
     public static func judge(length: Int64, member: Bool, read: @escaping MP4Walker.Read) -> Verdict {
         guard length >= 8, let head = try? read(0, 8) else {
             return .unproven("its \(length) bytes are too few to be checked")
+        }
+        if head.starts(with: "#EXTM3U".utf8) {
+            guard let last = try? read(length - 1, 1), last == [0x0A] else {
+                return .cut("an HLS playlist whose last line has no line break")
+            }
+            return .whole
         }
         let size = UInt32(head[0]) << 24 | UInt32(head[1]) << 16 | UInt32(head[2]) << 8 | UInt32(head[3])
         let type = String(decoding: head[4..<8], as: UTF8.self)

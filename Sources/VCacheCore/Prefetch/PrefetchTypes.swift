@@ -272,7 +272,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notTheVideo(let why): "\(why); nothing of it was kept"
         case .unstableVersion(let n, let reason): "the origin's version changed \(n) times in one run (last: \(reason)); given up: does it answer from backends that disagree?"
         case .noProgress: "origin sent no new bytes for the requested range"
-        case .cutBody(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and they are not a whole MP4 (\(why)): the body was cut; nothing of it was kept"
+        case .cutBody(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and they are not whole (\(why)): the body was cut; nothing of it was kept"
         case .rangeOverrun(let first, let last, let length):
             "its playlist's EXT-X-BYTERANGE asks for bytes \(first)-\(last), which overruns the resource (\(length) bytes): no fetch can fill that range; fix the playlist"
         case .unprovenEnd(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and nothing shows they are whole (\(why)): kept as a partial entry, never called complete; an origin that sends Content-Length or chunked bodies fixes it"
