@@ -53,6 +53,10 @@ public final class TestOrigin: Sendable {
         /// Answer every GET with 200, `Transfer-Encoding: chunked` and no Content-Length, ignoring
         /// Range (a live transcoder, some CDNs and object stores).
         public var chunkedWithoutLength = false
+        /// Answer every GET with 200, `Connection: close`, no Content-Length and not chunked,
+        /// ignoring Range: the body ends where the connection closes (an HTTP/1.0-style origin),
+        /// so a `dropAfterBytes` cut looks exactly like its end.
+        public var closeDelimited = false
         /// Each answer carries the next of these ETags in turn (two backends behind a balancer).
         public var rotateETags: [String] = []
         /// Claim this length in Content-Range (a hostile origin: near 2^63); a range answers with
@@ -284,8 +288,9 @@ public final class TestOrigin: Sendable {
             return send(fd, status: 304, headers: common.merging(["Content-Length": "0"]) { a, _ in a }, body: nil, method: method, path: path, faults: Faults())
         }
         if !faults.ignoreIfRange, let ifRange = headers["if-range"], ifRange != resource.etag && ifRange != resource.lastModified { wantRange = nil }
-        if faults.ignoreRanges || faults.chunkedWithoutLength { wantRange = nil }
-        if range != nil && wantRange == nil && !faults.ignoreRanges && !faults.chunkedWithoutLength && headers["if-range"] == nil {
+        let wholeOnly = faults.ignoreRanges || faults.chunkedWithoutLength || faults.closeDelimited
+        if wholeOnly { wantRange = nil }
+        if range != nil && wantRange == nil && !wholeOnly && headers["if-range"] == nil {
             return send(fd, status: 416, headers: ["Content-Range": "bytes */\(total)", "Content-Length": "0"], body: nil, method: method, path: path, faults: Faults())
         }
         if var r = wantRange {
@@ -300,6 +305,12 @@ public final class TestOrigin: Sendable {
             h["Accept-Ranges"] = nil
             h["Transfer-Encoding"] = "chunked"
             return send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults, chunked: true)
+        }
+        if faults.closeDelimited {
+            h["Accept-Ranges"] = nil
+            h["Connection"] = "close"
+            _ = send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)
+            return false
         }
         h["Content-Length"] = "\(total)"
         return send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)

@@ -176,10 +176,12 @@ public final class CurlTransfer {
         var effective: UnsafeMutablePointer<CChar>?
         if vc_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective) != CURLE_OK { effective = nil }
         var reason = ""
+        var version = "HTTP/1.1"
         var headers: [(String, String)] = []
         for (i, line) in headerLines.enumerated() {
             if i == 0 && line.hasPrefix("HTTP/") {
                 let parts = line.split(separator: " ", maxSplits: 2)
+                version = String(parts[0])
                 if parts.count == 3 { reason = String(parts[2]) }
                 continue
             }
@@ -187,7 +189,9 @@ public final class CurlTransfer {
             headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
         if reason.isEmpty { reason = HTTPStatus.reason(code) }
-        return ResponseHead(status: code, reason: reason, headers: headers, effectiveURL: effective.map { String(cString: $0) } ?? url)
+        var head = ResponseHead(status: code, reason: reason, headers: headers, effectiveURL: effective.map { String(cString: $0) } ?? url)
+        head.version = version
+        return head
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {

@@ -5,6 +5,8 @@ public struct ResponseHead: Equatable, Sendable {
     public var headers: [(String, String)]
     /// The URL after redirects.
     public var effectiveURL: String
+    /// The status line's protocol: `HTTP/1.1`, `HTTP/1.0`, `HTTP/2`...
+    public var version = "HTTP/1.1"
 
     public init(status: Int, reason: String, headers: [(String, String)], effectiveURL: String) {
         self.status = status
@@ -28,6 +30,21 @@ public struct ResponseHead: Equatable, Sendable {
     public var etag: String? { header("ETag") }
     public var lastModified: String? { header("Last-Modified") }
     public var contentType: String? { header("Content-Type") }
+
+    /// How the end of the body is known (RFC 9112 §6.3): a chunked body ends with its last chunk,
+    /// one with a Content-Length after that many bytes, an HTTP/2 or HTTP/3 stream with its
+    /// END_STREAM; an HTTP/1 body with neither header ends only where the origin closes the
+    /// connection, so a cut looks exactly like its end (rule 8).
+    public enum BodyEnd: Equatable, Sendable { case length, chunked, stream, connectionClose }
+
+    public var bodyEnd: BodyEnd {
+        if !version.hasPrefix("HTTP/1") && !version.hasPrefix("HTTP/0") { return .stream }
+        if let te = header("Transfer-Encoding"), te.split(separator: ",").last?.trimmingCharacters(in: .whitespaces).lowercased() == "chunked" {
+            return .chunked
+        }
+        return header("Content-Length") != nil ? .length : .connectionClose
+    }
+
 
     /// `Retry-After` in seconds: delta-seconds, digits only (RFC 9110 §10.2.3). An HTTP-date, and
     /// anything else `Double` would take (`nan`, `inf`, `-5`, `1e308`, `0x1p3`), is treated as

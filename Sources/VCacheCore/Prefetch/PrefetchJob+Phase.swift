@@ -62,6 +62,10 @@ extension PrefetchJob {
         /// progress (an origin that ignores Range resends bytes already held, forever).
         let heldAtStart: Int64
         let writerAtStart: ObjectIdentifier?
+        /// Its body ends only where the origin closes the connection, and the length is unknown:
+        /// its bytes are claimed only once they are judged (`CloseDelimitedBody`), a cut
+        /// indistinguishable from the end until then.
+        var closeDelimited = false
         /// The origin's Retry-After, in seconds.
         var retryAfter: Double?
         /// It ended while a drop held it; carried out once the drop is done.

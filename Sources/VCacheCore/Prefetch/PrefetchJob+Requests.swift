@@ -35,6 +35,8 @@ extension PrefetchJob {
     /// Sends the next request, or, when every wanted byte is held, goes on to the MP4's next step.
     func nextRequest() {
         guard !fetcher.isStopped, !isFinished else { return }
+        // Once the length is known (the catalog's, or a response's), before anything is planned.
+        if let length = entry.validators.length, let e = item.rangeOverrun(length: length) { return finish(e) }
         guard let next = nextAsked() else { return advanceMP4() }
         let ifRange = hasAnyBytes ? entry.validators.ifRange : nil
         trace("> GET Range: bytes=\(next.spec)" + (ifRange.map { " If-Range: \($0)" } ?? ""))

@@ -15,6 +15,7 @@ extension PrefetchJob {
         case .accept(let offset, let limit, let v):
             adopt(v, contentType: head.contentType)
             noteFinalURL(head.effectiveURL)
+            x.closeDelimited = head.status == 200 && head.bodyEnd == .connectionClose && v.length == nil
             beginWriting(&x, at: offset, limit: limit)
             update(x)
             return .proceed
@@ -110,14 +111,27 @@ extension PrefetchJob {
     /// What follows a transfer that ended (`RetryPolicy`): the next request, a retry, or the end.
     func transferEnded(_ x: Exchange, error: TransportError?) {
         guard !isFinished else { return }
-        let failure = x.failure ?? error.map(PrefetchError.transport)
+        var failure = x.failure ?? error.map(PrefetchError.transport)
+        var kept = x.bytes
         // A 200 that ended cleanly is the whole representation: with no length announced, its
-        // length is what arrived (never ask for it again).
+        // length is what arrived (never ask for it again); when only the connection's close
+        // ended it, once its bytes prove it whole (`CloseDelimitedBody`).
         if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
-            learnLength(x.offset)
+            switch x.closeDelimited ? judgeCloseDelimited(x) : .whole {
+            case .whole:
+                learnLength(x.offset)
+            case .cut(let why):
+                // Not a byte of it is claimed (none was: see `tick`), so the retry starts afresh.
+                writer?.discard()
+                failure = .cutBody(received: x.offset, why: why)
+                kept = 0
+            case .unproven(let why):
+                failure = .unprovenEnd(received: x.offset, why: why)
+            }
         }
         checkpoint(wait: false)
-        let ended = RetryPolicy.Ended(failure: failure, bytes: x.newBytes(writer), retryAfter: x.retryAfter,
+        // Progress is what this transfer added to the entry (none when its cut body was dropped).
+        let ended = RetryPolicy.Ended(failure: failure, bytes: kept == 0 ? 0 : x.newBytes(writer), retryAfter: x.retryAfter,
                                       moreWanted: nextAsked() != nil, stopping: fetcher.isStopped)
         switch decide(ended) {
         case .retry(let why, let attempt, let delay):
@@ -128,5 +142,14 @@ extension PrefetchJob {
         case .fail(let e):
             finish(e)
         }
+    }
+
+    /// The bytes of a body the connection's close ended, judged where they were written.
+    private func judgeCloseDelimited(_ x: Exchange) -> CloseDelimitedBody.Verdict {
+        guard let writer else { return .unproven("nothing was written") }
+        if let e = writer.writeStaged() { return .unproven("they could not be written: \(e.description)") }
+        let data = writer.data
+        let member = item.checkSegment || item.cipher != nil
+        return CloseDelimitedBody.judge(length: x.offset, member: member) { offset, count in try data.bytes(count, at: offset) }
     }
 }

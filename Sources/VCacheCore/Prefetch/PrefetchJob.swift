@@ -163,9 +163,18 @@ final class PrefetchJob: TransferDelegate {
         // Readers in this process (serve) wait for bytes: they get them at every wake-up.
         if options.onWrite != nil, writer.hasStaged, let e = writer.writeStaged() { return abort(e) }
         let now = ContinuousClock.now
+        // A body only the connection's close ends is claimed once judged (`transferEnded`).
+        if case .fetching(let x) = phase, x.closeDelimited {
+            emitProgressIfDue(now)
+            return
+        }
         if writer.checkpointDue(bytes: options.checkpointBytes, interval: options.checkpointInterval, now: now) {
             checkpoint(wait: false)
         }
+        emitProgressIfDue(now)
+    }
+
+    private func emitProgressIfDue(_ now: ContinuousClock.Instant) {
         if case .fetching = phase, now - lastProgress >= .milliseconds(200) {
             lastProgress = now
             emitProgress()
@@ -217,7 +226,11 @@ final class PrefetchJob: TransferDelegate {
     /// slower than the network): hold the transfer, so a crash never costs more than that. Each
     /// commit wakes the loop, which lets the transfer go on as soon as it is back under. (Three
     /// windows held a 1 GiB download to 2.6 s against 1.6 s unbounded; eight cost 2.0 s.)
-    var overCommitted: Bool { writer?.uncommitted(over: 8 * options.checkpointBytes) ?? false }
+    /// (Never for a body only the connection's close ends: none of it is committed before its end.)
+    var overCommitted: Bool {
+        if case .fetching(let x) = phase, x.closeDelimited { return false }
+        return writer?.uncommitted(over: 8 * options.checkpointBytes) ?? false
+    }
 
     // MARK: - What changes the entry's state (the only writers of the fields above)
 

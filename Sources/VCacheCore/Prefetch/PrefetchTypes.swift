@@ -13,6 +13,10 @@ public struct PrefetchItem: Equatable, Sendable {
     /// judged): a key is 16 bytes; an encrypted segment a whole number of 16-byte blocks.
     public enum Cipher: Equatable, Sendable { case key, encryptedSegment }
     public var cipher: Cipher?
+    /// The spans asked for are a playlist's byte ranges (EXT-X-BYTERANGE, RFC 8216 §4.3.2.2):
+    /// each must lie inside the resource. One that runs past its end is an error, never a span
+    /// clamped to the length (which no later run could ever fill).
+    public var rangesMustFit = false
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: Bool = false) {
         self.url = url
@@ -25,6 +29,18 @@ public struct PrefetchItem: Equatable, Sendable {
     /// samples), then whatever the MP4's structure says the first N seconds need.
     public static func seconds(_ url: String, _ seconds: Double, also requests: [RangeRequest] = []) -> PrefetchItem {
         PrefetchItem(url: url, requests: [.head(64 << 10)] + requests, mp4: .seconds(seconds))
+    }
+}
+
+extension PrefetchItem {
+    /// Why the item cannot be fetched as asked once the resource is known to be `length` bytes:
+    /// a playlist's byte range that ends past it (`rangesMustFit`). Nil: every span fits.
+    public func rangeOverrun(length: Int64) -> PrefetchError? {
+        guard rangesMustFit else { return nil }
+        for case .span(let first, let last?) in requests where last >= length {
+            return .rangeOverrun(first: first, last: last, length: length)
+        }
+        return nil
     }
 }
 
@@ -141,6 +157,15 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// balancer with different ETags, a length that differs per response): given up.
     case unstableVersion(changes: Int, reason: String)
     case noProgress
+    /// A body ended by the connection's close (no Content-Length, not chunked) whose bytes show
+    /// it was cut (`CloseDelimitedBody`): nothing of it was kept; retried like any cut body.
+    case cutBody(received: Int64, why: String)
+    /// A body ended by the connection's close whose bytes cannot show that they are whole (not
+    /// an MP4): kept as a partial entry of unknown length, never called complete.
+    case unprovenEnd(received: Int64, why: String)
+    /// A playlist's byte range (`first`-`last`, inclusive) of a resource that is only `length`
+    /// bytes (`PrefetchItem.rangesMustFit`): the playlist is wrong, and no fetch can fill it.
+    case rangeOverrun(first: Int64, last: Int64, length: Int64)
     case disk(SystemError)
     case catalog(String)
     /// Another process held the catalog past the busy timeout.
@@ -210,6 +235,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .transport(let t): [.refusedScheme, .tooManyRedirects, .redirectRefused].contains(t.kind) ? .fixOrigin : .tryLater
         case .http(let status, _): Self.passing(status) ? .tryLater : .fixOrigin
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion, .noProgress, .mp4, .invalidURL: .fixOrigin
+        case .cutBody: .tryLater
+        case .unprovenEnd, .rangeOverrun: .fixOrigin
         case .disk: .fixLocal
         case .catalog: .fixLocal
         case .catalogBusy: .tryLater
@@ -230,6 +257,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .transport(let t): t.isRetryable
         case .http(let status, _): Self.passing(status)
+        case .cutBody: true
         default: false
         }
     }
@@ -244,6 +272,10 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notTheVideo(let why): "\(why); nothing of it was kept"
         case .unstableVersion(let n, let reason): "the origin's version changed \(n) times in one run (last: \(reason)); given up: does it answer from backends that disagree?"
         case .noProgress: "origin sent no new bytes for the requested range"
+        case .cutBody(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and they are not whole (\(why)): the body was cut; nothing of it was kept"
+        case .rangeOverrun(let first, let last, let length):
+            "its playlist's EXT-X-BYTERANGE asks for bytes \(first)-\(last), which overruns the resource (\(length) bytes): no fetch can fill that range; fix the playlist"
+        case .unprovenEnd(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and nothing shows they are whole (\(why)): kept as a partial entry, never called complete; an origin that sends Content-Length or chunked bodies fixes it"
         case .notAsCompleted: "its bytes, whole again, do not hash to the SHA-256 this version had when first completed (damaged since, or the origin changed its bytes without changing its ETag or Last-Modified); every cached byte of it was dropped: run again to fetch it whole"
         case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
         case .catalog(let message), .catalogBusy(let message): message

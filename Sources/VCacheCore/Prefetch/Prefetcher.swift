@@ -224,6 +224,7 @@ public final class Prefetcher {
                 var item = PrefetchItem(url: url, requests: ranges[url] ?? [], checkSegment: !keyURLs.contains(url) && !encrypted.contains(url))
                 // A byte range of an encrypted file is not padded on its own: only whole resources are judged.
                 if keyURLs.contains(url) { item.cipher = .key } else if encrypted.contains(url), (ranges[url] ?? []).isEmpty { item.cipher = .encryptedSegment }
+                item.rangesMustFit = !(ranges[url] ?? []).isEmpty
                 return item
             }, nil)
         }

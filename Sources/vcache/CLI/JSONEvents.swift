@@ -96,6 +96,8 @@ struct FailureInfo {
             }
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion: kind = "bad_response"
         case .noProgress: kind = "no_progress"
+        case .cutBody: kind = "receive"
+        case .unprovenEnd: kind = "unproven_end"
         case .disk(let s): kind = Self.kind(s)
         case .catalog: kind = "catalog"
         case .catalogBusy, .lockBusy: kind = "busy"
@@ -103,7 +105,7 @@ struct FailureInfo {
         case .interrupted: kind = "interrupted"
         case .deadline: kind = "deadline"
         case .noRoom: kind = "over_cap"
-        case .stream: kind = "bad_stream"
+        case .stream, .rangeOverrun: kind = "bad_stream"
         case .notStarted: kind = "not_started"
         case .notAsCompleted: kind = "digest_mismatch"
         case .refusedHost: kind = "refused_host"
