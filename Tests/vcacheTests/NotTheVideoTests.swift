@@ -329,9 +329,9 @@ import VCacheTestSupport
 @Suite struct ForeignEntryTests {
     let dir = TempDirectory("vcache-foreign")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.runuser), .timeLimit(.minutes(5)))
     func anEntryThisUserCannotTouchIsSkippedAndNamedAndTheRestEvicted() throws {
-        guard let nobodys = try NobodysCache(in: dir) else { return }
+        let nobodys = try NobodysCache(in: dir)
         let cache = nobodys.cache
         let nginx = try Nginx()
         let mine = try nginx.publish("mine.mp4", try Fixtures.data("moov-at-front.mp4"))
@@ -391,8 +391,8 @@ import VCacheTestSupport
 @Suite struct FullDiskCatalogTests {
     let dir = TempDirectory("vcache-fullcat")
 
-    @Test func onAFullDiskEvictLsAndVerifyStillWork() throws {
-        guard let disk = try SmallDisk(size: "4m", in: dir) else { return }
+    @Test(.requires(.tmpfsMount)) func onAFullDiskEvictLsAndVerifyStillWork() throws {
+        let disk = try SmallDisk(size: "4m", in: dir)
         defer { disk.unmount() }
         let mount = disk.path
         let nginx = try Nginx()

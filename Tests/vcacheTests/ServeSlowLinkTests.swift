@@ -16,8 +16,8 @@ import VCacheTestSupport
     static let video = TestBytes.make(3 << 20, seed: 2509)
 
     /// A namespace serving `video` as /v.mp4 and the fixture moov-at-end.mp4, or nil (the reason printed).
-    func namespace() throws -> NetNamespace? {
-        guard let ns = try NetNamespace.orSkip() else { return nil }
+    func namespace() throws -> NetNamespace {
+        let ns = try NetNamespace()
         try Self.video.write(to: URL(fileURLWithPath: ns.root + "/v.mp4"))
         try FileManager.default.copyItem(atPath: Fixtures.path("moov-at-end.mp4"), toPath: ns.root + "/moov-at-end.mp4")
         return ns
@@ -47,9 +47,9 @@ import VCacheTestSupport
         try gets(ns, [url], extra)[0]
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace, .ffmpeg), .timeLimit(.minutes(6)))
     func aSlowOriginIsServedByteExactAndTheTimeoutDoesNotFireWhileBytesMove() throws {
-        guard let ns = try namespace() else { return }
+        let ns = try namespace()
         defer { ns.stop() }
         let cache = dir.file("cache")
         try ns.slowOrigin(rate: "8mbit")
@@ -70,7 +70,6 @@ import VCacheTestSupport
         #expect(try inspector.dataSHA256(origin) == TestBytes.sha256(Self.video))
 
         // A player that seeks: ffmpeg reads the moov at the end, then the media, through serve.
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else { return print("skipped: ffmpeg is not installed") }
         let movie = ns.url("/moov-at-end.mp4")
         let play = try ns.run("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", serve.url(movie), "-f", "null", "-"])
         #expect(play.status == 0 && play.err.isEmpty, "ffmpeg: \(play.err)")
@@ -80,9 +79,9 @@ import VCacheTestSupport
         #expect(!serve.log.contains { $0.contains("stalled") || $0.contains("timed out") }, "\(serve.log)")
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace), .timeLimit(.minutes(6)))
     func aPlayerGivingUpOnASlowLinkLeavesServeAsItWasAndTheNextRequestWhole() throws {
-        guard let ns = try namespace() else { return }
+        let ns = try namespace()
         defer { ns.stop() }
         let cache = dir.file("cache")
         let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--retries", "0", "--timeout", "1s"], launcher: ns.launcher)
@@ -119,9 +118,8 @@ import VCacheTestSupport
 
     /// No namespace needed: the origin is as fast as loopback, the player reads at 4 MB/s and
     /// leaves after 2 s; the storing job meanwhile takes the whole 64 MiB from the origin.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx), .timeLimit(.minutes(6)))
     func aSlowPlayerOnAFastOriginDoesNotMakeServeHoldTheVideoInMemory() throws {
-        guard Nginx.binary != nil else { return print("skipped: nginx is not installed") }
         let nginx = try Nginx()
         defer { nginx.stop() }
         let big = TestBytes.make(64 << 20, seed: 2510)
