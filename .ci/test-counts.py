@@ -60,7 +60,7 @@ def main():
     if "--no-skips" in sys.argv[2:]:
         refused = {n: r for n, r in skipped.items() if not any(a in r for a in ALLOWED_SKIPS)}
         if refused:
-            print(f"CI: {len(refused)} proofs were skipped, and on CI every proof must run:")
+            print(f"CI: {len(refused)} skipped, and on CI every proof must run:")
             for name, reason in sorted(refused.items()):
                 print(f"  {name}: {reason}")
             status = 1
