@@ -6,7 +6,7 @@ PREFIX      ?= /usr/local
 SWIFT       ?= swift
 CONFIG      ?= debug
 BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev pkg-config
-TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2
+TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2 gcc libc6-dev util-linux systemd python3 zsh fish
 BENCH_DEPS  := time aria2
 
 .PHONY: all build test test-fast stress powercut demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address
@@ -186,7 +186,9 @@ fuzz-run:
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  (cd .build/fuzz && SWIFT_BACKTRACE=enable=no ./fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
 	    -artifact_prefix=found-$$t/ -print_final_stats=1 corpus-$$t $$seeds 2>&1 | grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY|crash-|timeout-|oom-"); \
-	  if [ -n "$$(ls .build/fuzz/found-$$t)" ]; then echo "fuzz: $$t found a failing input: .build/fuzz/found-$$t"; failed="$$failed $$t"; fi; \
+	  if [ -n "$$(ls .build/fuzz/found-$$t)" ]; then echo "fuzz: $$t found a failing input: .build/fuzz/found-$$t"; failed="$$failed $$t"; \
+	    for f in .build/fuzz/found-$$t/*; do echo "== $$f ($$(wc -c < $$f) bytes; first 1 KiB in hex, then all of it in base64)"; \
+	      od -A x -t x1z -v -N 1024 "$$f"; base64 -w 76 "$$f"; done; fi; \
 	done; \
 	[ -z "$$failed" ] || { echo "fuzz: failing inputs from:$$failed"; exit 1; }
 

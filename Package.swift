@@ -1,4 +1,6 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
+// 6.2: the lowest toolchain the tests compile with (`#expect(processExitsWith:)`, exit tests, came in Swift 6.2);
+// an older one stops here with a clear message instead of compile errors in the tests.
 // vcache: a sparse-range HTTP video cache. No package dependencies: the toolchain plus four
 // system C libraries (libcurl, SQLite, libcrypto, libmicrohttpd) reached through .systemLibrary targets.
 import PackageDescription

@@ -197,6 +197,15 @@ public final class Child: @unchecked Sendable {
         return out
     }
 
+    /// Waits until captured stderr satisfies `enough`, it ended, or `timeout` passed; stderr then.
+    public func waitForStderr(timeout: TimeInterval, until enough: (Data) -> Bool) -> Data {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while !enough(err) && !readerDone && lock.wait(until: deadline) {}
+        return err
+    }
+
     private func reaped(_ status: Int32) -> Exit {
         // WIFSIGNALED / WTERMSIG / WEXITSTATUS, which Swift does not import as macros.
         let signal = status & 0x7f

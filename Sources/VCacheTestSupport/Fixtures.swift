@@ -21,17 +21,11 @@ extension Fixtures {
     }
 
     /// Makes the HLS test streams (Tests/Fixtures/hls/make-streams.sh: ffmpeg's TS, fMP4,
-    /// byte-range, AES-128 and ABR streams) in `folder`. False, with a `skipped:` line, where a
-    /// tool the script needs is not installed; throws with the script's stderr when it fails.
-    public static func makeStreams(into folder: String) throws -> Bool {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for tool in ["ffmpeg", "openssl", "bash"]
-        where !path.split(separator: ":").contains(where: { FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)") }) {
-            print("skipped: \(tool) is not installed (Tests/Fixtures/hls/make-streams.sh needs it)")
-            return false
-        }
+    /// byte-range, AES-128 and ABR streams) in `folder`. A test that makes them carries
+    /// `.requires(.streamTools)`; a missing tool or a failing script throws (the script's stderr).
+    public static func makeStreams(into folder: String) throws {
+        if let why = Requirement.streamTools.missing() { throw StreamsFailed(description: why) }
         let run = try Tool.run("/usr/bin/env", ["bash", Self.path("hls/make-streams.sh"), folder])
         guard run.status == 0 else { throw StreamsFailed(description: "make-streams.sh failed: \(run.err)") }
-        return true
     }
 }

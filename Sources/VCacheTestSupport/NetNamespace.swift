@@ -22,16 +22,7 @@ public final class NetNamespace: @unchecked Sendable {
     static let tools = ["unshare": "/usr/bin/unshare", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip", "nft": "/usr/sbin/nft",
                         "tc": "/usr/sbin/tc", "curl": "/usr/bin/curl"]
 
-    /// Why no namespace can be had here, or nil.
-    /// A new namespace, or nil with a `skipped: ...` line where a test cannot have one.
-    public static func orSkip() throws -> NetNamespace? {
-        if let why = skipReason {
-            print("skipped: \(why)")
-            return nil
-        }
-        return try NetNamespace()
-    }
-
+    /// Why no namespace can be had here, or nil (`Requirement.netNamespace` skips a test with it).
     public static var skipReason: String? {
         if getuid() != 0 { return "a network namespace with nft and tc needs root" }
         for (name, path) in tools.sorted(by: { $0.key < $1.key }) where !FileManager.default.isExecutableFile(atPath: path) {
@@ -45,7 +36,9 @@ public final class NetNamespace: @unchecked Sendable {
         public var description: String
     }
 
+    /// Throws when one cannot be had here (`skipReason`): a test that got this far meant to run.
     public init() throws {
+        if let why = Self.skipReason { throw Failed(description: "no network namespace: \(why)") }
         dir = TempDirectory("vcache-netns")
         root = dir.file("www")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)

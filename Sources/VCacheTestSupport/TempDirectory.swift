@@ -65,22 +65,22 @@ public enum TestBytes {
     }
 }
 
-/// A small tmpfs of the test's own (a disk that fills), mounted under `dir`; nil (the test
-/// skips with one line) unless the test runs as root where mount works. Unmounted by `unmount`.
+/// A small tmpfs of the test's own (a disk that fills), mounted under `dir`; unmounted by
+/// `unmount`. A test that makes one carries `.requires(.tmpfsMount)`; a mount that fails is the
+/// test's failure (it throws), never a pass.
 public struct SmallDisk {
+    public struct Failed: Error, CustomStringConvertible {
+        public let description: String
+    }
+
     public let path: String
 
-    public init?(size: String, in dir: TempDirectory) throws {
-        guard getuid() == 0 else {
-            print("skipped: mounting a small tmpfs needs root")
-            return nil
-        }
+    public init(size: String, in dir: TempDirectory) throws {
+        if let why = Requirement.tmpfsMount.missing() { throw Failed(description: why) }
         path = dir.file("small")
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        guard try Tool.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path]).status == 0 else {
-            print("skipped: cannot mount a tmpfs here")
-            return nil
-        }
+        let mounted = try Tool.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path])
+        guard mounted.status == 0 else { throw Failed(description: "cannot mount a \(size) tmpfs on \(path): \(mounted.err)") }
     }
 
     public func unmount() { _ = try? Tool.run("/bin/umount", ["-l", path]) }

@@ -76,6 +76,10 @@ public final class TestOrigin: Sendable {
 
         var headers: [String: [[String: String]]] = [:]
         var connections: Set<Int32> = []
+        /// `hold`: a response that began below this offset of the path stops there until `release`.
+        var holds: [String: Int64] = [:]
+        /// Responses waiting at a hold, per path.
+        var held: [String: Int] = [:]
         var accepted = 0
         var stopped = false
     }
@@ -142,6 +146,31 @@ public final class TestOrigin: Sendable {
 
     /// Each request's headers for `path` (names lower-cased), in order.
     public func headers(_ path: String) -> [[String: String]] { state.withLock { $0.headers[path] ?? [] } }
+
+    /// Stops every response of `path` that began below `offset` when it gets there (the
+    /// connection stays open, sending nothing) until `release`: a transfer held mid-way for as
+    /// long as the test needs, whatever the scheduler does. A response that begins at or past
+    /// `offset` (a player's seek) is not held.
+    public func hold(_ path: String, at offset: Int) {
+        state.withLock { $0.holds[path] = Int64(offset) }
+        changed.broadcast()
+    }
+
+    /// Lets the held responses of `path` go on.
+    public func release(_ path: String) {
+        state.withLock { $0.holds[path] = nil }
+        changed.broadcast()
+    }
+
+    /// Blocks until a response of `path` waits at its hold, or `timeout` passes.
+    public func waitUntilHeld(_ path: String, timeout: Double = 30) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while state.withLock({ $0.held[path] ?? 0 }) == 0 {
+            if Date() >= deadline { return false }
+            changed.wait(until: deadline)
+        }
+        return true
+    }
 
     /// Blocks until at least `bytes` body bytes of `path` were sent, or `timeout` passes.
     public func waitUntilServed(_ path: String, atLeast bytes: Int, timeout: Double = 30) -> Bool {
@@ -346,6 +375,13 @@ public final class TestOrigin: Sendable {
             var n = Int(min(Int64(chunk), range.upperBound - offset))
             if let drop = faults.dropAfterBytes { n = min(n, drop - sent) }
             if let stall = faults.stallAfterBytes { n = min(n, stall - sent) }
+            if let at = state.withLock({ $0.holds[path] }), range.lowerBound < at {
+                if offset >= at {
+                    waitWhileHeld(path, began: range.lowerBound, at: offset)
+                    continue
+                }
+                n = min(n, Int(at - offset))
+            }
             if n <= 0 {
                 if faults.stallAfterBytes != nil { holdUntilClosed(fd) }
                 return false
@@ -366,6 +402,15 @@ public final class TestOrigin: Sendable {
         }
         if chunked { return writeAll(fd, Array("0\r\n\r\n".utf8)) }
         return true
+    }
+
+    /// Waits while a hold of `path` stops a response that began at `began` and got to `offset`.
+    private func waitWhileHeld(_ path: String, began: Int64, at offset: Int64) {
+        func holding() -> Bool { state.withLock { s in s.holds[path].map { began < $0 && offset >= $0 } ?? false } }
+        state.withLock { $0.held[path, default: 0] += 1 }
+        changed.broadcast()
+        while holding() && !isStopped { changed.wait(until: Date().addingTimeInterval(1)) }
+        state.withLock { $0.held[path, default: 1] -= 1 }
     }
 
     private func holdUntilClosed(_ fd: Int32) {

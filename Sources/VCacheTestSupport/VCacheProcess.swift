@@ -92,17 +92,14 @@ public enum VCacheBinary {
 }
 
 /// A cache folder owned by `nobody`, for tests where another user made files in it (root warms,
-/// nobody serves or evicts): the folder, and a vcache binary nobody can run. Nil (the test
-/// skips) unless the test runs as root with runuser.
+/// nobody serves or evicts): the folder, and a vcache binary nobody can run. A test that makes
+/// one carries `.requires(.runuser)`; without root and runuser this throws.
 public struct NobodysCache {
     public let cache: String
     public let binary: String
 
-    public init?(in dir: TempDirectory) throws {
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
-            print("skipped: needs root and runuser")
-            return nil
-        }
+    public init(in dir: TempDirectory) throws {
+        if let why = Requirement.runuser.missing() { throw RequirementMissing(description: why) }
         binary = try VCacheBinary.copy(into: dir)
         cache = dir.file("cache")
         try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)

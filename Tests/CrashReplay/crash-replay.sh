@@ -17,7 +17,7 @@
 #   4. serve, a player (curl) reading a range of one video and then every video through it, stopped
 #      with SIGTERM.
 # STATES (default 200) bounds the states per workload: every fsync boundary first, the rest random
-# subset and torn variants. Then the negative controls replay workload 1 with vcache's fsyncs of
+# subset and torn variants; workloads 1 and 2 replay every boundary even past STATES. Then the negative controls replay workload 1 with vcache's fsyncs of
 # `data` ignored (SQLite's still count), and with every fsync ignored: each must find failures, or
 # the harness could not see a missing fsync.
 # --strace: first records the workloads' commands under `strace -f` too and compares, call by call kind, what
@@ -25,7 +25,8 @@
 # CRASH_REPLAY_MODEL=posix replays the workloads under POSIX alone (a folder's entries durable only
 # once the folder is fsynced; vcache relies on the journal instead: Docs/reliability.md).
 # CRASH_REPLAY_SEED=N repeats the variants; CRASH_REPLAY_KEEP=1 keeps the work folder.
-# Needs cc, python3, curl and nginx (not root; strace only for --strace); says "skipped: ..." and exits 0 when one is missing.
+# Needs cc, python3, curl and nginx (not root; strace for --strace); where one is missing it says
+# "skipped: ..." and exits 2 (a skip is never a pass); nginx that does not start is a failure.
 # Exit 0: no state failed and both controls failed; 1 otherwise.
 set -uo pipefail
 bin=${1:?usage: crash-replay.sh VCACHE [STATES] [--strace]}
@@ -33,10 +34,10 @@ states=${2:-200}
 mode=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
-skip() { echo "skipped: $1"; exit 0; }
+skip() { echo "skipped: $1"; exit 2; }
 for t in cc python3 curl; do command -v $t >/dev/null || skip "$t is missing"; done
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx is missing"
-if [ "$mode" = --strace ] && ! command -v strace >/dev/null; then echo "strace check skipped: strace is missing"; mode=; fi
+if [ "$mode" = --strace ] && ! command -v strace >/dev/null; then skip "strace is missing (--strace)"; fi
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-crash-replay-XXXXXX")
@@ -56,7 +57,7 @@ root="$work/origin"; mkdir -p "$root"
 # Random bytes (a claim of a wrong byte cannot go unseen), odd sizes (a last partial sector):
 # 0.5, 2, 4.5 and 8 MiB, a few bytes more; the largest spans several 4 MiB checkpoints.
 for i in 1 2 3 4; do head -c $(( ((i * i) << 19) + RANDOM % 4096 + 1 )) /dev/urandom > "$root/v$i.bin"; done
-start_origin "$work/nginx" "$root" >/dev/null || skip "nginx did not start"
+start_origin "$work/nginx" "$root" >/dev/null || { echo "nginx did not start: $(tail -3 "$work/nginx/error.log" 2>/dev/null)"; exit 1; }
 list="$work/urls.txt"
 for i in 1 2 3 4; do echo "http://127.0.0.1:$ORIGIN_PORT/v$i.bin"; done > "$list"
 
@@ -102,13 +103,15 @@ record w2 verify --json --fix || { echo "workload 2: verify --fix failed"; exit 
 record w2 prefetch --json -i "$list" -j 4 || { echo "workload 2: the prefetch failed"; exit 1; }
 
 failed=0
+# Workloads 1 and 2 (a prefetch and its resume; evict, verify --fix, prefetch) replay every fsync
+# boundary whatever STATES is (STATES bounds the variants after them); 3 and 4 stay within STATES.
 replay() {
   python3 "$here/replay.py" --log "$work/$1/log" --root "$work/$1/cache" --snapshot "${3:-}" --vcache "$bin" \
-    --origin "$root" --list "$list" --work "$work/$1/replay" --states "$states" --label "$2" \
+    --origin "$root" --list "$list" --work "$work/$1/replay" --states "$states" --label "$2" ${4:-} \
     --model "${CRASH_REPLAY_MODEL:-ext4}" ${CRASH_REPLAY_SEED:+--seed $CRASH_REPLAY_SEED}
 }
-replay w1 "workload 1 (prefetch heads, then the rest)" || failed=1
-replay w2 "workload 2 (evict, verify --fix, prefetch)" "$work/w2/snapshot" || failed=1
+replay w1 "workload 1 (prefetch heads, then the rest)" "" --every-boundary || failed=1
+replay w2 "workload 2 (evict, verify --fix, prefetch)" "$work/w2/snapshot" --every-boundary || failed=1
 
 # Workload 4: serve, with a player (curl) reading through it: a range of one video, then each video
 # whole (serve stores what it streams), then serve stopped with SIGTERM.

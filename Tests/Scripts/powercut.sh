@@ -15,17 +15,22 @@
 # still be complete after the cut.
 # --control runs the same cycles under eatmydata (fsync does nothing): that must FAIL (lost or
 # false claims, an unreadable catalog), which shows the harness sees a missing fsync.
-# Needs root, a loop device, mkfs.ext4, nginx and python3; says "skipped: ..." and exits 0 when
-# it cannot run. Exit 0: every cycle held (or, with --control, some cycle failed); 1 otherwise.
+# Needs root, a loop device, mkfs.ext4, nginx and python3; where one is absent it says
+# "skipped: ..." and exits 2 (a skip is never a pass). Whatever fails once it runs (nginx does not
+# start, mkfs or the mount fails, a cycle leaves no cache to check) is a failure, exit 1.
+# Exit 0: every cycle held (or, with --control, some cycle failed); 1 otherwise.
 set -uo pipefail
 bin=${1:?usage: powercut.sh VCACHE CYCLES [--control]}
 cycles=${2:-20}
 control=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
-skip() { echo "skipped: $1"; exit 0; }
+skip() { echo "skipped: $1"; exit 2; }
+fail() { echo "powercut: $1"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "power cuts need root (a loop device and mount)"
-for t in losetup mkfs.ext4 python3 mount umount; do command -v $t >/dev/null || skip "$t is missing"; done
+for t in losetup mkfs.ext4 python3 mount umount curl; do command -v $t >/dev/null || skip "$t is missing"; done
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || skip "nginx is missing"
+[ -e /dev/loop-control ] || skip "no /dev/loop-control (the loop module is not loaded)"
 if [ "$control" = --control ]; then command -v eatmydata >/dev/null || skip "eatmydata is missing (apt-get install eatmydata)"; fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vcache-powercut-XXXXXX")
@@ -41,13 +46,13 @@ trap cleanup EXIT
 . "$here/nginx-origin.sh"
 # The origin's videos: random bytes (a claim of a wrong byte cannot go unseen), 2 to 6 MiB.
 for i in 1 2 3 4 5 6; do head -c $(( (i + 1) << 20 )) /dev/urandom > "$root/v$i.bin"; done
-start_origin "$work/nginx" "$root" >/dev/null || skip "nginx did not start"
+start_origin "$work/nginx" "$root" >/dev/null || fail "nginx did not start: $(tail -3 "$work/nginx/error.log" 2>/dev/null)"
 list="$work/urls.txt"
 for i in 1 2 3 4 5 6; do echo "http://127.0.0.1:$ORIGIN_PORT/v$i.bin"; done > "$list"
 
 truncate -s 96M "$work/img"
-mkfs.ext4 -q -F "$work/img" || skip "mkfs.ext4 failed"
-mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" 2>/dev/null || skip "cannot mount a loop device here"
+mkfs.ext4 -q -F "$work/img" || fail "mkfs.ext4 failed"
+mount -o loop,data=writeback,commit=1 "$work/img" "$mnt" || fail "cannot mount the ext4 image on a loop device"
 umount "$mnt"
 
 run=("$bin")
@@ -172,7 +177,10 @@ for c in $(seq 1 "$cycles"); do
   problem=""
   # A serve that never said where it listens tested nothing.
   [ $((c % 4)) = 0 ] && ! grep -q http "$work/played.serve" && problem="serve did not start: $(head -c 300 "$work/played.serve")"
-  if [ -z "$problem" ] && [ -d "$mnt/cache" ]; then
+  # A cycle with no cache after the cut checked nothing: the cut comes after a video was reported
+  # complete, so the cache folder it was in must be there.
+  [ -z "$problem" ] && [ ! -d "$mnt/cache" ] && problem="no cache folder after the cut ($(grep -c '"event":"done"' "$work/said.json") videos said done, $(wc -l < "$work/played") played)"
+  if [ -z "$problem" ]; then
     out=$(check_claims 2>&1) || problem="$out"
     if [ -z "$problem" ]; then
       out=$(check_said 2>&1) || problem="$out"

@@ -9,9 +9,10 @@ import VCacheTestSupport
     static let origin = "http://origin.test/"
 
     /// The script's streams in a fresh temp dir; nil (with the reason printed) when it cannot run here.
-    static func makeStreams() throws -> TempDirectory? {
+    static func makeStreams() throws -> TempDirectory {
         let dir = TempDirectory("vcache-hls")
-        return try Fixtures.makeStreams(into: dir.path) ? dir : nil
+        try Fixtures.makeStreams(into: dir.path)
+        return dir
     }
 
     /// Every file under `dir`, relative to it.
@@ -22,8 +23,8 @@ import VCacheTestSupport
         }.sorted()
     }
 
-    @Test func everyPlaylistParsesAndTheWholePlanCoversEveryFile() throws {
-        guard let dir = try Self.makeStreams() else { return }
+    @Test(.requires(.streamTools)) func everyPlaylistParsesAndTheWholePlanCoversEveryFile() throws {
+        let dir = try Self.makeStreams()
         let all = Self.files(dir.path)
         var playlists: [String: HLSPlaylist] = [:]
         for name in all where name.hasSuffix(".m3u8") {
@@ -59,8 +60,8 @@ import VCacheTestSupport
         #expect(Set(covered.keys).union(whole).isSubset(of: Set(media)))
     }
 
-    @Test func theStreamsReadAsFFmpegWroteThem() throws {
-        guard let dir = try Self.makeStreams() else { return }
+    @Test(.requires(.streamTools)) func theStreamsReadAsFFmpegWroteThem() throws {
+        let dir = try Self.makeStreams()
         func parse(_ name: String) throws -> HLSPlaylist {
             try HLSPlaylist.parse(try Data(contentsOf: URL(fileURLWithPath: dir.file(name))), url: Self.origin + name)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import VCacheCore
 import VCacheTestSupport
@@ -76,18 +77,29 @@ import VCacheTestSupport
         origin.setResource("/other.mp4", .init(body: other, etag: "\"o\""))
         origin.throttle("/other.mp4", to: 2 << 20)
         let otherURL = origin.url("/other.mp4")
-        let o2 = origin
-        // The drop blocks until the other download has streamed well past its stall timeout.
+        let otherData = cache.store.dataPath(key(otherURL))
+        // The drop blocks until the other download has written 2 MiB into its `data`: that
+        // happens only if the drop does not hold the other transfer up (no stall timeout to race:
+        // the event is the bytes written, however slowly the machine runs).
+        let progressed = Atomic<Bool>(false)
         TestSeam.setHook("drop-after-invalidate", key: k) { dropping in
             guard dropping == k else { return }
-            _ = o2.waitUntilServed("/other.mp4", atLeast: 2 << 20, timeout: 20)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                if let st = FileSystem.status(otherData), Int(st.st_blocks) * 512 >= 2 << 20 {
+                    progressed.store(true, ordering: .relaxed)
+                    return
+                }
+                usleep(5_000)  // polling the file: no event says a write landed
+            }
         }
         defer { TestSeam.setHook("drop-after-invalidate", key: k, nil) }
         var options = TestCache.fastOptions()
-        options.request.stallTimeout = 0.5
         options.retries = 0
         let results = Prefetcher(store: cache.store, options: options)
             .run([PrefetchItem(url: otherURL), PrefetchItem(url: changing)])
+        let sawProgress = progressed.load(ordering: .relaxed)
+        #expect(sawProgress, "the other download did not write 2 MiB while the drop was held")
         #expect(results.map(\.error) == [nil, nil])
         #expect(origin.servedBytes("/other.mp4") == other.count)  // never restarted after a stall
         #expect(try cache.inspector.entry(otherURL)?.sha256 == TestBytes.sha256(other))

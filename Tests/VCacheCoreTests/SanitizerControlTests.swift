@@ -32,7 +32,7 @@ import Testing
 
     /// The control: the same with no lock. Run only by `make sanitize-thread`, which expects
     /// ThreadSanitizer to report it (a run that reports nothing here was not watching).
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["VCACHE_TSAN_CONTROL"] == "1"))
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["VCACHE_TSAN_CONTROL"] == "1", "make sanitize-thread runs it (VCACHE_TSAN_CONTROL=1)"))
     func anUnguardedCounterIsReported() {
         let counter = Unguarded()
         Self.onThreads(8) {

@@ -191,7 +191,7 @@ import VCacheTestSupport
     /// it went into. A record must not outlive that file: once it is gone, a new `data` may get the
     /// same inode number (ext4 gives a freed one out again at once), and a reader of that file
     /// would take the record for bytes the file holds.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.reusesInodeNumbers), .timeLimit(.minutes(5)))
     func theHeadsRecordDoesNotOutliveItsFile() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -212,17 +212,18 @@ import VCacheTestSupport
         // stores [1 MB, 2 MB) in it; its first bytes are a hole. (ext4 gives a new file the lowest
         // free inode number of its group: the free ones below the head's are taken first, so
         // that the new `data` gets the head's number, as it does whenever none is free below.)
-        let fillers = Self.takeFreeInodes(below: headFile, in: cache.store.entryDirectory(key))
-        let lock = try #require(try cache.store.tryLockWriter(key: key))
-        try cache.store.dropAllClaims(key: key, validators: version)
-        lock.release()
-        for f in fillers { unlink(f) }
-        #expect(cache.prefetch(url, [.span(first: 1_000_000, last: 1_999_999)]).error == nil)
-        guard FileSystem.identity(cache.store.dataPath(key)) == headFile else {
-            // Only a file system that gives the inode number out again can show it.
-            print("skipped: the new data did not get the head's inode number again on this file system")
-            return
+        // The trait checked that this file system gives a freed number out again; another
+        // process may still take it first, so up to three tries, then the test fails.
+        for _ in 0..<3 where FileSystem.identity(cache.store.dataPath(key)) != headFile {
+            let fillers = Self.takeFreeInodes(below: headFile, in: cache.store.entryDirectory(key))
+            let lock = try #require(try cache.store.tryLockWriter(key: key))
+            try cache.store.dropAllClaims(key: key, validators: version)
+            lock.release()
+            for f in fillers { unlink(f) }
+            #expect(cache.prefetch(url, [.span(first: 1_000_000, last: 1_999_999)]).error == nil)
         }
+        try #require(FileSystem.identity(cache.store.dataPath(key)) == headFile,
+                     "the new data did not get the head's inode number again in three tries: the test proves nothing")
 
         // A player reads [2 MB, 3 MB): its job holds the entry while the next player reads the head.
         origin.throttle("/h.mp4", to: 1_000_000)

@@ -12,12 +12,8 @@ import VCacheTestSupport
 @Suite struct BoxSetupTests {
     let dir = TempDirectory("vcache-box")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.runuser), .timeLimit(.minutes(5)))
     func aGroupSharedCacheIsUsedByRootsWarmUpAndTheServiceUsersServe() throws {
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else {
-            print("skipped: needs root and runuser")
-            return
-        }
         let binary = try VCacheBinary.copy(into: dir)
         // As the package makes it: `install -d -m 2770 -g vcache /var/cache/vcache` (nobody's
         // group stands in for vcache's here).
@@ -100,9 +96,9 @@ import VCacheTestSupport
 
     /// A box whose file system went read-only can still be inspected (ls, info, verify, status
     /// refused with "Read-only file system"); storing says what is wrong with exit 5.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
     func inspectionWorksOnAReadOnlyCache() throws {
-        guard let disk = try SmallDisk(size: "16m", in: dir) else { return }
+        let disk = try SmallDisk(size: "16m", in: dir)
         defer { disk.unmount() }
         let cache = disk.path + "/cache"
         let origin = try TestOrigin()
@@ -134,9 +130,9 @@ import VCacheTestSupport
 
     /// A full disk is a reason to make room before failing: the least recently used videos go
     /// and the download goes on (it failed with "No space left on device").
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
     func aFullDiskMakesRoomInsteadOfFailing() throws {
-        guard let disk = try SmallDisk(size: "8m", in: dir) else { return }
+        let disk = try SmallDisk(size: "8m", in: dir)
         defer { disk.unmount() }
         let cache = disk.path + "/cache"
         let origin = try TestOrigin()
@@ -151,9 +147,9 @@ import VCacheTestSupport
     }
 
     /// `min-free` keeps room on the disk (nginx's min_free): the cache gives way before the disk fills.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
     func minFreeKeepsRoomOnTheDisk() throws {
-        guard let disk = try SmallDisk(size: "12m", in: dir) else { return }
+        let disk = try SmallDisk(size: "12m", in: dir)
         defer { disk.unmount() }
         let cache = disk.path + "/cache"
         let origin = try TestOrigin()
@@ -172,9 +168,9 @@ import VCacheTestSupport
     /// serve keeps config min-free too, as set when SIGHUP reloads the settings: what it stores
     /// for players evicts least recently used videos to keep the space free, and the newest
     /// played video is kept whole.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
     func serveKeepsTheMinFreeSIGHUPReloads() throws {
-        guard let disk = try SmallDisk(size: "12m", in: dir) else { return }
+        let disk = try SmallDisk(size: "12m", in: dir)
         defer { disk.unmount() }
         let cache = disk.path + "/cache"
         let notify = try NotifySocket(path: dir.file("notify3.sock"))
@@ -252,9 +248,9 @@ import VCacheTestSupport
 
     /// Two downloads that fill the disk at once: room is made and both end stored, with no
     /// failure said for the item that then succeeded (the whole cache went, and one still failed).
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
     func twoDownloadsFillingTheDiskAtOnceBothEndStored() throws {
-        guard let disk = try SmallDisk(size: "14m", in: dir) else { return }
+        let disk = try SmallDisk(size: "14m", in: dir)
         defer { disk.unmount() }
         let cache = disk.path + "/cache"
         let origin = try TestOrigin()

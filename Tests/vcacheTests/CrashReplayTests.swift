@@ -13,18 +13,21 @@ import VCacheTestSupport
 @Suite(.serialized) struct CrashReplayTests {
     static let script = Fixtures.directory + "/../CrashReplay/crash-replay.sh"
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.cc, .python3, .nginx, .strace, .onPath("curl", "curl")), .timeLimit(.minutes(6)))
     func everyCrashPointOfARecordedRunHolds() throws {
         let r = try Tool.run("/bin/bash", [Self.script, VCacheBinary.path, "16", "--strace"])
         let out = String(decoding: r.out, as: UTF8.self)
-        if out.hasPrefix("skipped:") { print(out); return }
         let lines = out.split(separator: "\n").map(String.init)
-        // The recorder saw every call strace saw on the cache (unless strace is not installed).
-        #expect(lines.contains { $0.hasPrefix("strace check:") && $0.contains(" recorded, 0 kinds differ") }
-                || lines.contains("strace check skipped: strace is missing"), "\(out)\(r.err)")
+        // The recorder saw every call strace saw on the cache.
+        #expect(lines.contains { $0.hasPrefix("strace check:") && $0.contains(" recorded, 0 kinds differ") }, "\(out)\(r.err)")
         for workload in ["workload 1", "workload 2", "workload 3", "workload 4"] {
             #expect(lines.contains { $0.hasPrefix(workload) && $0.contains(" states (") && $0.contains("), 0 failed") }, "\(out)\(r.err)")
         }
+        // A prefetch and its resume, and verify --fix: every fsync boundary replayed, not a sample.
+        for workload in ["workload 1", "workload 2"] {
+            #expect(lines.contains { $0.hasPrefix(workload) && $0.contains(" crash points: every one replayed;") }, "\(out)\(r.err)")
+        }
+        for line in lines where line.hasPrefix("workload ") { print(line) }
         // The controls found what a missing fsync does: without vcache's fsync of `data` the catalog
         // claims bytes that are not there; without any fsync, videos reported complete are lost.
         for control in ["control (vcache's fsync of data ignored):", "control (every fsync ignored):"] {

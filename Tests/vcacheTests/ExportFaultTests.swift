@@ -19,9 +19,9 @@ import VCacheTestSupport
         return url
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
     func aFullDestinationExits5AndLeavesNothing() throws {
-        guard let disk = try SmallDisk(size: "1m", in: dir) else { return }
+        let disk = try SmallDisk(size: "1m", in: dir)
         defer { disk.unmount() }
         let origin = try TestOrigin()
         let url = try cached(origin, "/full.mp4", TestBytes.make(3 << 20, seed: 71))
@@ -36,9 +36,8 @@ import VCacheTestSupport
         #expect(json.stdout.contains("\"kind\":\"disk_full\"") && json.stdout.contains("\"exit_code\":5,\"exported\":0,\"failed\":1"), "\(json.stdout)")
     }
 
-    @Test(.timeLimit(.minutes(5)), arguments: ["file", "-"])
+    @Test(.requires(.strace), .timeLimit(.minutes(5)), arguments: ["file", "-"])
     func anUnreadableDataExits5AndWritesNothing(dest: String) throws {
-        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
         let origin = try TestOrigin()
         let url = try cached(origin, "/eio.mp4", TestBytes.make(3 << 20, seed: 72))
         let inspector = try CacheInspector(directory: cache)
@@ -60,9 +59,8 @@ import VCacheTestSupport
     /// survive a power cut, so it is no success: one line, exit 5 (it was ignored, exit 0). The
     /// file itself is whole. For a stream export the same: its folders are synced before and after
     /// the master is written.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func aDestinationFolderThatCannotSyncExits5() throws {
-        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
         let origin = try TestOrigin()
         let body = TestBytes.make(1 << 20, seed: 73)
         let url = try cached(origin, "/sync.mp4", body)

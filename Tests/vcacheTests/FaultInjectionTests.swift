@@ -33,15 +33,6 @@ import VCacheTestSupport
         return Setup(origin: origin, body: body, url: origin.url("/\(name).mp4"), cache: cache)
     }
 
-    /// False (and a note) when `tool` is not installed: the test is skipped.
-    static func has(_ tool: String, _ package: String) -> Bool {
-        guard FileManager.default.isExecutableFile(atPath: tool) else {
-            print("skipped: \(tool) (\(package)) is not installed")
-            return false
-        }
-        return true
-    }
-
     /// vcache `args` under strace injecting `inject` (`call:error=E...`) into `calls`, on `path` only when given.
     func underStrace(_ s: Setup, calls: String, inject: String, path: String? = nil, _ args: [String]) throws -> (status: Int32, err: String) {
         let only = path.map { ["-P", $0] } ?? []
@@ -58,9 +49,8 @@ import VCacheTestSupport
         #expect(lines.count == 1 && says(lines[0]), "\(r.err)", sourceLocation: sourceLocation)
     }
 
-    @Test(.timeLimit(.minutes(5)), arguments: ["fsync", "fdatasync"])
+    @Test(.requires(.strace), .timeLimit(.minutes(5)), arguments: ["fsync", "fdatasync"])
     func aSyncThatFailsClaimsNothingAndTheNextRunCompletes(call: String) throws {
-        guard Self.has(Self.strace, "strace") else { return }
         let s = try setUp("eio-\(call)", seed: 300)
         let r = try underStrace(s, calls: call, inject: "\(call):error=EIO", ["prefetch", s.url])
         // `data`'s sync names errno; SQLite's says "disk I/O error" (its extended code is the sync).
@@ -91,9 +81,8 @@ import VCacheTestSupport
     /// Every pwrite cut short (libfiu reduces its count; SQLite's writes too): vcache writes the
     /// rest, so the run completes byte-exact. A control first shows the injection is live here:
     /// python's pwrite of 64 KiB under the same command writes less.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.fiuRun, .python3), .timeLimit(.minutes(5)))
     func shortWritesLoseNothing() throws {
-        guard Self.has(Self.fiuRun, "fiu-utils"), Self.has("/usr/bin/python3", "python3") else { return }
         let reduce = "enable name=posix/io/rw/pwrite/reduce"
         let control = try Tool.run(Self.fiuRun, ["-x", "-f", "", "-c", reduce, "/usr/bin/python3", "-c",
                                                  "import os; fd = os.open('\(dir.file("control"))', os.O_WRONLY | os.O_CREAT, 0o600); print(os.pwrite(fd, bytes(65536), 0))"])
@@ -109,9 +98,8 @@ import VCacheTestSupport
     /// pwrite fails with EIO at random (on `data` or the catalog), at three rates: a run either
     /// completes, or says one line naming the I/O error and exits 5; the claims stay true and the
     /// next run completes. At least one of the three runs must have met a failure.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.fiuRun), .timeLimit(.minutes(6)))
     func randomWriteFailuresSayOneLineAndClaimNothingFalse() throws {
-        guard Self.has(Self.fiuRun, "fiu-utils") else { return }
         var failed = 0
         for (i, probability) in ["0.05", "0.2", "0.5"].enumerated() {
             let s = try setUp("random-\(i)", seed: 2503)
@@ -133,9 +121,8 @@ import VCacheTestSupport
 
     /// Every pwrite64 to `data` from the fifth fails with ENOSPC (a disk full for this file):
     /// one line saying so, exit 5, claims true, the next run completes.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func aFullDiskOnDataWritesSaysSoAndTheNextRunCompletes() throws {
-        guard Self.has(Self.strace, "strace") else { return }
         let s = try setUp("full", seed: 2504)
         let data = try CacheInspector(directory: s.cache).store.dataPath(CacheKeyRules().key(for: s.url))
         let r = try underStrace(s, calls: "pwrite64", inject: "pwrite64:error=ENOSPC:when=5+", path: data, ["prefetch", s.url])
@@ -147,9 +134,8 @@ import VCacheTestSupport
 
     /// recvfrom fails with ECONNRESET from its 5th call on (libcurl reads up to 256 KiB a call) (retries meet it too): one line, exit
     /// 3 (try again later), claims true, the next run resumes and completes.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func aConnectionResetWhileReceivingExits3AndTheNextRunResumes() throws {
-        guard Self.has(Self.strace, "strace") else { return }
         let s = try setUp("reset", seed: 2505)
         let r = try underStrace(s, calls: "recvfrom", inject: "recvfrom:error=ECONNRESET:when=5+", ["prefetch", "--retries", "1", s.url])
         expectOneLine(r, status: 3) { $0.hasSuffix("vcache: cannot prefetch \(s.url): connection failed while receiving (Recv failure: Connection reset by peer)") }
@@ -160,9 +146,8 @@ import VCacheTestSupport
     /// socket(2) fails with EMFILE (no descriptor left for the connection to the origin): the
     /// line names that cause, not an origin that refused ("Couldn't connect to server", all
     /// libcurl says of it); exit 3, nothing claimed, the next run completes.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func noDescriptorForASocketSaysSoAndTheNextRunCompletes() throws {
-        guard Self.has(Self.strace, "strace") else { return }
         let s = try setUp("nosocket", seed: 2508)
         let r = try underStrace(s, calls: "socket", inject: "socket:error=EMFILE", ["prefetch", "--retries", "0", s.url])
         expectOneLine(r, status: 3) { $0.hasSuffix("vcache: cannot prefetch \(s.url): cannot connect (cannot open a socket: Too many open files)") }
@@ -174,9 +159,8 @@ import VCacheTestSupport
     /// old `data` cannot be removed (EIO from unlink), the fix says so in one line and exits 5
     /// (it was reported fixed, exit 1, with the file left in place); the claims stay true and the
     /// next prefetch stores the new version byte-exact.
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func aFixThatCannotReplaceDataSaysOneLineAndExits5() throws {
-        guard Self.has(Self.strace, "strace") else { return }
         let s = try setUp("fix", seed: 2506)
         #expect(try VCacheBinary.run(["prefetch", "-q", s.url], cacheDir: s.cache).status == 0)
         let changed = TestBytes.make(3 << 20, seed: 2507)

@@ -13,18 +13,18 @@ import VCacheTestSupport
     }
 
     /// nginx serving the fixture streams, or nil when ffmpeg is missing (the test says so).
-    static func streams() throws -> Nginx? {
+    static func streams() throws -> Nginx {
         let nginx = try Nginx()
-        guard try Fixtures.makeStreams(into: nginx.root + "/hls") else { return nil }
+        try Fixtures.makeStreams(into: nginx.root + "/hls")
         return nginx
     }
 
     /// `check` of a playlist says whether what prefetch would fetch of the stream is cached: the
     /// chosen variant, its audio and the segments that reach N seconds (or all of them), read
     /// from the cached playlists without asking the origin.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func checkOfAPlaylistAsksWhatPrefetchWouldFetchOfTheStream() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("check-cache")
         let ts = nginx.url("/hls/ts/index.m3u8"), abr = nginx.url("/hls/abr/master.m3u8")
         func check(_ args: [String]) throws -> VCacheRun { try VCacheBinary.run(["check"] + args, cacheDir: cache) }
@@ -53,9 +53,9 @@ import VCacheTestSupport
         #expect(evict.stdout.contains("would evict 10 entries"))
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func aStreamIsOneRowOfLsAndOneUnitToEvictionAndPin() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("cache")
         let abr = nginx.url("/hls/abr/master.m3u8"), ts = nginx.url("/hls/ts/index.m3u8")
         let plain = try nginx.publish("plain.bin", TestBytes.make(300_000, seed: 7))
@@ -118,9 +118,9 @@ import VCacheTestSupport
 
     /// `export STREAM DIR`: a self-contained folder, playlists rewritten to relative local names,
     /// that ffmpeg plays from disk with the origin stopped.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func aStreamExportsAsAFolderThatPlaysFromDisk() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("cache")
         let streams = ["abr/master.m3u8", "fmp4/index.m3u8", "br/index.m3u8", "br/implicit.m3u8", "ts/index.m3u8"]
         for s in streams {
@@ -178,9 +178,9 @@ import VCacheTestSupport
 
     /// `info STREAM` lists its variants and renditions and what of each is cached; `verify
     /// STREAM` checks every member.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func infoAndVerifyOfAStreamCoverEveryMember() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("cache")
         let master = nginx.url("/hls/abr/master.m3u8")
         #expect(try VCacheBinary.run(["prefetch", "-q", master, "--variant", "worst"], cacheDir: cache).status == 0)
@@ -221,9 +221,9 @@ import VCacheTestSupport
     }
 
     /// serve records the stream a player plays through it: played once, it is one row of `ls`.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func aStreamPlayedThroughServeIsOneStream() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("cache")
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         let master = nginx.url("/hls/abr/master.m3u8")
@@ -276,9 +276,9 @@ import VCacheTestSupport
 
     /// The cap never takes half a stream's segments to make room for an unrelated video: the
     /// stream goes whole.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func theCapTakesAStreamWholeOrNotAtAll() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("cache")
         let master = nginx.url("/hls/abr/master.m3u8")
         let plain = try nginx.publish("plain.bin", TestBytes.make(300_000, seed: 8))

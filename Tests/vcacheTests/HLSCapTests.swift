@@ -16,9 +16,9 @@ import VCacheTestSupport
     /// serve --max-size with room for part of the stream being played: an older video goes to
     /// make room, never a member of the stream being played (its segments were eaten one by one
     /// to store the next, its master first); what does not fit streams through unstored.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func serveNeverEvictsTheStreamItPlaysToStoreItsNextSegment() throws {
-        guard let nginx = try HLSCacheTests.streams() else { return }
+        let nginx = try HLSCacheTests.streams()
         let cache = dir.file("cache")
         let master = nginx.url("/hls/abr/master.m3u8")
         let plain = try nginx.publish("plain.bin", TestBytes.make(100_000, seed: 9))
@@ -46,9 +46,9 @@ import VCacheTestSupport
     /// anything is evicted for it (complete streams and videos were evicted, then the stream
     /// failed anyway), said in one line, exit 5. What is judged is what was asked: its first
     /// seconds, which fit once the older stream goes, are fetched.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func aStreamThatCannotFitEvictsNothingAndSaysSoInOneLine() throws {
-        guard let nginx = try HLSCacheTests.streams() else { return }
+        let nginx = try HLSCacheTests.streams()
         let cache = dir.file("cache")
         let abr = nginx.url("/hls/abr/master.m3u8"), ts = nginx.url("/hls/ts/index.m3u8")
         // A complete stream of about 100 KB.

@@ -11,9 +11,9 @@ import VCacheTestSupport
 
     /// The fixture streams on a TestOrigin under /o/, the ABR master given a French audio
     /// rendition and a subtitles group that the default prefetch does not fetch.
-    func origin() throws -> TestOrigin? {
+    func origin() throws -> TestOrigin {
         let made = dir.file("streams")
-        guard try Fixtures.makeStreams(into: made) else { return nil }
+        try Fixtures.makeStreams(into: made)
         let origin = try TestOrigin()
         for name in FileManager.default.enumerator(atPath: made)?.allObjects as? [String] ?? [] where name.contains(".") {
             let body = try Data(contentsOf: URL(fileURLWithPath: made + "/" + name))
@@ -31,9 +31,9 @@ import VCacheTestSupport
         return origin
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
     func renditionsNotCachedAreLeftOutOfTheExportAndSaidSo() throws {
-        guard let origin = try origin() else { return }
+        let origin = try origin()
         let url = origin.url("/o/abr/master.m3u8")
         let cache = dir.file("cache")
         let warm = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
@@ -57,9 +57,9 @@ import VCacheTestSupport
 
     /// A signal while a stream's playlist is written (fsynced, not yet renamed) leaves no temp
     /// file in the folder, as for one video (before: `index.m3u8.vcache-PID` stayed, visible).
-    @Test(.timeLimit(.minutes(6)), arguments: [SIGINT, SIGTERM])
+    @Test(.requires(.streamTools), .timeLimit(.minutes(6)), arguments: [SIGINT, SIGTERM])
     func aSignalWhileAPlaylistIsWrittenLeavesNoTempFile(signal: Int32) throws {
-        guard let origin = try origin() else { return }
+        let origin = try origin()
         let url = origin.url("/o/ts/index.m3u8")
         let cache = dir.file("cache-sig-\(signal)")
         #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
@@ -78,9 +78,9 @@ import VCacheTestSupport
     /// Offline, serve's master lists only renditions that play, as it lists only such variants.
     /// The export folder's fsync failing (EIO): its names may not survive a power cut, so the
     /// export is no success: one line naming the folder, exit 5 (the folders were never synced).
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.strace, .streamTools), .timeLimit(.minutes(6)))
     func aStreamExportWhoseFolderCannotSyncExits5() throws {
-        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace"), let origin = try origin() else { return }
+        let origin = try origin()
         let url = origin.url("/o/abr/master.m3u8")
         let cache = dir.file("cache-sync")
         #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
@@ -94,9 +94,9 @@ import VCacheTestSupport
         #expect(lines.count == 1 && lines[0].hasSuffix("'\(out)': Input/output error"), "\(r.err)")
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
     func anOfflineMasterThroughServeListsOnlyRenditionsThatPlay() throws {
-        guard let origin = try origin() else { return }
+        let origin = try origin()
         let url = origin.url("/o/abr/master.m3u8")
         let cache = dir.file("cache")
         #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
@@ -113,9 +113,9 @@ import VCacheTestSupport
 
     /// An AES-128 stream exports with its key beside its segments, named relatively, and ffmpeg
     /// decodes it from disk (it reads a local key only with -allowed_extensions ALL).
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
     func anAES128StreamExportsAndDecodesFromDisk() throws {
-        guard let origin = try origin() else { return }
+        let origin = try origin()
         let url = origin.url("/o/aes/index.m3u8")
         let cache = dir.file("cache")
         #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)

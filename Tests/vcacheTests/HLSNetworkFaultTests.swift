@@ -10,19 +10,18 @@ import VCacheTestSupport
 /// `-j 8` whichever crossed first. And the playlist itself cut by a reset halfway. Each time: exit
 /// 3, one `vcache:` line naming the member that failed and why, every claim of every member equal
 /// to the origin's bytes, nothing said complete that is not, `check` not ready; then a run without
-/// the fault completes every member byte-exact, `check` ready, `verify` clean. Needs root (and
-/// ffmpeg); elsewhere each test prints `skipped: ...` and passes.
+/// the fault completes every member byte-exact, `check` ready, `verify` clean. Needs root and
+/// ffmpeg; elsewhere the runner reports each test skipped (on CI, failed) with the reason.
 @Suite struct HLSNetworkFaultTests {
     let dir = TempDirectory("vcache-hlsnetfaults")
     static let segments = (0..<8).map { String(format: "seg_%03d.ts", $0) }
 
-    /// A namespace whose nginx serves the stream at /hls/index.m3u8, or nil (the reason printed).
-    func namespace() throws -> NetNamespace? {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
-            print("skipped: ffmpeg is not installed")
-            return nil
-        }
-        guard let ns = try NetNamespace.orSkip() else { return nil }
+    struct StreamNotMade: Error, CustomStringConvertible { let description: String }
+
+    /// A namespace whose nginx serves the stream at /hls/index.m3u8 (the tests carry
+    /// `.requires(.ffmpeg, .netNamespace)`; a stream ffmpeg could not make throws).
+    func namespace() throws -> NetNamespace {
+        let ns = try NetNamespace()
         let out = ns.root + "/hls"
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         // 8 s of lossless 640x360 in 1 s segments: about 510 kB each, so 300 kB is mid-segment.
@@ -33,8 +32,7 @@ import VCacheTestSupport
                                                     "-hls_playlist_type", "vod", "-hls_segment_filename", out + "/seg_%03d.ts", out + "/index.m3u8"])
         guard made.status == 0 else {
             ns.stop()
-            Issue.record("ffmpeg could not make the stream: \(made.err)")
-            return nil
+            throw StreamNotMade(description: "ffmpeg could not make the stream: \(made.err)")
         }
         return ns
     }
@@ -85,9 +83,9 @@ import VCacheTestSupport
 
     /// A segment's connection reset, or black-holed, once it carried 300 kB; with one job (the
     /// first segment's connection: the playlist's few bytes came before) and with eight.
-    @Test(.timeLimit(.minutes(6)), arguments: ["reset", "black hole"], ["1", "8"])
+    @Test(.requires(.ffmpeg, .netNamespace), .timeLimit(.minutes(6)), arguments: ["reset", "black hole"], ["1", "8"])
     func aFaultMidSegmentNamesTheSegmentExits3AndTheNextRunCompletesTheStream(fault: String, jobs: String) throws {
-        guard let ns = try namespace() else { return }
+        let ns = try namespace()
         defer { ns.stop() }
         let cache = dir.file("cache")
         let members = try members(ns)
@@ -111,9 +109,9 @@ import VCacheTestSupport
 
     /// The playlist itself (padded with comment lines to 199 kB) reset at 100 kB: nothing of the
     /// stream is fetched, the playlist is kept partial and true, and the next run completes.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.ffmpeg, .netNamespace), .timeLimit(.minutes(6)))
     func aPlaylistCutHalfwayExits3FetchesNoSegmentAndTheNextRunCompletes() throws {
-        guard let ns = try namespace() else { return }
+        let ns = try namespace()
         defer { ns.stop() }
         let cache = dir.file("cache")
         let lines = try String(contentsOfFile: ns.root + "/hls/index.m3u8", encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)

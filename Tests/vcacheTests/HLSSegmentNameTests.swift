@@ -31,10 +31,10 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
     func segmentsWithoutAnExtensionPlayThroughServeAndFromAnExport() throws {
         let made = dir.file("streams")
-        guard try Fixtures.makeStreams(into: made) else { return }
+        try Fixtures.makeStreams(into: made)
         let origin = try TestOrigin()
         let streams = ["ts/index.m3u8", "fmp4/index.m3u8", "aes/index.m3u8", "abr/master.m3u8"]
         try Self.extensionless(made, streams: ["ts", "fmp4", "aes", "abr"], on: origin)

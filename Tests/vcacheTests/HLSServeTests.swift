@@ -9,10 +9,10 @@ import VCacheTestSupport
 @Suite struct HLSServeTests {
     let dir = TempDirectory("vcache-hlsserve")
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
     func everyKindOfStreamPlaysThroughTheProxyAndThenOffline() throws {
         let nginx = try Nginx()
-        guard try Fixtures.makeStreams(into: nginx.root + "/hls") else { return }
+        try Fixtures.makeStreams(into: nginx.root + "/hls")
         let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
         let streams = ["ts/index.m3u8", "fmp4/index.m3u8", "br/index.m3u8", "br/implicit.m3u8", "aes/index.m3u8", "abr/master.m3u8"]
         let origin = "http://127.0.0.1:\(nginx.port)"
@@ -47,12 +47,8 @@ import VCacheTestSupport
 @Suite struct HLSLiveServeTests {
     let dir = TempDirectory("vcache-hlslive")
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.ffmpeg, .nginx), .timeLimit(.minutes(6)))
     func aLiveStreamPlaysThroughServeAndItsSegmentsAreKept() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else {
-            print("skipped: ffmpeg is not installed")
-            return
-        }
         let nginx = try Nginx()
         let live = nginx.root + "/live"
         try FileManager.default.createDirectory(atPath: live, withIntermediateDirectories: true)
@@ -95,10 +91,10 @@ import VCacheTestSupport
 @Suite struct HLSPrefetchTests {
     let dir = TempDirectory("vcache-hlsprefetch")
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools, .nginx, .tool("/usr/bin/mpv", "mpv")), .timeLimit(.minutes(6)))
     func aWarmedStreamPlaysOfflineThroughServe() throws {
         let nginx = try Nginx()
-        guard try Fixtures.makeStreams(into: nginx.root + "/hls") else { return }
+        try Fixtures.makeStreams(into: nginx.root + "/hls")
         let cache = dir.file("cache")
         let origin = "http://127.0.0.1:\(nginx.port)"
         let streams = ["ts/index.m3u8", "fmp4/index.m3u8", "br/index.m3u8", "aes/index.m3u8", "abr/master.m3u8"]
@@ -127,12 +123,10 @@ import VCacheTestSupport
             #expect(play.status == 0 && play.err.isEmpty, "\(s) offline after prefetch: \(play.err)")
         }
         // mpv, a player with its own HLS reader, plays them too (exit 2 when it cannot).
-        if FileManager.default.isExecutableFile(atPath: "/usr/bin/mpv") {
-            for s in streams {
-                let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet",
-                                                        serve.url(origin + "/hls/" + s)])
-                #expect(mpv.status == 0, "mpv, \(s) offline after prefetch: \(mpv.err)")
-            }
+        for s in streams {
+            let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet",
+                                                    serve.url(origin + "/hls/" + s)])
+            #expect(mpv.status == 0, "mpv, \(s) offline after prefetch: \(mpv.err)")
         }
         serve.stop()
         // Offline, a master lists only the variants that play from the cache: the player's ABR
@@ -349,12 +343,8 @@ import VCacheTestSupport
         return (segments, initSection)
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.ffmpeg, .ffprobe, .nginx), .timeLimit(.minutes(6)))
     func secondsFetchesTheSegmentsFFprobeSaysThoseSecondsNeed() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffprobe") else {
-            print("skipped: ffmpeg is not installed")
-            return
-        }
         let nginx = try Nginx()
         let root = nginx.root + "/o"
         try FileManager.default.createDirectory(atPath: root + "/ts", withIntermediateDirectories: true)

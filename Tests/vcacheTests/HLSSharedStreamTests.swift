@@ -10,8 +10,8 @@ import VCacheTestSupport
 
     /// The fixture streams, and a second master naming the abr stream's 180p variant and its
     /// audio rendition (what two masters of one title, say two ladders, share).
-    static func streams() throws -> Nginx? {
-        guard let nginx = try HLSCacheTests.streams() else { return nil }
+    static func streams() throws -> Nginx {
+        let nginx = try HLSCacheTests.streams()
         let alt = """
             #EXTM3U
             #EXT-X-VERSION:7
@@ -28,9 +28,9 @@ import VCacheTestSupport
 
     /// `evict STREAM` removes what that stream alone names: a playlist, segment or init section
     /// another cached stream names too stays for it, and that stream still plays whole.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func evictingAStreamKeepsWhatAnotherStreamAlsoNames() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("cache")
         let master = nginx.url("/hls/abr/master.m3u8"), alt = nginx.url("/hls/abr/alt.m3u8")
         func run(_ args: [String]) throws -> VCacheRun { try VCacheBinary.run(args, cacheDir: cache) }
@@ -66,9 +66,9 @@ import VCacheTestSupport
     /// After some members are evicted, `ls`, `info` and `check` count the same things: entries
     /// (`ls`'s entries, `info`'s members, what `check --variant all` asks), and segments (each
     /// one a cached media playlist lists, cached when its own bytes are).
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
     func lsInfoAndCheckCountAStreamEvictedInPartAlike() throws {
-        guard let nginx = try Self.streams() else { return }
+        let nginx = try Self.streams()
         let cache = dir.file("cache")
         let master = nginx.url("/hls/abr/master.m3u8")
         func run(_ args: [String]) throws -> VCacheRun { try VCacheBinary.run(args, cacheDir: cache) }

@@ -8,11 +8,16 @@ import VCacheTestSupport
 /// random ranges and of overlapping lists with `-j 8`, `evict --all` and `evict --max-size`, `verify --fix`, the origin changing a
 /// video's version under a strong ETag, a weak ETag and none, serve restarted), run by four
 /// workers at once. Every body that arrives with 200/206 is compared with the bytes of the
-/// version its headers name; a response may be cut (a player retries) but never wrong; the
-/// cache verifies clean at the end.
+/// version its headers name, and a 206 must start and end where the range asked (its
+/// Content-Range, its first and last byte against the origin's); a response may be cut (a player
+/// retries) but never wrong; the cache verifies clean at the end. A run must compare at least
+/// `minimumBodies` bodies, and answers that are no body (a 502 while the origin changed, a serve
+/// restarting) are counted apart: a run where they are half the plays or more fails, since it
+/// compared too little to prove anything.
 ///
-/// `VCACHE_STRESS_SEED=N` reruns a schedule; `VCACHE_STRESS_SECONDS=S` runs for S seconds
-/// (`make stress SECONDS=600`) instead of `VCACHE_STRESS_OPS` operations (default 240).
+/// The seed is printed first; `VCACHE_STRESS_SEED=N` reruns that schedule;
+/// `VCACHE_STRESS_SECONDS=S` runs for S seconds (`make stress SECONDS=600`) instead of
+/// `VCACHE_STRESS_OPS` operations (default 240).
 @Suite struct InterleavingTests {
     let dir = TempDirectory("vcache-interleave")
     var cache: String { dir.file("cache") }
@@ -168,14 +173,32 @@ import VCacheTestSupport
         mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
     }
 
+    /// What the players saw: failures, bodies compared (of them, cut), and answers with no body
+    /// by status (0: curl had no answer at all).
     final class Failures: @unchecked Sendable {
         // @unchecked: guarded by `lock`.
         private let lock = NSLock()
         private(set) var lines: [String] = []
-        private(set) var played = 0
+        private(set) var compared = 0
         private(set) var cut = 0
+        private(set) var errors: [Int: Int] = [:]
+        var errorCount: Int { lock.lock(); defer { lock.unlock() }; return errors.values.reduce(0, +) }
+        var played: Int { lock.lock(); defer { lock.unlock() }; return compared + errors.values.reduce(0, +) }
         func add(_ s: String) { lock.lock(); lines.append(s); lock.unlock() }
-        func count(cut wasCut: Bool) { lock.lock(); played += 1; if wasCut { cut += 1 }; lock.unlock() }
+        func compared(cut wasCut: Bool) { lock.lock(); compared += 1; if wasCut { cut += 1 }; lock.unlock() }
+        func error(status: Int) { lock.lock(); errors[status, default: 0] += 1; lock.unlock() }
+    }
+
+    /// Fewest bodies a run must compare (the default 240 operations make about 130 plays).
+    static let minimumBodies = 60
+
+    /// The first and last byte a range (curl's `-r` argument; nil: the whole video) asks of a video of `total` bytes.
+    static func asked(_ range: String?, total: Int) -> (first: Int, last: Int) {
+        guard let range else { return (0, total - 1) }
+        let parts = range.split(separator: "-", omittingEmptySubsequences: false)
+        if parts[0].isEmpty { return (max(0, total - (Int(parts[1]) ?? 0)), total - 1) }
+        let first = Int(parts[0]) ?? 0
+        return (first, parts[1].isEmpty ? total - 1 : min(total - 1, Int(parts[1]) ?? total - 1))
     }
 
     @Test(.timeLimit(.minutes(15)))
@@ -185,6 +208,7 @@ import VCacheTestSupport
         let seconds = env["VCACHE_STRESS_SECONDS"].flatMap { Double($0) }
         let ops = env["VCACHE_STRESS_OPS"].flatMap { Int($0) } ?? 240
         let tag = "seed \(seed) (rerun: VCACHE_STRESS_SEED=\(seed))"
+        print("interleaving: \(tag)")
 
         let origin = try TestOrigin()
         let videos = Videos(origin: origin)
@@ -257,8 +281,10 @@ import VCacheTestSupport
         proxy.stop()
         for line in failures.lines.prefix(20) { Issue.record("\(line)") }
         #expect(failures.lines.isEmpty, "\(failures.lines.count) failures; \(tag)")
-        #expect(failures.played > 0)
-        print("interleaving: \(tag): \(failures.played) plays, \(failures.cut) cut, no wrong byte; serve at the end: \(proxy.lastSeen.fds) descriptors, \(proxy.lastSeen.threads) threads (\(proxy.baseline.fds) and \(proxy.baseline.threads) at its start)")
+        let errors = failures.errors.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key == 0 ? "no answer" : String($0.key))" }.joined(separator: ", ")
+        #expect(failures.compared >= Self.minimumBodies, "\(failures.compared) bodies compared, fewer than \(Self.minimumBodies): \(errors); \(tag)")
+        #expect(failures.errorCount * 2 < failures.played, "\(failures.errorCount) of \(failures.played) plays had no body (\(errors)); \(tag)")
+        print("interleaving: \(tag): \(failures.played) plays, \(failures.compared) bodies compared (at least \(Self.minimumBodies) required), \(failures.cut) of them cut, \(failures.errorCount) answers with no body (\(errors.isEmpty ? "none" : errors)), no wrong byte; serve at the end: \(proxy.lastSeen.fds) descriptors, \(proxy.lastSeen.threads) threads (\(proxy.baseline.fds) and \(proxy.baseline.threads) at its start)")
 
         // The cache claims only bytes of the version each entry records, and verifies clean.
         let inspector = try CacheInspector(directory: cache)
@@ -293,19 +319,28 @@ import VCacheTestSupport
         let body = (try? Data(contentsOf: URL(fileURLWithPath: b))) ?? Data()
         guard status == 200 || status == 206 else {
             // Statuses other than a body (a 502 while the origin changed, a stopping server) are
-            // allowed; a body is what must never be wrong.
-            failures.count(cut: true)
+            // allowed, counted apart (a run of mostly these fails); a body must never be wrong.
+            failures.error(status: status)
             return
         }
+        let range = args.count == 2 && args[0] == "-r" ? args[1] : nil
         var start = 0, total = 0
+        var asked: (first: Int, last: Int)?
         if status == 206 {
             let cr = headers["content-range"] ?? ""
             let parts = cr.replacingOccurrences(of: "bytes ", with: "").split(whereSeparator: { $0 == "-" || $0 == "/" })
-            guard parts.count == 3, let a = Int(parts[0]), let t = Int(parts[2]) else {
+            guard parts.count == 3, let a = Int(parts[0]), let z = Int(parts[1]), let t = Int(parts[2]) else {
                 return failures.add("\(tag): \(op): 206 with Content-Range '\(cr)'")
+            }
+            // A 206 is the range asked, no more and no less (a whole-video request gets a 200).
+            guard range != nil else { return failures.add("\(tag): \(op): 206 (\(cr)) to a request for the whole video") }
+            let want = Self.asked(range, total: t)
+            guard (a, z) == want else {
+                return failures.add("\(tag): \(op): Content-Range '\(cr)' for the range \(range ?? "") of \(t) bytes, which is \(want.first)-\(want.last)")
             }
             start = a
             total = t
+            asked = want
         } else {
             total = Int(headers["content-length"] ?? "") ?? -1
         }
@@ -325,6 +360,14 @@ import VCacheTestSupport
         if complete, let cl = headers["content-length"].flatMap({ Int($0) }), cl != body.count {
             failures.add("\(tag): \(op): curl exit 0 with \(body.count) of \(cl) bytes")
         }
-        failures.count(cut: !complete)
+        // A complete 206 ends on the last byte asked, and its first and last bytes are the origin's there.
+        if let asked, complete {
+            if body.count != asked.last - asked.first + 1 {
+                failures.add("\(tag): \(op): 206 of \(body.count) bytes for \(asked.first)-\(asked.last)")
+            } else if body.first != version.body[asked.first] || body.last != version.body[asked.last] {
+                failures.add("\(tag): \(op): 206's first or last byte is not the origin's at \(asked.first) or \(asked.last)")
+            }
+        }
+        failures.compared(cut: !complete)
     }
 }

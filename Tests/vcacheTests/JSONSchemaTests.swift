@@ -143,7 +143,7 @@ import VCacheTestSupport
         #expect(line.hasSuffix(#","é":2}"#))
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.prlimit), .timeLimit(.minutes(6)))
     func everyJSONLineOfEveryCommandMatchesDocsJSON() throws {
         let schema = Schema(markdown: try String(contentsOfFile: Fixtures.directory + "/../../Docs/json.md", encoding: .utf8))
         #expect(schema.envelope.count == 4 && schema.kinds.count > 20 && schema.events.count == 10, "the parser lost a table")
@@ -251,21 +251,16 @@ import VCacheTestSupport
         #expect(request?["from_cache_bytes"] as? Int == 100)
         // serve: turned_away, a player past the connection table (200 descriptors: 17 places),
         // filled with idle connections (held by --header-timeout).
-        if FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") {
-            let full = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--json", "--header-timeout", "120s"],
-                                        launcher: ["/usr/bin/prlimit", "--nofile=200:200"])
-            let held = (0...Int(HTTPServer.connectionLimit(descriptors: 200))).map { _ in Sockets.connectLoopback(full.port) }
-            defer { for fd in held where fd >= 0 { close(fd) } }
-            let deadline = ContinuousClock.now + .seconds(30)
-            while !full.stdoutLines.contains(where: { $0.contains("\"turned_away\"") }) && ContinuousClock.now < deadline {
-                usleep(20_000)  // polling serve's output: the last connection is turned away when accepted
-            }
-            #expect(full.stop().signalled)
-            _ = check(VCacheRun(status: 0, stdout: full.stdoutLines.joined(separator: "\n"), stderr: "", signalled: false), command: "serve", schema: schema, &seen)
-        } else {
-            print("skipped: serve's turned_away event (prlimit is not installed)")
-            seen.insert("serve turned_away")
+        let full = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--json", "--header-timeout", "120s"],
+                                    launcher: ["/usr/bin/prlimit", "--nofile=200:200"])
+        let held = (0...Int(HTTPServer.connectionLimit(descriptors: 200))).map { _ in Sockets.connectLoopback(full.port) }
+        defer { for fd in held where fd >= 0 { close(fd) } }
+        let turnedAwayBy = ContinuousClock.now + .seconds(30)
+        while !full.stdoutLines.contains(where: { $0.contains("\"turned_away\"") }) && ContinuousClock.now < turnedAwayBy {
+            usleep(20_000)  // polling serve's output: the last connection is turned away when accepted
         }
+        #expect(full.stop().signalled)
+        _ = check(VCacheRun(status: 0, stdout: full.stdoutLines.joined(separator: "\n"), stderr: "", signalled: false), command: "serve", schema: schema, &seen)
 
         // Every documented event was produced.
         var documented = Set<String>()

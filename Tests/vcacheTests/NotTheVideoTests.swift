@@ -200,6 +200,20 @@ import VCacheTestSupport
 @Suite struct ExportDestinationTests {
     let dir = TempDirectory("vcache-exportdest")
 
+    /// A character device of the test's own (what /dev/null is; mknod needs root), with --force:
+    /// written into, and still a device.
+    @Test(.requires(.root))
+    func aDeviceIsWrittenIntoWithForceAndStaysADevice() throws {
+        let nginx = try Nginx()
+        let url = try nginx.publish("f.mp4", try Fixtures.data("moov-at-front.mp4"))
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 0)
+        let null = dir.file("null")
+        #expect(try Tool.run("/usr/bin/mknod", ["-m", "666", null, "c", "1", "3"]).status == 0)
+        #expect(try VCacheBinary.run(["export", url, null, "--force"], cacheDir: cache).status == 0)
+        #expect((FileSystem.status(null)!.st_mode & S_IFMT) == S_IFCHR)
+    }
+
     @Test func streamsAndDevicesAreWrittenIntoAndOnlyRegularFilesReplaced() throws {
         let nginx = try Nginx()
         let body = try Fixtures.data("moov-at-front.mp4")
@@ -215,13 +229,6 @@ import VCacheTestSupport
         for dest in ["-", "/dev/stdout", "/dev/fd/1"] {
             let early = try Tool.run("/bin/bash", ["-c", "VCACHE_DIR='\(cache)' '\(VCacheBinary.path)' export '\(url)' \(dest) | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"])
             #expect(String(decoding: early.out, as: UTF8.self) == "141\n" && early.err.isEmpty, "\(dest): \(early.err)")
-        }
-        // a character device of the test's own (what /dev/null is), with --force: still a device
-        if getuid() == 0 {
-            let null = dir.file("null")
-            #expect(try Tool.run("/usr/bin/mknod", ["-m", "666", null, "c", "1", "3"]).status == 0)
-            #expect(try VCacheBinary.run(["export", url, null, "--force"], cacheDir: cache).status == 0)
-            #expect((FileSystem.status(null)!.st_mode & S_IFMT) == S_IFCHR)
         }
         // a FIFO
         let fifo = dir.file("fifo")
@@ -329,9 +336,9 @@ import VCacheTestSupport
 @Suite struct ForeignEntryTests {
     let dir = TempDirectory("vcache-foreign")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.runuser), .timeLimit(.minutes(5)))
     func anEntryThisUserCannotTouchIsSkippedAndNamedAndTheRestEvicted() throws {
-        guard let nobodys = try NobodysCache(in: dir) else { return }
+        let nobodys = try NobodysCache(in: dir)
         let cache = nobodys.cache
         let nginx = try Nginx()
         let mine = try nginx.publish("mine.mp4", try Fixtures.data("moov-at-front.mp4"))
@@ -391,8 +398,8 @@ import VCacheTestSupport
 @Suite struct FullDiskCatalogTests {
     let dir = TempDirectory("vcache-fullcat")
 
-    @Test func onAFullDiskEvictLsAndVerifyStillWork() throws {
-        guard let disk = try SmallDisk(size: "4m", in: dir) else { return }
+    @Test(.requires(.tmpfsMount)) func onAFullDiskEvictLsAndVerifyStillWork() throws {
+        let disk = try SmallDisk(size: "4m", in: dir)
         defer { disk.unmount() }
         let mount = disk.path
         let nginx = try Nginx()

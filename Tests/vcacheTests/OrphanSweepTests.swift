@@ -11,9 +11,8 @@ import VCacheTestSupport
 @Suite struct OrphanSweepTests {
     let dir = TempDirectory("vcache-sweep")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func aCatalogThatCannotBeReadAtTheRecheckKeepsTheFolder() throws {
-        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 2553)
         origin.setResource("/o.mp4", .init(body: body, etag: "\"o\""))

@@ -14,10 +14,8 @@ import VCacheTestSupport
     let dir = TempDirectory("vcache-servefds")
     static let players = 40
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .prlimit), .timeLimit(.minutes(6)))
     func moreColdPlayersThanDescriptorsGetWholeVideosOr5xxNeverAWrongByteAndServeRecovers() throws {
-        guard Nginx.binary != nil else { return print("skipped: nginx is not installed") }
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else { return print("skipped: prlimit is not installed") }
         let nginx = try Nginx()
         defer { nginx.stop() }
         let videos = try (0..<Self.players).map { i in
@@ -108,9 +106,9 @@ import VCacheTestSupport
     /// from which serve sizes its connection limit to its descriptor limit) is what one costs:
     /// four players on four cold videos from an origin held to 8 Mbit/s, measured while each
     /// has its storing job running (serve's own counters say so) and is still being sent bytes.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace), .timeLimit(.minutes(6)))
     func aColdPlayerCostsNoMoreDescriptorsThanTheConnectionLimitAssumes() throws {
-        guard let ns = try NetNamespace.orSkip() else { return }
+        let ns = try NetNamespace()
         defer { ns.stop() }
         let videos = (0..<4).map { TestBytes.make(3 << 20, seed: 2700 + UInt64($0)) }
         for (i, v) in videos.enumerated() { try v.write(to: URL(fileURLWithPath: ns.root + "/c\(i).mp4")) }
@@ -154,10 +152,8 @@ import VCacheTestSupport
     /// Players past the connection limit are turned away by libmicrohttpd (accepted, then
     /// closed), which said nothing: serve logs it, once for ten turned away (at most one such
     /// line every 10 s, with the count of those not logged), and serves again once there is room.
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .prlimit), .timeLimit(.minutes(6)))
     func playersTurnedAwayAtTheConnectionLimitAreLoggedOnceNotEachAndServeAnswersAfter() throws {
-        guard Nginx.binary != nil else { return print("skipped: nginx is not installed") }
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else { return print("skipped: prlimit is not installed") }
         let nginx = try Nginx()
         defer { nginx.stop() }
         let bytes = TestBytes.make(1 << 20, seed: 2800)

@@ -31,9 +31,8 @@ import VCacheTestSupport
         try body(serve)
     }
 
-    @Test(.timeLimit(.minutes(5)), arguments: ["data", "catalog"])
+    @Test(.requires(.strace), .timeLimit(.minutes(5)), arguments: ["data", "catalog"])
     func aStoringJobTheDiskFailsSaysSoInOneLineAndThePlayerGetsEveryByte(file: String) throws {
-        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
         let origin = try TestOrigin()
         let body = TestBytes.make(3 << 20, seed: 2551)
         origin.setResource("/d.mp4", .init(body: body, etag: "\"d\""))
@@ -61,9 +60,8 @@ import VCacheTestSupport
     /// from libmicrohttpd's pread fallback): the player's response is cut, what it got is the
     /// video's own bytes, and the log line says the file could not be read (before: "the client
     /// left before the end", the client having left nothing).
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func aCachedFileTheDiskCannotReadIsCutAndTheLogSaysWhy() throws {
-        guard FaultInjectionTests.has(FaultInjectionTests.strace, "strace") else { return }
         let origin = try TestOrigin()
         let body = TestBytes.make(6 << 20, seed: 2552)
         origin.setResource("/r.mp4", .init(body: body, etag: "\"r\""))

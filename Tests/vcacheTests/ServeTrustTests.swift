@@ -334,9 +334,9 @@ final class ResultBox<T>: @unchecked Sendable {
 @Suite struct ServeFullDiskTests {
     let dir = TempDirectory("vcache-full")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
     func onAFullDiskVideosStillPlayAndNoUnclaimedBytesStay() throws {
-        guard let disk = try SmallDisk(size: "6m", in: dir) else { return }
+        let disk = try SmallDisk(size: "6m", in: dir)
         defer { disk.unmount() }
         let mount = disk.path
         let cache = mount + "/cache"
@@ -369,9 +369,9 @@ final class ResultBox<T>: @unchecked Sendable {
 @Suite struct ServeUnreadableCacheTests {
     let dir = TempDirectory("vcache-unreadable")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.runuser), .timeLimit(.minutes(5)))
     func aDataFileServeCannotOpenIsLoggedAndNeverA200WithNothing() throws {
-        guard let nobodys = try NobodysCache(in: dir) else { return }
+        let nobodys = try NobodysCache(in: dir)
         let (cache, binary) = (nobodys.cache, nobodys.binary)
         // The catalog made by the serving user, an entry warmed by root (0600 under a 0700 folder).
         _ = try nobodys.run(["config", "unset", "max-size"])
@@ -399,12 +399,8 @@ final class ResultBox<T>: @unchecked Sendable {
 @Suite struct FailedOpenKeepsTheEntryTests {
     let dir = TempDirectory("vcache-emfile")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.requires(.strace), .timeLimit(.minutes(5)))
     func aPrefetchThatCannotOpenDataLeavesTheCompleteEntryWhole() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
-            print("skipped: strace is not installed")
-            return
-        }
         let cache = dir.file("cache")
         let origin = try TestOrigin()
         let body = TestBytes.make(1 << 20, seed: 213)

@@ -6,12 +6,16 @@ final class RateLimiter {
     let bytesPerSecond: Double
     private var tokens: Double
     private let capacity: Double
-    private var last = ContinuousClock.now
+    private let now: () -> ContinuousClock.Instant
+    private var last: ContinuousClock.Instant
 
-    init(bytesPerSecond: Int64) {
+    /// `now`: the clock (tests pass one they move by hand, so no refill happens between two calls).
+    init(bytesPerSecond: Int64, now: @escaping () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.bytesPerSecond = Double(bytesPerSecond)
         capacity = max(Double(bytesPerSecond) / 10, 16 * 1024)
         tokens = capacity
+        self.now = now
+        last = now()
     }
 
     /// Takes `n` bytes' worth; may leave the bucket in debt so one chunk larger than the bucket
@@ -24,9 +28,9 @@ final class RateLimiter {
     }
 
     func refill() {
-        let now = ContinuousClock.now
-        let elapsed = (now - last).inSeconds
-        last = now
+        let instant = now()
+        let elapsed = (instant - last).inSeconds
+        last = instant
         tokens = min(capacity, tokens + bytesPerSecond * elapsed)
     }
 
