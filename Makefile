@@ -153,7 +153,7 @@ FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift
                 Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift \
                 Sources/VCacheCore/Support/BenchSwitches.swift
 FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift Sources/VCacheCore/Catalog/StreamRole.swift
-FUZZ_CORE_TARGETS = Ranges Judge ProxyRules Keys Units
+FUZZ_CORE_TARGETS = Ranges Judge ProxyRules Keys Units Decisions
 FUZZ_TARGETS  = Walker Mapper Playlist $(FUZZ_CORE_TARGETS)
 FUZZ_FLAGS    = -sanitize=fuzzer,address -parse-as-library -O
 FUZZ_C_MODULES = -I Sources/CCurl -I Sources/CSQLite -I Sources/CCrypto -I Sources/CMicroHTTPD

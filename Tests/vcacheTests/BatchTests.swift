@@ -60,7 +60,7 @@ import VCacheTestSupport
         #expect(r.stderr.contains("vcache: cannot prefetch \(nginx.url("/missing-b.mp4")): origin answered 404 Not Found\n"))
         #expect(r.stderr.contains("failed:\n  \(nginx.url("/missing-a.mp4")): origin answered 404 Not Found\n  \(nginx.url("/missing-b.mp4")): origin answered 404 Not Found\n3 done"))
         let last = String(r.stderr.split(separator: "\n").last ?? "")
-        #expect(last.hasPrefix("3 done, 2 failed, 1 bad input lines; fetched 108 KiB, 0 B already cached, in "))
+        #expect(last.hasPrefix("3 done, 2 failed, 1 bad input line; fetched 108 KiB, 0 B already cached, in "))
         let inspector = try CacheInspector(directory: cache)
         #expect(try inspector.entry(good[0])?.isComplete == true)
         #expect(try inspector.entry(good[1])?.cachedBytes == 10 * 1024)

@@ -71,7 +71,7 @@ public final class CurlTransfer {
         self.url = url
         self.range = range
         self.delegate = delegate
-        stallTimeout = .milliseconds(Int64(max(0.05, options.stallTimeout) * 1000))
+        stallTimeout = .milliseconds(Checked.int64(options.stallTimeout * 1000, clampedTo: 50...Fetcher.longestWaitMilliseconds) ?? 30_000)
         allowedOrigins = options.allowedOrigins
         errorBuffer.initialize(to: 0)
         slot.initialize(to: vc_transfer_slot(socket_errno: 0, refused: 0, easy: nil, allow: nil, allow_context: nil))
@@ -89,7 +89,7 @@ public final class CurlTransfer {
         try set(vc_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1), "CURLOPT_FOLLOWLOCATION")
         try set(vc_easy_setopt_long(easy, CURLOPT_MAXREDIRS, options.maxRedirects), "CURLOPT_MAXREDIRS")
         try set(vc_easy_setopt_str(easy, CURLOPT_USERAGENT, options.userAgent), "CURLOPT_USERAGENT")
-        try set(vc_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000)), "CURLOPT_CONNECTTIMEOUT_MS")
+        try set(vc_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(Checked.int64(options.connectTimeout * 1000, clampedTo: 0...Fetcher.longestWaitMilliseconds) ?? 15_000)), "CURLOPT_CONNECTTIMEOUT_MS")
         // Stalls are timed by the Fetcher from `lastActivity`: curl's LOW_SPEED_TIME averages over
         // a window of several seconds, so it fires late after a fast start.
         try set(vc_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 256 * 1024), "CURLOPT_BUFFERSIZE")

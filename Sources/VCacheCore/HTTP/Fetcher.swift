@@ -8,6 +8,10 @@ import Synchronization
 /// runs on the loop's thread (`loop`: the first thread to use it, which then calls `run`); each
 /// entry point checks that at run time. Only `stop(reason:)` and `wake()` may be called from others.
 public final class Fetcher {
+    /// The longest wait a timer, timeout or deadline is set to (`Units.maxDuration`, ten years):
+    /// longer ones, and NaN, would overflow the clock (`Checked` clamps to it).
+    public static let longestWaitMilliseconds = Int64(Units.maxDuration) * 1000
+
     /// The thread everything below belongs to.
     public let loop = LoopThread()
     private let multi: UnsafeMutableRawPointer
@@ -156,7 +160,7 @@ public final class Fetcher {
     public func after(_ seconds: Double, _ action: @escaping () -> Void) {
         loop.precondition()
         timerSeq += 1
-        timers.append((ContinuousClock.now + .milliseconds(Int64(max(0, seconds) * 1000)), timerSeq, action))
+        timers.append((ContinuousClock.now + .milliseconds(Checked.int64(seconds * 1000, clampedTo: 0...Self.longestWaitMilliseconds) ?? 0), timerSeq, action))
     }
 
     /// Runs `work` on `queue`, then `then` with its result back on the loop thread. The loop keeps

@@ -70,7 +70,9 @@ public enum Readiness: Equatable, Sendable {
         if e.isComplete || ready(duration) { return duration }
         guard ready(0.1) else { return 0 }
         // In tenths of a second: ready(lo), not ready(hi).
-        var lo = 1, hi = Int((duration * 10).rounded(.up))
+        // A duration from an mvhd may be near 2^63 s: tenths of it are clamped (the search is over
+        // the cached bytes, which end far sooner).
+        var lo = 1, hi = Int(Checked.int64((duration * 10).rounded(.up), clampedTo: 2...Int64(Int32.max)) ?? 2)
         while hi - lo > 1 {
             let mid = (lo + hi) / 2
             if ready(Double(mid) / 10) { lo = mid } else { hi = mid }

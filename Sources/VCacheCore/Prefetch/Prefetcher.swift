@@ -419,7 +419,7 @@ public final class Prefetcher {
         // Per item given (a stream's root): the hosts its playlists came from.
         var streamHosts: [Int: Set<String>] = [:]
         if let maxTime = options.maxTime {
-            fetcher.setDeadline(.now + .milliseconds(Int64(maxTime * 1000)), reason: Self.deadlineReason)
+            fetcher.setDeadline(.now + .milliseconds(Checked.int64(maxTime * 1000, clampedTo: 0...Fetcher.longestWaitMilliseconds) ?? 0), reason: Self.deadlineReason)
         }
         launch()
         // With a cap, evict during long downloads too, not only between them: every cap/8

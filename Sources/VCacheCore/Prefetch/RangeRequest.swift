@@ -36,7 +36,7 @@ public enum RangeRequest: Equatable, Sendable, CustomStringConvertible {
         case .head(let n): r = ByteRange(0, min(n, length))
         case .span(let a, let b):
             guard a < length else { return nil }
-            r = ByteRange(a, min(b.map { $0 + 1 } ?? length, length))
+            r = ByteRange(a, min(b.map { Checked.saturatingAdd($0, 1) } ?? length, length))
         case .suffix(let n): r = ByteRange(max(0, length - n), length)
         }
         return r.isEmpty ? nil : r

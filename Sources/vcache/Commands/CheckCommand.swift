@@ -83,7 +83,7 @@ enum CheckCommand: VCacheCommand {
                                       "bad_input_lines": inputErrors.count, "exit_code": Int(code)])
         } else {
             if items.count > 0 { console.out(Table.render(rows)) }
-            console.out("\(items.count - notReady) of \(items.count) ready" + (inputErrors.isEmpty ? "" : "; \(inputErrors.count) bad input lines") + "\n")
+            console.out("\(items.count - notReady) of \(items.count) ready" + (inputErrors.isEmpty ? "" : "; \(inputErrors.count) bad input line\(inputErrors.count == 1 ? "" : "s")") + "\n")
         }
         return code
     }

@@ -130,7 +130,7 @@ enum ListCommand: VCacheCommand {
             // Against the cap the cache counts as evict counts it: its entries, the catalog (with
             // its WAL) and the full-disk reserve, what du counts.
             let usage = Evictor(store: store).footprint().total((try? store.catalog.allEntries()) ?? entries)
-            totals += "; the cache uses \(Units.formatSize(usage)) of a \(Units.formatSize(cap)) cap (\(Int(Double(usage) * 100 / Double(max(cap, 1))))%)"
+            totals += "; the cache uses \(Units.formatSize(usage)) of a \(Units.formatSize(cap)) cap (\(Checked.int(Double(usage) * 100 / Double(max(cap, 1))) ?? Int.max)%)"
         }
         console.out(totals + "\n")
         return 0

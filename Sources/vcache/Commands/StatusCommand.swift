@@ -50,7 +50,7 @@ enum StatusCommand: VCacheCommand {
         var rows: [[String]] = []
         rows.append(["cache", store.directory + (store.sharing == .group ? " (shared by its group)" : "")])
         var size = Units.formatSize(gauges.cacheBytes)
-        if let cap { size += " of a \(Units.formatSize(cap)) cap (\(Int(Double(gauges.cacheBytes) * 100 / Double(max(cap, 1))))%)" } else { size += " (no cap: vcache config set max-size SIZE)" }
+        if let cap { size += " of a \(Units.formatSize(cap)) cap (\(Checked.int(Double(gauges.cacheBytes) * 100 / Double(max(cap, 1))) ?? Int.max)%)" } else { size += " (no cap: vcache config set max-size SIZE)" }
         if let free = gauges.diskFreeBytes { size += "; \(Units.formatSize(free)) free on its disk" }
         rows.append(["size", size])
         rows.append(["entries", "\(gauges.completeEntries) complete, \(gauges.partialEntries) partial, \(pinned) pinned"])

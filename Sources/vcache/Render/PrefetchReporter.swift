@@ -71,7 +71,7 @@ final class PrefetchReporter {
                     lastProgressLine[url] = now
                     let seconds = max(0.001, (now - a.started).inSeconds)
                     let of = toFetch.map { t in " of \(Units.formatSize(t)) (\(t > 0 ? Int(Double(fetched) * 100 / Double(t)) : 100)%)" } ?? ""
-                    log("progress \(url): \(Units.formatSize(fetched))\(of), \(Units.formatSize(Int64(Double(fetched) / seconds)))/s")
+                    log("progress \(url): \(Units.formatSize(fetched))\(of), \(Units.formatSize(Checked.int64(Double(fetched) / seconds) ?? 0))/s")
                 }
             }
             redraw(force: false)

@@ -27,11 +27,11 @@ struct Summary {
     var refused: Int { results.reduce(0) { $0 + $1.refusedMembers } }
 
     var line: String {
-        let rate = elapsed > 0 ? Units.formatSize(Int64(Double(fetched) / elapsed)) + "/s" : "-"
+        let rate = elapsed > 0 ? Units.formatSize(Checked.int64(Double(fetched) / elapsed) ?? 0) + "/s" : "-"
         var head = ""
         if results.count > 1 || failed > 0 || stopped > 0 || inputErrors > 0 || merged > 0 {
             head = "\(results.count - failed - stopped) done, " + (stopped > 0 ? "\(stopped) stopped at --max-time, " : "") + "\(failed) failed"
-                + (inputErrors > 0 ? ", \(inputErrors) bad input lines" : "")
+                + (inputErrors > 0 ? ", \(inputErrors) bad input line\(inputErrors == 1 ? "" : "s")" : "")
                 + (merged > 0 ? ", \(merged) duplicate \(merged == 1 ? "URL" : "URLs") merged" : "")
                 + (refused > 0 ? " (\(refused) stream \(refused == 1 ? "member" : "members") refused: on a host not the stream's own; --allow-host HOST allows one)" : "") + "; "
         }

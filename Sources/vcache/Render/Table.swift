@@ -47,8 +47,8 @@ enum Table {
     static func age(_ date: Date, now: Date) -> String {
         let s = max(0, now.timeIntervalSince(date))
         if s < 60 { return "just now" }
-        if s < 3600 { return "\(Int(s / 60))m ago" }
+        if s < 3600 { return "\(Int(s / 60))m ago" }  // s is finite and under an hour
         if s < 86400 { return "\(Int(s / 3600))h ago" }
-        return "\(Int(s / 86400))d ago"
+        return "\(Checked.int(s / 86400) ?? Int.max)d ago"
     }
 }
