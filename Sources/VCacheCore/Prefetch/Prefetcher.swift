@@ -66,7 +66,7 @@ public final class Prefetcher {
     @discardableResult
     private func keepUnderCap(protecting keys: Set<String>, final: Bool = false, allowance: Int64 = 0) -> Int64? {
         guard let limit = limit() else { return nil }
-        let cap = limit + allowance
+        let cap = Checked.saturatingAdd(limit, allowance)  // allowance: origin lengths, saturated by ItemFit
         var c = Evictor.Criteria()
         c.maxSize = cap
         c.protected = keys
@@ -309,7 +309,7 @@ public final class Prefetcher {
                 for t in requested.indices where !refused.contains(t) {
                     switch ItemFit.verdict(parts[t] ?? [], fixed: footprint.fixed, perPart: footprint.perEntry, limit: cap) {
                     case .neverFits(let needs): refuse(t, error: noRoom(cap, needs: needs))
-                    case .undecided(let holds) where !final: allowance += holds
+                    case .undecided(let holds) where !final: allowance = Checked.saturatingAdd(allowance, holds)
                     case .undecided, .fits: break
                     }
                 }
