@@ -66,7 +66,7 @@ public final class Prefetcher {
     @discardableResult
     private func keepUnderCap(protecting keys: Set<String>, final: Bool = false, allowance: Int64 = 0) -> Int64? {
         guard let limit = limit() else { return nil }
-        let cap = Checked.saturatingAdd(limit, allowance)  // allowance: origin lengths, saturated by ItemFit
+        let cap = SpaceBudget.evictionCap(limit: limit, allowance: allowance)
         var c = Evictor.Criteria()
         c.maxSize = cap
         c.protected = keys
@@ -74,7 +74,8 @@ public final class Prefetcher {
         if !out.evicted.isEmpty {
             events(.evicted(urls: out.evicted.map(\.latestURL), freedBytes: out.freedBytes, usage: out.usageAfter, overCap: false))
         }
-        if !final && out.usageAfter > cap && out.skipped.allSatisfy({ keys.contains($0.entry.key) }) {
+        if SpaceBudget.runStops(usageAfter: out.usageAfter, cap: cap, final: final,
+                                onlyRunEntriesStayed: out.skipped.allSatisfy({ keys.contains($0.entry.key) })) {
             fetcher.stop(reason: Self.overCapReason)
         }
         return out.usageAfter
@@ -83,20 +84,22 @@ public final class Prefetcher {
     /// The error for a run that cannot fit under `limit`: the cap's, or min-free's when it was
     /// min-free that made the limit lower than the cap.
     private func noRoom(_ limit: Int64, needs: Int64? = nil) -> PrefetchError {
-        if let minFree = options.minFree, limit < (options.maxSize ?? .max) { return .noRoom(cap: limit, minFree: minFree, needs: needs) }
+        if let minFree = options.minFree, budget.isMinFrees(limit: limit) { return .noRoom(cap: limit, minFree: minFree, needs: needs) }
         return .noRoom(cap: limit, needs: needs)
     }
 
     /// The size the cache must get down to now: the cap, or less when the disk's free space is
     /// under `minFree` (what is missing of it comes off the cache). Nil: neither is set.
     private func limit() -> Int64? {
-        var limit = options.maxSize
-        if let minFree = options.minFree, let free = FileSystem.space(store.directory)?.free, free < minFree,
-           let entries = try? store.catalog.allEntries() {
-            let usage = Evictor(store: store).footprint(exact: false).total(entries)
-            limit = min(limit ?? .max, max(0, usage - (minFree - free)))
-        }
-        return limit
+        let free = budget.measuresFree ? FileSystem.space(store.directory)?.free : nil
+        let usage = budget.measuresUsage(free: free)
+            ? (try? store.catalog.allEntries()).map { Evictor(store: store).footprint(exact: false).total($0) } : nil
+        return budget.limit(free: free, usage: usage)
+    }
+
+    /// The cap and min-free of this run, with prefetch's min-free rule (`SpaceBudget`).
+    private var budget: SpaceBudget {
+        SpaceBudget(maxSize: options.maxSize, minFree: options.minFree, minFreeRule: .shortfall)
     }
 
     /// The disk filled during an item: least recently used entries outside the run go to free
@@ -105,9 +108,9 @@ public final class Prefetcher {
     private func makeRoom(protecting keys: Set<String>) -> Bool {
         guard let entries = try? store.catalog.allEntries() else { return false }
         let evictor = Evictor(store: store)
-        let size = FileSystem.space(store.directory)?.size ?? Int64(64 << 20) * 8
+        let chunk = SpaceBudget.fullDiskChunk(fileSystemSize: FileSystem.space(store.directory)?.size)
         var c = Evictor.Criteria()
-        c.maxSize = max(0, evictor.footprint(exact: false).total(entries) - min(64 << 20, max(1 << 20, size / 8)))
+        c.maxSize = SpaceBudget.fullDiskTarget(usage: evictor.footprint(exact: false).total(entries), freeing: chunk)
         c.protected = keys
         guard let out = try? evictor.evict(c, dryRun: false), out.freedBytes > 0 else { return false }
         events(.evicted(urls: out.evicted.map(\.latestURL), freedBytes: out.freedBytes, usage: out.usageAfter, overCap: false))

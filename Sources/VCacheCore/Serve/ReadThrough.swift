@@ -362,22 +362,20 @@ public final class ReadThrough: Sendable {
     func room(for key: String, wanted: Int64) -> Int64? {
         let (maxSize, minFree) = limits.withLock { $0 }
         let evictor = Evictor(store: store)
-        var limit = maxSize
         // min-free: the cache may grow only by what the disk has beyond it (what is missing
-        // of it comes off the cache), as prefetch does.
-        if let minFree, let free = FileSystem.space(store.directory)?.free, let entries = try? store.catalog.allEntries() {
-            let usage = evictor.footprint(exact: false).total(entries)
-            limit = min(limit ?? .max, max(0, Checked.saturatingSubtract(Checked.saturatingAdd(usage, free), minFree)))
-        }
-        guard let cap = limit else { return nil }
+        // of it comes off the cache); serve's rule, not prefetch's (`SpaceBudget.MinFreeRule`).
+        let budget = SpaceBudget(maxSize: maxSize, minFree: minFree, minFreeRule: .headroom)
+        let free = budget.measuresFree ? FileSystem.space(store.directory)?.free : nil
+        let usage = budget.measuresUsage(free: free)
+            ? (try? store.catalog.allEntries()).map { evictor.footprint(exact: false).total($0) } : nil
+        guard let cap = budget.limit(free: free, usage: usage) else { return nil }
         // Storing adds more than its bytes: the entry's folders and the catalog's journal.
         // (`wanted` may be an origin's length near 2^63: saturating, it means "all of the cap".)
-        let allowance = evictor.footprint(exact: false).growthAllowance
+        let growth = evictor.footprint(exact: false).growthAllowance
         var c = Evictor.Criteria()
-        c.maxSize = max(0, Checked.saturatingSubtract(Checked.saturatingSubtract(cap, wanted), allowance))
+        c.maxSize = SpaceBudget.evictionTarget(limit: cap, wanted: wanted, growth: growth)
         c.protected = [key]
-        let usage = (try? evictor.evict(c, dryRun: false))?.usageAfter ?? cap
-        return Checked.saturatingSubtract(Checked.saturatingSubtract(cap, usage), allowance)
+        return SpaceBudget.room(limit: cap, usageAfter: (try? evictor.evict(c, dryRun: false))?.usageAfter, growth: growth)
     }
 
     /// The disk filled while storing: least recently used entries other than `key` (never one in
@@ -385,11 +383,11 @@ public final class ReadThrough: Sendable {
     /// space was freed (a new job may then try again).
     func makeRoom(for key: String, wanted: Int64) -> Bool {
         // A span larger than the whole file system never fits: evicting for it would only lose videos.
-        guard let size = FileSystem.space(store.directory)?.size, size > wanted else { return false }
+        guard SpaceBudget.fullDiskMayFit(wanted: wanted, fileSystemSize: FileSystem.space(store.directory)?.size) else { return false }
         let evictor = Evictor(store: store)
         guard let entries = try? store.catalog.allEntries() else { return false }
         var c = Evictor.Criteria()
-        c.maxSize = max(0, Checked.saturatingSubtract(evictor.footprint(exact: false).total(entries), wanted))
+        c.maxSize = SpaceBudget.fullDiskTarget(usage: evictor.footprint(exact: false).total(entries), freeing: wanted)
         c.protected = [key]
         return ((try? evictor.evict(c, dryRun: false))?.freedBytes ?? 0) > 0
     }
