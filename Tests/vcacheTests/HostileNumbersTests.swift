@@ -127,6 +127,32 @@ import VCacheTestSupport
         #expect(serve.process.isRunning)
     }
 
+    /// A player asking for the end of a video whose origin announces a length near 2^63, with and
+    /// without a cap, and a range near the end: serve answers and stays up (found by the hostile
+    /// review: `position + waitWindow` and `p + room` in ServeDecision overflowed).
+    @Test(arguments: [[], ["--max-size", "1G"]])
+    func serveAnswersTheEndOfALengthNear2To63(args: [String]) throws {
+        let origin = try TestOrigin()
+        let small = try Fixtures.data("moov-at-end.mp4")
+        origin.setResource("/huge.mp4", .init(body: small, etag: "\"h\""))
+        origin.setResource("/ok.mp4", .init(body: small, etag: "\"ok\""))
+        var f = TestOrigin.Faults()
+        f.announcedLength = .max
+        origin.setFaults("/huge.mp4", f)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, arguments: args)
+        let url = serve.url(origin.url("/huge.mp4"))
+        let last = Int64.max - 1
+        for range in ["-100", "0-100", "\(last - 1000)-\(last - 900)", "-100"] {
+            let got = try Curl.fetch(["-m", "30", "-r", range, url], in: dir)
+            #expect(serve.process.isRunning, "serve died on bytes=\(range)")
+            #expect(got.status == 206 || got.status == 502 || got.status == 416, "\(range): \(got.status)")
+            if got.status == 206 { #expect(got.body.count == 101, "\(range): \(got.body.count) bytes") }
+        }
+        let ok = try Curl.fetch(["-m", "60", serve.url(origin.url("/ok.mp4"))], in: dir)
+        #expect(ok.status == 200 && ok.body == small)
+        #expect(serve.process.isRunning)
+    }
+
     /// A live playlist with a target duration of 10^20 s: its cached copy's freshness is capped,
     /// and serve answers it and the next player (before: the first request killed serve).
     @Test func aLivePlaylistWithAHugeTargetDurationIsServed() throws {

@@ -190,7 +190,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     /// for a body sent by sendfile that stopped while the client stayed (the server saw a read fail).
     public func readProblem(from offset: Int64) -> String? {
         guard let file, offset >= range.lowerBound else { return nil }
-        let end = min(range.upperBound, offset + (8 << 20))
+        let end = min(range.upperBound, Checked.saturatingAdd(offset, 8 << 20))
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
         defer { buffer.deallocate() }
         var at = offset

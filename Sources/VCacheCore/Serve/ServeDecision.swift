@@ -78,7 +78,7 @@ public enum ServeDecision {
             let available = justified.contiguousEnd(from: p)
             if available > p && hasFile { return .read(upTo: min(available, end)) }
             if hasFile && !refreshed { return .refresh }
-            if hasFile, jobs.contains(where: { $0.writesReadersFile && $0.start <= p && p < $0.end && p <= $0.position + waitWindow }) {
+            if hasFile, jobs.contains(where: { $0.writesReadersFile && $0.start <= p && p < $0.end && p - $0.position <= waitWindow }) {
                 return .wait
             }
             if mayStore && jobsStarted < jobsPerResponse { return .startJob(ByteRange(p, end)) }
@@ -169,9 +169,9 @@ public enum ServeDecision {
             guard var room else { return span }
             let p = wanted.lowerBound
             let over = Set(overtaken)
-            for (i, r) in running.enumerated() { room -= over.contains(i) ? p - r.lowerBound : r.count }
+            for (i, r) in running.enumerated() { room = Checked.saturatingSubtract(room, over.contains(i) ? p - r.lowerBound : r.count) }
             guard room >= Self.minimumRoom else { return nil }
-            return ByteRange(p, min(span.upperBound, p + room))
+            return ByteRange(p, min(span.upperBound, Checked.saturatingAdd(p, room)))  // p near 2^63 (an origin's length)
         }
     }
 
