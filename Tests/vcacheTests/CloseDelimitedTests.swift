@@ -122,6 +122,12 @@ import VCacheTestSupport
         let export = try vcache(["export", url, out])
         #expect(export.status == 1 && export.stderr.contains("\(url) is not complete"), "\(export.stderr)")
         #expect(!FileManager.default.fileExists(atPath: out))
+        // verify takes the state as kept on purpose: no problem, and --fix keeps the bytes (the
+        // hostile review: verify said "the length is unknown" and --fix dropped them all).
+        let verify = try vcache(["verify"])
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        #expect(try vcache(["verify", "--fix"]).status == 0)
+        #expect(try CacheInspector(directory: cache).entry(url)?.cachedBytes == 100_000)
     }
 
     /// serve stores a new video's head through the same job: a small MP4 cut by the close is

@@ -128,11 +128,9 @@ public struct Verifier {
                 rowsSane = false
                 continue
             }
-            if e.length == nil {
-                report.problems.append("ranges are recorded but the length is unknown")
-                rowsSane = false
-                continue
-            }
+            // No length with ranges is a state prefetch keeps on purpose: a body only the
+            // connection's close ended, whose bytes cannot prove it whole (Docs/cache-format.md,
+            // "Complete: when a body's end is known"). Its ranges are checked like any others.
             if start < previousEnd {
                 report.problems.append("ranges overlap at byte \(start)")
                 rowsSane = false
