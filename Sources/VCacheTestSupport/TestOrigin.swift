@@ -139,6 +139,19 @@ public final class TestOrigin: Sendable {
     /// Connections accepted so far (a client that connected and sent nothing counts too).
     public var acceptedConnections: Int { state.withLock { $0.accepted } }
 
+    /// Connections open now (a client's that it has not closed, or that this origin is still serving).
+    public var openConnections: Int { state.withLock { $0.connections.count } }
+
+    /// Waits until at most `count` connections are open, up to `seconds`; whether it came.
+    public func waitForOpenConnections(atMost count: Int, within seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while openConnections > count {
+            if Date() >= deadline { return false }
+            changed.wait(until: deadline)
+        }
+        return true
+    }
+
     public func requests(_ path: String) -> [String?] { state.withLock { $0.requests[path] ?? [] } }
 
     /// The query string of each request for `path` (without `?`; empty when none), in order.
@@ -223,6 +236,7 @@ public final class TestOrigin: Sendable {
                     s.connections.remove(fd)
                     close(fd)
                 }
+                changed.broadcast()
             }
         }
         // Stopped: `stop` shut it down under the lock, and no one else closes it.

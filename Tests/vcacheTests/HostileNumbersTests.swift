@@ -64,6 +64,28 @@ import VCacheTestSupport
         #expect(origin.requests("/v.mp4").count == asked)
     }
 
+    /// An origin that drips (about 200 B/s): the player's response head comes from the head that
+    /// arrived within serve's head deadline (before: serve waited for 64 KiB, 5 minutes here), and
+    /// once the player leaves, the job finishing the video stops after its grace and lets the
+    /// origin go (before: it held the connection until the whole video came).
+    @Test func aDrippingOriginNeitherHoldsThePlayerNorTheOrigin() throws {
+        let origin = try TestOrigin()
+        let body = try Fixtures.data("moov-at-end.mp4")
+        origin.setResource("/drip.mp4", .init(body: body, etag: "\"d\""))
+        origin.throttle("/drip.mp4", to: 200)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let got = try Curl.fetch(["-m", "60", "-r", "0-99", serve.url(origin.url("/drip.mp4"))], in: dir)
+        #expect(got.status == 206 && got.body == body.prefix(100), "\(got.status) \(got.body.count)")
+        // A player that wants more than the head held, and leaves before it came: a storing job
+        // runs for it, and has the rest of a small video to finish without readers.
+        _ = try? Curl.fetch(["-m", "12", "-r", "0-65535", serve.url(origin.url("/drip.mp4"))], in: dir)
+        #expect(origin.requests("/drip.mp4").count >= 2, "\(origin.requests("/drip.mp4"))")
+        // The player is gone; within the grace (30 s) and a throttled chunk, the origin is let go.
+        #expect(origin.waitForOpenConnections(atMost: 0, within: 120), "\(origin.openConnections) connections still open")
+        #expect(origin.servedBytes("/drip.mp4") < body.count)
+        #expect(serve.process.isRunning)
+    }
+
     // MARK: - Traps
 
     /// `Retry-After: nan` (and the other spellings Double takes) is no delay: the retry follows the

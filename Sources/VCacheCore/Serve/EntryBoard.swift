@@ -148,15 +148,33 @@ final class EntryBoard: @unchecked Sendable {
         cond.lock()
         readers -= 1
         var stops: [@Sendable () -> Void] = []
+        var finishing: [Writer] = []
         if readers == 0 {
-            for w in writers {
+            for w in writers where !w.finished {
                 var have = claims
                 have.formUnion(trustedWrites(w.file, promised: promised))
-                if ServeDecision.stopsWithoutReaders(from: w.position, to: w.effectiveEnd, have: have) { stops.append(w.stop) }
+                if ServeDecision.stopsWithoutReaders(from: w.position, to: w.effectiveEnd, have: have) { stops.append(w.stop) } else { finishing.append(w) }
             }
         }
         unhold(file)
         cond.broadcast()
+        cond.unlock()
+        for s in stops { s() }
+        // A job near its end finishes without readers, but not for ever: an origin that drips
+        // would hold it (and a connection to the origin) for hours. Still running with no reader
+        // after `orphanGrace`, it stops; what it wrote is kept.
+        if !finishing.isEmpty {
+            let jobs = finishing
+            DispatchQueue.global().asyncAfter(deadline: .now() + Self.orphanGrace) { [self] in stopOrphans(jobs) }
+        }
+    }
+
+    /// Seconds a job may go on finishing after its last reader left.
+    static let orphanGrace: Double = 30
+
+    private func stopOrphans(_ jobs: [Writer]) {
+        cond.lock()
+        let stops = readers == 0 ? jobs.filter { !$0.finished }.map(\.stop) : []
         cond.unlock()
         for s in stops { s() }
     }

@@ -194,6 +194,8 @@ public final class ReadThrough: Sendable {
 
     /// The most of a stream member sent with no length that `open` fetches whole.
     public static let memberLimit: Int64 = 256 << 20
+    /// Seconds a new video's head fetch may take before the player is answered from what came.
+    public static let headDeadline: Double = 5
 
     /// `open`, as the entry's only opener.
     private func open(_ url: String, key: String, board: EntryBoard, isSegment: () -> Bool, isMember: () -> Bool) throws(OpenError) -> Video {
@@ -213,7 +215,16 @@ public final class ReadThrough: Sendable {
         o.onWrite = { file, range in headWrites.add(file, range) }
         o.retries = 1
         o.waitForLock = false
+        // The head runs on the player's connection, before its response head: an origin that
+        // drips must not hold the player (nor the origin, once the player gave up) for minutes.
+        // Past the deadline what arrived is kept, and the video opens when its length is known.
+        o.maxTime = Self.headDeadline
         var result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
+        if result.error == .deadline {
+            let known = snapshot(key)
+            known.file?.close()
+            if known.entry?.length != nil { result.error = nil }
+        }
         if result.error == nil, result.length == nil, isMember() {
             // A segment sent chunked (a packager, some CDNs): read whole, its length is what came.
             result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(Self.memberLimit)], checkSegment: checkSegment)])[0]
