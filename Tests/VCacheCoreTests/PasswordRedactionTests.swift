@@ -18,6 +18,10 @@ import Testing
         ("http://alice:s3%40cret@h/v.mp4", "http://alice:***@h/v.mp4"),
         ("http://alice:s3cret;type=a@h/", "http://alice:***@h/"),
         ("http://:s3cret@h/v.mp4", "http://:***@h/v.mp4"),
+        // Scheme-relative (found by the hostile review: printed in full by every command's error).
+        ("//alice:s3cret@127.0.0.1:9/x.mp4", "//alice:***@127.0.0.1:9/x.mp4"),
+        ("cannot prefetch //alice:s3cret@h/x.mp4: not a valid URL", "cannot prefetch //alice:***@h/x.mp4: not a valid URL"),
+        ("\\\\alice:s3cret@h/x.mp4", "\\\\alice:***@h/x.mp4"),
         ("http://alice:s3cret@h?x=1", "http://alice:***@h?x=1"),
         ("alice:s3cret@h/v.mp4", "alice:***@h/v.mp4"),
         // What it refuses, as an error quotes it.

@@ -20,7 +20,12 @@ public enum PasswordRedaction {
         var spans: [Range<Int>] = []  // in unit indices: the password's units
         for start in units.indices {
             if let s = schemeAuthority(units, at: start), let p = password(units, authority: s.start, spaces: s.slashes > 0) { spans.append(p) }
-            if isTokenStart(units, start), let p = password(units, authority: start, spaces: false) { spans.append(p) }
+            if isTokenStart(units, start) {
+                // A scheme-relative URL (`//a:pw@h`, `\\a:pw@h`): its authority follows the slashes.
+                var authority = start
+                while authority < units.count, units[authority].char == UInt8(ascii: "/") || units[authority].char == UInt8(ascii: "\\") { authority += 1 }
+                if let p = password(units, authority: authority, spaces: false) { spans.append(p) }
+            }
         }
         guard !spans.isEmpty else { return text }
         spans.sort { $0.lowerBound < $1.lowerBound }
