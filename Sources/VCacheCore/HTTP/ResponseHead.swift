@@ -25,7 +25,7 @@ public struct ResponseHead: Equatable, Sendable {
     }
 
     /// nil when absent or not a length (a negative number is not one).
-    public var contentLength: Int64? { header("Content-Length").flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil } }
+    public var contentLength: Int64? { header("Content-Length").flatMap(ContentRange.digits) }
     public var contentRange: ContentRange? { header("Content-Range").flatMap(ContentRange.init) }
     public var etag: String? { header("ETag") }
     public var lastModified: String? { header("Last-Modified") }
@@ -78,11 +78,11 @@ public struct ContentRange: Equatable, Sendable {
         guard halves.count == 2 else { return nil }
         let ends = halves[0].split(separator: "-", maxSplits: 1).map(String.init)
         // `b < Int64.max`: the range's end (b + 1) must be a number too.
-        guard ends.count == 2, let a = Int64(ends[0]), let b = Int64(ends[1]), a >= 0, a <= b, b < Int64.max else { return nil }
+        guard ends.count == 2, let a = Self.digits(ends[0]), let b = Self.digits(ends[1]), a <= b, b < Int64.max else { return nil }
         if halves[1] == "*" {
             complete = nil
         } else {
-            guard let c = Int64(halves[1]), b < c else { return nil }
+            guard let c = Self.digits(halves[1]), b < c else { return nil }
             complete = c
         }
         first = a
@@ -90,4 +90,11 @@ public struct ContentRange: Equatable, Sendable {
     }
 
     public var range: ByteRange { ByteRange(first, last + 1) }
+
+    /// A number as HTTP writes one (1*DIGIT, RFC 9110 §14.4 and §8.6): `Int64` alone would take
+    /// `+296069` and `-1` too. Nil past Int64.
+    static func digits<S: StringProtocol>(_ text: S) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return Int64(text)
+    }
 }
