@@ -91,7 +91,7 @@ INSTALLED = bin/vcache share/man/man1/vcache.1 share/bash-completion/completions
             lib/systemd/system/vcache-serve.service lib/systemd/system/vcache-warmup.service \
             lib/systemd/system/vcache-warmup.timer share/doc/vcache/urls.txt.example
 install: deps
-	$(SWIFT) build -c release --static-swift-stdlib
+	$(SWIFT) build -c release --static-swift-stdlib --product vcache
 	@$(MAKE) --no-print-directory install-files BIN="$$($(SWIFT) build -c release --show-bin-path)/vcache"
 
 # Installs BIN (already built) and what it generates: used by install, and by the tests.
@@ -116,7 +116,7 @@ install-files:
 # A Debian package in .build/deb: binary, man page, completions, Depends from what it links.
 deb: deps
 	$(call ensure_packages,binutils)
-	$(SWIFT) build -c release --static-swift-stdlib
+	$(SWIFT) build -c release --static-swift-stdlib --product vcache
 	@bash Tests/Scripts/deb.sh "$$($(SWIFT) build -c release --show-bin-path)/vcache" .build/deb
 
 uninstall:
@@ -124,10 +124,10 @@ uninstall:
 
 # The bench-only switches (no fsync, no SHA-256) exist only in a second build under .build/bench:
 # the binary users install has no way to turn crash safety off.
-BENCH_BUILD = $(SWIFT) build -c release --static-swift-stdlib --build-path .build/bench -Xswiftc -DVCACHE_BENCH_SWITCHES
+BENCH_BUILD = $(SWIFT) build -c release --static-swift-stdlib --product vcache --build-path .build/bench -Xswiftc -DVCACHE_BENCH_SWITCHES
 bench: deps-test
 	$(call ensure_packages,$(BENCH_DEPS))
-	$(SWIFT) build -c release --static-swift-stdlib
+	$(SWIFT) build -c release --static-swift-stdlib --product vcache
 	$(BENCH_BUILD)
 	@bash Tests/Scripts/bench.sh "$$($(SWIFT) build -c release --show-bin-path)/vcache" "$$($(BENCH_BUILD) --show-bin-path)/vcache"
 
@@ -135,7 +135,7 @@ bench: deps-test
 # never rots; it reports and never fails on a ratio).
 bench-quick: deps-test
 	$(call ensure_packages,$(BENCH_DEPS))
-	$(SWIFT) build -c release --static-swift-stdlib
+	$(SWIFT) build -c release --static-swift-stdlib --product vcache
 	$(BENCH_BUILD)
 	@BENCH_QUICK=1 bash Tests/Scripts/bench.sh "$$($(SWIFT) build -c release --show-bin-path)/vcache" "$$($(BENCH_BUILD) --show-bin-path)/vcache"
 
