@@ -217,13 +217,21 @@ public final class ReadThrough: Sendable {
         o.waitForLock = false
         // The head runs on the player's connection, before its response head: an origin that
         // drips must not hold the player (nor the origin, once the player gave up) for minutes.
-        // Past the deadline what arrived is kept, and the video opens when its length is known.
+        // Past the deadline what arrived is kept, and the video opens when its length is known
+        // (an origin slower than that to answer at all is waited for as before).
         o.maxTime = Self.headDeadline
         var result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
         if result.error == .deadline {
             let known = snapshot(key)
             known.file?.close()
-            if known.entry?.length != nil { result.error = nil }
+            if known.entry?.length != nil {
+                result.error = nil
+            } else {
+                // No response head yet (a cold CDN edge may take longer than the deadline to
+                // answer): wait for it as before, bounded by --timeout between bytes.
+                o.maxTime = nil
+                result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
+            }
         }
         if result.error == nil, result.length == nil, isMember() {
             // A segment sent chunked (a packager, some CDNs): read whole, its length is what came.
