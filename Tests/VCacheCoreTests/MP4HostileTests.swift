@@ -76,3 +76,34 @@ extension Array where Element == UInt8 {
         return b
     }
 }
+
+/// A file an origin says is near 2^63 bytes, whose first box (a 64-bit size) ends 3 bytes before
+/// that: the next header's range was `at + 8`, past Int64 (a trap); it is the 3 bytes left now,
+/// too few for a header (an error), for the planner and for info's facts alike.
+@Suite struct MP4LengthNear2To63Tests {
+    static let length = Int64.max
+    static let firstBoxEnd = Int64.max - 3
+
+    static func read(_ offset: Int64, _ count: Int) throws -> [UInt8] {
+        // `ftyp` with a 64-bit size reaching firstBoxEnd, then zeros.
+        var head: [UInt8] = [0, 0, 0, 1] + Array("ftyp".utf8)
+        head += withUnsafeBytes(of: UInt64(firstBoxEnd).bigEndian, Array.init) + Array("isom".utf8) + [0, 0, 2, 0]
+        return (0..<count).map { i in
+            let at = offset + Int64(i)
+            return at < Int64(head.count) ? head[Int(at)] : 0
+        }
+    }
+
+    @Test func thePlannerStopsAtTheLastBytesWithoutATrap() {
+        let planner = MP4Planner(goal: .seconds(2), length: Self.length, have: RangeSet([ByteRange(0, Self.length)]), read: Self.read)
+        switch planner.next() {
+        case .done: Issue.record("no moov, yet done")
+        default: break
+        }
+    }
+
+    @Test func infoSeesTheBoxAndNoMoovWithoutATrap() {
+        let facts = MP4Facts.inspect(length: Self.length, have: RangeSet([ByteRange(0, Self.length)]), read: Self.read)
+        #expect(facts.moov == nil)
+    }
+}

@@ -31,7 +31,7 @@ public struct MP4Facts: Sendable {
         var problem: String?
         while at < length {
             // One header at a time: a header that is not cached yet only ends the walk.
-            guard have.contains(ByteRange(at, min(at + 8, length))) else { break }
+            guard have.contains(ByteRange(at, at + min(8, length - at))) else { break }  // no at + 8: length may be near 2^63
             do {
                 let box = try walker.box(at: at, end: length)
                 seen.append(box)
@@ -60,7 +60,7 @@ public struct MP4Facts: Sendable {
                 // The planner over the whole file as if cached: it only reads headers, the moov and
                 // moofs, so this works when those are cached; otherwise the answer is unknown.
                 let planner = MP4Planner(goal: .seconds(seconds), length: length, have: RangeSet([ByteRange(0, length)])) { offset, count in
-                    guard have.contains(ByteRange(offset, offset + Int64(count))) else { throw MP4Error.truncatedHeader(at: offset) }
+                    guard count >= 0, have.contains(ByteRange(offset, Checked.saturatingAdd(offset, Int64(count)))) else { throw MP4Error.truncatedHeader(at: offset) }
                     return try read(offset, count)
                 }
                 if case .done(let found) = planner.next() {

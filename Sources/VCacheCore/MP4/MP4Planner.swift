@@ -66,7 +66,8 @@ public struct MP4Planner {
         let count = Int(try c.u16())
         guard count * 12 <= c.remaining else { throw c.error("its reference count \(count) cannot fit in the box") }
         guard timescale > 0 else { throw c.error("its timescale is 0") }
-        guard firstOffset <= UInt64(length) else { throw c.error("its first offset \(firstOffset) lies past the file") }
+        // Differences, not sums: the file's length is the origin's word and may be near 2^63.
+        guard sidx.end <= length, firstOffset <= UInt64(length - sidx.end) else { throw c.error("its first offset \(firstOffset) lies past the file") }
         var anchor = sidx.end + Int64(firstOffset)
         var elapsed: UInt64 = 0
         var out = RangeSet()
@@ -76,7 +77,7 @@ public struct MP4Planner {
             try c.skip(4)
             if word >> 31 == 1 { return nil }
             let size = Int64(word & 0x7fff_ffff)
-            guard anchor + size <= length else { throw c.error("a segment of \(size) bytes at offset \(anchor) lies past the file") }
+            guard size <= length - anchor else { throw c.error("a segment of \(size) bytes at offset \(anchor) lies past the file") }
             if Double(elapsed) / Double(timescale) < seconds { out.insert(ByteRange(anchor, anchor + size)) }
             anchor += size
             elapsed += UInt64(duration)
@@ -116,10 +117,10 @@ public struct MP4Planner {
         var indexed = false  // a sidx has listed the fragments
         while at < length {
             // A header is 8 bytes, 16 with a 64-bit size (size field 1): fetch what it takes.
-            let short = ByteRange(at, min(at + 8, length))
+            let short = ByteRange(at, at + min(8, length - at))
             if !held(short) { return .need(RangeSet([short]), .header(at: at)) }
             if short.count == 8, try read(at, 4) == [0, 0, 0, 1] {
-                let long = ByteRange(at, min(at + 16, length))
+                let long = ByteRange(at, at + min(16, length - at))
                 if !held(long) { return .need(RangeSet([long]), .header(at: at)) }
             }
             if count == 0, length >= 8 {
@@ -155,7 +156,7 @@ public struct MP4Planner {
             case "sidx":
                 guard movie?.fragmented == true, case .seconds(let seconds) = goal else { break }
                 // The segment index, and the header after it (another sidx, or the first moof).
-                if !held(whole) { return .need(RangeSet([ByteRange(box.offset, min(box.end + 8, length))]), .fragment(at: box.offset)) }
+                if !held(whole) { return .need(RangeSet([ByteRange(box.offset, box.end + min(8, length - box.end))]), .fragment(at: box.offset)) }
                 if let segments = try Self.segments(sidx: box, bytes: try read(box.offset, Int(box.size)), before: seconds, length: length) {
                     want.formUnion(segments)
                     indexed = true
@@ -169,7 +170,7 @@ public struct MP4Planner {
                 guard let m = movie, case .seconds(let seconds) = goal else { break }
                 if !held(whole) {
                     // The moof and the header of what follows it (its mdat), in one request.
-                    return .need(RangeSet([ByteRange(box.offset, min(box.end + 16, length))]), .fragment(at: box.offset))
+                    return .need(RangeSet([ByteRange(box.offset, box.end + min(16, length - box.end))]), .fragment(at: box.offset))
                 }
                 let fragment = try MP4Fragment(moof: box, bytes: try read(box.offset, Int(box.size)), movie: m)
                 var start = Double.infinity
@@ -190,7 +191,7 @@ public struct MP4Planner {
                 want.insert(whole)
                 takeNextMdat = false
                 // The fragment's media, and the next header, in one request.
-                if !held(whole) { return .need(RangeSet([ByteRange(box.offset, min(box.end + 16, length))]), .fragment(at: box.offset)) }
+                if !held(whole) { return .need(RangeSet([ByteRange(box.offset, box.end + min(16, length - box.end))]), .fragment(at: box.offset)) }
             default:
                 break
             }
