@@ -240,6 +240,16 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// The entry's length column exactly as stored (nil: NULL, no length told), for `verify`:
+    /// `entry(from:)` reads a negative one as unknown too.
+    public func storedLength(key: String) throws -> Int64? {
+        try database.read { c in
+            var length: Int64?
+            try c.query("SELECT length FROM entries WHERE key = ?", .text(key)) { length = $0.optionalInt(0) }
+            return length
+        }
+    }
+
     /// Replaces the entry's ranges with `set` (verify --fix); drops completion when not whole.
     public func replaceRanges(key: String, with set: RangeSet, diskBytes: Int64, keepCompletion: Bool) throws {
         try database.write { c in

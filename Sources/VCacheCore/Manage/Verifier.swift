@@ -128,9 +128,16 @@ public struct Verifier {
                 rowsSane = false
                 continue
             }
-            // No length with ranges is a state prefetch keeps on purpose: a body only the
+            // No length (NULL) with ranges is a state prefetch keeps on purpose: a body only the
             // connection's close ended, whose bytes cannot prove it whole (Docs/cache-format.md,
-            // "Complete: when a body's end is known"). Its ranges are checked like any others.
+            // "Complete: when a body's end is known"); its ranges are checked like any others. A
+            // length that is there but no length (negative), or a complete entry without one, is
+            // damage.
+            if e.length == nil, try e.isComplete || store.catalog.storedLength(key: e.key) != nil {
+                report.problems.append("ranges are recorded but the length is unknown")
+                rowsSane = false
+                continue
+            }
             if start < previousEnd {
                 report.problems.append("ranges overlap at byte \(start)")
                 rowsSane = false
