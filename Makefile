@@ -151,8 +151,8 @@ bench-quick: deps-test
 FUZZ_SECONDS ?= 60
 FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift \
                 Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift \
-                Sources/VCacheCore/Support/BenchSwitches.swift
-FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift Sources/VCacheCore/Catalog/StreamRole.swift
+                Sources/VCacheCore/Support/BenchSwitches.swift Sources/VCacheCore/Support/Checked.swift
+FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift Sources/VCacheCore/Catalog/StreamRole.swift Sources/VCacheCore/Support/Checked.swift
 FUZZ_CORE_TARGETS = Ranges Judge ProxyRules Keys Units Decisions
 FUZZ_TARGETS  = Walker Mapper Playlist $(FUZZ_CORE_TARGETS)
 FUZZ_FLAGS    = -sanitize=fuzzer,address -parse-as-library -O
