@@ -220,7 +220,10 @@ public final class ReadThrough: Sendable {
         // Past the deadline what arrived is kept, and the video opens when its length is known
         // (an origin slower than that to answer at all is waited for as before).
         o.maxTime = Self.headDeadline
-        var result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
+        func fetchHead(_ limit: Int64) -> PrefetchResult {
+            Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(limit)], checkSegment: checkSegment)])[0]
+        }
+        var result = fetchHead(64 << 10)
         if result.error == .deadline {
             let known = snapshot(key)
             known.file?.close()
@@ -230,12 +233,13 @@ public final class ReadThrough: Sendable {
                 // No response head yet (a cold CDN edge may take longer than the deadline to
                 // answer): wait for it as before, bounded by --timeout between bytes.
                 o.maxTime = nil
-                result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(64 << 10)], checkSegment: checkSegment)])[0]
+                result = fetchHead(64 << 10)
             }
         }
         if result.error == nil, result.length == nil, isMember() {
             // A segment sent chunked (a packager, some CDNs): read whole, its length is what came.
-            result = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(Self.memberLimit)], checkSegment: checkSegment)])[0]
+            o.maxTime = nil  // read whole: the head's deadline is not this one's
+            result = fetchHead(Self.memberLimit)
         }
         let noRoom: Bool = if case .noRoom? = result.error { true } else { false }
         if result.error == .lockBusy || noRoom {
