@@ -134,7 +134,7 @@ public struct PrefetchOptions: Sendable {
     public var expectedVersion: Validators?
     /// The entry's writer lock, already held by the caller and shared with other jobs on the same
     /// entry (`serve`); the job neither takes nor releases a lock of its own.
-    public var sharedLock: SharedWriterLock?
+    public var sharedLock: (any SharedEntryLock)?
     /// Where the job must stop writing, read as it goes (`serve` moves it when another job takes
     /// over the rest of the span); nil: no such limit.
     public var stopAt: (@Sendable () -> Int64)?

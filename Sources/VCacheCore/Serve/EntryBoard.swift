@@ -1,77 +1,48 @@
 import Foundation
 import Synchronization
 
-/// What this process knows of one entry while it is served: the bytes it wrote into each of the
-/// entry's files, its storing jobs, and who uses it. A monitor: its state is private and changed
-/// only by the operations below, each under `cond`. Those named with a leading underscore are
-/// called with `cond` already held: from the job start `step` runs under it.
+/// The shell around one served entry's `EntryState`: it takes `cond`, runs a transition, lets go,
+/// and only then does what the transition asked for (stop a job, run a drop, release the flock,
+/// punch holes). No closure of a caller and no I/O runs while `cond` is held; the only thing done
+/// under it is waiting on it. What the shell keeps beside the state are handles the state names
+/// by id: each job's stop, the flock, the drop handed to the last job out.
 ///
-/// Lock order: `opening`, then `cond`, then the entry's writer lock (taken by a job start); a
-/// reader never waits on `cond` while it holds the writer lock of a job of its own.
+/// Lock order (Docs/architecture.md, "Locks"): `ReadThrough.boards`, then an entry's `opening`,
+/// then its `cond`; nothing else is taken while `cond` is held.
 final class EntryBoard: @unchecked Sendable {
     // @unchecked: every var is private and read and written with `cond` locked; `holders` is atomic.
     private let cond = MonotonicCondition()
     /// Held while a video's head is fetched to open it (one opener per entry).
     private let opening = NSLock()
-    /// Bytes this process wrote into each file (by identity) of the entry, and their version.
-    private var written: [FileID: Writes] = [:]
-    /// Readers and jobs of this process holding each file open. An inode number is reused once
-    /// no one holds its file, so what this process wrote into a file is forgotten when its last
-    /// holder here lets go (a new file with the same number must not inherit it).
-    private var holds: [FileID: Int] = [:]
-    /// This process's storing jobs on the entry, on disjoint spans.
-    private var writers: [Writer] = []
-    /// The entry's writer lock while any of them runs.
-    private var shared: SharedWriterLock?
-    /// Readers in this process using the entry (the writers are stopped when none is left).
-    private var readers = 0
-    /// Readers reading bytes justified only by this process's writes right now (a job giving
-    /// unclaimed bytes back waits for them).
-    private var readingWrites = 0
-    /// The server is stopping: readers give up.
-    private var closing = false
+    private var state = EntryState()
+    /// Handles of what the state names: each running job's stop, the flock while it is held, and
+    /// a drop handed over to the last job to leave.
+    private var handles = Handles()
     private var lastUsed = ContinuousClock.now
     /// Openers, readers and jobs using the board: it is forgotten only at zero.
     private let holders = Atomic<Int>(0)
 
-    /// What this process wrote into one file: bytes of one version.
-    private struct Writes {
-        /// The version the writing jobs' readers were promised (the bytes are of it).
-        var version: Validators
-        var ranges: RangeSet
+    private struct Handles {
+        var stops: [EntryState.JobID: @Sendable () -> Void] = [:]
+        var flock: EntryLock?
+        var pendingDrop: (@Sendable () throws -> Void)?
     }
 
-    /// A storing job of this process on the entry. Its state is the board's (changed under `cond`).
-    final class Writer: @unchecked Sendable {
-        // @unchecked: its vars are changed and read by the board only, with `cond` locked.
-        let start: Int64
-        let end: Int64
-        /// Where it stops: `end`, or where a later job took over the rest (read by the job).
-        let limit: Atomic<Int64>
-        /// Stops the job (its readers left, or the server stops).
-        fileprivate let stop: @Sendable () -> Void
-        fileprivate var position: Int64
-        /// The file it writes into (nil after it dropped the version: a file no reader holds).
-        fileprivate var file: FileID?
-        /// It dropped the version its readers were promised: what it writes now is of another.
-        fileprivate var dropped = false
-        /// How it ended: nil while it runs; `.some(nil)` when it completed.
-        fileprivate var ending: PrefetchError??
-        /// Why it is retrying, if it is (a reader about to answer gives up on it); cleared when
-        /// bytes arrive again.
-        fileprivate var trouble: String?
-        fileprivate var effectiveEnd: Int64 { min(end, limit.load(ordering: .relaxed)) }
-        fileprivate var finished: Bool { ending != nil }
-        fileprivate var span: ByteRange { ByteRange(start, effectiveEnd) }
-
-        fileprivate init(span: ByteRange, file: FileID?, stop: @escaping @Sendable () -> Void) {
-            start = span.lowerBound
-            end = span.upperBound
-            self.file = file
-            self.stop = stop
-            limit = Atomic(span.upperBound)
-            position = span.lowerBound
+    /// Runs a transition with `cond` held, and wakes every waiter (the state may have changed).
+    private func transition<T>(_ body: (inout EntryState, inout Handles) -> T) -> T {
+        cond.lock()
+        defer {
+            cond.broadcast()
+            cond.unlock()
         }
+        return body(&state, &handles)
+    }
+
+    /// Reads the state with `cond` held.
+    private func query<T>(_ body: (EntryState) -> T) -> T {
+        cond.lock()
+        defer { cond.unlock() }
+        return body(state)
     }
 
     // MARK: Holders
@@ -87,11 +58,11 @@ final class EntryBoard: @unchecked Sendable {
         holders.subtract(1, ordering: .relaxed)
     }
 
-    /// When it was last used, if nobody uses it now (no holder, job or writer lock): it may be forgotten.
+    /// When it was last used, if nobody uses it now (no holder, job, start or lock): it may be forgotten.
     var idleSince: ContinuousClock.Instant? {
         cond.lock()
         defer { cond.unlock() }
-        guard holders.load(ordering: .relaxed) == 0 && writers.isEmpty && !(shared?.isHeld ?? false) else { return nil }
+        guard holders.load(ordering: .relaxed) == 0 && state.isIdle else { return nil }
         return lastUsed
     }
 
@@ -104,11 +75,7 @@ final class EntryBoard: @unchecked Sendable {
 
     /// The server is stopping: every job is stopped and every waiting reader released.
     func close() {
-        cond.lock()
-        closing = true
-        let stops = writers.map(\.stop)
-        cond.broadcast()
-        cond.unlock()
+        let stops = transition { s, h in s.close().compactMap { h.stops[$0] } }
         for stop in stops { stop() }
     }
 
@@ -116,292 +83,193 @@ final class EntryBoard: @unchecked Sendable {
     /// (`ownHead`: the head `open` stored into that file, not recorded yet), and whether jobs of
     /// this process write the entry now (it cannot be started over under them).
     func ownership(of claims: RangeSet, in file: FileID?, promised: Validators, ownHead: RangeSet) -> (claimsAreOwn: Bool, busy: Bool) {
-        cond.lock()
-        defer { cond.unlock() }
-        var mine = _ownWrites(file, promised: promised)
-        mine.formUnion(ownHead)
-        return (file != nil && mine.contains(claims), shared?.isHeld ?? false)
+        query { s in
+            var mine = s.ownWrites(file, promised: promised)
+            mine.formUnion(ownHead)
+            return (file != nil && mine.contains(claims), s.lock != .free)
+        }
     }
 
     /// This process's writes into `file`, when they are of the version `promised`.
-    func ownWrites(_ file: FileID?, promised: Validators) -> RangeSet {
-        cond.lock()
-        defer { cond.unlock() }
-        return _ownWrites(file, promised: promised)
-    }
+    func ownWrites(_ file: FileID?, promised: Validators) -> RangeSet { query { $0.ownWrites(file, promised: promised) } }
 
     // MARK: Readers
 
-    /// A reader holding `file` arrived. `ownHead`: the head `open` stored into that file, of
-    /// `version`: recorded now that a reader holds the file (a record must not outlive its file).
     func readerArrived(holding file: FileID?, ownHead: RangeSet, version: Validators) {
-        cond.lock()
-        readers += 1
-        hold(file)
-        if let file, !ownHead.isEmpty { record(file, ownHead, version: version) }
-        cond.unlock()
+        transition { s, _ in s.readerArrived(holding: file, ownHead: ownHead, version: version) }
     }
 
-    /// A reader left. When it was the last, what is still to fetch is not worth it for nobody
-    /// (a player that seeks away leaves no download behind): jobs far from their end stop.
-    func readerLeft(holding file: FileID?, claims: RangeSet, promised: Validators) {
-        cond.lock()
-        readers -= 1
-        var stops: [@Sendable () -> Void] = []
-        var finishing: [Writer] = []
-        if readers == 0 {
-            for w in writers where !w.finished {
-                var have = claims
-                have.formUnion(trustedWrites(w.file, promised: promised))
-                if ServeDecision.stopsWithoutReaders(from: w.position, to: w.effectiveEnd, have: have) { stops.append(w.stop) } else { finishing.append(w) }
-            }
+    /// A reader left (`EntryState.readerLeft`): jobs far from their end stop now; those near it
+    /// stop if still running with no reader after `orphanGrace` (an origin that drips would hold
+    /// them, and a connection to the origin, for hours). What they wrote is kept.
+    func readerLeft(holding file: FileID?, claims: RangeSet, promised: Validators, started: [EntryState.JobID]) {
+        let (leaving, stops) = transition { s, h in
+            let l = s.readerLeft(holding: file, claims: claims, promised: promised, started: started)
+            return (l, l.stop.compactMap { h.stops[$0] })
         }
-        unhold(file)
-        cond.broadcast()
-        cond.unlock()
-        for s in stops { s() }
-        // A job near its end finishes without readers, but not for ever: an origin that drips
-        // would hold it (and a connection to the origin) for hours. Still running with no reader
-        // after `orphanGrace`, it stops; what it wrote is kept.
-        if !finishing.isEmpty {
-            let jobs = finishing
-            DispatchQueue.global().asyncAfter(deadline: .now() + Self.orphanGrace) { [self] in stopOrphans(jobs) }
+        for stop in stops { stop() }
+        if !leaving.orphans.isEmpty {
+            DispatchQueue.global().asyncAfter(deadline: .now() + Self.orphanGrace) { [self] in
+                let due = transition { s, h in s.orphansDue(leaving.orphans).compactMap { h.stops[$0] } }
+                for stop in due { stop() }
+            }
         }
     }
 
     /// Seconds a job may go on finishing after its last reader left.
     static let orphanGrace: Double = 30
 
-    private func stopOrphans(_ jobs: [Writer]) {
-        cond.lock()
-        let stops = readers == 0 ? jobs.filter { !$0.finished }.map(\.stop) : []
-        cond.unlock()
-        for s in stops { s() }
-    }
-
-    /// Where a reader is, what it holds and may do (for `step`).
-    struct ReaderAt {
-        var position: Int64
-        var end: Int64
-        /// Claims justified for the reader's file.
-        var claims: RangeSet
-        var file: FileID?
-        /// The version the reader promised: only this process's writes of it are trusted.
-        var promised: Validators
-        /// The reader holds a file to read from (not streaming the whole span).
-        var hasFile: Bool
-        var refreshed: Bool
-        var mayStore: Bool
-        /// Before the response head: a job in trouble here is the answer.
-        var preparing: Bool
-        var jobsAsked: Int
-        /// The jobs this response started.
-        var ownJobs: [Writer]
-    }
-
-    /// What a reader does now, decided (`ServeDecision.Read`) and begun under the board's lock.
-    enum ReaderStep {
-        /// The server is stopping.
+    /// What a reader does now (`EntryState.Step`), with the waiting and the job start done here.
+    enum ReaderStep: Equatable {
         case closing
-        /// Read `[position, upTo)`; `fromWrites`: some of it is justified only by this process's
-        /// writes (call `doneReadingWrites` after).
         case read(upTo: Int64, fromWrites: Bool)
         case refresh
-        /// Waited (at most a second) for a job about to write the bytes; `signalled`: the board changed.
+        /// Waited (at most a second) for the entry to change; `signalled`: it changed.
         case waited(signalled: Bool)
-        /// About to answer, and the job that would write these bytes is retrying the origin: why.
         case jobInTrouble(String)
-        /// A job of this response failed over this point already.
         case failedHere(PrefetchError)
-        /// A job was asked for (`startJob` ran): the one started, if any.
-        case asked(Writer?)
-        /// Stream the span unstored; `failed`: a job of this response failed where it begins.
+        /// A job was asked for: the one started, if any.
+        case asked(EntryState.JobID?)
         case stream(ByteRange, failed: PrefetchError?)
     }
 
-    /// The reader's next step. `startJob` runs with the board's lock held (jobs of one entry are
-    /// started one at a time, on spans no other job fetches).
-    func step(_ r: ReaderAt, startJob: (ByteRange) -> Writer?) -> ReaderStep {
+    /// The reader's next step. A job start's effects run in `start`, outside the lock, which
+    /// finishes the start (`lockTaken`, then `admit` or `abandon`) and returns the job.
+    func step(_ r: EntryState.ReaderAt, start: (EntryState.JobStart) -> EntryState.JobID?) -> ReaderStep {
         cond.lock()
-        defer { cond.unlock() }
-        if closing { return .closing }
-        var justified = r.claims
-        justified.formUnion(trustedWrites(r.file, promised: r.promised))
-        let jobs = writers.filter { !$0.finished }.map {
-            ServeDecision.Job(start: $0.start, end: $0.effectiveEnd, position: $0.position, writesReadersFile: $0.file != nil && $0.file == r.file)
+        let step = state.step(r)
+        if case .wait = step {
+            let signalled = cond.wait(seconds: 1)
+            cond.unlock()
+            return .waited(signalled: signalled)
         }
-        let p = r.position
-        let decision = ServeDecision.Read(position: p, end: r.end, justified: justified, refreshed: r.refreshed,
-                                          hasFile: r.hasFile, jobs: jobs, jobsStarted: r.jobsAsked, mayStore: r.mayStore)
-        switch decision.step {
-        case .read(let upTo):
-            let fromWrites = r.claims.contiguousEnd(from: p) < upTo
-            if fromWrites { readingWrites += 1 }
-            return .read(upTo: upTo, fromWrites: fromWrites)
-        case .refresh:
-            return .refresh
-        case .wait:
-            if r.preparing, let trouble = writers.first(where: { $0.trouble != nil && $0.start <= p && p < $0.effectiveEnd })?.trouble {
-                return .jobInTrouble(trouble)
-            }
-            return .waited(signalled: cond.wait(seconds: 1))
-        case .startJob(let span):
-            if let failed = failure(of: r.ownJobs, at: p) { return .failedHere(failed) }
-            return .asked(startJob(span))
-        case .stream(let span):
-            return .stream(span, failed: failure(of: r.ownJobs, at: p))
+        cond.unlock()
+        switch step {
+        case .closing: return .closing
+        case .read(let upTo, let fromWrites): return .read(upTo: upTo, fromWrites: fromWrites)
+        case .refresh: return .refresh
+        case .wait: preconditionFailure("handled above")
+        case .jobInTrouble(let why): return .jobInTrouble(why)
+        case .failedHere(let e): return .failedHere(e)
+        case .noJob: return .asked(nil)
+        case .startJob(let s): return .asked(start(s))
+        case .stream(let span, let failed): return .stream(span, failed: failed)
         }
     }
 
     /// A read justified by this process's writes is over.
-    func doneReadingWrites() {
-        cond.lock()
-        readingWrites -= 1
-        cond.broadcast()
-        cond.unlock()
+    func doneReadingWrites() { transition { s, _ in s.doneReadingWrites() } }
+
+    // MARK: Starting a job (`ReadThrough.startJob`, outside the lock)
+
+    /// The start's flock: taken by `take` when the start is to take it. False: no job starts.
+    func takeLock(for s: EntryState.JobStart, _ take: () -> EntryLock?) -> Bool {
+        guard s.takesLock else { return true }
+        let lock = take()
+        transition { st, h in
+            st.lockTaken(lock != nil)
+            h.flock = lock
+        }
+        return lock != nil
     }
 
-    /// The error of a job of `jobs` that ended failing over `p`. A job stopped because its readers
-    /// left or the server stops is not a failure of the origin.
-    private func failure(of jobs: [Writer], at p: Int64) -> PrefetchError? {
-        jobs.last { w in
-            guard let e = w.ending ?? nil, e != .interrupted, e != .deadline, e != .lockBusy else { return false }
-            return w.start <= p && p < w.end
-        }?.ending ?? nil
+    /// The start's effects ran: the job is added (its stop kept), or nothing runs and the start
+    /// leaves the lock. Returns the job and its span.
+    func admit(_ s: EntryState.JobStart, room: Int64?, file: FileID, stop: @escaping @Sendable () -> Void) -> EntryState.Admitted? {
+        let (admitted, release) = transition { st, h in
+            let a = st.admit(s, room: room, file: file)
+            if let job = a.admitted?.job { h.stops[job] = stop }
+            return a
+        }
+        if case .release(let runDrop) = release { _ = releaseLock(runDrop: runDrop) }
+        return admitted
     }
 
-    // MARK: Starting a job (`cond` held: from `step`'s `startJob`)
-
-    /// Where a new job for `wanted` would run, against the jobs running now.
-    func _plan(_ wanted: ByteRange) -> (decision: ServeDecision.NewJob, running: [Writer]) {
-        let running = writers.filter { !$0.finished }
-        return (ServeDecision.NewJob(wanted: wanted, running: running.map(\.span)), running)
+    /// The start's effects failed: it leaves the lock.
+    func abandon(_ s: EntryState.JobStart) {
+        if case .release(let runDrop) = transition({ st, _ in st.abandon(s) }) { _ = releaseLock(runDrop: runDrop) }
     }
 
-    /// The entry's writer lock, joined when a job of this process holds it, else taken by `take`.
-    func _sharedLock(orTake take: () -> EntryLock?) -> SharedWriterLock? {
-        if let s = shared, s.join() { return s }
-        guard let lock = take() else { return nil }
-        let s = SharedWriterLock(lock)
-        _ = s.join()
-        shared = s
-        return s
-    }
+    /// A reader adopted `file`, created for a job.
+    func adopt(_ file: FileID) { transition { s, _ in s.adopt(file) } }
 
-    /// A reader's hold on the file it has just adopted.
-    func _hold(_ file: FileID) { hold(file) }
-
-    /// This process's writes into `file`, when they are of the version `promised` (another
-    /// version's bytes are never a reader's, whatever file they went into).
-    func _ownWrites(_ file: FileID?, promised: Validators) -> RangeSet {
-        guard let file, let w = written[file], promised.admits(w.version) else { return RangeSet() }
-        return w.ranges
-    }
-
-    /// Adds a job on `span` writing into `file`; the jobs `plan` overtook stop where it begins.
-    func _add(_ span: ByteRange, file: FileID, plan: (decision: ServeDecision.NewJob, running: [Writer]),
-              stop: @escaping @Sendable () -> Void) -> Writer {
-        for i in plan.decision.overtaken { plan.running[i].limit.store(span.lowerBound, ordering: .relaxed) }
-        let writer = Writer(span: span, file: file, stop: stop)
-        writers.append(writer)
-        hold(file)
-        return writer
-    }
+    /// Where the job stops now.
+    func limit(of job: EntryState.JobID) -> Int64 { query { $0.limit(of: job) } ?? 0 }
 
     // MARK: What a job reports (from its thread)
 
-    /// The job wrote `range` into `file`, as bytes of `version` (the one its readers were
-    /// promised). Nothing once the job dropped that version: what it writes then is of another,
-    /// which no reader of this job was promised.
-    func recordWrite(_ range: ByteRange, in file: FileID, by writer: Writer, version: Validators) {
-        cond.lock()
-        defer { cond.unlock() }
-        guard !writer.dropped else { return }
-        record(file, RangeSet([range]), version: version)
-        if writer.file != file {
-            unhold(writer.file)
-            hold(file)
-            writer.file = file
-        }
-        writer.position = max(writer.position, range.upperBound)
-        // Bytes arrive again: a retry that worked is no trouble (a reader about to answer waits).
-        writer.trouble = nil
-        cond.broadcast()
+    func recordWrite(_ range: ByteRange, in file: FileID, by job: EntryState.JobID, version: Validators) {
+        transition { s, _ in s.wrote(range, in: file, by: job, version: version) }
     }
 
-    /// The job gives unclaimed bytes of `file` back: no reader may go on trusting them, and none
-    /// may be reading them. They are forgotten, reads in flight waited for, and `punch` runs
-    /// while no new read can start.
-    func giveBack(_ ranges: RangeSet, in file: FileID, punch: (ByteRange) -> Void) {
-        cond.lock()
-        for r in ranges.ranges { written[file]?.ranges.remove(r) }
-        while readingWrites > 0 { cond.wait() }
-        for r in ranges.ranges { punch(r) }
-        cond.unlock()
-    }
+    func writerRetrying(_ job: EntryState.JobID, reason: String) { transition { s, _ in s.retrying(job, reason: reason) } }
 
     /// The job is about to drop the version it wrote into its file (catalog rows, then a new
-    /// `data`): before the catalog names another version and before that file can go, no reader
-    /// trusts what it wrote there from now on, and none waits for it.
-    func writerDropping(_ writer: Writer) {
-        cond.lock()
-        writer.dropped = true
-        unhold(writer.file)
-        writer.file = nil
-        cond.broadcast()
-        cond.unlock()
-    }
+    /// `data`): before the catalog names another version and before that file can go.
+    func writerDropping(_ job: EntryState.JobID) { transition { s, _ in s.dropping(job) } }
 
-    func writerRetrying(_ writer: Writer, reason: String) {
-        cond.lock()
-        writer.trouble = reason
-        cond.broadcast()
-        cond.unlock()
-    }
-
-    func writerEnded(_ writer: Writer, error: PrefetchError?) {
-        cond.lock()
-        writer.ending = .some(error)
-        writers.removeAll { $0 === writer }
-        unhold(writer.file)
-        cond.broadcast()
-        cond.unlock()
-    }
-
-    // MARK: Private, `cond` held
-
-    private func hold(_ file: FileID?) {
-        guard let file else { return }
-        holds[file, default: 0] += 1
-    }
-
-    private func unhold(_ file: FileID?) {
-        guard let file else { return }
-        let n = (holds[file] ?? 1) - 1
-        if n <= 0 {
-            holds[file] = nil
-            written[file] = nil
-        } else {
-            holds[file] = n
+    func writerEnded(_ job: EntryState.JobID, error: PrefetchError?) {
+        transition { s, h in
+            s.ended(job, error: error)
+            h.stops[job] = nil
         }
     }
 
-    /// Records `ranges` written into `file` (held) as bytes of `version`. Bytes of another version
-    /// in the same file replace the record: they may have overwritten what it names.
-    private func record(_ file: FileID, _ ranges: RangeSet, version: Validators) {
-        if var w = written[file], w.version == version {
-            w.ranges.formUnion(ranges)
-            written[file] = w
-        } else {
-            written[file] = Writes(version: version, ranges: ranges)
+    /// The job gives unclaimed bytes of `file` back: forgotten at once, reads of them in flight
+    /// waited for, then punched (outside the lock: no new read can be justified by them).
+    func giveBack(_ ranges: RangeSet, in file: FileID, punch: (ByteRange) -> Void) {
+        cond.lock()
+        var next = state.giveBack(ranges, in: file)
+        while next == .waitForReaders {
+            cond.wait()
+            next = state.giveBackWaited()
         }
+        cond.broadcast()
+        cond.unlock()
+        for r in ranges.ranges { punch(r) }
     }
 
-    /// This process's own writes into `file` that a reader promised `promised` may trust: only
-    /// while this process holds the entry (afterwards they are claimed in the catalog, or another
-    /// writer may reuse the file's unclaimed space), and only of that version.
-    private func trustedWrites(_ file: FileID?, promised: Validators) -> RangeSet {
-        guard shared?.isHeld ?? false else { return RangeSet() }
-        return _ownWrites(file, promised: promised)
+    /// A job left the entry's lock (it ended); the last one out runs a drop handed over, then
+    /// releases the flock. The drop's error is returned for the caller to report.
+    @discardableResult
+    func jobLeft() -> Error? {
+        guard case .release(let runDrop) = transition({ s, _ in s.leaveLock() }) else { return nil }
+        return releaseLock(runDrop: runDrop)
+    }
+
+    /// The last job left: the drop handed over (no job joins meanwhile), then the flock.
+    private func releaseLock(runDrop: Bool) -> Error? {
+        let (flock, drop) = query { _ in (handles.flock, runDrop ? handles.pendingDrop : nil) }
+        var failure: Error?
+        do { try drop?() } catch { failure = error }
+        flock?.release()
+        transition { s, h in
+            s.released()
+            h.flock = nil
+            h.pendingDrop = nil
+        }
+        return failure
+    }
+
+    /// The entry's writer lock as job `job` sees it (`PrefetchOptions.sharedLock`).
+    func jobLock() -> SharedEntryLock { JobLock(board: self) }
+
+    private final class JobLock: SharedEntryLock, @unchecked Sendable {
+        // @unchecked: `board` never changes; the board has its own lock.
+        let board: EntryBoard
+        init(board: EntryBoard) { self.board = board }
+        func beginExclusive() -> Bool { board.transition { s, _ in s.beginExclusive() } }
+        func endExclusive() { board.transition { s, _ in s.endExclusive() } }
+        func dropAlone(_ drop: @escaping @Sendable () throws -> Void) throws -> Bool {
+            let now = board.transition { s, h -> Bool in
+                let now = s.dropAlone()
+                if !now && h.pendingDrop == nil { h.pendingDrop = drop }
+                return now
+            }
+            guard now else { return false }
+            defer { endExclusive() }
+            try drop()
+            return true
+        }
     }
 }

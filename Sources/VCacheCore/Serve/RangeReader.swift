@@ -15,8 +15,8 @@ import Synchronization
 /// `DirectStream` that is not stored. Runs on the connection's thread and may block there
 /// (libmicrohttpd's thread-per-connection mode).
 public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
-    // @unchecked: used by one connection thread at a time (the job-start path reads `fileID`
-    // and `claims` with the board locked, from that same thread); the board has its own lock,
+    // @unchecked: used by one connection thread at a time (a job start's effects run on that
+    // same thread, outside the board's lock); the board has its own lock,
     // and the counters are atomics read by the log line at the end.
     let owner: ReadThrough
     let board: EntryBoard
@@ -47,7 +47,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     private var mayStore: Bool
     private var direct: DirectStream?
     /// Storing jobs this response asked for, and those it started.
-    private var ownJobs: (asked: Int, started: [EntryBoard.Writer]) = (0, [])
+    private var ownJobs: (asked: Int, started: [EntryState.JobID]) = (0, [])
     /// The first bytes, read before the response head goes out (`prepare`), and their offset.
     private var primed: (bytes: [UInt8], at: Int64) = ([], 0)
     private var preparing = false
@@ -131,10 +131,10 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             if end > p { return readFile(p, upTo: end, into: out) }
         }
         while true {
-            let at = EntryBoard.ReaderAt(position: p, end: range.upperBound, claims: claims, file: fileID, promised: video.validators, hasFile: file != nil && !streamWhole,
+            let at = EntryState.ReaderAt(position: p, end: range.upperBound, claims: claims, file: fileID, promised: video.validators, hasFile: file != nil && !streamWhole,
                                          refreshed: source.refreshedAt == p, mayStore: mayStore, preparing: preparing,
-                                         jobsAsked: ownJobs.asked, ownJobs: ownJobs.started)
-            switch board.step(at, startJob: { owner.startWriter(board, reader: self, span: $0) }) {
+                                         jobsAsked: ownJobs.asked, started: ownJobs.started)
+            switch board.step(at, start: { owner.startJob($0, board: board, reader: self) }) {
             case .closing:
                 cut = ("the server is stopping", nil)
                 return nil
@@ -247,7 +247,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         return both
     }
 
-    /// For a storing job about to start (the writer lock and the board's lock held): the file it
+    /// For a storing job about to start (the writer lock held, not the board's): the file it
     /// will write into, which must be the reader's. A reader without a file gets the one the job
     /// will use (created now, under the lock). Nil when the job would write elsewhere, or combine
     /// weak parts with bytes another process stored (claims not this process's), or: the entry's
@@ -259,7 +259,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         // A job combining weak parts goes only into a file whose every claim is this process's.
         func foreign(_ id: FileID) -> Bool {
             guard combinesWeakParts, let entry else { return false }
-            return !board._ownWrites(id, promised: video.validators).contains(entry.ranges)
+            return !board.ownWrites(id, promised: video.validators).contains(entry.ranges)
         }
         if let fileID {
             return FileSystem.identity(store.dataPath(video.key)) == fileID && !foreign(fileID) ? fileID : nil
@@ -275,7 +275,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             }
             source.file = f
             source.id = id
-            board._hold(id)
+            board.adopt(id)
             if let entry { source.claims.formUnion(entry.ranges) }
             return id
         } catch {
@@ -305,7 +305,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
 
     public func finished(completed: Bool) {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
-        board.readerLeft(holding: fileID, claims: claims, promised: video.validators)
+        board.readerLeft(holding: fileID, claims: claims, promised: video.validators, started: ownJobs.started)
         file?.close()
         owner.release(board)
     }

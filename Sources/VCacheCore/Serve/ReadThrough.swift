@@ -415,62 +415,63 @@ public final class ReadThrough: Sendable {
         return ((try? evictor.evict(c, dryRun: false))?.freedBytes ?? 0) > 0
     }
 
-    /// Starts a storing job for the bytes from `wanted.lowerBound` on its own thread, limited to
-    /// what fits under the cap; false when none can start (the reader then streams without
-    /// storing; otherwise the job, which the reader watches). The job writes into the reader's file: the entry's `data` must still be that
-    /// file, and the catalog's version the promised one (checked under the writer lock); a reader
-    /// without a file gets the one the job creates. Jobs of one entry never fetch the same byte:
-    /// a job whose span covers that point but is far behind it stops there and the new job takes
-    /// over the rest of its span, and the new job stops where a later one began. They share the
-    /// entry's writer lock (taken here if no job holds it; another process holding it means no
-    /// job). The board's lock is held.
-    func startWriter(_ board: EntryBoard, reader: RangeReader, span wanted: ByteRange) -> EntryBoard.Writer? {
+    /// Runs the effects of a job start the board decided for `reader` (`EntryState.JobStart`),
+    /// outside the board's lock: the entry's writer lock taken if no job of this process holds it
+    /// (another process holding it means no job), room made under the cap, the reader's file
+    /// adopted, then the job admitted on the board (its plan taken again if the jobs changed
+    /// meanwhile) and run on its own thread, limited to what fits. Nil when none can start (the
+    /// reader then streams without storing). The job writes into the reader's file: the entry's
+    /// `data` must still be that file, and the catalog's version the promised one (checked under
+    /// the writer lock); a reader without a file gets the one the job creates. Jobs of one entry
+    /// never fetch the same byte: a job whose span covers the new job's start but is far behind it
+    /// stops there and the new job takes over the rest of its span, and the new job stops where a
+    /// later one began.
+    func startJob(_ start: EntryState.JobStart, board: EntryBoard, reader: RangeReader) -> EntryState.JobID? {
         let video = reader.video
-        let plan = board._plan(wanted)
-        guard let whole = plan.decision.span,
-              let span = plan.decision.fitted(room: room(for: video.key, wanted: whole.count)) else { return nil }
-        guard let shared = board._sharedLock(orTake: { try? store.tryLockWriter(key: video.key) }) else { return nil }
+        guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else { return nil }
         // Under the writer lock nobody else replaces `data` or changes the version.
-        guard let fileID = reader.adoptFileForJob() else {
-            shared.leave()
+        let room: Int64? = if let whole = start.plan.span { self.room(for: video.key, wanted: whole.count) } else { nil }
+        guard start.plan.fitted(room: room) != nil, let fileID = reader.adoptFileForJob() else {
+            board.abandon(start)
             return nil
         }
         let flag = Fetcher.StopFlag()
-        let writer = board._add(span, file: fileID, plan: plan, stop: { flag.stop(reason: SIGTERM) })
+        guard let admitted = board.admit(start, room: room, file: fileID, stop: { flag.stop(reason: SIGTERM) }) else { return nil }
+        let job = admitted.job, span = admitted.span
         var o = options
-        o.sharedLock = shared
-        o.stopAt = { writer.limit.load(ordering: .relaxed) }
+        o.sharedLock = board.jobLock()
+        o.stopAt = { [board] in board.limit(of: job) }
         o.maxSize = nil        // the room was made above (cap and min-free); the job stores no more than fits
         o.minFree = nil
-        o.onWrite = { [board, version = video.validators] file, range in board.recordWrite(range, in: file, by: writer, version: version) }
+        o.onWrite = { [board, version = video.validators] file, range in board.recordWrite(range, in: file, by: job, version: version) }
         // Before the catalog names another version and before the file can go: no reader trusts
         // what this job wrote into it from now on, and none waits for this job.
-        o.onDrop = { [board] _ in board.writerDropping(writer) }
+        o.onDrop = { [board] _ in board.writerDropping(job) }
         o.onGiveBack = { [board] file, ranges, punch in board.giveBack(ranges, in: file, punch: punch) }
         o.expectedVersion = video.validators
         o.heldBytesAreThisRuns = reader.weakPartsCombine
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
         let options = o
         jobThreads.add()
+        board.retain()  // the job's; released when it ends
         Thread.detachNewThread { [self] in
             // Counted until all is let go: its lock, its `data`, and its fetch loop's handles
             // and connections (the prefetcher, released with this function's scope).
             defer { jobThreads.remove() }
-            runJob(item, options: options, flag: flag, board: board, writer: writer, shared: shared, key: video.key, span: span)
+            runJob(item, options: options, flag: flag, board: board, job: job, key: video.key, span: span)
         }
-        board.retain()  // the job's; released when it ends
-        return writer
+        return job
     }
 
-    /// A storing job, on its own thread (`startWriter`).
-    private func runJob(_ item: PrefetchItem, options: PrefetchOptions, flag: Fetcher.StopFlag, board: EntryBoard, writer: EntryBoard.Writer,
-                        shared: SharedWriterLock, key: String, span: ByteRange) {
+    /// A storing job, on its own thread (`startJob`).
+    private func runJob(_ item: PrefetchItem, options: PrefetchOptions, flag: Fetcher.StopFlag, board: EntryBoard, job: EntryState.JobID,
+                        key: String, span: ByteRange) {
         let result: PrefetchResult
         do {
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in
                 switch event {
                 // `.videoChanged`: it writes into a new `data` now (`onDrop` let go of the old one).
-                case .retrying(_, _, _, let reason): board.writerRetrying(writer, reason: reason)
+                case .retrying(_, _, _, let reason): board.writerRetrying(job, reason: reason)
                 default: break
                 }
             }
@@ -484,11 +485,11 @@ public final class ReadThrough: Sendable {
         if let e = result.error, e.remedy == .fixLocal, !noRoom, let report = storeFailed.withLock({ $0 }) {
             report(item.url, e)
         }
-        board.writerEnded(writer, error: result.error)
+        board.writerEnded(job, error: result.error)
         testPause("serve-job-before-leave", key)
         // The drop another job handed over (a completion that did not hash as the first), run
         // now that this job is the last: its failure is a disk fault like the job's own.
-        if let e = shared.leave(), let report = storeFailed.withLock({ $0 }) {
+        if let e = board.jobLeft(), let report = storeFailed.withLock({ $0 }) {
             report(item.url, PrefetchError(e))
         }
         if result.error == nil { try? store.catalog.touch(key: key) }
