@@ -27,7 +27,7 @@ extension PrefetchJob {
     /// Drops every claim of the entry and gives it a new `data` (`CacheStore.dropAllClaims`).
     /// Under a lock shared with other jobs (serve), only when none of them can still write the
     /// old file and claim its bytes afterwards: now if this job is alone, else by the last job to
-    /// leave; no job joins meanwhile (`SharedWriterLock.dropAlone`).
+    /// leave; no job joins meanwhile (`SharedEntryLock.dropAlone`).
     var allClaimsDropper: @Sendable (Validators) throws -> Void {
         let store = self.store, key = self.key, shared = options.sharedLock
         return { validators in

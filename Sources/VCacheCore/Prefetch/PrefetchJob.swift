@@ -145,7 +145,7 @@ final class PrefetchJob: TransferDelegate {
     }
 
     /// Whether this job may drop the entry's version now: always, unless it shares the entry's
-    /// lock with other jobs (then only when it is alone; see SharedWriterLock).
+    /// lock with other jobs (then only when it is alone; see SharedEntryLock).
     func mayDropVersion() -> Bool { options.sharedLock?.beginExclusive() ?? true }
 
     // MARK: - Loop hooks

@@ -11,7 +11,7 @@ import Synchronization
 /// prefetch job (the same writer lock, checkpoints and `ResponseJudge` rules as `prefetch`; no
 /// second copy of them). A reader that needs bytes a job is about to write waits for them instead
 /// of fetching them again (ExoPlayer's hole locking, across readers); a reader far from every
-/// job gets a job of its own, on a span no other job fetches (`startWriter`). A reader whose
+/// job gets a job of its own, on a span no other job fetches (`startJob`). A reader whose
 /// entry another process is writing streams its span from the origin without storing it
 /// (`DirectStream`), so playback never waits behind a cron batch.
 ///
