@@ -97,11 +97,23 @@ import Testing
         #expect(s.limit(of: first) == 8 << 20)
     }
 
+    @Test func aStartOvertakenByTheJobItWouldOvertakeStepsAgain() throws {
+        var (s, first) = try Self.withJob(from: 0)
+        guard case .startJob(let start) = s.step(Self.at(3_000_000)) else { throw Failure("expected a job start") }
+        // While its effects ran, the first job wrote past the start's first byte.
+        s.wrote(ByteRange(0, 3_500_000), in: Self.f1, by: first, version: Self.v1)
+        let (admitted, again, release) = s.admit(start, room: nil, file: Self.f1)
+        #expect(admitted == nil && again && release == .none)
+        #expect(s.limit(of: first) == 8 << 20)
+        #expect(s.lock == .held(jobs: 1))
+        #expect(s.step(Self.at(3_000_000)) == .read(upTo: 3_500_000, fromWrites: true))
+    }
+
     @Test func noRoomAbandonsTheStartAndReleasesTheLock() throws {
         var s = EntryState()
         guard case .startJob(let start) = s.step(Self.at(0)) else { throw Failure("expected a job start") }
         s.lockTaken(true)
-        let (admitted, release) = s.admit(start, room: 100, file: Self.f1)
+        let (admitted, _, release) = s.admit(start, room: 100, file: Self.f1)
         #expect(admitted == nil)
         #expect(release == .release(runDrop: false))
         #expect(s.lock == .releasing)
@@ -265,8 +277,8 @@ import Testing
         var jobs: [EntryState.JobID] = []
         for p: Int64 in [0, 3_000_000] {
             let step = board.step(Self.at(p)) { start in
-                guard board.takeLock(for: start, { (try? cache.store.tryLockWriter(key: key)) ?? nil }) else { return nil }
-                return board.admit(start, room: nil, file: Self.f1, stop: {})?.job
+                guard board.takeLock(for: start, { (try? cache.store.tryLockWriter(key: key)) ?? nil }) else { return .none }
+                return board.admit(start, room: nil, file: Self.f1, stop: {}).0.map { .started($0.job) } ?? .none
             }
             guard case .asked(let job?) = step else { throw Failure("no job: \(step)") }
             jobs.append(job)
@@ -461,7 +473,7 @@ struct Model {
                 state.adopt(file)
             }
             let room: Int64? = rng.chance(30) ? Int64(rng.below(2 << 20)) : nil
-            let (admitted, release) = state.admit(start, room: room, file: file)
+            let (admitted, _, release) = state.admit(start, room: room, file: file)
             if case .release = release { releaseNow() }
             if let a = admitted {
                 readers[id]!.started.append(a.job)

@@ -130,12 +130,14 @@ final class EntryBoard: @unchecked Sendable {
         case failedHere(PrefetchError)
         /// A job was asked for: the one started, if any.
         case asked(EntryState.JobID?)
+        /// A job start found the bytes written meanwhile: step again (no job was asked for).
+        case again
         case stream(ByteRange, failed: PrefetchError?)
     }
 
     /// The reader's next step. A job start's effects run in `start`, outside the lock, which
     /// finishes the start (`lockTaken`, then `admit` or `abandon`) and returns the job.
-    func step(_ r: EntryState.ReaderAt, start: (EntryState.JobStart) -> EntryState.JobID?) -> ReaderStep {
+    func step(_ r: EntryState.ReaderAt, start: (EntryState.JobStart) -> StartOutcome) -> ReaderStep {
         cond.lock()
         let step = state.step(r)
         if case .wait = step {
@@ -152,7 +154,12 @@ final class EntryBoard: @unchecked Sendable {
         case .jobInTrouble(let why): return .jobInTrouble(why)
         case .failedHere(let e): return .failedHere(e)
         case .noJob: return .asked(nil)
-        case .startJob(let s): return .asked(start(s))
+        case .startJob(let s):
+            switch start(s) {
+            case .started(let job): return .asked(job)
+            case .none: return .asked(nil)
+            case .again: return .again
+            }
         case .stream(let span, let failed): return .stream(span, failed: failed)
         }
     }
@@ -173,16 +180,25 @@ final class EntryBoard: @unchecked Sendable {
         return lock != nil
     }
 
+    /// How a job start's effects ended.
+    enum StartOutcome: Equatable {
+        case started(EntryState.JobID)
+        /// No job runs (the reader streams the rest).
+        case none
+        /// The bytes were written meanwhile: the reader steps again.
+        case again
+    }
+
     /// The start's effects ran: the job is added (its stop kept), or nothing runs and the start
-    /// leaves the lock. Returns the job and its span.
-    func admit(_ s: EntryState.JobStart, room: Int64?, file: FileID, stop: @escaping @Sendable () -> Void) -> EntryState.Admitted? {
-        let (admitted, release) = transition { st, h in
+    /// leaves the lock. Returns the job and its span, or why none runs (`again`: step again).
+    func admit(_ s: EntryState.JobStart, room: Int64?, file: FileID, stop: @escaping @Sendable () -> Void) -> (EntryState.Admitted?, again: Bool) {
+        let (admitted, again, release) = transition { st, h in
             let a = st.admit(s, room: room, file: file)
             if let job = a.admitted?.job { h.stops[job] = stop }
             return a
         }
         if case .release(let runDrop) = release { _ = releaseLock(runDrop: runDrop) }
-        return admitted
+        return (admitted, again)
     }
 
     /// The start's effects failed: it leaves the lock.

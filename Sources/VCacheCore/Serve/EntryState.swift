@@ -302,15 +302,21 @@ struct EntryState: Sendable {
 
     /// The start's effects ran: `room` more bytes may be stored (nil: no limit), and the job
     /// writes into `file`. Its plan is taken again when the jobs changed meanwhile (the
-    /// generation moved). Nil when no job runs after all (the server stops, or nothing fits):
-    /// the start has then left the lock (`leave` was done: see `release`).
-    mutating func admit(_ s: JobStart, room: Int64?, file: FileID) -> (admitted: Admitted?, release: Release) {
+    /// generation moved). Nil when no job runs after all: the server stops, nothing fits, or
+    /// (`retry`) a running job wrote past the start's first byte while the effects ran (the
+    /// reader steps again: those bytes are read, not fetched twice). The start has then left the
+    /// lock (see `release`).
+    mutating func admit(_ s: JobStart, room: Int64?, file: FileID) -> (admitted: Admitted?, retry: Bool, release: Release) {
         precondition(starting == s, "admit of a start not in flight")
         starting = nil
         var plan = s.plan
         let running = runningJobs
         if s.generation != generation { plan = ServeDecision.NewJob(wanted: s.wanted, running: running.map(\.job.span)) }
-        guard lifecycle == .open, let span = plan.fitted(room: room) else { return (nil, leaveLock()) }
+        let p = s.wanted.lowerBound
+        if lifecycle == .open, running.contains(where: { $0.job.file == file && $0.job.start <= p && p < $0.job.position }) {
+            return (nil, true, leaveLock())
+        }
+        guard lifecycle == .open, let span = plan.fitted(room: room) else { return (nil, false, leaveLock()) }
         for i in plan.overtaken { jobs[running[i].id]?.limit = span.lowerBound }
         let id = nextJob
         nextJob += 1
@@ -318,7 +324,7 @@ struct EntryState: Sendable {
                        phase: .running(position: span.lowerBound, file: file, trouble: nil))
         hold(file)
         generation += 1
-        return (Admitted(job: id, span: span), .none)
+        return (Admitted(job: id, span: span), false, .none)
     }
 
     /// The start's effects failed (no room, the file is not the entry's any more): it leaves the

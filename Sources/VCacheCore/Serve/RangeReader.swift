@@ -159,6 +159,8 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                     return nil
                 }
                 mayStore = false
+            case .again:
+                source.refreshedAt = nil
             case .asked(let started):
                 ownJobs.asked += 1
                 if let started {

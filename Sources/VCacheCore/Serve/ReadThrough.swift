@@ -426,17 +426,18 @@ public final class ReadThrough: Sendable {
     /// never fetch the same byte: a job whose span covers the new job's start but is far behind it
     /// stops there and the new job takes over the rest of its span, and the new job stops where a
     /// later one began.
-    func startJob(_ start: EntryState.JobStart, board: EntryBoard, reader: RangeReader) -> EntryState.JobID? {
+    func startJob(_ start: EntryState.JobStart, board: EntryBoard, reader: RangeReader) -> EntryBoard.StartOutcome {
         let video = reader.video
-        guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else { return nil }
+        guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else { return .none }
         // Under the writer lock nobody else replaces `data` or changes the version.
         let room: Int64? = if let whole = start.plan.span { self.room(for: video.key, wanted: whole.count) } else { nil }
         guard start.plan.fitted(room: room) != nil, let fileID = reader.adoptFileForJob() else {
             board.abandon(start)
-            return nil
+            return .none
         }
         let flag = Fetcher.StopFlag()
-        guard let admitted = board.admit(start, room: room, file: fileID, stop: { flag.stop(reason: SIGTERM) }) else { return nil }
+        let (admission, again) = board.admit(start, room: room, file: fileID, stop: { flag.stop(reason: SIGTERM) })
+        guard let admitted = admission else { return again ? .again : .none }
         let job = admitted.job, span = admitted.span
         var o = options
         o.sharedLock = board.jobLock()
@@ -460,7 +461,7 @@ public final class ReadThrough: Sendable {
             defer { jobThreads.remove() }
             runJob(item, options: options, flag: flag, board: board, job: job, key: video.key, span: span)
         }
-        return job
+        return .started(job)
     }
 
     /// A storing job, on its own thread (`startJob`).
