@@ -44,13 +44,18 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     private let foreignWeak: Bool
     /// The whole span comes from one origin response (`ServeDecision.Start.streamWhole`).
     private let streamWhole: Bool
-    private var mayStore: Bool
+    /// Whether this response may store what it fetches, and the storing jobs it asked for and started.
+    private var storing: (allowed: Bool, asked: Int, started: [EntryState.JobID])
     private var direct: DirectStream?
-    /// Storing jobs this response asked for, and those it started.
-    private var ownJobs: (asked: Int, started: [EntryState.JobID]) = (0, [])
-    /// The first bytes, read before the response head goes out (`prepare`), and their offset.
-    private var primed: (bytes: [UInt8], at: Int64) = ([], 0)
-    private var preparing = false
+    /// The first bytes: being read before the response head goes out (`prepare`), then kept
+    /// until sent (with their offset).
+    private var head = Head.none
+    private enum Head {
+        case none
+        case preparing
+        case primed(bytes: [UInt8], at: Int64)
+    }
+    private var preparing: Bool { if case .preparing = head { true } else { false } }
     /// Bytes sent from what was cached when the response began, and from the origin since.
     public let fromCache = Atomic<Int64>(0)
     public let fromOrigin = Atomic<Int64>(0)
@@ -79,7 +84,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         self.weakPartsCombine = weakPartsCombine
         self.streamWhole = streamWhole
         foreignWeak = !video.validators.hasStrongValidator && !weakPartsCombine
-        mayStore = snapshot.problem == nil && !foreignWeak && !streamWhole
+        storing = (snapshot.problem == nil && !foreignWeak && !streamWhole, 0, [])
         board.readerArrived(holding: fileID, ownHead: ownHead, version: video.validators)
     }
 
@@ -98,8 +103,8 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
     /// begin gets a status (the origin's, or 502) rather than a 200 cut at once. Nil when ready.
     public func prepare() -> (status: Int, reason: String)? {
         guard !range.isEmpty, !isCached else { return nil }
-        preparing = true
-        defer { preparing = false }
+        head = .preparing
+        defer { if preparing { head = .none } }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         let n = buffer.withUnsafeMutableBytes { read(at: 0, into: $0) }
         guard let n, n > 0 else {
@@ -107,17 +112,17 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
             if let fileProblem { why = "\(fileProblem); \(why)" }
             return (failureStatus ?? 502, why)
         }
-        primed = (Array(buffer[0..<n]), 0)
+        head = .primed(bytes: Array(buffer[0..<n]), at: 0)
         return nil
     }
 
     public func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         guard !closed.load(ordering: .relaxed) else { return nil }
-        if !primed.bytes.isEmpty && offset == primed.at {
-            let n = min(buffer.count, primed.bytes.count)
-            primed.bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            primed.bytes.removeFirst(n)
-            primed.at += Int64(n)
+        if case .primed(var bytes, let at) = head, offset == at {
+            let n = min(buffer.count, bytes.count)
+            bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            bytes.removeFirst(n)
+            head = bytes.isEmpty ? .none : .primed(bytes: bytes, at: at + Int64(n))
             return n
         }
         let p = range.lowerBound + offset
@@ -132,8 +137,8 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
         }
         while true {
             let at = EntryState.ReaderAt(position: p, end: range.upperBound, claims: claims, file: fileID, promised: video.validators, hasFile: file != nil && !streamWhole,
-                                         refreshed: source.refreshedAt == p, mayStore: mayStore, preparing: preparing,
-                                         jobsAsked: ownJobs.asked, started: ownJobs.started)
+                                         refreshed: source.refreshedAt == p, mayStore: storing.allowed, preparing: preparing,
+                                         jobsAsked: storing.asked, started: storing.started)
             switch board.step(at, start: { owner.startJob($0, board: board, reader: self) }) {
             case .closing:
                 cut = ("the server is stopping", nil)
@@ -158,18 +163,18 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                     noteFailure(failed)
                     return nil
                 }
-                mayStore = false
+                storing.allowed = false
             case .again:
                 source.refreshedAt = nil
             case .asked(let started):
-                ownJobs.asked += 1
+                storing.asked += 1
                 if let started {
-                    ownJobs.started.append(started)
+                    storing.started.append(started)
                     source.refreshedAt = nil
                 } else {
                     // Another process writes the entry, nothing more fits under the cap, or the
                     // file is not the entry's any more: the rest plays, streamed, not stored.
-                    mayStore = false
+                    storing.allowed = false
                 }
             case .stream(let span, let failed):
                 if let failed, preparing {
@@ -307,7 +312,7 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
 
     public func finished(completed: Bool) {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
-        board.readerLeft(holding: fileID, claims: claims, promised: video.validators, started: ownJobs.started)
+        board.readerLeft(holding: fileID, claims: claims, promised: video.validators, started: storing.started)
         file?.close()
         owner.release(board)
     }
