@@ -429,6 +429,7 @@ public final class ReadThrough: Sendable {
     func startJob(_ start: EntryState.JobStart, board: EntryBoard, reader: RangeReader) -> EntryBoard.StartOutcome {
         let video = reader.video
         guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else { return .none }
+        testPause("serve-job-start-effects", video.key)
         // Under the writer lock nobody else replaces `data` or changes the version.
         let room: Int64? = if let whole = start.plan.span { self.room(for: video.key, wanted: whole.count) } else { nil }
         guard start.plan.fitted(room: room) != nil, let fileID = reader.adoptFileForJob() else {
