@@ -26,6 +26,8 @@ final class EntryBoard: @unchecked Sendable {
         var stops: [EntryState.JobID: @Sendable () -> Void] = [:]
         var flock: EntryLock?
         var pendingDrop: (@Sendable () throws -> Void)?
+        /// The file the head of `open` went into, held open until `headDone`.
+        var headFile: RawFile?
     }
 
     /// Runs a transition with `cond` held, and wakes every waiter (the state may have changed).
@@ -92,6 +94,37 @@ final class EntryBoard: @unchecked Sendable {
 
     /// This process's writes into `file`, when they are of the version `promised`.
     func ownWrites(_ file: FileID?, promised: Validators) -> RangeSet { query { $0.ownWrites(file, promised: promised) } }
+
+    // MARK: The head `open` stores (its fetch loop writes, the opener reads after)
+
+    /// The head fetch wrote `range` into `file`, the entry's `data` at `path` (the job holds the
+    /// entry: `path` names `file`). At the first write the file is opened by path (outside the
+    /// lock) and held until `headDone`, so that its inode number cannot be given to another file
+    /// meanwhile: a file `open` then finds with that number is the one the head went into.
+    func headWrote(_ range: ByteRange, in file: FileID, path: String) {
+        if query({ $0.headNeedsPin() }), let f = try? RawFile.open(path, flags: O_RDONLY) {
+            let pinned = (try? f.identity()) == file && transition { s, h in
+                guard s.headPinned(file) else { return false }
+                h.headFile = f
+                return true
+            }
+            if !pinned { f.close() }
+        }
+        transition { s, _ in s.headWrote(range, in: file) }
+    }
+
+    /// What the head wrote into `file`, when it is the file the head went into.
+    func headRanges(_ file: FileID) -> RangeSet? { query { $0.headRanges(file) } }
+
+    /// The opener is done with the head: its file is let go.
+    func headDone() {
+        let file = transition { s, h -> RawFile? in
+            s.headDone()
+            defer { h.headFile = nil }
+            return h.headFile
+        }
+        file?.close()
+    }
 
     // MARK: Readers
 

@@ -15,6 +15,7 @@
 /// - `readers`, `readingWrites`: readers using the entry, and those reading bytes justified only
 ///   by this process's writes right now;
 /// - `starting`: a job start whose effects run now (one at a time per entry);
+/// - `head`: what the head fetch of `open` wrote, and into which file;
 /// - `generation`: changes whenever the set of jobs, their limits or the lock changes, so a
 ///   start admitted after its effects ran knows whether its plan still holds.
 struct EntryState: Sendable {
@@ -90,6 +91,11 @@ struct EntryState: Sendable {
         }
     }
 
+    struct Head: Equatable, Sendable {
+        var file: FileID
+        var ranges = RangeSet()
+    }
+
     private(set) var lifecycle = Lifecycle.open
     private(set) var lock = WriterLock.free
     private(set) var jobs: [JobID: Job] = [:]
@@ -97,11 +103,15 @@ struct EntryState: Sendable {
     private(set) var readers = 0
     private(set) var readingWrites = 0
     private(set) var starting: JobStart?
+    /// The head `open` stores now (one opener at a time): the file it went into, held open by the
+    /// shell from its first write so its inode number cannot be given to another file meanwhile,
+    /// and the bytes written there.
+    private(set) var head: Head?
     private(set) var generation = 0
     private var nextJob: JobID = 1
 
     /// Nothing of the entry is in use: no reader, job, start or lock (the board may be forgotten).
-    var isIdle: Bool { readers == 0 && jobs.isEmpty && starting == nil && lock == .free }
+    var isIdle: Bool { readers == 0 && jobs.isEmpty && starting == nil && lock == .free && head == nil }
 
     /// Jobs not ended, by id (in the order they were started).
     var runningJobs: [(id: JobID, job: Job)] {
@@ -460,6 +470,30 @@ struct EntryState: Sendable {
         lock = .free
         generation += 1
     }
+
+    // MARK: The head `open` stores
+
+    /// Whether the head's file is to be pinned (opened by path and checked to be `file`) before
+    /// its writes count: at its first write.
+    func headNeedsPin() -> Bool { head == nil }
+
+    /// The head's file was opened by path and is `file`.
+    mutating func headPinned(_ file: FileID) -> Bool {
+        guard head == nil else { return false }
+        head = Head(file: file)
+        return true
+    }
+
+    /// The head fetch wrote `range` into `file`: counted when that is the pinned file.
+    mutating func headWrote(_ range: ByteRange, in file: FileID) {
+        guard head?.file == file else { return }
+        head?.ranges.insert(range)
+    }
+
+    /// What the head wrote into `file`, when it is the file the head went into.
+    func headRanges(_ file: FileID) -> RangeSet? { head?.file == file ? head?.ranges : nil }
+
+    mutating func headDone() { head = nil }
 
     // MARK: The server stops
 

@@ -210,9 +210,8 @@ public final class ReadThrough: Sendable {
         snap.file?.close()
         var o = options
         (o.maxSize, o.minFree) = limits.withLock { $0 }  // those in force (SIGHUP may have changed them), not the start's
-        let headWrites = HeadWrites(path: store.dataPath(key))
-        defer { headWrites.close() }
-        o.onWrite = { file, range in headWrites.add(file, range) }
+        defer { board.headDone() }
+        o.onWrite = { [board, path = store.dataPath(key)] file, range in board.headWrote(range, in: file, path: path) }
         o.retries = 1
         o.waitForLock = false
         // The head runs on the player's connection, before its response head: an origin that
@@ -266,7 +265,7 @@ public final class ReadThrough: Sendable {
         }
         var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: false, snapshot: snap)
         video.checkSegment = checkSegment
-        if let id = snap.fileID, let mine = headWrites.ranges(id), snap.claims.contains(mine) {
+        if let id = snap.fileID, let mine = board.headRanges(id), snap.claims.contains(mine) {
             // The head this process just stored, in the very file the reader holds (the head
             // job's file was held open until now, so an inode number given out again cannot pass
             // for it; its claims cover it): its own run's bytes. Recorded on the board only once
@@ -530,43 +529,5 @@ final class Counter: @unchecked Sendable {
             if left <= .zero || !cond.wait(seconds: left.inSeconds) { return value == 0 }
         }
         return true
-    }
-}
-
-/// What the head fetch of `open` wrote, and into which file (its job's loop thread writes, the
-/// opener reads after). The file is held open from its first write until `close`, so that its
-/// inode number cannot be given to another file meanwhile: a file `open` then finds with that
-/// number is the one the head went into.
-final class HeadWrites: @unchecked Sendable {
-    // @unchecked: guarded by `lock`.
-    private let lock = NSLock()
-    private let path: String
-    private var pinned: (file: RawFile, id: FileID)?
-    private var ranges = RangeSet()
-    init(path: String) { self.path = path }
-
-    /// On the loop, right after the write (the job holds the entry: `path` names `file`).
-    func add(_ file: FileID, _ range: ByteRange) {
-        lock.lock()
-        defer { lock.unlock() }
-        if pinned == nil, let f = try? RawFile.open(path, flags: O_RDONLY) {
-            if let id = try? f.identity(), id == file { pinned = (f, id) } else { f.close() }
-        }
-        guard pinned?.id == file else { return }
-        ranges.insert(range)
-    }
-
-    /// What went into `file`, when it is the file the head went into.
-    func ranges(_ file: FileID) -> RangeSet? {
-        lock.lock()
-        defer { lock.unlock() }
-        return pinned?.id == file ? ranges : nil
-    }
-
-    func close() {
-        lock.lock()
-        pinned?.file.close()
-        pinned = nil
-        lock.unlock()
     }
 }
