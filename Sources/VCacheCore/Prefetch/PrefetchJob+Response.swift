@@ -1,14 +1,10 @@
 import Foundation
 
-/// `ResponseJudge`'s verdict on a response head as this job takes it (a version promised to
-/// serve's readers narrows it), its `--verbose` trace, and the check of an MP4's first bytes.
+/// `ResponseJudge`'s verdict on a response head (a version promised to serve's readers narrows
+/// it there), its `--verbose` trace, and the check of an MP4's first bytes.
 extension PrefetchJob {
     func verdict(on head: ResponseHead, asked: ResponseJudge.Asked) -> ResponseJudge.Verdict {
-        var verdict = judge(for: asked).judge(head)
-        if case .accept(let offset, let limit, let v) = verdict, let promised = options.expectedVersion, !promised.admits(v) {
-            // Readers of this file were promised another version: never into their file.
-            verdict = .replace(offset: offset, limit: limit, validators: v, reason: "the origin's version is not the one being served")
-        }
+        let verdict = judge(for: asked).judge(head)
         if options.verbose {
             let fields = ["Content-Range", "Content-Length", "ETag", "Last-Modified", "Transfer-Encoding"].compactMap { n in head.header(n).map { "\(n): \($0)" } }
             trace("< \(head.status) \(head.reason)" + (fields.isEmpty ? "" : " " + fields.joined(separator: " ")))
