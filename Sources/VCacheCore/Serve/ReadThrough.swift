@@ -294,7 +294,7 @@ public final class ReadThrough: Sendable {
         guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
         defer { lock.release() }
         do {
-            try store.dropAllClaims(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil))
+            try store.dropVersion(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil)).close()
             return true
         } catch { return false }
     }
@@ -371,7 +371,7 @@ public final class ReadThrough: Sendable {
         defer { lock.release() }
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, video.validators.admits(e.validators) else { return false }
         do {
-            try store.dropAllClaims(key: video.key, validators: video.validators)
+            try store.dropVersion(key: video.key, validators: video.validators).close()
             return true
         } catch {
             return false
