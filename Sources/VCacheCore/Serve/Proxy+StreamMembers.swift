@@ -2,8 +2,9 @@ import Foundation
 
 /// Serve's care of a stream's members (Docs/hls.md), known from the stream tables prefetch and
 /// serve record: a segment, init section or key is stored only when it passes the check prefetch
-/// makes of it (`HLSMemberCheck`: a segment's first bytes, an AES-128 key's or segment's length), and a member whose signed URL the origin refuses (401/403) is fetched
-/// under the URL its media playlist names now.
+/// makes of it (`HLSMemberCheck`: a segment's first bytes, an AES-128 key's or segment's
+/// length), and a member whose signed URL the origin refuses (401/403) is fetched under the URL
+/// its media playlist names now.
 extension Proxy {
     /// How the entry `key` is checked before it is stored: a member of role segment, init section
     /// or key, as the first cached media playlist naming it says (`HLSMediaPlaylist.memberCheck`,
