@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev 
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2 gcc libc6-dev util-linux systemd python3 zsh fish
 BENCH_DEPS  := time aria2
 
-.PHONY: all build test test-fast stress powercut demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address
+.PHONY: all build test test-fast class-audit stress powercut demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address
 
 all: build
 
@@ -44,14 +44,19 @@ deps-test: deps
 build: deps
 	$(SWIFT) build -c $(CONFIG)
 
-test: deps-test
+test: deps-test class-audit
 	$(SWIFT) build
 	$(SWIFT) test
 
 # The unit and in-process tests only (VCacheCoreTests: no vcache subprocess), in seconds: for the
 # edit-build-test loop. make test stays the whole suite.
-test-fast: deps-test
+test-fast: deps-test class-audit
 	$(SWIFT) test --filter VCacheCoreTests
+
+# The core's classes: at most 8 state fields each (a var, or a Locked, Atomic or Mutex), none
+# settable from outside its file (Tests/Scripts/class-audit.py lists them all without --check).
+class-audit:
+	python3 Tests/Scripts/class-audit.py --check >/dev/null
 
 # The interleaving test for longer: four workers running players through serve, prefetch, evict,
 # verify --fix, origin version changes and serve restarts on one cache for SECONDS seconds

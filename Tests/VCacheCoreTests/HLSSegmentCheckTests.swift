@@ -46,9 +46,11 @@ import Testing
     }
 }
 
-/// Which members of a media playlist serve checks before storing them (`checksSegment`), as
-/// prefetch does: segments and init sections, not keys, not segments under AES-128 (RFC 8216
-/// §4.3.2.4: whole-segment ciphertext), and SAMPLE-AES segments are still TS or fMP4.
+/// How a media playlist's members are checked before they are stored (`HLSMemberCheck`), by
+/// prefetch and serve alike: segments and init sections by their first bytes, a key by its
+/// length (16), a whole segment under AES-128 by its length (RFC 8216 §4.3.2.4: whole-segment
+/// ciphertext, 16-byte blocks), a byte range of one not at all; SAMPLE-AES segments are still
+/// TS or fMP4.
 @Suite struct HLSMemberCheckTests {
     static let playlist = """
         #EXTM3U
@@ -60,6 +62,14 @@ import Testing
         #EXT-X-KEY:METHOD=AES-128,URI="k.key",IV=0x0123456789abcdef0123456789abcdef
         #EXTINF:2.0,
         b.m4s
+        #EXTINF:2.0,
+        #EXT-X-BYTERANGE:1000@0
+        all.m4s
+        #EXTINF:2.0,
+        #EXT-X-BYTERANGE:1000@0
+        mixed.m4s
+        #EXTINF:2.0,
+        mixed.m4s
         #EXT-X-KEY:METHOD=NONE
         #EXTINF:2.0,
         c.m4s?token=1
@@ -70,22 +80,47 @@ import Testing
 
         """
 
-    static let cases: [(String, String, Bool?)] = [
-        ("§4.3.2.5 an init section is checked", "init.mp4", true),
-        ("a segment in the clear is checked", "a.m4s", true),
-        ("§4.3.2.4 a segment under AES-128 is ciphertext: not checked", "b.m4s", false),
-        ("a key is not a segment", "k.key", false),
-        ("METHOD=NONE ends encryption: checked again", "c.m4s?token=1", true),
-        ("SAMPLE-AES leaves the container in the clear: checked", "d.m4s", true),
+    static let cases: [(String, String, HLSMemberCheck?)] = [
+        ("§4.3.2.5 an init section: its first bytes", "init.mp4", .segment),
+        ("a segment in the clear: its first bytes", "a.m4s", .segment),
+        ("§4.3.2.4 a segment under AES-128 is ciphertext: its length", "b.m4s", .encryptedSegment),
+        ("§4.3.2.2 byte ranges of a file under AES-128 are padded each: nothing", "all.m4s", .unchecked),
+        ("under AES-128, named whole once: its length", "mixed.m4s", .encryptedSegment),
+        ("§5.2 an AES-128 key: its length", "k.key", .key),
+        ("a SAMPLE-AES key is an AES-128 key too", "s.key", .key),
+        ("METHOD=NONE ends encryption: its first bytes again", "c.m4s?token=1", .segment),
+        ("SAMPLE-AES leaves the container in the clear: its first bytes", "d.m4s", .segment),
         ("a URL the playlist does not name: no answer", "other.m4s", nil),
     ]
 
     @Test(arguments: cases)
-    func aMemberIsCheckedAsPrefetchChecksIt(_ name: String, _ uri: String, _ expected: Bool?) throws {
+    func aMemberIsCheckedAsItsPlaylistSays(_ name: String, _ uri: String, _ expected: HLSMemberCheck?) throws {
         guard case .media(let media) = try HLSPlaylist.parse(text: Self.playlist, url: "http://h/s/index.m3u8") else {
             Issue.record("not a media playlist")
             return
         }
-        #expect(media.checksSegment(where: { $0 == "http://h/s/" + uri }) == expected, "\(name)")
+        #expect(media.memberCheck(where: { $0 == "http://h/s/" + uri }) == expected, "\(name)")
+    }
+
+    static let ts: [UInt8] = [0x47, 0x40, 0x00, 0x10] + [UInt8](repeating: 0xFF, count: 184) + [0x47, 0x40, 0x00, 0x11]
+    static let page = Array("<html><body>Not Found</body></html>\n".utf8)
+
+    static let problems: [(String, HLSMemberCheck, Int64?, [UInt8], String?)] = [
+        ("a key of 16 bytes", .key, 16, [UInt8](repeating: 1, count: 16), nil),
+        ("an error page for a key", .key, 36, page,
+         "origin's answer for an AES-128 key is 36 bytes, not 16: an error page in its place?"),
+        ("a key of unknown length: nothing to judge yet", .key, nil, page, nil),
+        ("an encrypted segment of whole blocks, whatever its bytes", .encryptedSegment, 4096, page, nil),
+        ("an encrypted segment cut mid-block", .encryptedSegment, 4100, [UInt8](repeating: 7, count: 16),
+         "origin's answer for an AES-128 segment is 4100 bytes, not a whole number of 16-byte blocks: an error page in its place?"),
+        ("a TS segment in the clear", .segment, 376, ts, nil),
+        ("an error page for a segment in the clear", .segment, 36, page,
+         "origin's answer for an HLS segment is not one: its first bytes '<html><body>Not ' are not MPEG-TS, fMP4, packed audio or WebVTT"),
+        ("a byte range under AES-128: nothing judged", .unchecked, 4100, page, nil),
+    ]
+
+    @Test(arguments: problems)
+    func aMembersBytesAreJudgedByItsCheck(_ name: String, _ check: HLSMemberCheck, _ length: Int64?, _ first: [UInt8], _ expected: String?) {
+        #expect(check.problem(length: length, firstBytes: first) == expected, "\(name)")
     }
 }

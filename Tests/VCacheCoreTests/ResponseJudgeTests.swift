@@ -10,10 +10,10 @@ import Testing
 
     /// A judge for `bytes=start-(end-1)` (or the last `suffix` bytes) with `held` validators.
     static func judge(_ start: Int64?, _ end: Int64?, suffix: Int64? = nil, held: Validators = strong, hasBytes: Bool = true,
-                      wantedEnd: Int64? = nil, thisRun: Bool = false) -> ResponseJudge {
+                      wantedEnd: Int64? = nil, thisRun: Bool = false, promised: Validators? = nil) -> ResponseJudge {
         let spec = suffix.map { "-\($0)" } ?? "\(start ?? 0)-\(end.map { String($0 - 1) } ?? "")"
         return ResponseJudge(asked: .init(spec: spec, start: start, end: end, suffix: suffix), held: held, hasBytes: hasBytes,
-                             wantedEnd: wantedEnd, weakPartsCombine: thisRun)
+                             wantedEnd: wantedEnd, weakPartsCombine: thisRun, promised: promised)
     }
 
     static func head(_ status: Int, _ headers: [(String, String)]) -> ResponseHead {
@@ -119,6 +119,43 @@ import Testing
              expected: .accept(offset: 0, limit: nil, validators: none)),
         Case(name: "404: refused with its status",
              judge: judge(0, 100), head: head(404, [("Content-Length", "9")]),
+             expected: .reject(.http(status: 404, reason: "Not Found"))),
+        // A version promised to serve's readers (the file a job writes into, a span streamed to
+        // them): bytes of another version are never accepted as theirs (Validators.admits).
+        Case(name: "promised a strong ETag, 206 of that ETag: accepted",
+             judge: judge(100, 200, promised: strong), head: head(206, [("Content-Range", "bytes 100-199/1000"), ("ETag", "\"a\"")]),
+             expected: .accept(offset: 100, limit: 200, validators: strong)),
+        Case(name: "promised a strong ETag, nothing held, 206 of another ETag: replaced, not accepted",
+             judge: judge(100, 200, held: none, hasBytes: false, promised: strong),
+             head: head(206, [("Content-Range", "bytes 100-199/1000"), ("ETag", "\"b\"")]),
+             expected: .replace(offset: 100, limit: 200, validators: Validators(length: 1000, etag: "\"b\"", lastModified: nil),
+                                reason: ResponseJudge.notThePromisedVersion)),
+        Case(name: "promised a strong ETag, nothing held, 200 without validators: replaced",
+             judge: judge(0, nil, held: none, hasBytes: false, promised: strong), head: head(200, [("Content-Length", "1000")]),
+             expected: .replace(offset: 0, limit: 1000, validators: Validators(length: 1000, etag: nil, lastModified: nil),
+                                reason: ResponseJudge.notThePromisedVersion)),
+        Case(name: "promised a weak ETag, this run's 206 of the same weak ETag and length: accepted",
+             judge: judge(100, 200, held: weak, thisRun: true, promised: weak),
+             head: head(206, [("Content-Range", "bytes 100-199/1000"), ("ETag", "W/\"a\"")]),
+             expected: .accept(offset: 100, limit: 200, validators: weak)),
+        Case(name: "promised a weak ETag, nothing held, 206 of the same weak ETag but without a length: replaced",
+             judge: judge(100, 200, held: none, hasBytes: false, promised: weak),
+             head: head(206, [("Content-Range", "bytes 100-199/*"), ("ETag", "W/\"a\"")]),
+             expected: .replace(offset: 100, limit: 200, validators: Validators(length: nil, etag: "W/\"a\"", lastModified: nil),
+                                reason: ResponseJudge.notThePromisedVersion)),
+        Case(name: "promised a Last-Modified only, 206 of that date and length: accepted",
+             judge: judge(100, 200, held: dateOnly, promised: dateOnly),
+             head: head(206, [("Content-Range", "bytes 100-199/1000"), ("Last-Modified", lm)]),
+             expected: .accept(offset: 100, limit: 200, validators: dateOnly)),
+        Case(name: "promised a version, the origin's other version against held bytes: the judge's own reason stays",
+             judge: judge(100, 200, promised: strong), head: head(206, [("Content-Range", "bytes 100-199/1000"), ("ETag", "\"b\"")]),
+             expected: .replace(offset: 100, limit: 200, validators: Validators(length: 1000, etag: "\"b\"", lastModified: nil),
+                                reason: "its validators changed (ETag \"a\" -> \"b\")")),
+        Case(name: "promised a version, a 416 of another length: the length is learned, the promise does not apply",
+             judge: judge(5000, nil, promised: strong), head: head(416, [("Content-Range", "bytes */900")]),
+             expected: .learnLength(Validators(length: 900, etag: nil, lastModified: nil), drop: true)),
+        Case(name: "promised a version, 404: refused with its status",
+             judge: judge(0, 100, promised: strong), head: head(404, []),
              expected: .reject(.http(status: 404, reason: "Not Found"))),
     ]
 

@@ -5,7 +5,7 @@ import Testing
 import VCacheTestSupport
 
 /// A video whole again after `verify --fix` that does not hash as at its first completion has
-/// every claim dropped (`CacheStore.dropAllClaims`: rows, then a new `data`). In serve the job
+/// every claim dropped (`CacheStore.dropVersion`: rows, then a new `data`). In serve the job
 /// that finds it shares the entry's writer lock with the process's other jobs: none of them may
 /// write the old file while the drop runs, or their claims would name bytes the new `data` lacks
 /// (Docs/reliability.md, "Four processes"). Pause points make the interleaving exact.

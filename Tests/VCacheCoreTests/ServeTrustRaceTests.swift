@@ -217,7 +217,7 @@ import VCacheTestSupport
         for _ in 0..<3 where FileSystem.identity(cache.store.dataPath(key)) != headFile {
             let fillers = Self.takeFreeInodes(below: headFile, in: cache.store.entryDirectory(key))
             let lock = try #require(try cache.store.tryLockWriter(key: key))
-            try cache.store.dropAllClaims(key: key, validators: version)
+            try cache.store.dropVersion(key: key, validators: version).close()
             lock.release()
             for f in fillers { unlink(f) }
             #expect(cache.prefetch(url, [.span(first: 1_000_000, last: 1_999_999)]).error == nil)

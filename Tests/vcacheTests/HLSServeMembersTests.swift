@@ -217,6 +217,51 @@ import VCacheTestSupport
         #expect(try inspector.entry(origin.url("/h/s2.ts"))?.sha256 == TestBytes.sha256(good))
         #expect(try inspector.entry(origin.url("/h/other.bin"))?.sha256 == TestBytes.sha256(html))
     }
+
+    /// Under AES-128 a segment's bytes look like nothing, so serve judges it as prefetch does
+    /// (`HLSMemberCheck`): an encrypted segment that is not a whole number of 16-byte blocks, or
+    /// a key that is not 16 bytes, is an error page in its place: answered 502 and never stored.
+    @Test(.timeLimit(.minutes(5)))
+    func anAESSegmentOrKeyOfTheWrongLengthIsNotStoredThroughServe() throws {
+        let origin = try TestOrigin()
+        func playlist(_ key: String) -> Data {
+            Data(("#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+                + "#EXT-X-KEY:METHOD=AES-128,URI=\"\(key)\",IV=0x00000000000000000000000000000001\n"
+                + "#EXTINF:2.0,\ns0.ts\n#EXTINF:2.0,\ns1.ts\n#EXT-X-ENDLIST\n").utf8)
+        }
+        // 4100 bytes: not whole 16-byte blocks (an error page or a cut body in its place).
+        let cut = Data((0..<4100).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        let whole = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 17 &+ 3) })
+        let page = Data("<html><body>Not Found</body></html>\n".utf8)
+        origin.setResource("/e/index.m3u8", .init(body: playlist("good.key"), contentType: Self.mpegurl))
+        origin.setResource("/e/good.key", .init(body: Data(repeating: 1, count: 16), contentType: "application/octet-stream"))
+        origin.setResource("/e/s0.ts", .init(body: cut, contentType: "video/mp2t"))
+        origin.setResource("/e/s1.ts", .init(body: whole, contentType: "video/mp2t"))
+        origin.setResource("/k/index.m3u8", .init(body: playlist("bad.key"), contentType: Self.mpegurl))
+        origin.setResource("/k/bad.key", .init(body: page, contentType: "application/octet-stream"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        for p in ["/e/index.m3u8", "/k/index.m3u8"] {
+            #expect(try Curl.fetch([serve.url(origin.url(p))], in: dir).status == 200)
+        }
+        for m in ["/e/s0.ts", "/k/bad.key"] {
+            // Twice: the second time the catalog may know its length, and the check still holds.
+            for _ in 0..<2 {
+                let r = try Curl.fetch([serve.url(origin.url(m))], in: dir)
+                #expect(r.status == 502, "\(m): \(r.status) \(r.body.count) bytes")
+            }
+        }
+        let fine = try Curl.fetch([serve.url(origin.url("/e/s1.ts"))], in: dir)
+        #expect(fine.status == 200 && fine.body == whole)
+        let key = try Curl.fetch([serve.url(origin.url("/e/good.key"))], in: dir)
+        #expect(key.status == 200 && key.body == Data(repeating: 1, count: 16))
+        serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(origin.url("/e/s0.ts"))?.cachedBytes ?? 0 == 0)
+        #expect(try inspector.entry(origin.url("/k/bad.key"))?.cachedBytes ?? 0 == 0)
+        #expect(try inspector.entry(origin.url("/e/s1.ts"))?.sha256 == TestBytes.sha256(whole))
+        #expect(try inspector.entry(origin.url("/e/good.key"))?.sha256 == TestBytes.sha256(Data(repeating: 1, count: 16)))
+    }
 }
 
 /// A redirected playlist warmed by the vcache before migration 4 has no final URL recorded: its

@@ -418,7 +418,7 @@ public final class Catalog: Sendable {
 
     /// The video changed (invariant 2): drops every cached range, the completion and the digest,
     /// and records the new validators. Only after this committed does the caller give the entry a
-    /// new, empty `data` (`CacheStore.replaceData`: the old file is unlinked, never truncated).
+    /// new, empty `data` (`CacheStore.dropVersion` does both: the old file is unlinked, never truncated).
     public func invalidate(key: String, validators: Validators) throws {
         try database.write { c in
             try c.run("DELETE FROM ranges WHERE key = ?", .text(key))

@@ -27,27 +27,6 @@ extension HLSPlaylist {
 }
 
 extension HLSMediaPlaylist {
-    /// Whether the resource this playlist names where `named` holds must look like a segment
-    /// when stored (`HLSSegmentCheck`), as prefetch judges it: a segment or init section yes; a
-    /// key, or a segment under an AES-128 key (ciphertext looks like nothing), no. Nil when it
-    /// names no such resource.
-    public func checksSegment(where named: (String) -> Bool) -> Bool? {
-        var found = false, unchecked = false
-        for s in segments {
-            if let m = s.fetchedMap, named(m.uri) { found = true }
-            for k in s.keys where k.isFetchable {
-                if let u = k.uri, named(u) { found = true; unchecked = true }
-            }
-            if named(s.uri) {
-                found = true
-                if s.keys.contains(where: { $0.method == .aes128 }) { unchecked = true }
-            }
-        }
-        return found ? !unchecked : nil
-    }
-}
-
-extension HLSMediaPlaylist {
     /// What the bytes of the resources this playlist names must be, seen through `key` (the
     /// cache's key rules): per segment its resource, byte range, duration and sequence, its init
     /// section and the keys in force (method, resource, IV, format). Two playlists of equal shape

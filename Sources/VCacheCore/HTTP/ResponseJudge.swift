@@ -17,6 +17,9 @@ import Foundation
 ///   With no Content-Length, its length is the bytes received when the body ends cleanly.
 /// - A 416 with `Content-Range: bytes */N` teaches the length (planning starts again).
 /// - Any other status is refused with that status.
+/// - When readers were promised a version (`promised`: serve's readers of the file a job writes
+///   into, or the span a `DirectStream` relays), bytes of any other version are never accepted
+///   as the same: an accept whose validators the promise does not admit becomes a replace.
 public struct ResponseJudge: Equatable, Sendable {
     /// What the request asked for: `start`/`end` (exclusive) in bytes, or the last `suffix` bytes.
     public struct Asked: Equatable, Sendable {
@@ -56,16 +59,32 @@ public struct ResponseJudge: Equatable, Sendable {
     public var wantedEnd: Int64?
     /// Parts under a weak (or no) validator may be combined: the held bytes came from this run.
     public var weakPartsCombine: Bool
+    /// The version readers were promised (`Validators.admits`); nil when none was.
+    public var promised: Validators?
 
-    public init(asked: Asked, held: Validators, hasBytes: Bool, wantedEnd: Int64?, weakPartsCombine: Bool) {
+    public init(asked: Asked, held: Validators, hasBytes: Bool, wantedEnd: Int64?, weakPartsCombine: Bool, promised: Validators? = nil) {
         self.asked = asked
         self.held = held
         self.hasBytes = hasBytes
         self.wantedEnd = wantedEnd
         self.weakPartsCombine = weakPartsCombine
+        self.promised = promised
     }
 
     public func judge(_ head: ResponseHead) -> Verdict {
+        let verdict = judgeVersionless(head)
+        if case .accept(let offset, let limit, let v) = verdict, let promised, !promised.admits(v) {
+            // Readers were promised another version: never into their file, never to them.
+            return .replace(offset: offset, limit: limit, validators: v, reason: Self.notThePromisedVersion)
+        }
+        return verdict
+    }
+
+    /// The reason of a replace the promise forced.
+    public static let notThePromisedVersion = "the origin's version is not the one being served"
+
+    /// The verdict before the promise is held against it.
+    private func judgeVersionless(_ head: ResponseHead) -> Verdict {
         if head.status == 200 || head.status == 206 {
             // Byte offsets are the video's own: an encoded body is never stored as it.
             if let enc = head.header("Content-Encoding")?.trimmingCharacters(in: .whitespaces).lowercased(), !enc.isEmpty, enc != "identity" {

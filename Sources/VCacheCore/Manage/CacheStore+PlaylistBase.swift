@@ -66,7 +66,6 @@ extension CacheStore {
     /// `playlistBase` of a playlist entry whose bytes are to be read from the cache.
     public func playlistBase(of e: CacheEntry, keyRules: CacheKeyRules) -> String {
         if let recorded = (try? catalog.finalURL(of: e.key)) ?? nil { return recorded }
-        guard let length = e.length, length <= Int64(HLSPlaylist.maxBytes), let bytes = cachedBytes(of: e) else { return e.latestURL }
-        return playlistBase(of: e, bytes: bytes, keyRules: keyRules)
+        return cachedPlaylist(e, keyRules: keyRules, complete: false)?.base ?? e.latestURL
     }
 }

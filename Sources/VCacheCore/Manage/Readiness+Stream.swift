@@ -32,8 +32,7 @@ extension Readiness {
         func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
         func visit(_ e: CacheEntry, depth: Int) {
             guard problem == nil else { return }
-            guard depth < 4, e.length.map({ $0 <= Int64(HLSPlaylist.maxBytes) }) ?? false, let bytes = store.cachedBytes(of: e),
-                  let playlist = try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules)) else {
+            guard depth < 4, let playlist = store.cachedPlaylist(e, keyRules: keyRules, complete: false)?.playlist else {
                 problem = "its playlist \(e.latestURL) cannot be read from the cache"
                 return
             }

@@ -206,8 +206,7 @@ public struct StreamExporter {
     private func entry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
 
     private func parse(_ e: CacheEntry) -> HLSPlaylist? {
-        guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules))
+        store.cachedPlaylist(e, keyRules: keyRules)?.playlist
     }
 
     /// Why the media playlist does not play from the cache, or nil when it does.
@@ -233,9 +232,9 @@ public struct StreamExporter {
     /// The cached playlist's text with every URI through `local`.
     private func rewrite(key: String, keep: @escaping @Sendable (String) -> Bool = { _ in true },
                          _ local: @escaping @Sendable (String) -> String) -> String {
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, let bytes = store.cachedBytes(of: e) else { return "" }
+        guard let copy = store.cachedPlaylist(key: key, keyRules: keyRules, complete: false) else { return "" }
         // Resolved as the plan was (after redirects), so every URI finds its local name.
-        return HLSRewriter(url: store.playlistBase(of: e, bytes: bytes, keyRules: keyRules), proxy: local, keep: keep).rewrite(String(decoding: bytes, as: UTF8.self))
+        return HLSRewriter(url: copy.base, proxy: local, keep: keep).rewrite(String(decoding: copy.bytes, as: UTF8.self))
     }
 
     private func makeFolder(_ path: String) throws {

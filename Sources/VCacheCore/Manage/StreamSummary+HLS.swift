@@ -46,10 +46,7 @@ extension StreamInventory {
 
     /// A complete playlist entry's cached text, parsed.
     func parse(_ e: CacheEntry) -> HLSPlaylist? {
-        guard e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes) else { return nil }
-        let entry = e.ranges.isEmpty ? ((try? store.catalog.entry(key: e.key)) ?? nil) : e
-        guard let entry, let bytes = store.cachedBytes(of: entry) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: entry, bytes: bytes, keyRules: keyRules))
+        store.cachedPlaylist(e, keyRules: keyRules)?.playlist
     }
 
     /// The entries of every member a media playlist names (segments, init sections, keys), by

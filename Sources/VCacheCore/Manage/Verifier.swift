@@ -302,7 +302,7 @@ public struct Verifier {
             return
         }
         if changed || checksum || keep.isEmpty {
-            try store.dropAllClaims(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators)
+            try store.dropVersion(key: e.key, validators: changed ? Validators(length: nil, etag: nil, lastModified: nil) : e.validators).close()
             report.actions.append("dropped every cached byte; 'vcache prefetch \(e.latestURL)' fetches it again")
         } else {
             let whole = e.length.map { keep.contains(ByteRange(0, $0)) } ?? false

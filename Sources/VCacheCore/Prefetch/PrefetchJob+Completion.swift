@@ -24,14 +24,14 @@ extension PrefetchJob {
 
     enum FinalOutcome: Sendable { case partial, completed, failed(PrefetchError) }
 
-    /// Drops every claim of the entry and gives it a new `data` (`CacheStore.dropAllClaims`).
+    /// Drops every claim of the entry and gives it a new `data` (`CacheStore.dropVersion`).
     /// Under a lock shared with other jobs (serve), only when none of them can still write the
     /// old file and claim its bytes afterwards: now if this job is alone, else by the last job to
     /// leave; no job joins meanwhile (`SharedEntryLock.dropAlone`).
     var allClaimsDropper: @Sendable (Validators) throws -> Void {
         let store = self.store, key = self.key, shared = options.sharedLock
         return { validators in
-            let drop: @Sendable () throws -> Void = { try store.dropAllClaims(key: key, validators: validators) }
+            let drop: @Sendable () throws -> Void = { try store.dropVersion(key: key, validators: validators).close() }
             if let shared { try shared.dropAlone(drop) } else { try drop() }
         }
     }

@@ -1,7 +1,7 @@
 /// Dropping the entry's version (invariant 2) without blocking the loop.
 extension PrefetchJob {
-    /// On the checkpoint queue, after any commit already queued, the catalog rows go first
-    /// (durably), then `data` is replaced by a new empty file; meanwhile the job is in
+    /// On the checkpoint queue, after any commit already queued, `CacheStore.dropVersion`: the
+    /// catalog rows go first (durably), then `data` is replaced by a new empty file; meanwhile the job is in
     /// `droppingVersion`, the interrupted exchange's transfer held. Back on the loop, `then`
     /// follows, and a transfer that ended meanwhile is carried out. A failure ends the job.
     func dropVersion(to new: Validators, reason: String, interrupting exchange: Exchange?, then: AfterDrop) {
@@ -12,9 +12,7 @@ extension PrefetchJob {
         let store = self.store, key = self.key, old = writer.data
         fetcher.offload(to: writer.checkpointer.queue, { () -> Result<RawFile, PrefetchError> in
             do {
-                try store.catalog.invalidate(key: key, validators: new)
-                testPause("drop-after-invalidate", key)
-                return .success(try store.replaceData(key: key, closing: old))
+                return .success(try store.dropVersion(key: key, validators: new, closing: old, pausePoint: "drop-after-invalidate"))
             } catch {
                 return .failure(PrefetchError(error))
             }

@@ -1,14 +1,10 @@
 import Foundation
 
-/// `ResponseJudge`'s verdict on a response head as this job takes it (a version promised to
-/// serve's readers narrows it), its `--verbose` trace, and the check of an MP4's first bytes.
+/// `ResponseJudge`'s verdict on a response head (a version promised to serve's readers narrows
+/// it there), its `--verbose` trace, and the check of an MP4's first bytes.
 extension PrefetchJob {
     func verdict(on head: ResponseHead, asked: ResponseJudge.Asked) -> ResponseJudge.Verdict {
-        var verdict = judge(for: asked).judge(head)
-        if case .accept(let offset, let limit, let v) = verdict, let promised = options.expectedVersion, !promised.admits(v) {
-            // Readers of this file were promised another version: never into their file.
-            verdict = .replace(offset: offset, limit: limit, validators: v, reason: "the origin's version is not the one being served")
-        }
+        let verdict = judge(for: asked).judge(head)
         if options.verbose {
             let fields = ["Content-Range", "Content-Length", "ETag", "Last-Modified", "Transfer-Encoding"].compactMap { n in head.header(n).map { "\(n): \($0)" } }
             trace("< \(head.status) \(head.reason)" + (fields.isEmpty ? "" : " " + fields.joined(separator: " ")))
@@ -28,22 +24,9 @@ extension PrefetchJob {
     /// Boxes an MP4 or QuickTime file starts with (ISO/IEC 14496-12, QuickTime's `wide`/`pnot`).
     static let firstBoxTypes: Set<String> = ["ftyp", "styp", "moov", "mdat", "free", "skip", "wide", "pnot", "sidx", "moof", "uuid", "pdin", "meta", "prfl"]
 
-    /// For an unencrypted HLS segment: why its first bytes are not one.
+    /// For an HLS stream member: why its first bytes, or its length, are not one (`HLSMemberCheck`).
     func notASegment(_ bytes: UnsafeRawBufferPointer) -> String? {
-        // AES-128 (RFC 8216 §5.2): a key is exactly 16 bytes, an encrypted segment (CBC with
-        // PKCS7 padding) a whole number of 16-byte blocks; an error page in its place is neither.
-        if let cipher = item.cipher, let length = entry.validators.length {
-            switch cipher {
-            case .key where length != 16:
-                return "origin's answer for an AES-128 key is \(length) bytes, not 16: an error page in its place?"
-            case .encryptedSegment where length % 16 != 0:
-                return "origin's answer for an AES-128 segment is \(length) bytes, not a whole number of 16-byte blocks: an error page in its place?"
-            default: return nil
-            }
-        }
-        guard item.checkSegment, !HLSSegmentCheck.looksLikeSegment(firstBytes: Array(bytes.prefix(376))) else { return nil }
-        let shown = String(decoding: bytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
-        return "origin's answer for an HLS segment is not one: its first bytes '\(shown)' are not MPEG-TS, fMP4, packed audio or WebVTT"
+        item.checkSegment?.problem(length: entry.validators.length, firstBytes: bytes)
     }
 
     static func notAnMP4Start(url: String, _ bytes: UnsafeRawBufferPointer) -> String? {

@@ -149,7 +149,7 @@ extension PrefetchJob {
         guard let writer else { return .unproven("nothing was written") }
         if let e = writer.writeStaged() { return .unproven("they could not be written: \(e.description)") }
         let data = writer.data
-        let member = item.checkSegment || item.cipher != nil
+        let member = item.checkSegment != nil
         return CloseDelimitedBody.judge(length: x.offset, member: member) { offset, count in try data.bytes(count, at: offset) }
     }
 }

@@ -6,23 +6,20 @@ public struct PrefetchItem: Equatable, Sendable {
     public var url: String
     public var requests: [RangeRequest]
     public var mp4: MP4Goal?
-    /// An unencrypted HLS segment or init section: its first bytes must be one (TS, fMP4, packed
-    /// audio, WebVTT), never an error page answered with 200 (`HLSSegmentCheck`).
-    public var checkSegment = false
-    /// What AES-128 makes of an HLS member (its bytes look like nothing, so their length is
-    /// judged): a key is 16 bytes; an encrypted segment a whole number of 16-byte blocks.
-    public enum Cipher: Equatable, Sendable { case key, encryptedSegment }
-    public var cipher: Cipher?
+    /// An HLS stream member: how its bytes are checked before they are stored (`HLSMemberCheck`:
+    /// a segment's first bytes, an AES-128 key's or segment's length), never an error page
+    /// answered with 200. Nil for anything else, and for a member nothing can be checked of.
+    public var checkSegment: HLSMemberCheck?
     /// The spans asked for are a playlist's byte ranges (EXT-X-BYTERANGE, RFC 8216 §4.3.2.2):
     /// each must lie inside the resource. One that runs past its end is an error, never a span
     /// clamped to the length (which no later run could ever fill).
     public var rangesMustFit = false
 
-    public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: Bool = false) {
+    public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: HLSMemberCheck? = nil) {
         self.url = url
         self.requests = requests
         self.mp4 = mp4
-        self.checkSegment = checkSegment
+        self.checkSegment = checkSegment == .unchecked ? nil : checkSegment
     }
 
     /// `--seconds N`: the first 64 KiB (which holds `ftyp`, often the `moov`, and the first

@@ -125,8 +125,7 @@ public final class Prefetcher {
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
               length <= Int64(HLSPlaylist.maxBytes),
               HLSPlaylist.looksLikePlaylist(firstBytes: store.cachedBytes(of: e, count: 16) ?? [], contentType: e.contentType),
-              let bytes = store.cachedBytes(of: e),
-              case .media(let media)? = try? HLSPlaylist.parse(bytes, url: e.latestURL), media.isLive else { return }
+              case .media(let media)? = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist, media.isLive else { return }
         // Its stream is kept (only the playlist goes): its rows go with the root, so they are
         // written again once the playlist is back (a stream is recorded only for a root the
         // catalog holds), with what the playlist names now (`expand`).
@@ -160,17 +159,17 @@ public final class Prefetcher {
         if let length = r.length, length > Int64(HLSPlaylist.maxBytes) {
             return refuse(.stream("\(r.url) is an HLS playlist of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(HLSPlaylist.maxBytes))) vcache reads as one"))
         }
-        guard let e = (try? store.catalog.entry(key: r.key)) ?? nil, let bytes = store.cachedBytes(of: e) else {
+        // Relative URIs resolve against the URL that answered it (after redirects): this run's,
+        // kept for offline reads, else the one recorded when it was fetched.
+        guard let e = (try? store.catalog.entry(key: r.key)) ?? nil,
+              let cached = store.cachedPlaylist(e, keyRules: options.keyRules, complete: false, base: r.finalURL) else {
             return refuse(.stream("\(r.url): the playlist cannot be read back from the cache"))
         }
         let plan = HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)
-        // Relative URIs resolve against the URL that answered it (after redirects): this run's,
-        // kept for offline reads, else the one recorded when it was fetched.
         if let final = r.finalURL { try? store.catalog.recordFinalURL(key: r.key, url: final) }
-        let base = r.finalURL ?? store.playlistBase(of: e, bytes: bytes, keyRules: options.keyRules)
         let playlist: HLSPlaylist
         do {
-            playlist = try HLSPlaylist.parse(bytes, url: base)
+            playlist = try cached.parsed()
         } catch {
             return refuse(.stream("\(r.url): not a playlist vcache can read: \(error)"))
         }
@@ -219,14 +218,10 @@ public final class Prefetcher {
                 if ranges[q.url] == nil { order.append(q.url); ranges[q.url] = [] }
                 if let b = q.range { ranges[q.url]?.append(.span(first: b.lowerBound, last: b.upperBound - 1)) }
             }
-            // Segments and init sections are checked to be ones, except where AES-128 encrypts a
-            // whole segment (its bytes look random) and for keys.
-            let keyURLs = Set(fetch.keys.compactMap(\.uri))
-            let encrypted = Set(fetch.segments.filter { $0.keys.contains { $0.method == .aes128 } }.map(\.uri))
+            // Each member checked as serve checks it (`HLSMemberCheck`), from the segments fetched.
             return (order.map { url in
-                var item = PrefetchItem(url: url, requests: ranges[url] ?? [], checkSegment: !keyURLs.contains(url) && !encrypted.contains(url))
-                // A byte range of an encrypted file is not padded on its own: only whole resources are judged.
-                if keyURLs.contains(url) { item.cipher = .key } else if encrypted.contains(url), (ranges[url] ?? []).isEmpty { item.cipher = .encryptedSegment }
+                var item = PrefetchItem(url: url, requests: ranges[url] ?? [],
+                                        checkSegment: HLSMediaPlaylist.memberCheck(in: fetch.segments, where: { $0 == url }))
                 item.rangesMustFit = !(ranges[url] ?? []).isEmpty
                 return item
             }, nil)
@@ -290,6 +285,7 @@ public final class Prefetcher {
         var sizes: [Int: Int64] = [:]
         var refused = Set<Int>()
         var refusing = false
+        /// The item given that item `i` came from (a stream's root; `i` itself for an item given).
         func top(_ i: Int) -> Int {
             var t = i
             while let p = parent[t] { t = p }
@@ -374,16 +370,15 @@ public final class Prefetcher {
                         results[index] = done.result
                         if let r = done.result, r.isPlaylist, r.succeeded, self.options.expandStreams {
                             // The stream it names joins the run (each URL of it once).
-                            var top = index
-                            while let p = parent[top] { top = p }
-                            let (members, error) = self.expand(r, item: items[index], root: self.options.keyRules.key(for: items[top].url))
+                            let root = top(index)
+                            let (members, error) = self.expand(r, item: items[index], root: self.options.keyRules.key(for: items[root].url))
                             if let error { results[index]?.error = error }
                             // The hosts its playlists came from: the URL given, and where each was redirected
                             // (this run, or as the catalog recorded it when it is cached already).
-                            var own = streamHosts[top] ?? Set([items[top].url].compactMap { OriginTarget.of($0)?.host })
+                            var own = streamHosts[root] ?? Set([items[root].url].compactMap { OriginTarget.of($0)?.host })
                             let answered = r.finalURL ?? ((try? self.store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
                             if let host = OriginTarget.of(answered)?.host { own.insert(host) }
-                            streamHosts[top] = own
+                            streamHosts[root] = own
                             for m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
                                 let key = self.options.keyRules.key(for: m.url)
                                 runKeys.insert(key)
@@ -486,8 +481,7 @@ public final class Prefetcher {
         var out = Array(results.prefix(requested.count).map { $0! })
         for i in stride(from: items.count - 1, through: requested.count, by: -1) {
             guard let r = results[i] else { continue }
-            var root = i
-            while let p = parent[root] { root = p }
+            let root = top(i)
             guard root < out.count else { continue }
             out[root].fetchedBytes += r.fetchedBytes
             out[root].alreadyCachedBytes += r.alreadyCachedBytes

@@ -15,7 +15,6 @@ final class DirectStream: TransferDelegate {
     private(set) var status: Int?
     private var transfer: CurlTransfer?
     private let judge: ResponseJudge
-    private let promised: Validators
     private var remaining: Int64
 
     init(url: String, span: ByteRange, validators: Validators, options: RequestOptions) {
@@ -25,8 +24,7 @@ final class DirectStream: TransferDelegate {
         // ETag, Last-Modified and length: the reader only asks for that when the bytes already
         // sent are this run's own, or none (`ServeDecision`).
         judge = ResponseJudge(asked: .init(span), held: validators,
-                              hasBytes: true, wantedEnd: span.upperBound, weakPartsCombine: true)
-        promised = validators
+                              hasBytes: true, wantedEnd: span.upperBound, weakPartsCombine: true, promised: validators)
         remaining = span.count
         do {
             let t = try CurlTransfer(url: url, range: span.httpSpec, ifRange: validators.ifRange, options: options, delegate: self)
@@ -56,7 +54,7 @@ final class DirectStream: TransferDelegate {
 
     func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
         switch judge.judge(head) {
-        case .accept(let offset, _, let v) where offset == judge.asked.start && promised.admits(v):
+        case .accept(let offset, _, _) where offset == judge.asked.start:
             return .proceed
         case .reject(let e):
             error = e.description

@@ -50,13 +50,11 @@ extension Proxy {
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
             parsedFresh = shared.playlist  // parsed once, by the fetch, against the same URL
-        } else if video.length > 0, video.length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
-                  let whole = cachedHead(video, count: Int(video.length)) {
-            text = String(decoding: whole, as: UTF8.self)
+        } else if HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
+                  let copy = readThrough.store.cachedPlaylist(key: video.key, keyRules: readThrough.options.keyRules, complete: false) {
+            text = String(decoding: copy.bytes, as: UTF8.self)
             // Resolved against the URL that last answered it (after redirects), as online.
-            finalURL = ((try? readThrough.store.catalog.entry(key: video.key)) ?? nil).map {
-                readThrough.store.playlistBase(of: $0, bytes: whole, keyRules: readThrough.options.keyRules)
-            } ?? origin
+            finalURL = copy.base
             status = .hit
         }
         guard let text else { return nil }
@@ -110,13 +108,10 @@ extension Proxy {
     /// a comment, a date) are no change: nothing is dropped and the cached copy stays, so an
     /// origin that signs every answer anew does not empty the cache of a warmed stream.
     private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data, url: String) {
-        guard case .media(let fresh)? = now, !fresh.isLive, video.length <= Int64(HLSPlaylist.maxBytes),
-              let old = cachedHead(video, count: Int(video.length)), old != Array(body) else { return }
-        let base = ((try? readThrough.store.catalog.entry(key: video.key)) ?? nil).map {
-            readThrough.store.playlistBase(of: $0, bytes: old, keyRules: readThrough.options.keyRules)
-        } ?? video.url
-        guard case .media(let was)? = try? HLSPlaylist.parse(old, url: base), !was.isLive else { return }
         let rules = readThrough.options.keyRules
+        guard case .media(let fresh)? = now, !fresh.isLive,
+              let old = readThrough.store.cachedPlaylist(key: video.key, keyRules: rules, complete: false), old.bytes != Array(body),
+              case .media(let was)? = old.playlist, !was.isLive else { return }
         let key = { (u: String) in rules.key(for: u) }
         guard was.shape(key: key) != fresh.shape(key: key) else { return }
         let named = Set(HLSPlaylist.media(fresh).members.map { key($0.url) })
@@ -147,8 +142,7 @@ extension Proxy {
             if let range { return e.ranges.contains(range) }
             return e.isComplete
         }
-        guard let e = entry(url), e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes),
-              let bytes = store.cachedBytes(of: e), case .media(let media)? = try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: rules)) else { return false }
+        guard let e = entry(url), case .media(let media)? = store.cachedPlaylist(e, keyRules: rules)?.playlist else { return false }
         for s in media.segments {
             guard held(s.uri, s.byteRange) else { return false }
             if let m = s.fetchedMap, !held(m.uri, m.byteRange) { return false }

@@ -1,24 +1,26 @@
 import Foundation
 
 /// Serve's care of a stream's members (Docs/hls.md), known from the stream tables prefetch and
-/// serve record: a segment or init section is stored only when its first bytes are one (as
-/// prefetch checks them), and a member whose signed URL the origin refuses (401/403) is fetched
-/// under the URL its media playlist names now.
+/// serve record: a segment, init section or key is stored only when it passes the check prefetch
+/// makes of it (`HLSMemberCheck`: a segment's first bytes, an AES-128 key's or segment's
+/// length), and a member whose signed URL the origin refuses (401/403) is fetched under the URL
+/// its media playlist names now.
 extension Proxy {
-    /// Whether the entry `key` must look like a segment to be stored: a member of role segment or
-    /// init section, judged as the cached media playlist naming it says (`checksSegment`: not a
-    /// segment under AES-128, whose ciphertext looks like nothing). False for an entry of no
-    /// stream, and for a segment no playlist cached whole names (its encryption is unknown).
-    func isSegment(_ key: String) -> Bool {
-        let rules = readThrough.options.keyRules
-        guard let (role, playlists) = (try? readThrough.store.catalog.playlists(naming: key)) ?? nil,
-              role == .segment || role == .initSection else { return false }
+    /// How the entry `key` is checked before it is stored: a member of role segment, init section
+    /// or key, as the first cached media playlist naming it says (`HLSMediaPlaylist.memberCheck`,
+    /// as prefetch decides it). Nil for an entry of no stream, and for a member no playlist
+    /// cached whole names (its encryption is unknown).
+    func memberCheck(_ key: String) -> HLSMemberCheck? {
+        let rules = readThrough.options.keyRules, store = readThrough.store
+        guard let (role, playlists) = (try? store.catalog.playlists(naming: key)) ?? nil,
+              role == .segment || role == .initSection || role == .key else { return nil }
         for p in playlists {
-            if case .media(let media)? = cachedPlaylist(p), let check = media.checksSegment(where: { rules.key(for: $0) == key }) {
+            if case .media(let media)? = store.cachedPlaylist(key: p, keyRules: rules)?.playlist,
+               let check = media.memberCheck(where: { rules.key(for: $0) == key }) {
                 return check
             }
         }
-        return false
+        return nil
     }
 
     /// Whether the entry `key` is a stream's segment, init section or key (a playlist named it).
@@ -39,7 +41,7 @@ extension Proxy {
         // Those whose cached copy names it first; a master's copy names no segment: never asked.
         var naming: [String] = [], unknown: [String] = []
         for p in playlists {
-            switch cachedPlaylist(p) {
+            switch readThrough.store.cachedPlaylist(key: p, keyRules: rules)?.playlist {
             case .media(let m)?: if HLSPlaylist.media(m).members.contains(where: { named($0.url) }) { naming.append(p) }
             case .master?: break
             case nil: unknown.append(p)
@@ -64,24 +66,15 @@ extension Proxy {
         return OriginTarget.of(url).map { allowed.allows($0) } ?? false
     }
 
-    /// The playlist `key` as cached whole, parsed against the URL that answered it; nil when it
-    /// is not cached whole or does not parse.
-    func cachedPlaylist(_ key: String) -> HLSPlaylist? {
-        let store = readThrough.store
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
-              length <= Int64(HLSPlaylist.maxBytes), let bytes = store.cachedBytes(of: e) else { return nil }
-        return try? HLSPlaylist.parse(bytes, url: store.playlistBase(of: e, bytes: bytes, keyRules: readThrough.options.keyRules))
-    }
-
     /// `readThrough.open`, a segment's first bytes checked; a stream member the origin refuses
     /// (401, 403) is opened under its renewed URL (`renewedURL`) when there is one.
     func openMember(_ url: String) throws(ReadThrough.OpenError) -> ReadThrough.Video {
         let key = readThrough.options.keyRules.key(for: url)
         do {
-            return try readThrough.open(url, isSegment: { self.isSegment(key) }, isMember: { self.isMember(key) })
+            return try readThrough.open(url, memberCheck: { self.memberCheck(key) }, isMember: { self.isMember(key) })
         } catch {
             guard case .origin(let status, _) = error, status == 401 || status == 403, let renewed = renewedURL(for: url) else { throw error }
-            return try readThrough.open(renewed, isSegment: { self.isSegment(key) }, isMember: { self.isMember(key) })
+            return try readThrough.open(renewed, memberCheck: { self.memberCheck(key) }, isMember: { self.isMember(key) })
         }
     }
 
@@ -90,7 +83,7 @@ extension Proxy {
     /// version, or it fails too.
     func renewedReader(_ video: ReadThrough.Video, range: ByteRange, refused status: Int) -> RangeReader? {
         guard status == 401 || status == 403, let url = renewedURL(for: video.url),
-              let renewed = try? readThrough.open(url, isSegment: { self.isSegment(video.key) }) else { return nil }
+              let renewed = try? readThrough.open(url, memberCheck: { self.memberCheck(video.key) }) else { return nil }
         guard renewed.length == video.length, renewed.validators == video.validators else { return nil }
         let reader = readThrough.reader(renewed, range: range)
         guard reader.prepare() == nil else {

@@ -104,8 +104,8 @@ public final class ReadThrough: Sendable {
         public var contentType: String?
         /// Known from the catalog: no origin round trip was needed.
         public var fromCatalog: Bool
-        /// Its first bytes, when fetched, must look like an HLS segment (`HLSSegmentCheck`).
-        var checkSegment = false
+        /// How its first bytes, when fetched, are checked (`HLSMemberCheck`); nil: not at all.
+        var checkSegment: HLSMemberCheck?
         /// The entry's `data` as it was when the video was opened, with the claims justified for it.
         let snapshot: Snapshot
         /// The head `open` stored itself into that very file (claimed there, of this version):
@@ -177,19 +177,19 @@ public final class ReadThrough: Sendable {
 
     /// What is known of `url`: from the catalog when its length is there (a cached video plays
     /// with no origin round trip, and offline), else by caching its first 64 KiB.
-    /// `isSegment`: asked only when the first bytes are to be fetched; true when they must look
-    /// like an HLS segment to be stored (an error page answered with 200 is not kept).
+    /// `memberCheck`: asked only when the first bytes are to be fetched; how an HLS stream member
+    /// is checked before it is stored (`HLSMemberCheck`: an error page answered with 200 is not kept).
     /// `isMember`: asked only when the origin sends the first bytes with no length (chunked);
     /// true when `url` is an HLS stream's segment, init section or key, which is then fetched
     /// whole, up to `memberLimit`, so it is served by ranges like any other (a video of no
     /// stream is refused then: it could be endless).
-    public func open(_ url: String, isSegment: () -> Bool = { false }, isMember: () -> Bool = { false }) throws(OpenError) -> Video {
+    public func open(_ url: String, memberCheck: () -> HLSMemberCheck? = { nil }, isMember: () -> Bool = { false }) throws(OpenError) -> Video {
         let key = options.keyRules.key(for: url)
         // Players opening the same new video at once: one fetches its head, the others wait for it
         // here rather than asking the origin themselves.
         let board = self.board(key)
         defer { release(board) }
-        return try board.whileOpening { () throws(OpenError) -> Video in try open(url, key: key, board: board, isSegment: isSegment, isMember: isMember) }
+        return try board.whileOpening { () throws(OpenError) -> Video in try open(url, key: key, board: board, memberCheck: memberCheck, isMember: isMember) }
     }
 
     /// The most of a stream member sent with no length that `open` fetches whole.
@@ -198,15 +198,15 @@ public final class ReadThrough: Sendable {
     public static let headDeadline: Double = 5
 
     /// `open`, as the entry's only opener.
-    private func open(_ url: String, key: String, board: EntryBoard, isSegment: () -> Bool, isMember: () -> Bool) throws(OpenError) -> Video {
+    private func open(_ url: String, key: String, board: EntryBoard, memberCheck: () -> HLSMemberCheck?, isMember: () -> Bool) throws(OpenError) -> Video {
         var snap = snapshot(key)
         if let e = snap.entry, let length = e.length {
             var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true, snapshot: snap)
             // Only a job writing the first bytes checks them: asked only when they are missing.
-            video.checkSegment = length > 0 && !snap.claims.contains(ByteRange(0, 1)) && isSegment()
+            video.checkSegment = length > 0 && !snap.claims.contains(ByteRange(0, 1)) ? memberCheck() : nil
             return video
         }
-        let checkSegment = isSegment()
+        let checkSegment = memberCheck()
         snap.file?.close()
         var o = options
         (o.maxSize, o.minFree) = limits.withLock { $0 }  // those in force (SIGHUP may have changed them), not the start's
@@ -293,7 +293,7 @@ public final class ReadThrough: Sendable {
         guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
         defer { lock.release() }
         do {
-            try store.dropAllClaims(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil))
+            try store.dropVersion(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil)).close()
             return true
         } catch { return false }
     }
@@ -370,7 +370,7 @@ public final class ReadThrough: Sendable {
         defer { lock.release() }
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, video.validators.admits(e.validators) else { return false }
         do {
-            try store.dropAllClaims(key: video.key, validators: video.validators)
+            try store.dropVersion(key: video.key, validators: video.validators).close()
             return true
         } catch {
             return false

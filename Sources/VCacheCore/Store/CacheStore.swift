@@ -327,17 +327,33 @@ public final class CacheStore: Sendable {
         return file
     }
 
-    /// Drops an entry's bytes by giving it a new, empty `data` (the caller holds the writer lock
-    /// and has already removed the catalog's ranges). The old file is unlinked, never truncated:
-    /// a reader still holding it keeps a consistent view, and a hard link made by
-    /// `export --link` keeps the video it was made from. `old` is closed once the unlink succeeded.
+    /// Drops a version (invariant 2): every claim of the entry, its completion and digest go and
+    /// `validators` are recorded, durably, and only then the entry gets a new, empty `data`
+    /// (Docs/cache-format.md, "Versions"). The caller holds the writer lock. The one way a version
+    /// is dropped: by a job whose version changed, a completion whose digest did not match, serve
+    /// starting over, and `verify --fix`. Returns the new `data`, open for writing; `old` (the
+    /// caller's own open `data`, if any) is closed once it is unlinked. A reader holding the old
+    /// file keeps a consistent view of it, and no writer, holding no byte now, can put another
+    /// version into that file. `pausePoint` names the debug pause between the rows and the file.
+    public func dropVersion(key: String, validators: Validators, closing old: RawFile? = nil,
+                            pausePoint: String = "drop-all-after-invalidate") throws -> RawFile {
+        try catalog.invalidate(key: key, validators: validators)
+        testPause(pausePoint, key)
+        return try replaceData(key: key, closing: old)
+    }
+
+    /// Gives an entry a new, empty `data` (the caller holds the writer lock and no claim vouches
+    /// for the old file's bytes: `dropVersion` removed them, or there were none). The old file is
+    /// unlinked, never truncated: a reader still holding it keeps a consistent view, and a hard
+    /// link made by `export --link` keeps the video it was made from. `old` is closed once the
+    /// unlink succeeded.
     ///
     /// The folder is fsynced then: the old name's removal and the new file's name are durable
     /// before any byte of the new file is claimed (a crash could otherwise bring the old `data`
     /// back under claims of the new version where a file system does not commit a new file's name
     /// with its fsync, as POSIX allows; ext4 and XFS do). A version is dropped rarely: the cost
     /// (about a millisecond) is not on the path of every download.
-    public func replaceData(key: String, closing old: RawFile?) throws -> RawFile {
+    func replaceData(key: String, closing old: RawFile?) throws -> RawFile {
         if unlink(dataPath(key)) != 0 && errno != ENOENT {
             throw SystemError("remove", path: dataPath(key), errno: errno)
         }
@@ -350,16 +366,6 @@ public final class CacheStore: Sendable {
             throw error
         }
         return fresh
-    }
-
-    /// Drops every claim of the entry and gives it a new, empty `data` (the caller holds the
-    /// writer lock): rows first, then the file, as every drop of all claims must (Docs/cache-format.md).
-    /// A reader holding the old file keeps what it read true of it, and no writer, holding no byte
-    /// now, can put another version into that file.
-    public func dropAllClaims(key: String, validators: Validators) throws {
-        try catalog.invalidate(key: key, validators: validators)
-        testPause("drop-all-after-invalidate", key)
-        try replaceData(key: key, closing: nil).close()
     }
 
     /// For a writer that has just taken the entry (`data` open): claims past the end of `data`

@@ -1,0 +1,41 @@
+import Foundation
+
+/// A playlist read back from the cache: the entry, its bytes (every one claimed by the catalog),
+/// and the URL its relative URIs resolve against (`CacheStore.playlistBase`: the URL that
+/// answered it, after redirects). The one way anything reads a cached playlist: prefetch
+/// (expanding a stream, letting a live playlist go), serve (offline answers, a member's segment
+/// check, renewed URLs), `check`, `ls`/`info` and `export`.
+public struct CachedPlaylist: Sendable {
+    public let entry: CacheEntry
+    public let bytes: [UInt8]
+    public let base: String
+
+    /// The bytes parsed against `base`.
+    public func parsed() throws(HLSParseError) -> HLSPlaylist {
+        try HLSPlaylist.parse(bytes, url: base)
+    }
+
+    /// `parsed()`, nil when the bytes are no playlist vcache can read.
+    public var playlist: HLSPlaylist? { try? parsed() }
+}
+
+extension CacheStore {
+    /// The playlist entry `e` as cached: nil when its length is unknown or past
+    /// `HLSPlaylist.maxBytes`, when the catalog does not claim every byte of it, or, with
+    /// `complete` (the default), when the entry is not complete. An entry listed without its
+    /// ranges (`Catalog.entries` for `ls`) is read again with them. `base` stands in for
+    /// `playlistBase` when the caller knows the URL that answered (this run's fetch), or when the
+    /// base does not matter (whether the playlist is live).
+    public func cachedPlaylist(_ e: CacheEntry, keyRules: CacheKeyRules, complete: Bool = true, base: String? = nil) -> CachedPlaylist? {
+        guard !complete || e.isComplete, let length = e.length, length <= Int64(HLSPlaylist.maxBytes) else { return nil }
+        let entry = e.ranges.isEmpty ? ((try? catalog.entry(key: e.key)) ?? nil) : e
+        guard let entry, let bytes = cachedBytes(of: entry) else { return nil }
+        return CachedPlaylist(entry: entry, bytes: bytes, base: base ?? playlistBase(of: entry, bytes: bytes, keyRules: keyRules))
+    }
+
+    /// The playlist entry `key` as cached (`cachedPlaylist(_:keyRules:complete:base:)`).
+    public func cachedPlaylist(key: String, keyRules: CacheKeyRules, complete: Bool = true) -> CachedPlaylist? {
+        guard let e = (try? catalog.entry(key: key)) ?? nil else { return nil }
+        return cachedPlaylist(e, keyRules: keyRules, complete: complete)
+    }
+}
