@@ -119,6 +119,22 @@ public final class Catalog: Sendable {
         ALTER TABLE stream_members_5 RENAME TO stream_members;
         CREATE INDEX stream_members_by_root ON stream_members(root);
         """,
+        // Expected digests (Catalog+ExpectedDigests.swift): those given with `--checksum` or on a
+        // list line (`given` 1, kept across versions), and the origin's digest headers (`given`
+        // 0, of the current version only), each with whether the complete entry matched it.
+        // Rows only, gone with their entry: every entry of the earlier schemas expects nothing.
+        """
+        CREATE TABLE expected_digests (
+            key TEXT NOT NULL REFERENCES entries(key) ON DELETE CASCADE,
+            given INTEGER NOT NULL,
+            algorithm TEXT NOT NULL,
+            value TEXT NOT NULL,
+            source TEXT NOT NULL,
+            matched INTEGER,
+            computed TEXT,
+            PRIMARY KEY (key, given, algorithm)
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// The catalog was written by a newer vcache (its `user_version` is above this one's).
@@ -342,6 +358,8 @@ public final class Catalog: Sendable {
         public var sha256: String?
         /// With `sha256`: the digest's states at each chunk boundary, kept beside it.
         public var chunkStates: ChunkStates?
+        /// The entry's expected digests, replacing those stored (nil: left as they are).
+        public var expectations: [DigestCheck]?
 
         public init(key: String, url: String, validators: Validators, contentType: String? = nil) {
             self.key = key
@@ -413,6 +431,7 @@ public final class Catalog: Sendable {
                           .text(u.key), .text(sha), .int(cs.chunkSize), .blob(cs.states))
             }
         }
+        if let expectations = u.expectations { try Self.replaceExpectations(c, key: u.key, expectations) }
         return set
     }
 
@@ -424,6 +443,7 @@ public final class Catalog: Sendable {
             try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
             // Another version (or none trusted): the digest kept for the old one says nothing.
             try c.run("DELETE FROM chunk_states WHERE key = ?", .text(key))
+            try Self.forgetVersionDigests(c, key: key)
             try c.run("UPDATE entries SET cached_bytes = 0, disk_bytes = 0, completed = NULL, sha256 = NULL, length = ?, etag = ?, last_modified = ? WHERE key = ?",
                       .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .text(key))
         }

@@ -108,6 +108,7 @@ struct FailureInfo {
         case .stream, .rangeOverrun: kind = "bad_stream"
         case .notStarted: kind = "not_started"
         case .notAsCompleted: kind = "digest_mismatch"
+        case .checksumMismatch: kind = "checksum_mismatch"
         case .refusedHost: kind = "refused_host"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))
