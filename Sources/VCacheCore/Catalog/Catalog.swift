@@ -276,6 +276,8 @@ public final class Catalog: Sendable {
             try c.run("UPDATE entries SET cached_bytes = ?, disk_bytes = ? WHERE key = ?", .int(set.count), .int(diskBytes), .text(key))
             if !keepCompletion {
                 try c.run("UPDATE entries SET completed = NULL, sha256 = NULL WHERE key = ?", .text(key))
+                // No longer whole: what its checks found is of bytes no longer all there.
+                try c.run("UPDATE expected_digests SET matched = NULL, computed = NULL WHERE key = ?", .text(key))
             }
         }
     }
