@@ -47,7 +47,41 @@ import VCacheTestSupport
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
         #expect(origin.servedBytes("/v.mp4") == body.count)
-        #expect(try ls(url)["state"] as? String == "complete")
+        let entry = try ls(url)
+        #expect(entry["state"] as? String == "complete")
+        let expected = try #require(entry["expected_digests"] as? [[String: Any]])
+        #expect(expected.map { "\($0["algorithm"]!) \($0["value"]!) \($0["source"]!) \($0["matched"]!) \($0["computed"]!)" }
+                == ["md5 \(md5) --checksum 1 \(md5)", "sha512 \(sha512) --checksum 1 \(sha512)"])
+        let info = try VCacheBinary.run(["info", url], cacheDir: cache)
+        #expect(info.stdout.contains("\nexpected md5     \(md5) (--checksum): matched\n"), "\(info.stdout)")
+        // verify reads it once for all its digests; export hands it on.
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["export", url, dir.file("out.mp4")], cacheDir: cache).status == 0)
+        #expect(TestBytes.sha256(file: dir.file("out.mp4")) == TestBytes.sha256(body))
+    }
+
+    /// A complete entry whose stored expectation it does not match (a catalog written by hand,
+    /// or by another tool): verify finds it, export refuses it, verify --fix drops it.
+    @Test func verifyAndExportHoldACompleteEntryToItsExpectedDigests() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(200_000, seed: 80)
+        origin.setResource("/v.mp4", .init(body: body, etag: "\"v1\""))
+        let url = origin.url("/v.mp4")
+        #expect(try VCacheBinary.run(["prefetch", url, "--checksum", "md5=\(Self.digest(.md5, body))"], cacheDir: cache).status == 0)
+        let key = try #require(try CacheInspector(directory: cache).entry(url)).key
+        do {
+            let catalog = try Catalog(path: cache + "/catalog.db")
+            try catalog.recordDigestChecks(key: key, [DigestCheck(expected: ExpectedDigest(algorithm: .md5, hex: wrongMD5, source: .listLine(4)))])
+        }
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 1)
+        #expect(verify.stdout.contains("its md5 is \(Self.digest(.md5, body)), not \(wrongMD5) (expected by list line 4)"), "\(verify.stdout)")
+        let export = try VCacheBinary.run(["export", url, dir.file("out.mp4")], cacheDir: cache)
+        #expect(export.status == 1)
+        #expect(export.stderrLines == ["vcache: cannot export to '\(dir.file("out.mp4"))': the cached bytes of \(url) are not the file expected: its md5 was never checked against \(wrongMD5) (expected by list line 4); nothing was written; run 'vcache prefetch \(url)' to check or fetch it again"], "\(export.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.file("out.mp4")))
+        #expect(try VCacheBinary.run(["verify", "--fix"], cacheDir: cache).status == 1)
+        #expect(try ls(url)["cached_bytes"] as? Int == 0)
     }
 
     @Test func aWrongChecksumFailsWithExit4AfterExactlyOneRefetchAndNothingIsKept() throws {
