@@ -8,7 +8,8 @@ enum InfoCommand: VCacheCommand {
         abstract: "everything known about one cached video",
         usage: "info URL|KEY [--probe] [--json]",
         discussion: """
-        For an MP4 it also tells, from the cached bytes: where the moov is, whether the file is
+        Each checksum the video is expected to have is shown with where it came from and whether
+        its bytes matched. For an MP4 it also tells, from the cached bytes: where the moov is, whether the file is
         fragmented, its duration and tracks (kind, codec, timescale, samples, bitrate), and the
         bytes '--seconds 1/2/5' would cache. --probe first fetches what that needs and nothing
         more: the top-level box headers and the moov (a URL not yet cached is fine). For a

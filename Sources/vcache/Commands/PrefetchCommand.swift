@@ -19,6 +19,9 @@ enum PrefetchCommand: VCacheCommand {
         For an MP4, --seconds N caches exactly what a player needs for its first N seconds (the
         moov wherever it is, and those seconds' samples), and --bytes also fetches the moov when it
         lies outside the head.
+        --checksum ALGO=HEX (or a list line's md5=HEX) is the digest the whole video must have:
+        checked when it completes (in this run or a later one, from the arriving bytes); a video
+        that does not have it is dropped, fetched whole once more, then fails with exit 4.
         SIZE: 512K, 2M, 1.5G (binary) or 2MB (decimal). DURATION: 30s, 5m, 2h.
         """,
         minPositionals: 0, maxPositionals: nil, handlesQuiet: true)
