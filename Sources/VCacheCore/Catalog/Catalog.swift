@@ -484,6 +484,7 @@ public final class Catalog: Sendable {
         var streamRows: [(String, String)] = []
         var memberRows: [(String, String, String)] = []
         var finalRows: [(String, String)] = []
+        var digestRows: [(String, Int64, String, String, String, Int64?, String?)] = []
         // Read everything that reads, each statement on its own (no transaction spans the damaged
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
@@ -527,6 +528,9 @@ public final class Catalog: Sendable {
             try? c.query("SELECT root, format FROM old.streams") { streamRows.append(($0.text(0), $0.text(1))) }
             try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.text(0), $0.text(1), $0.text(2))) }
             try? c.query("SELECT key, url FROM old.final_urls") { finalRows.append(($0.text(0), $0.text(1))) }
+            try? c.query("SELECT key, given, algorithm, value, source, matched, computed FROM old.expected_digests") {
+                digestRows.append(($0.text(0), $0.int(1), $0.text(2), $0.text(3), $0.text(4), $0.optionalInt(5), $0.optionalText(6)))
+            }
         }
         testPause("salvage-before-write", path)
         do {
@@ -553,6 +557,12 @@ public final class Catalog: Sendable {
                 }
                 for (key, url) in finalRows where kept.contains(key) {
                     try c.run("INSERT OR IGNORE INTO final_urls (key, url) VALUES (?, ?)", .text(key), .text(url))
+                }
+                // Expected digests as they read; the outcomes too (verify checks each kept entry again).
+                for (key, given, algorithm, value, source, matched, computed) in digestRows where kept.contains(key) {
+                    try c.run("""
+                        INSERT OR IGNORE INTO expected_digests (key, given, algorithm, value, source, matched, computed) VALUES (?, ?, ?, ?, ?, ?, ?)
+                        """, .text(key), .int(given), .text(algorithm), .text(value), .text(source), .optional(matched), .optional(computed))
                 }
             }
         } catch {
