@@ -180,4 +180,38 @@ import VCacheTestSupport
         #expect(try fresh.salvage(from: dir.file("old.db")).kept == 1)
         #expect(try fresh.expectedDigests(key: "k") == [check])
     }
+
+    /// Blocks written in order are hashed as they arrive, for every expected algorithm: the
+    /// digests at completion are those of the bytes fed, even when `data` no longer holds them
+    /// (so nothing was read back).
+    @Test func expectedDigestsComeFromTheArrivingBlocksNotASecondRead() throws {
+        let catalog = try Catalog(path: dir.file("c.db"))
+        let data = try RawFile.open(dir.file("data"), flags: O_RDWR | O_CREAT)
+        defer { data.close() }
+        let body = TestBytes.make(1 << 20, seed: 81)
+        let checkpointer = Checkpointer(catalog: catalog, key: "k", url: "http://h/k", data: data, committed: RangeSet())
+        checkpointer.streamDigest(true, others: [.md5, .sha512])
+        let validators = Validators(length: Int64(body.count), etag: "\"e\"", lastModified: nil)
+        let block = 256 << 10
+        for offset in stride(from: 0, to: body.count, by: block) {
+            try body[offset..<offset + block].withUnsafeBytes { bytes in
+                try data.write(bytes, toAbsoluteOffset: Int64(offset))
+                checkpointer.feedDigest(bytes, at: Int64(offset))
+            }
+            checkpointer.submit(RangeSet([ByteRange(Int64(offset), Int64(offset + block))]), validators: validators, contentType: nil)
+            checkpointer.drain()  // one block at a time: the hasher is never behind
+        }
+        // What a second read would see now is other bytes.
+        try Data(count: body.count).withUnsafeBytes { try data.write($0, toAbsoluteOffset: 0) }
+        let (states, others) = try checkpointer.queue.sync { try checkpointer.finalDigest(length: Int64(body.count), others: [.md5, .sha512]) }
+        #expect(states.sha256 == TestBytes.sha256(body))
+        #expect(others[.md5] == ChecksumTests.digest(.md5, body) && others[.sha512] == ChecksumTests.digest(.sha512, body))
+        #expect(others[.md5] != ChecksumTests.digest(.md5, Data(count: body.count)))
+    }
+
+    static func digest(_ algorithm: DigestAlgorithm, _ data: Data) -> String {
+        let d = AlgorithmDigest(algorithm)
+        data.withUnsafeBytes { d.update($0) }
+        return d.finalize() ?? ""
+    }
 }
