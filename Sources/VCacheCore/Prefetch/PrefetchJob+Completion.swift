@@ -57,7 +57,7 @@ extension PrefetchJob {
                 return .failed(PrefetchError(error))
             }
             if let d = digest, !checks.isEmpty {
-                if !BenchSwitches.noDigest { others[.sha256] = d.sha256 }
+                others[.sha256] = d.sha256
                 let (judged, mismatch) = DigestCheck.judged(checks, computed: others)
                 if let mismatch {
                     // Not the file expected: none of its bytes is kept (a new `data`, as at every
