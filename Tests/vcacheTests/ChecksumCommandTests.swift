@@ -101,6 +101,13 @@ import VCacheTestSupport
         let export = try VCacheBinary.run(["export", url, dir.file("out.mp4")], cacheDir: cache)
         #expect(export.status != 0)
         #expect(!FileManager.default.fileExists(atPath: dir.file("out.mp4")))
+        // With --json: a `failed` event whose error is of kind checksum_mismatch, exit code 4.
+        let json = try VCacheBinary.run(["prefetch", url, "--checksum", "md5=\(wrongMD5)", "--json"], cacheDir: cache)
+        #expect(json.status == 4)
+        let failed = try json.stdout.split(separator: "\n").compactMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .first { $0["event"] as? String == "failed" }
+        let error = try #require(failed?["error"] as? [String: Any])
+        #expect(error["kind"] as? String == "checksum_mismatch" && error["exit_code"] as? Int == 4)
     }
 
     @Test func anOriginWhoseDigestHeaderDisagreesWithItsBytesIsRefusedAndOneThatAgreesCompletes() throws {
