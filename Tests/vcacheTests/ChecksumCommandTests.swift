@@ -93,8 +93,9 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", url, "--checksum", "md5=\(wrongMD5)"], cacheDir: cache)
         #expect(r.status == 4)
         #expect(r.stderrLines.contains("vcache: cannot prefetch \(url): its md5 is \(md5), not \(wrongMD5) (expected by --checksum); its bytes were dropped, also after fetching it whole once more: check the checksum, or what the origin serves"), "\(r.stderr)")
-        // Fetched whole twice, no more.
+        // Fetched whole twice, no more, and said so.
         #expect(origin.servedBytes("/v.mp4") == 2 * body.count)
+        #expect(r.stderrLines.last?.hasPrefix("0 done, 1 failed; fetched 586 KiB, 0 B already cached") == true, "\(r.stderr)")
         #expect(origin.requests("/v.mp4").count == 2)
         let entry = try ls(url)
         #expect(entry["state"] as? String != "complete" && entry["cached_bytes"] as? Int == 0)

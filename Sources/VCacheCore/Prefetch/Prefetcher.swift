@@ -282,8 +282,9 @@ public final class Prefetcher {
         // Items whose disk filled, to run again after room was made (each at most 3 times).
         var again: [Int] = []
         var spaceRetries: [Int: Int] = [:]
-        // Items whose complete bytes did not have an expected digest: fetched whole once more.
-        var refetched = Set<Int>()
+        // Items whose complete bytes did not have an expected digest, fetched whole once more:
+        // the bytes the first attempt fetched (they count in the result too).
+        var refetched: [Int: Int64] = [:]
         // A job's "finished" is held until its item's end is known: a full disk may run it again
         // (then that failure is never said), a playlist's stream may fail it.
         var heldFinish: [Int: PrefetchEvent] = [:]
@@ -376,16 +377,19 @@ public final class Prefetcher {
                         if !madeMeanwhile { roomMade += 1 }
                         spaceRetries[index, default: 0] += 1
                         again.append(index)
-                    } else if case .checksumMismatch? = done.result?.error, !refetched.contains(index), !self.fetcher.isStopped {
+                    } else if case .checksumMismatch? = done.result?.error, refetched[index] == nil, !self.fetcher.isStopped {
                         // Not the file expected (its bytes are dropped): the whole, once more.
-                        refetched.insert(index)
+                        refetched[index] = done.result?.fetchedBytes ?? 0
                         items[index].requests = []
                         again.append(index)
                     } else {
                         results[index] = done.result
-                        if refetched.contains(index), case .checksumMismatch(var m)? = done.result?.error {
-                            m.refetched = true
-                            results[index]?.error = .checksumMismatch(m)
+                        if let first = refetched[index] {
+                            results[index]?.fetchedBytes += first
+                            if case .checksumMismatch(var m)? = done.result?.error {
+                                m.refetched = true
+                                results[index]?.error = .checksumMismatch(m)
+                            }
                         }
                         if let r = done.result, r.isPlaylist, r.succeeded, self.options.expandStreams {
                             // The stream it names joins the run (each URL of it once).
