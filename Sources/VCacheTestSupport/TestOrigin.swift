@@ -18,9 +18,14 @@ public final class TestOrigin: Sendable {
         public var contentType: String
         /// More headers on every answer (e.g. `Content-Encoding: gzip` from a misbehaving origin).
         public var extraHeaders: [String: String] = [:]
+        /// Header lines added as given, after the others, on every 200 and 206: a name may repeat
+        /// (two `x-goog-hash` lines, say), and nothing is checked (a hostile origin's values).
+        public var headerLines: [(String, String)] = []
 
-        public init(body: Data, etag: String? = nil, lastModified: String? = nil, contentType: String = "video/mp4", extraHeaders: [String: String] = [:]) {
+        public init(body: Data, etag: String? = nil, lastModified: String? = nil, contentType: String = "video/mp4", extraHeaders: [String: String] = [:],
+                    headerLines: [(String, String)] = []) {
             self.extraHeaders = extraHeaders
+            self.headerLines = headerLines
             self.body = body
             self.etag = etag
             self.lastModified = lastModified
@@ -341,22 +346,22 @@ public final class TestOrigin: Sendable {
             var h = common
             h["Content-Range"] = "bytes \(r.lowerBound + faults.contentRangeShift)-\(r.upperBound - 1 + faults.contentRangeShift)/\(total)"
             h["Content-Length"] = "\(r.count)"
-            return send(fd, status: 206, headers: h, body: (resource.body, r), method: method, path: path, faults: faults)
+            return send(fd, status: 206, headers: h, lines: resource.headerLines, body: (resource.body, r), method: method, path: path, faults: faults)
         }
         var h = common
         if faults.chunkedWithoutLength {
             h["Accept-Ranges"] = nil
             h["Transfer-Encoding"] = "chunked"
-            return send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults, chunked: true)
+            return send(fd, status: 200, headers: h, lines: resource.headerLines, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults, chunked: true)
         }
         if faults.closeDelimited {
             h["Accept-Ranges"] = nil
             h["Connection"] = "close"
-            _ = send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)
+            _ = send(fd, status: 200, headers: h, lines: resource.headerLines, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)
             return false
         }
         h["Content-Length"] = "\(total)"
-        return send(fd, status: 200, headers: h, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)
+        return send(fd, status: 200, headers: h, lines: resource.headerLines, body: (resource.body, ByteRange(0, total)), method: method, path: path, faults: faults)
     }
 
     /// `bytes=a-b`, `bytes=a-`, `bytes=-n`; nil when unsatisfiable or malformed.
@@ -375,9 +380,11 @@ public final class TestOrigin: Sendable {
         return ByteRange(a, b + 1)
     }
 
-    private func send(_ fd: Int32, status: Int, headers: [String: String], body: (Data, ByteRange)?, method: String, path: String, faults: Faults, chunked: Bool = false) -> Bool {
+    private func send(_ fd: Int32, status: Int, headers: [String: String], lines: [(String, String)] = [], body: (Data, ByteRange)?, method: String, path: String,
+                      faults: Faults, chunked: Bool = false) -> Bool {
         var head = "HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n"
         for (k, v) in headers.sorted(by: { $0.key < $1.key }) { head += "\(k): \(v)\r\n" }
+        for (k, v) in lines { head += "\(k): \(v)\r\n" }
         head += "\r\n"
         guard writeAll(fd, Array(head.utf8)) else { return false }
         guard method != "HEAD", let (data, range) = body else { return true }

@@ -99,7 +99,7 @@ import VCacheTestSupport
             let c = try Catalog(path: path)
             try c.commit(update("k", [ByteRange(0, 1000)], sha: "abc"))
             try c.database.write { db in
-                try db.execute("DROP TABLE chunk_states; DROP TABLE streams; DROP TABLE stream_members; DROP TABLE final_urls")
+                try db.execute("DROP TABLE chunk_states; DROP TABLE streams; DROP TABLE stream_members; DROP TABLE final_urls; DROP TABLE expected_digests")
                 try db.execute("PRAGMA user_version = 1")
             }
         }

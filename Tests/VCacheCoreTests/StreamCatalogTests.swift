@@ -66,7 +66,7 @@ import VCacheTestSupport
         // Opened to write, it upgrades in place.
         let c = try Catalog(path: path)
         #expect(try c.database.read { try $0.userVersion } == Catalog.schemaVersion)
-        #expect(Catalog.schemaVersion == 5)
+        #expect(Catalog.schemaVersion == 6)
         #expect(try reader.finalURL(of: "a") == nil)
         #expect(try reader.chunkStates(key: "a") == nil)
         let a = try #require(try c.entry(key: "a"))
@@ -138,6 +138,7 @@ import VCacheTestSupport
             try c.commit(update("m"))
             try c.database.write { c in
                 try c.execute("""
+                    DROP TABLE expected_digests;
                     DROP TABLE stream_members;
                     CREATE TABLE stream_members (key TEXT PRIMARY KEY NOT NULL, root TEXT NOT NULL, role TEXT NOT NULL);
                     CREATE INDEX stream_members_by_root ON stream_members(root);

@@ -257,7 +257,7 @@ import VCacheTestSupport
             #expect(r.status == 0, "\(r.err)")
             return String(decoding: r.out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        _ = try sql("DROP TABLE final_urls; DROP TABLE stream_members; DROP TABLE streams; DROP TABLE chunk_states; PRAGMA user_version = 1")
+        _ = try sql("DROP TABLE expected_digests; DROP TABLE final_urls; DROP TABLE stream_members; DROP TABLE streams; DROP TABLE chunk_states; PRAGMA user_version = 1")
         #expect(try sql("PRAGMA user_version") == "1")
         // Reading does not upgrade.
         let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)

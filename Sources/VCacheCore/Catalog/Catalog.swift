@@ -119,6 +119,22 @@ public final class Catalog: Sendable {
         ALTER TABLE stream_members_5 RENAME TO stream_members;
         CREATE INDEX stream_members_by_root ON stream_members(root);
         """,
+        // Expected digests (Catalog+ExpectedDigests.swift): those given with `--checksum` or on a
+        // list line (`given` 1, kept across versions), and the origin's digest headers (`given`
+        // 0, of the current version only), each with whether the complete entry matched it.
+        // Rows only, gone with their entry: every entry of the earlier schemas expects nothing.
+        """
+        CREATE TABLE expected_digests (
+            key TEXT NOT NULL REFERENCES entries(key) ON DELETE CASCADE,
+            given INTEGER NOT NULL,
+            algorithm TEXT NOT NULL,
+            value TEXT NOT NULL,
+            source TEXT NOT NULL,
+            matched INTEGER,
+            computed TEXT,
+            PRIMARY KEY (key, given, algorithm)
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// The catalog was written by a newer vcache (its `user_version` is above this one's).
@@ -260,6 +276,8 @@ public final class Catalog: Sendable {
             try c.run("UPDATE entries SET cached_bytes = ?, disk_bytes = ? WHERE key = ?", .int(set.count), .int(diskBytes), .text(key))
             if !keepCompletion {
                 try c.run("UPDATE entries SET completed = NULL, sha256 = NULL WHERE key = ?", .text(key))
+                // No longer whole: what its checks found is of bytes no longer all there.
+                try c.run("UPDATE expected_digests SET matched = NULL, computed = NULL WHERE key = ?", .text(key))
             }
         }
     }
@@ -342,6 +360,8 @@ public final class Catalog: Sendable {
         public var sha256: String?
         /// With `sha256`: the digest's states at each chunk boundary, kept beside it.
         public var chunkStates: ChunkStates?
+        /// The entry's expected digests, replacing those stored (nil: left as they are).
+        public var expectations: [DigestCheck]?
 
         public init(key: String, url: String, validators: Validators, contentType: String? = nil) {
             self.key = key
@@ -413,6 +433,7 @@ public final class Catalog: Sendable {
                           .text(u.key), .text(sha), .int(cs.chunkSize), .blob(cs.states))
             }
         }
+        if let expectations = u.expectations { try Self.replaceExpectations(c, key: u.key, expectations) }
         return set
     }
 
@@ -424,6 +445,7 @@ public final class Catalog: Sendable {
             try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
             // Another version (or none trusted): the digest kept for the old one says nothing.
             try c.run("DELETE FROM chunk_states WHERE key = ?", .text(key))
+            try Self.forgetVersionDigests(c, key: key)
             try c.run("UPDATE entries SET cached_bytes = 0, disk_bytes = 0, completed = NULL, sha256 = NULL, length = ?, etag = ?, last_modified = ? WHERE key = ?",
                       .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .text(key))
         }
@@ -462,6 +484,7 @@ public final class Catalog: Sendable {
         var streamRows: [(String, String)] = []
         var memberRows: [(String, String, String)] = []
         var finalRows: [(String, String)] = []
+        var digestRows: [(String, Int64, String, String, String, Int64?, String?)] = []
         // Read everything that reads, each statement on its own (no transaction spans the damaged
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
@@ -505,6 +528,9 @@ public final class Catalog: Sendable {
             try? c.query("SELECT root, format FROM old.streams") { streamRows.append(($0.text(0), $0.text(1))) }
             try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.text(0), $0.text(1), $0.text(2))) }
             try? c.query("SELECT key, url FROM old.final_urls") { finalRows.append(($0.text(0), $0.text(1))) }
+            try? c.query("SELECT key, given, algorithm, value, source, matched, computed FROM old.expected_digests") {
+                digestRows.append(($0.text(0), $0.int(1), $0.text(2), $0.text(3), $0.text(4), $0.optionalInt(5), $0.optionalText(6)))
+            }
         }
         testPause("salvage-before-write", path)
         do {
@@ -531,6 +557,12 @@ public final class Catalog: Sendable {
                 }
                 for (key, url) in finalRows where kept.contains(key) {
                     try c.run("INSERT OR IGNORE INTO final_urls (key, url) VALUES (?, ?)", .text(key), .text(url))
+                }
+                // Expected digests as they read; the outcomes too (verify checks each kept entry again).
+                for (key, given, algorithm, value, source, matched, computed) in digestRows where kept.contains(key) {
+                    try c.run("""
+                        INSERT OR IGNORE INTO expected_digests (key, given, algorithm, value, source, matched, computed) VALUES (?, ?, ?, ?, ?, ?, ?)
+                        """, .text(key), .int(given), .text(algorithm), .text(value), .text(source), .optional(matched), .optional(computed))
                 }
             }
         } catch {

@@ -20,6 +20,9 @@ public struct Exporter {
         case destinationExists(String)
         case missingFolder(String)
         case checksumMismatch(url: String)
+        /// The entry is not known to have a digest expected of it (it did not match, or was
+        /// never checked against it).
+        case expectedDigest(url: String, check: DigestCheck)
         case crossDevice(String)
         case changedWhileExporting(url: String)
         case notFastStartable(String)
@@ -34,6 +37,10 @@ public struct Exporter {
             case .destinationExists(let p): return "'\(p)' already exists; use --force to overwrite it"
             case .missingFolder(let p): return "folder '\(p)' does not exist; create it first"
             case .checksumMismatch(let url): return "the cached bytes of \(url) do not match their SHA-256; nothing was written; run 'vcache verify --fix'"
+            case .expectedDigest(let url, let check):
+                let e = check.expected
+                let why = check.computed.map { "its \(e.algorithm.rawValue) is \($0), not \(e.hex)" } ?? "its \(e.algorithm.rawValue) was never checked against \(e.hex)"
+                return "the cached bytes of \(url) are not the file expected: \(why) (expected by \(e.source.description)); nothing was written; run 'vcache prefetch \(url)' to check or fetch it again"
             case .crossDevice(let p): return "cannot hard-link into '\(p)': it is on another filesystem than the cache; export without --link"
             case .notFastStartable(let why): return "cannot move the moov to the front: \(why); export without --faststart"
             case .changedWhileExporting(let url): return "the cached file of \(url) was replaced while it was being exported; nothing was written; try again"
@@ -59,6 +66,9 @@ public struct Exporter {
         guard let e = try store.catalog.entry(key: key) else { throw ExportError.io(SystemError("find entry", path: key, errno: ENOENT)) }
         guard e.isComplete, let length = e.length, let sha = e.sha256 else {
             throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
+        }
+        if let bad = try store.catalog.expectedDigests(key: key).first(where: { $0.matched != true || $0.computed != $0.expected.hex }) {
+            throw ExportError.expectedDigest(url: e.latestURL, check: bad)
         }
         // A stream (stdout as '-', a character device such as /dev/null, a FIFO): the bytes are
         // written into it, never by replacing it. Checked against the digest first, since what

@@ -165,11 +165,18 @@ public struct Verifier {
         // A complete entry whose bytes still hash to its SHA-256 is whole, holes or not: ZFS and
         // btrfs store blocks of zeros as holes. Holes matter only in a partial entry, or when the
         // digest fails.
+        // The digests it is expected to have (`--checksum`, a list line, the origin's) come from
+        // the same read.
+        let checks = e.isComplete ? try store.catalog.expectedDigests(key: e.key) : []
         if e.isComplete, let length = e.length, let size = try? data.status().st_size, Int64(size) >= length,
            rowsSane, valid.contains(ByteRange(0, length)) {
-            let digest = SHA256Digest()
-            try digest.update(from: data, ByteRange(0, length))
-            if digest.finalize() == e.sha256 {
+            let (sha, others) = try Self.digests(of: data, length: length, others: Set(checks.map(\.expected.algorithm)))
+            if sha == e.sha256 {
+                if let why = Self.unexpected(checks, sha: sha, others: others) {
+                    // Its bytes are as downloaded, but not the file expected: none is kept.
+                    report.problems.append(why)
+                    return RangeSet()
+                }
                 checkStructure(e, data, length: length, into: &report)
                 return valid
             }
@@ -229,6 +236,34 @@ public struct Verifier {
             checkStructure(e, data, length: length, into: &report)
         }
         return backed
+    }
+
+    /// The SHA-256 of `[0, length)` of `data` and the digests of `others`, in one read.
+    static func digests(of data: RawFile, length: Int64, others: Set<DigestAlgorithm>) throws -> (String, [DigestAlgorithm: String]) {
+        let sha = SHA256Digest(), set = DigestSet(others.subtracting([.sha256]))
+        let chunk = 256 << 10
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < length {
+            let n = Int(min(Int64(chunk), length - offset))
+            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+            try data.readExactly(into: slice, fromAbsoluteOffset: offset)
+            sha.update(UnsafeRawBufferPointer(slice))
+            set.update(UnsafeRawBufferPointer(slice))
+            offset += Int64(n)
+        }
+        return (sha.finalize(), set.finalize())
+    }
+
+    /// Why a complete entry's bytes are not the file expected (nil: they have every digest
+    /// expected of them).
+    static func unexpected(_ checks: [DigestCheck], sha: String, others: [DigestAlgorithm: String]) -> String? {
+        var computed = others
+        computed[.sha256] = sha
+        guard let bad = DigestCheck.judged(checks, computed: computed).mismatch else { return nil }
+        let e = bad.expected
+        return "its \(e.algorithm.rawValue) is \(bad.computed ?? "?"), not \(e.hex) (expected by \(e.source.description))"
     }
 
     private func checkStructure(_ e: CacheEntry, _ data: RawFile, length: Int64, into report: inout EntryReport) {

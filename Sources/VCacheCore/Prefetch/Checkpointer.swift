@@ -47,9 +47,45 @@ final class Checkpointer: @unchecked Sendable {
         var queuedValidators: Validators?
         var queuedType: String?
         var scheduled = false
+        /// Expected digests to write with the next commit (nil: none changed).
+        var expectations: [DigestCheck]?
     }
     private let state: Locked<State>
-    private var digest: (hasher: SHA256Digest, through: Int64)?
+    private var digest: RunningDigest?
+
+    /// The SHA-256 and the other digests the entry is expected to have (`ExpectedDigest`), fed
+    /// the same bytes, all hashed through `through`.
+    private struct RunningDigest {
+        var hasher: SHA256Digest
+        var others: DigestSet
+        var through: Int64
+
+        init(others: Set<DigestAlgorithm>) {
+            hasher = SHA256Digest(chunkSize: ChunkStates.size)
+            self.others = DigestSet(others.subtracting([.sha256]))
+            through = 0
+        }
+
+        func update(_ bytes: UnsafeRawBufferPointer) {
+            hasher.update(bytes)
+            others.update(bytes)
+        }
+
+        func update(from file: RawFile, _ range: ByteRange) throws {
+            // Read once, fed to all.
+            let chunk = 256 << 10
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+            defer { buffer.deallocate() }
+            var offset = range.lowerBound
+            while offset < range.upperBound {
+                let n = Int(min(Int64(chunk), range.upperBound - offset))
+                let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+                try file.readExactly(into: slice, fromAbsoluteOffset: offset)
+                update(UnsafeRawBufferPointer(slice))
+                offset += Int64(n)
+            }
+        }
+    }
 
     /// `carrying`: a checkpointer this one replaces (after the video changed and `data` was
     /// replaced); its count of bytes added and commits made carry over.
@@ -138,12 +174,14 @@ final class Checkpointer: @unchecked Sendable {
             update.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
             update.sha256 = digest?.sha256
             update.chunkStates = digest
+            update.expectations = state.withLock { $0.expectations }
             let all = try catalog.commit(update)
             state.withLock { s in
                 s.added += max(0, all.count - s.committed.count)
                 s.commits += 1
                 s.committed = all
                 for r in batch.ranges { s.inFlight.remove(r) }
+                if s.expectations == update.expectations { s.expectations = nil }
             }
             digestQueue.async { [self] in advanceDigest(over: all) }
             onCommit()
@@ -158,12 +196,33 @@ final class Checkpointer: @unchecked Sendable {
         }
     }
 
+    /// The entry's expected digests as they now stand, written with the next commit.
+    func setExpectations(_ checks: [DigestCheck]) {
+        state.withLock { $0.expectations = checks }
+    }
+
+    /// Expected digests wait for a commit.
+    var expectationsPending: Bool { state.withLock { $0.expectations != nil } }
+
+    /// Records checks on bytes that were then dropped (no commit follows).
+    func recordChecks(_ checks: [DigestCheck]) throws {
+        state.withLock { $0.expectations = nil }
+        try catalog.recordDigestChecks(key: key, checks)
+    }
+
     /// Keep (or stop keeping) the running digest; set when this run can complete the video.
-    func streamDigest(_ on: Bool) {
+    /// `others`: the algorithms the entry is expected to match besides SHA-256, computed from the
+    /// same bytes (one added once hashing began starts the running digest over, read back).
+    func streamDigest(_ on: Bool, others: Set<DigestAlgorithm> = []) {
         let on = on && !BenchSwitches.noDigest
         feeding.store(on, ordering: .relaxed)
+        let others = others.subtracting([.sha256])
         digestQueue.async { [self] in
-            if !on { digest = nil } else if digest == nil { digest = (SHA256Digest(chunkSize: ChunkStates.size), 0) }
+            if !on {
+                digest = nil
+            } else if digest == nil || !others.isSubset(of: digest!.others.algorithms) {
+                digest = RunningDigest(others: others)
+            }
         }
     }
 
@@ -185,8 +244,8 @@ final class Checkpointer: @unchecked Sendable {
         nonisolated(unsafe) let copy = buffer
         digestQueue.async { [self] in
             if let d = digest, d.through == offset {
-                d.hasher.update(UnsafeRawBufferPointer(rebasing: copy[0..<count]))
-                digest = (d.hasher, offset + Int64(count))
+                d.update(UnsafeRawBufferPointer(rebasing: copy[0..<count]))
+                digest?.through = offset + Int64(count)
             }
             feedLock.lock()
             feedFree.append(copy)
@@ -206,8 +265,8 @@ final class Checkpointer: @unchecked Sendable {
         let end = covered.contiguousEnd(from: d.through)
         guard end > d.through else { return }
         do {
-            try d.hasher.update(from: data, ByteRange(d.through, end))
-            digest = (d.hasher, end)
+            try d.update(from: data, ByteRange(d.through, end))
+            digest?.through = end
         } catch {
             digest = nil
         }
@@ -215,17 +274,24 @@ final class Checkpointer: @unchecked Sendable {
 
     /// On the queue: the SHA-256 of `[0, length)`, all of which is durably in `data`; continues the
     /// running digest when there is one, otherwise reads the whole file once.
-    /// The states at each chunk boundary come with it (`ChunkStates`).
-    func finalDigest(length: Int64) throws -> ChunkStates {
+    /// The states at each chunk boundary come with it (`ChunkStates`), and `others`: the
+    /// digests of the algorithms asked for besides SHA-256, from the same pass.
+    func finalDigest(length: Int64, others wanted: Set<DigestAlgorithm> = []) throws -> (ChunkStates, others: [DigestAlgorithm: String]) {
         dispatchPrecondition(condition: .onQueue(queue))
-        if BenchSwitches.noDigest { return ChunkStates(sha256: String(repeating: "0", count: 64), chunkSize: ChunkStates.size, states: []) }
+        // (Benchmarks without the digest still compute one that is expected of the video.)
+        if BenchSwitches.noDigest && wanted.isEmpty {
+            return (ChunkStates(sha256: String(repeating: "0", count: 64), chunkSize: ChunkStates.size, states: []), [:])
+        }
+        let wanted = wanted.subtracting([.sha256])
         return try digestQueue.sync { [self] in
-            let d = digest ?? (SHA256Digest(chunkSize: ChunkStates.size), 0)
+            var d = digest ?? RunningDigest(others: wanted)
+            // An algorithm the running digest lacks: all of them again, in one read.
+            if !wanted.isSubset(of: d.others.algorithms) { d = RunningDigest(others: wanted) }
             digest = nil
             feeding.store(false, ordering: .relaxed)
-            try d.hasher.update(from: data, ByteRange(min(d.through, length), length))
+            try d.update(from: data, ByteRange(min(d.through, length), length))
             let sha = d.hasher.finalize()
-            return ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: d.hasher.chunkStates)
+            return (ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: d.hasher.chunkStates), d.others.finalize())
         }
     }
 

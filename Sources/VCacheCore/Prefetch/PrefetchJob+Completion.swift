@@ -8,11 +8,12 @@ extension PrefetchJob {
         let batch = writer.takePending()
         enter(.completing)
         let checkpointer = writer.checkpointer, data = writer.data
-        let validators = entry.validators, contentType = entry.contentType, needsDigest = !entry.wasComplete
-        let drop = allClaimsDropper
+        // A complete entry is hashed again only when an expectation is new to it.
+        let validators = entry.validators, contentType = entry.contentType, needsDigest = !entry.wasComplete || entry.needsCheck
+        let drop = allClaimsDropper, checks = entry.checks
         fetcher.offload(to: checkpointer.queue, {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest,
-                          dropAllClaims: drop)
+                          checks: checks, dropAllClaims: drop)
         }, then: { [self] outcome in
             switch outcome {
             case .failed(let e): finish(e)
@@ -39,17 +40,37 @@ extension PrefetchJob {
     /// On the checkpoint queue: fsync, compute the digest if the entry is now whole, one commit.
     /// `dropAllClaims`: drops every claim and gives the entry a new, empty `data` (the job's own stays open, unlinked),
     /// or has it done once no other job shares the entry (`allClaimsDropper`).
+    /// `checks`: the digests the video is expected to have, computed with the SHA-256; one that
+    /// does not match drops every claim (`.failed(.checksumMismatch)`), the outcome recorded.
     static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
-                         contentType: String?, needsDigest: Bool, dropAllClaims: (Validators) throws -> Void) -> FinalOutcome {
+                         contentType: String?, needsDigest: Bool, checks: [DigestCheck] = [],
+                         dropAllClaims: (Validators) throws -> Void) -> FinalOutcome {
         var digest: ChunkStates?
         var all = checkpointer.committed
         all.formUnion(batch)
         if needsDigest, let length = validators.length, all.contains(ByteRange(0, length)) {
+            var others: [DigestAlgorithm: String] = [:]
             do {
                 try data.sync()
-                digest = try checkpointer.finalDigest(length: length)
+                (digest, others) = try checkpointer.finalDigest(length: length, others: Set(checks.map(\.expected.algorithm)))
             } catch {
                 return .failed(PrefetchError(error))
+            }
+            if let d = digest, !checks.isEmpty {
+                others[.sha256] = d.sha256
+                let (judged, mismatch) = DigestCheck.judged(checks, computed: others)
+                if let mismatch {
+                    // Not the file expected: none of its bytes is kept (a new `data`, as at every
+                    // drop), and the outcome of the given expectations is recorded for `info`.
+                    do {
+                        try dropAllClaims(validators)
+                        try checkpointer.recordChecks(judged.filter(\.expected.source.isGiven))
+                    } catch {
+                        return .failed(PrefetchError(error))
+                    }
+                    return .failed(.checksumMismatch(ChecksumMismatch(mismatch)))
+                }
+                checkpointer.setExpectations(judged)
             }
             // Whole again after `verify --fix` dropped damaged chunks: the bytes must lead to the
             // digest this version had. Otherwise none of them is trusted (a chunk kept then may
@@ -68,7 +89,7 @@ extension PrefetchJob {
         }
         // Nothing new to record and this run already committed (so last use and the URL are
         // current): skip the transaction. A run that fetched nothing still commits, as its "use".
-        if batch.isEmpty && digest == nil && checkpointer.commitCount > 0 { return .partial }
+        if batch.isEmpty && digest == nil && checkpointer.commitCount > 0 && !checkpointer.expectationsPending { return .partial }
         testPause("complete-before-commit", checkpointer.key)
         guard checkpointer.commitNow(batch, validators: validators, contentType: contentType, digest: digest) else {
             return .failed(checkpointer.firstError ?? .catalog("the catalog commit failed"))

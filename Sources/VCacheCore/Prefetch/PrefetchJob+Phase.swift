@@ -106,6 +106,17 @@ extension PrefetchJob {
         /// The entry is an HLS playlist (by its Content-Type or first bytes): fetched whole, no
         /// MP4 goal; the run then fetches the stream it names.
         var isPlaylist = false
+        /// The digests the whole video is expected to have (given, and the origin's for this
+        /// version), with what a check of the complete entry found.
+        var checks: [DigestCheck] = []
+        /// The origin's digests for a version being dropped to: this version's once it is in place.
+        var nextOriginDigests: [ExpectedDigest] = []
+
+        /// Some expectation is not known to hold for the bytes held: a complete entry is checked.
+        var needsCheck: Bool { checks.contains { $0.matched != true } }
+
+        /// The algorithms to compute at completion besides SHA-256.
+        var checkedAlgorithms: Set<DigestAlgorithm> { Set(checks.map(\.expected.algorithm)) }
     }
 }
 

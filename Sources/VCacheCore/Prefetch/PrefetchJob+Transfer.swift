@@ -14,6 +14,8 @@ extension PrefetchJob {
         switch verdict(on: head, asked: x.asked) {
         case .accept(let offset, let limit, let v):
             adopt(v, contentType: head.contentType)
+            let digests = OriginDigests.parse(head)
+            if !digests.isEmpty { adoptChecks(DigestCheck.withOrigin(entry.checks, digests), stored: entry.checks) }
             noteFinalURL(head.effectiveURL)
             x.closeDelimited = head.status == 200 && head.bodyEnd == .connectionClose && v.length == nil
             beginWriting(&x, at: offset, limit: limit)
@@ -26,6 +28,7 @@ extension PrefetchJob {
                 return .stop
             }
             if let type = head.contentType { noteContentType(type) }
+            noteNextOriginDigests(OriginDigests.parse(head))
             dropVersion(to: v, reason: reason, interrupting: x, then: .write(offset: offset, limit: limit))
             return .hold
         case .learnLength(let v, let drop):
@@ -51,7 +54,8 @@ extension PrefetchJob {
         x.offset = offset
         x.limit = limit
         // Keep the digest running only when this run can complete the video (not for a head).
-        if let digest = digestWanted() { writer?.checkpointer.streamDigest(digest) }
+        // (With the other digests the video is expected to have: from the same bytes.)
+        if let digest = digestWanted() { writer?.checkpointer.streamDigest(digest, others: entry.checkedAlgorithms) }
     }
 
     func transferShouldWait(_ transfer: CurlTransfer) -> Bool {

@@ -131,6 +131,10 @@ final class PrefetchJob: TransferDelegate {
             let checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data,
                                             committed: found?.ranges ?? RangeSet(), onCommit: fetcher.waker)
             writer = EntryWriter(data: data, checkpointer: checkpointer, options: options)
+            // The digests expected of it: those stored with the entry, and this item's (a value
+            // given anew for an algorithm is a changed expectation: checked again).
+            let stored = found == nil ? [] : try store.catalog.expectedDigests(key: key)
+            adoptChecks(DigestCheck.merged(stored: stored, given: item.expected), stored: stored)
             entry.alreadyCached = emitStarted()
             if !entry.heldFromThisRunOnly && !entry.validators.hasStrongValidator && nextAsked() != nil {
                 // Parts without a strong validator are never combined across runs.
@@ -209,10 +213,10 @@ final class PrefetchJob: TransferDelegate {
         let batch = writer.takePending()
         enter(.completing)
         let checkpointer = writer.checkpointer, data = writer.data
-        let validators = entry.validators, contentType = entry.contentType, drop = allClaimsDropper
+        let validators = entry.validators, contentType = entry.contentType, drop = allClaimsDropper, checks = entry.checks
         let outcome = checkpointer.queue.sync {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: true,
-                          dropAllClaims: drop)
+                          checks: checks, dropAllClaims: drop)
         }
         switch outcome {
         case .failed(let e): finish(e)
@@ -269,6 +273,16 @@ final class PrefetchJob: TransferDelegate {
     func noteFinalURL(_ url: String) { entry.finalURL = url }
     func notePlaylist() { entry.isPlaylist = true }
 
+    /// The entry's expected digests are now `checks` (written with the next commit when they
+    /// differ from `stored`, the catalog's).
+    func adoptChecks(_ checks: [DigestCheck], stored: [DigestCheck]) {
+        entry.checks = checks
+        if checks != stored { writer?.checkpointer.setExpectations(checks) }
+    }
+
+    /// A new version's origin digests, recorded once the old version is dropped (`beginVersion`).
+    func noteNextOriginDigests(_ digests: [ExpectedDigest]) { entry.nextOriginDigests = digests }
+
     /// The MP4's structure needs `ranges` too.
     func planMP4(_ ranges: RangeSet) { plan.addMP4(ranges) }
 
@@ -281,6 +295,11 @@ final class PrefetchJob: TransferDelegate {
         let checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: fresh, committed: RangeSet(),
                                         carrying: writer?.checkpointer, onCommit: fetcher.waker)
         writer = EntryWriter(data: fresh, checkpointer: checkpointer, options: options, replacing: writer)
+        // The given digests stand for every version, unchecked again; the origin's are the new one's.
+        let checks = entry.checks.filter(\.expected.source.isGiven).map { DigestCheck(expected: $0.expected) }
+            + entry.nextOriginDigests.map { DigestCheck(expected: $0) }
+        entry.nextOriginDigests = []
+        adoptChecks(checks, stored: [])
         entry.validators = version
         entry.wasComplete = false
         entry.alreadyCached = 0

@@ -14,6 +14,9 @@ public struct PrefetchItem: Equatable, Sendable {
     /// each must lie inside the resource. One that runs past its end is an error, never a span
     /// clamped to the length (which no later run could ever fill).
     public var rangesMustFit = false
+    /// Digests the whole video must have (`--checksum`, a list line's `ALGO=VALUE`): checked when
+    /// the entry completes, in this run or a later one (they are stored with the entry).
+    public var expected: [ExpectedDigest] = []
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: HLSMemberCheck? = nil) {
         self.url = url
@@ -189,6 +192,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// An HLS member on a host that is none of its stream's (the hosts its playlists came from,
     /// and `--allow-host`): refused, never fetched. `own`: the stream's hosts.
     case refusedHost(host: String, own: [String])
+    /// The whole video does not have a digest it is expected to have (`--checksum`, a list line,
+    /// the origin's header): its bytes were dropped, never called complete.
+    case checksumMismatch(ChecksumMismatch)
 
     /// Wraps an error met while prefetching: file-system errors stay typed, the rest is the catalog's.
     init(_ error: any Error) {
@@ -242,6 +248,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .stream: .fixOrigin
         case .notAsCompleted: .tryLater
         case .refusedHost: .fixOrigin
+        case .checksumMismatch: .fixOrigin
         }
     }
 
@@ -286,6 +293,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom(_, let minFree?, nil): "does not fit while keeping min-free \(Units.formatSize(minFree)) free on the cache's disk (every other entry is evicted already); free space on the disk, or lower min-free"
         case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
+        case .checksumMismatch(let m): m.description
         case .refusedHost(let host, let own):
             "refused: its playlist names it on \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
         }

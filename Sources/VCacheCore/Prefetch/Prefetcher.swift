@@ -49,6 +49,10 @@ public final class Prefetcher {
                 let merged = unique[i].item.requests.isEmpty || item.requests.isEmpty ? [] : unique[i].item.requests + item.requests
                 unique[i].item.requests = merged
                 unique[i].item.mp4 = MP4Goal.merged(unique[i].item.mp4, item.mp4)
+                // Expected digests: the first given for an algorithm stands.
+                for e in item.expected where !unique[i].item.expected.contains(where: { $0.algorithm == e.algorithm }) {
+                    unique[i].item.expected.append(e)
+                }
                 unique[i].merged.append(item.url)
             } else {
                 indexByKey[key] = unique.count
@@ -273,6 +277,9 @@ public final class Prefetcher {
         // Items whose disk filled, to run again after room was made (each at most 3 times).
         var again: [Int] = []
         var spaceRetries: [Int: Int] = [:]
+        // Items whose complete bytes did not have an expected digest, fetched whole once more:
+        // the bytes the first attempt fetched (they count in the result too).
+        var refetched: [Int: Int64] = [:]
         // A job's "finished" is held until its item's end is known: a full disk may run it again
         // (then that failure is never said), a playlist's stream may fail it.
         var heldFinish: [Int: PrefetchEvent] = [:]
@@ -366,8 +373,20 @@ public final class Prefetcher {
                         if !madeMeanwhile { roomMade += 1 }
                         spaceRetries[index, default: 0] += 1
                         again.append(index)
+                    } else if case .checksumMismatch? = done.result?.error, refetched[index] == nil, !self.fetcher.isStopped {
+                        // Not the file expected (its bytes are dropped): the whole, once more.
+                        refetched[index] = done.result?.fetchedBytes ?? 0
+                        items[index].requests = []
+                        again.append(index)
                     } else {
                         results[index] = done.result
+                        if let first = refetched[index] {
+                            results[index]?.fetchedBytes += first
+                            if case .checksumMismatch(var m)? = done.result?.error {
+                                m.refetched = true
+                                results[index]?.error = .checksumMismatch(m)
+                            }
+                        }
                         if let r = done.result, r.isPlaylist, r.succeeded, self.options.expandStreams {
                             // The stream it names joins the run (each URL of it once).
                             let root = top(index)

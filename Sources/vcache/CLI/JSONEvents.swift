@@ -64,6 +64,7 @@ struct FailureInfo {
         case let e as Exporter.ExportError:
             switch e {
             case .incomplete: self.init(kind: "incomplete", message: text, exitCode: 1)
+            case .expectedDigest: self.init(kind: "checksum_mismatch", message: text, exitCode: 1)
             case .destinationExists, .notRegular: self.init(kind: "exists", message: text, exitCode: 1)
             case .missingFolder: self.init(kind: "not_found", message: text, exitCode: 1)
             case .checksumMismatch: self.init(kind: "corrupt", message: text, exitCode: 5)
@@ -108,6 +109,7 @@ struct FailureInfo {
         case .stream, .rangeOverrun: kind = "bad_stream"
         case .notStarted: kind = "not_started"
         case .notAsCompleted: kind = "digest_mismatch"
+        case .checksumMismatch: kind = "checksum_mismatch"
         case .refusedHost: kind = "refused_host"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))

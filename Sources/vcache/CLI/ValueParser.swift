@@ -96,6 +96,20 @@ extension ValueParser where Value == RangeRequest {
     }
 }
 
+extension ValueParser where Value == ExpectedDigest {
+    /// `ALGO=VALUE`: md5, sha1, sha256 or sha512, in hex (or base64, as digest headers write it).
+    static var checksum: ValueParser {
+        let words = DigestAlgorithm.allCases.map { Completion.Word(value: $0.rawValue + "=", help: "\($0.byteCount * 2) hex digits") }
+        return ValueParser(valueName: "ALGO=HEX", completion: .words(words)) { text, option in
+            do {
+                return try ExpectedDigest.parse(text, source: .option)
+            } catch {
+                throw UsageError("invalid \(option): \(error)")
+            }
+        }
+    }
+}
+
 extension ValueParser where Value: CLIChoice {
     /// One of the type's cases: the value name, the completion and the error list them.
     static func choice() -> ValueParser {

@@ -9,7 +9,8 @@ enum CheckCommand: VCacheCommand {
         abstract: "say whether what a list asks for (bytes or seconds of videos, HLS streams) is cached now (no network); exit 0 only when all of it is",
         usage: "check [URL...] [-i FILE] [--bytes SIZE | --seconds N | --range A-B] [--variant V] [--audio LANG]",
         discussion: """
-        Reads URLs and a list as prefetch does (a line's own 2M or 10s wins) and says for each
+        Reads URLs and a list as prefetch does (a line's own 2M or 10s wins; a line's md5=HEX must
+        be the digest the cached copy was checked against and matched) and says for each
         whether those bytes, or those seconds of an MP4 (its moov and the samples they need), are
         in the cache: what a player would find offline. For an HLS playlist, whether what prefetch
         would fetch of the stream (the chosen variant, its audio, init sections, keys and the
@@ -59,9 +60,14 @@ enum CheckCommand: VCacheCommand {
             defer { data?.close() }
             // An HLS playlist: what prefetch would fetch of its stream, from the cached playlists.
             let stream = entry.flatMap { Readiness.ofStream(item, entry: $0, store: store, plan: plan, keyRules: options.keyRules, allowedHosts: allowed) }
-            let readiness = stream ?? Readiness.of(item, entry: entry) { offset, count in
+            var readiness = stream ?? Readiness.of(item, entry: entry) { offset, count in
                 guard let data else { throw SystemError("read", path: store.dataPath(key), errno: ENOENT) }
                 return try data.bytes(count, at: offset)
+            }
+            // A line's checksum the cached copy is not known to have: not ready either.
+            if readiness.isReady, let entry, !item.expected.isEmpty,
+               let why = Readiness.ofChecksums(item, entry: entry, checks: (try? store.catalog.expectedDigests(key: key)) ?? []) {
+                readiness = why
             }
             let (state, detail): (String, String) = switch readiness {
             case .ready: ("ready", Self.asked(item))

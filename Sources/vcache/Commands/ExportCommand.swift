@@ -11,7 +11,8 @@ enum ExportCommand: VCacheCommand {
         discussion: """
         DEST is a file, or an existing folder (the name then comes from the URL's last path
         segment, made safe). The copy is written to a temp file beside DEST, checked against the
-        SHA-256 stored at completion, fsynced and renamed into place. A stream (the URL of an HLS
+        SHA-256 stored at completion, fsynced and renamed into place. An entry not known to match a
+        checksum expected of it (--checksum, a list line, the origin's) is refused. A stream (the URL of an HLS
         playlist prefetched or played through serve) is written as the folder DIR (made when
         missing): DIR/master.m3u8, each media playlist that plays from the cache in a folder of its
         own with its segments, init sections and keys, every URI a relative local name, so

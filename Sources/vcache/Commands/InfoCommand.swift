@@ -8,7 +8,8 @@ enum InfoCommand: VCacheCommand {
         abstract: "everything known about one cached video",
         usage: "info URL|KEY [--probe] [--json]",
         discussion: """
-        For an MP4 it also tells, from the cached bytes: where the moov is, whether the file is
+        Each checksum the video is expected to have is shown with where it came from and whether
+        its bytes matched. For an MP4 it also tells, from the cached bytes: where the moov is, whether the file is
         fragmented, its duration and tracks (kind, codec, timescale, samples, bitrate), and the
         bytes '--seconds 1/2/5' would cache. --probe first fetches what that needs and nothing
         more: the top-level box headers and the moov (a URL not yet cached is fine). For a
@@ -53,8 +54,10 @@ enum InfoCommand: VCacheCommand {
         if (facts?.duration ?? 0) <= 0, facts?.fragmented == true, !e.isComplete { playable = playableSeconds(e, duration: nil, store: store) }
         let layout = facts?.layout ?? "unknown (nothing cached)"
         let disk = store.diskUsage(key: key)
+        let checks = (try? store.catalog.expectedDigests(key: key)) ?? []
         if args.json {
             var o = entryJSON(e)
+            if !checks.isEmpty { o["expected_digests"] = checksumsJSON(checks) }
             o["disk_bytes"] = disk
             o["ranges"] = rangesJSON(e.ranges)
             o["mp4_layout"] = layout
@@ -87,6 +90,16 @@ enum InfoCommand: VCacheCommand {
             ("mp4 layout", layout),
         ]
         if e.ranges.isEmpty { rows.removeAll { $0.0 == "ranges" } }
+        // Each expected digest after the SHA-256: its value, where it came from, what was found.
+        let at = (rows.firstIndex { $0.0 == "sha-256" } ?? rows.count - 1) + 1
+        rows.insert(contentsOf: checks.map { c in
+            let outcome = switch c.matched {
+            case true?: "matched"
+            case false?: "did not match: its bytes gave \(c.computed ?? "?") and were dropped"
+            case nil: "not checked yet (when it is complete)"
+            }
+            return ("expected \(c.expected.algorithm.rawValue)", "\(c.expected.hex) (\(c.expected.source.description)): \(outcome)")
+        }, at: at)
         if let facts { rows += mp4Rows(facts) }
         if let playable, let d = facts?.duration, d > 0 {
             // Tenths as computed: a rounded-up figure would claim more than plays.

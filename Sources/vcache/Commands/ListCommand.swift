@@ -71,11 +71,13 @@ enum ListCommand: VCacheCommand {
         }
         let streamCount = listed.filter { if case .stream = $0 { true } else { false } }.count
         if args.json {
+            let checks = (try? store.catalog.allExpectedDigests()) ?? [:]
             for row in listed {
                 switch row {
                 case .entry(let e):
                     var o = entryJSON(e)
                     if args.ranges { o["ranges"] = rangesJSON(e.ranges) }
+                    if let c = checks[e.key], !c.isEmpty { o["expected_digests"] = checksumsJSON(c) }
                     console.event("entry", o)
                 case .stream(let s):
                     console.event("stream", streamJSON(s))
@@ -147,6 +149,17 @@ func entryJSON(_ e: CacheEntry) -> [String: Any] {
     if let v = e.sha256 { o["sha256"] = v }
     if let v = e.completed { o["completed"] = Timestamp.iso8601(v) }
     return o
+}
+
+/// An entry's expected digests (Docs/json.md, `expected_digests`): each with where it came from
+/// and whether the complete entry matched it (null: not checked yet).
+func checksumsJSON(_ checks: [DigestCheck]) -> [[String: Any]] {
+    checks.map { c in
+        var o: [String: Any] = ["algorithm": c.expected.algorithm.rawValue, "value": c.expected.hex,
+                                "source": c.expected.source.description, "matched": c.matched.map { $0 as Any } ?? NSNull()]
+        if let v = c.computed { o["computed"] = v }
+        return o
+    }
 }
 
 /// Cached ranges as `[first, last]` byte pairs, both inclusive (as in an HTTP Range).

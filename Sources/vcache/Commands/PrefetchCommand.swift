@@ -19,6 +19,9 @@ enum PrefetchCommand: VCacheCommand {
         For an MP4, --seconds N caches exactly what a player needs for its first N seconds (the
         moov wherever it is, and those seconds' samples), and --bytes also fetches the moov when it
         lies outside the head.
+        --checksum ALGO=HEX (or a list line's md5=HEX) is the digest the whole video must have:
+        checked when it completes (in this run or a later one, from the arriving bytes); a video
+        that does not have it is dropped, fetched whole once more, then fails with exit 4.
         SIZE: 512K, 2M, 1.5G (binary) or 2MB (decimal). DURATION: 30s, 5m, 2h.
         """,
         minPositionals: 0, maxPositionals: nil, handlesQuiet: true)
@@ -28,7 +31,8 @@ enum PrefetchCommand: VCacheCommand {
         var bytes = Option("bytes", .size(), help: "make sure the first SIZE bytes are cached (and an MP4's moov, wherever it is)")
         var noMoov = Flag("no-moov", help: "with --bytes, do not also fetch an MP4's moov that lies outside the head")
         var range = Repeated("range", .byteRange, help: "bytes A to B inclusive; A- to the end; -N the last N (repeatable)")
-        var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s)")
+        var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s) and checksums (md5=HEX)")
+        var checksum = Repeated("checksum", .checksum, help: "the digest the whole video must have (md5, sha1, sha256, sha512; repeatable): checked when it completes; a mismatch is fetched once more, then exit 4")
         var jobs = Option("jobs", short: "j", .count(1...64), help: "parallel downloads (default 4)")
         var header = Repeated("header", short: "H", .text("'NAME: VALUE'"), help: "extra request header, e.g. auth or cookie (repeatable); @FILE reads them from FILE")
         var userAgent = Option("user-agent", .headerValue("STRING"), help: "User-Agent header (default vcache/\(VCacheVersion.string))")
@@ -71,7 +75,8 @@ enum PrefetchCommand: VCacheCommand {
             options = try makeOptions(args)
             var list: [PrefetchItem]
             (list, inputErrors) = try requestedItems(Asked(bytes: args.bytes, ranges: args.range, seconds: args.seconds,
-                                                           noMoov: args.noMoov, input: args.input, urls: args.positionals))
+                                                           noMoov: args.noMoov, input: args.input, urls: args.positionals,
+                                                           checksums: args.checksum))
             guard !list.isEmpty || !inputErrors.isEmpty else {
                 if let input = args.input {
                     // An empty list is a quiet night for cron, not a usage error.
@@ -191,6 +196,8 @@ enum PrefetchCommand: VCacheCommand {
         var noMoov: Bool
         var input: String?
         var urls: [String]
+        /// `--checksum`: the one URL given on the command line must have these digests.
+        var checksums: [ExpectedDigest] = []
     }
 
     /// What the command line asks for: its URLs and `-i` list, each with `--bytes`, `--range`,
@@ -214,6 +221,15 @@ enum PrefetchCommand: VCacheCommand {
         }
         let defaults = Defaults(requests: requests, goal: goal, seconds: asked.seconds, fetchMoov: !asked.noMoov)
         var list = urls.map { defaults.item($0) }
+        if !asked.checksums.isEmpty {
+            guard list.count == 1 else {
+                throw UsageError("--checksum is the digest of one video: give exactly one URL with it (in a -i list, put each URL's checksum on its line: URL sha256=HEX)")
+            }
+            for (i, c) in asked.checksums.enumerated() where asked.checksums[..<i].contains(where: { $0.algorithm == c.algorithm && $0.hex != c.hex }) {
+                throw UsageError("--checksum gives two different \(c.algorithm.rawValue) values; give one per algorithm")
+            }
+            list[0].expected = asked.checksums
+        }
         if let input = asked.input {
             let (fromFile, errors) = try readInput(input, defaults: defaults)
             list += fromFile
@@ -256,7 +272,8 @@ enum PrefetchCommand: VCacheCommand {
     }
 
     /// One URL per line, optionally followed by a size (`2M`: the head, and the moov) or seconds
-    /// (`10s`: the first seconds of an MP4); blank lines and `#` comments ignored. A malformed
+    /// (`10s`: the first seconds of an MP4) and checksums (`md5=HEX`, `sha256=HEX`: the digests the
+    /// whole video must have); blank lines and `#` comments ignored. A malformed
     /// line is reported with its number and skipped.
     static func readInput(_ path: String, defaults: Defaults) throws -> ([PrefetchItem], [String]) {
         let text: Data
@@ -308,22 +325,45 @@ enum PrefetchCommand: VCacheCommand {
                 errors.append("\(where_): not an http(s) URL: '\(Console.escaped(fields[0]))'; line skipped")
                 continue
             }
-            if fields.count > 2 {
-                errors.append("\(where_): expected 'URL [SIZE|SECONDS]', got \(fields.count) fields; line skipped")
+            // `ALGO=VALUE` words are checksums, anywhere after the URL; at most one other word.
+            var expected: [ExpectedDigest] = []
+            var words: [String] = []
+            var bad: String?
+            for word in fields.dropFirst() {
+                guard word.contains("=") else { words.append(word); continue }
+                do {
+                    let e = try ExpectedDigest.parse(word, source: .listLine(n + 1))
+                    if expected.contains(where: { $0.algorithm == e.algorithm && $0.hex != e.hex }) {
+                        bad = bad ?? "two different \(e.algorithm.rawValue) checksums; give one per algorithm"
+                    }
+                    expected.append(e)
+                } catch {
+                    bad = bad ?? "\(error)"
+                }
+            }
+            if let bad {
+                errors.append("\(where_): \(bad); line skipped")
                 continue
             }
-            guard fields.count == 2 else {
-                items.append(defaults.item(fields[0]))
+            if words.count > 1 {
+                errors.append("\(where_): expected 'URL [SIZE|SECONDS] [ALGO=HEX]...', got \(fields.count) fields; line skipped")
                 continue
             }
-            let word = fields[1]
-            if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
-                items.append(.seconds(fields[0], seconds))
-            } else if let size = Units.parseSize(word) {
-                items.append(PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil))
+            var item: PrefetchItem
+            if let word = words.first {
+                if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
+                    item = .seconds(fields[0], seconds)
+                } else if let size = Units.parseSize(word) {
+                    item = PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil)
+                } else {
+                    errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
+                    continue
+                }
             } else {
-                errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
+                item = defaults.item(fields[0])
             }
+            item.expected = expected
+            items.append(item)
         }
         return (items, errors)
     }

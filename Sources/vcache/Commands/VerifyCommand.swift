@@ -9,7 +9,8 @@ enum VerifyCommand: VCacheCommand {
         usage: "verify [URL|KEY...] [--origin] [--fix] [--json]",
         discussion: """
         Checks every entry (or those named): its ranges are sane, data holds every claimed byte,
-        a complete entry matches the SHA-256 stored at completion and walks cleanly as MP4, and the
+        a complete entry matches the SHA-256 stored at completion (and every checksum expected of
+        it: --checksum, a list line, the origin's digest header) and walks cleanly as MP4, and the
         catalog passes SQLite's integrity check. Exit 0 when all is well, 1 when a problem was
         found (even if fixed), so cron can alert; 5 when the catalog is damaged and --fix was not given.
         A fix that cannot be made says why in one line and exits with its code (5: the disk or the catalog).
