@@ -210,9 +210,24 @@ import Testing
         var (t, near) = try Self.withJob(from: (8 << 20) - 1000)
         let l2 = t.readerLeft(holding: Self.f1, claims: RangeSet(), promised: Self.v1, started: [near])
         #expect(l2.stop.isEmpty && l2.orphans == [near])
-        #expect(t.orphansDue([near]) == [near])
+        #expect(t.orphansDue(l2) == [near])
         t.readerArrived(holding: nil, ownHead: RangeSet(), version: Self.v1)
-        #expect(t.orphansDue([near]).isEmpty)  // a reader came back: it goes on
+        #expect(t.orphansDue(l2).isEmpty)  // a reader came back: it goes on
+    }
+
+    /// The grace a leaving reader gives a job near its end is void once another reader came: when
+    /// that one left in turn, its own grace began. The first timer, firing a moment after the
+    /// second reader left, must not stop the job (it did: it saw no reader and stopped it, so the
+    /// second reader's grace of 30 s was one of a second).
+    @Test func anOrphanGraceIsVoidOnceAnotherReaderCameAndLeft() throws {
+        var (s, near) = try Self.withJob(from: (8 << 20) - 1000)
+        let first = s.readerLeft(holding: Self.f1, claims: RangeSet(), promised: Self.v1, started: [near])
+        #expect(first.orphans == [near])
+        s.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        let second = s.readerLeft(holding: Self.f1, claims: RangeSet(), promised: Self.v1, started: [])
+        #expect(second.orphans == [near])
+        #expect(s.orphansDue(first).isEmpty, "the first grace, over now, stopped the job the second reader's grace keeps")
+        #expect(s.orphansDue(second) == [near])
     }
 
     // MARK: Giving bytes back
@@ -556,7 +571,7 @@ struct Model {
         let leaving = state.readerLeft(holding: r.file, claims: r.claims, promised: Self.versions[r.version], started: r.started)
         readers[id] = nil
         for j in leaving.stop { jobs[j]?.stopRequested = true }
-        for j in state.orphansDue(leaving.orphans) { jobs[j]?.stopRequested = true }
+        for j in state.orphansDue(leaving) { jobs[j]?.stopRequested = true }
     }
 
     /// Every read finishes, every job ends and leaves, every reader leaves: nothing is lost.

@@ -110,7 +110,7 @@ final class EntryBoard: @unchecked Sendable {
         for stop in stops { stop() }
         if !leaving.orphans.isEmpty {
             DispatchQueue.global().asyncAfter(deadline: .now() + Self.orphanGrace) { [self] in
-                let due = transition { s, h in s.orphansDue(leaving.orphans).compactMap { h.stops[$0] } }
+                let due = transition { s, h in s.orphansDue(leaving).compactMap { h.stops[$0] } }
                 for stop in due { stop() }
             }
         }

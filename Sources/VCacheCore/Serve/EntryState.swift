@@ -95,6 +95,8 @@ struct EntryState: Sendable {
     private(set) var jobs: [JobID: Job] = [:]
     private(set) var files: [FileID: FileRecord] = [:]
     private(set) var readers = 0
+    /// Readers that ever arrived: an orphan grace is over only if none came since it began.
+    private(set) var arrivals = 0
     private(set) var readingWrites = 0
     private(set) var starting: JobStart?
     private(set) var generation = 0
@@ -133,6 +135,7 @@ struct EntryState: Sendable {
     /// `version`, recorded now that a reader holds the file (a record must not outlive its file).
     mutating func readerArrived(holding file: FileID?, ownHead: RangeSet, version: Validators) {
         readers += 1
+        arrivals += 1
         hold(file)
         if let file, !ownHead.isEmpty { record(file, ownHead, version: version) }
     }
@@ -142,6 +145,9 @@ struct EntryState: Sendable {
     struct Leaving: Equatable, Sendable {
         var stop: [JobID] = []
         var orphans: [JobID] = []
+        /// `arrivals` when it left: the orphans' grace is void once another reader came (that
+        /// reader's own leaving starts a new grace).
+        var arrivals = 0
     }
 
     /// A reader left (with the claims it had, and the jobs it started). When it was the last,
@@ -149,7 +155,7 @@ struct EntryState: Sendable {
     /// near it finish, but only for the orphan grace.
     mutating func readerLeft(holding file: FileID?, claims: RangeSet, promised: Validators, started: [JobID]) -> Leaving {
         readers -= 1
-        var out = Leaving()
+        var out = Leaving(arrivals: arrivals)
         if readers == 0 {
             for (id, job) in runningJobs {
                 var have = claims
@@ -168,9 +174,12 @@ struct EntryState: Sendable {
         return out
     }
 
-    /// The orphan grace of `orphans` is over: those still running stop if no reader came back.
-    func orphansDue(_ orphans: [JobID]) -> [JobID] {
-        readers == 0 ? orphans.filter { jobs[$0].map { !$0.isEnded } ?? false } : []
+    /// The orphan grace of `leaving.orphans` is over: those still running stop if no reader came
+    /// since. (A reader that came and left again began a grace of its own, which this one must
+    /// not cut short: checking only that no reader is there now stopped a job one second after
+    /// such a reader left, not `orphanGrace` after.)
+    func orphansDue(_ leaving: Leaving) -> [JobID] {
+        readers == 0 && arrivals == leaving.arrivals ? leaving.orphans.filter { jobs[$0].map { !$0.isEnded } ?? false } : []
     }
 
     /// Where a reader is, what it holds and may do.
