@@ -97,6 +97,34 @@ import Testing
         #expect(s.limit(of: first) == 8 << 20)
     }
 
+    /// A running job far behind a reader is overtaken where the reader is; but it writes on while
+    /// the start's effects run (eviction can take a while), and may be past that point when the
+    /// start is admitted. The new job then begins where the overtaken one is: were it to begin
+    /// behind it, both would have written the same bytes, and what one gives back after a failed
+    /// checkpoint is punched, under the other's writes and claims.
+    @Test func aJobThatWroteOnWhileAStartRanIsNotOvertakenBehindItsPosition() throws {
+        var (s, first) = try Self.withJob(from: 0)
+        s.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        guard case .startJob(let start) = s.step(Self.at(2 << 20)) else {
+            throw Failure("expected a job start")
+        }
+        #expect(!start.takesLock)
+        // Meanwhile the first job writes past the reader's point.
+        s.wrote(ByteRange(0, 2_500_000), in: Self.f1, by: first, version: Self.v1)
+        let admitted = try #require(s.admit(start, room: nil, file: Self.f1).admitted)
+        let firstJob = try #require(s.jobs[first])
+        #expect(admitted.span.lowerBound == 2_500_000, "the new job fetches again bytes the first one wrote: \(admitted.span)")
+        #expect(firstJob.effectiveEnd >= firstJob.position, "the first job stops at \(firstJob.effectiveEnd), behind where it wrote (\(firstJob.position))")
+        // Past its whole span: no job starts, and the start leaves the lock it was counted in.
+        var (t, other) = try Self.withJob(from: 0)
+        t.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        guard case .startJob(let late) = t.step(Self.at(2 << 20, end: 3 << 20)) else { throw Failure("expected a job start") }
+        t.wrote(ByteRange(0, 8 << 20), in: Self.f1, by: other, version: Self.v1)
+        let none = t.admit(late, room: nil, file: Self.f1)
+        #expect(none.admitted == nil && none.release == .none)
+        #expect(t.lock == .held(jobs: 1))
+    }
+
     @Test func noRoomAbandonsTheStartAndReleasesTheLock() throws {
         var s = EntryState()
         guard case .startJob(let start) = s.step(Self.at(0)) else { throw Failure("expected a job start") }

@@ -319,7 +319,17 @@ struct EntryState: Sendable {
         var plan = s.plan
         let running = runningJobs
         if s.generation != generation { plan = ServeDecision.NewJob(wanted: s.wanted, running: running.map(\.job.span)) }
-        guard lifecycle == .open, let span = plan.fitted(room: room) else { return (nil, leaveLock()) }
+        guard lifecycle == .open, var span = plan.fitted(room: room) else { return (nil, leaveLock()) }
+        // A job overtaken here may be past the point already: it wrote on while the start's
+        // effects ran (its position moves the generation no more than a byte written does), or
+        // its bytes were not the reader's to trust. The new job begins where the furthest of them
+        // is, and they stop there: two jobs never write the same byte (what one gives back after
+        // a failed checkpoint is punched, even where the other wrote and claimed it).
+        let passed = plan.overtaken.map { running[$0].job.position }.max() ?? span.lowerBound
+        if passed > span.lowerBound {
+            guard passed < span.upperBound else { return (nil, leaveLock()) }
+            span = ByteRange(passed, span.upperBound)
+        }
         for i in plan.overtaken { jobs[running[i].id]?.limit = span.lowerBound }
         let id = nextJob
         nextJob += 1
