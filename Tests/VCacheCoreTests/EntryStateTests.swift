@@ -270,6 +270,38 @@ import Testing
         #expect(s.giveBackWaited() == .punch)
     }
 
+    /// A job giving bytes back after a failed checkpoint punches none where another job of this
+    /// process writes: an overtaken job's bytes staged under its old limit land past the new
+    /// one, in the span of the job that overtook it, which writes and claims the same bytes.
+    @Test func aGiveBackPunchesNothingAnotherJobWrote() throws {
+        let board = EntryBoard()
+        let cache = try TestCache()
+        let key = String(repeating: "cd", count: 32)
+        board.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        var jobs: [EntryState.JobID] = []
+        for p: Int64 in [0, 2 << 20] {
+            let step = board.step(Self.at(p)) { start in
+                guard board.takeLock(for: start, { (try? cache.store.tryLockWriter(key: key)) ?? nil }) else { return nil }
+                return board.admit(start, room: nil, file: Self.f1, stop: {})?.job
+            }
+            guard case .asked(let job?) = step else { throw Failure("no job: \(step)") }
+            jobs.append(job)
+        }
+        #expect(board.limit(of: jobs[0]) == 2 << 20)
+        // The first job's staged bytes land past its new limit; the second writes the same span.
+        board.recordWrite(ByteRange(0, (2 << 20) + 100_000), in: Self.f1, by: jobs[0], version: Self.v1)
+        board.recordWrite(ByteRange(2 << 20, (2 << 20) + 300_000), in: Self.f1, by: jobs[1], version: Self.v1)
+        // The first job's checkpoint failed: it gives back everything it wrote.
+        let punched = Box<RangeSet>()
+        punched.value = RangeSet()
+        board.giveBack(RangeSet([ByteRange(0, (2 << 20) + 100_000)]), in: Self.f1, by: jobs[0]) { punched.value?.insert($0) }
+        #expect(punched.value == RangeSet([ByteRange(0, 2 << 20)]), "punched \(punched.value ?? RangeSet()), under the second job's bytes")
+        for job in jobs {
+            board.writerEnded(job, error: nil)
+            board.jobLeft()
+        }
+    }
+
     // MARK: The writer lock
 
     @Test func aJobAloneDropsAtOnceAndNoJobJoinsMeanwhile() throws {
@@ -572,7 +604,8 @@ struct Model {
                 Issue.record("bytes punched under a read in flight")
             }
         }
-        for r in back.ranges {
+        // The shell punches only what no other job writes (`punchable`).
+        for r in state.punchable(back, in: f, by: id).ranges {
             for v in 0..<2 { incarnations[f]![jobs[id]!.incarnation].bytes[v]?.remove(r) }
         }
         jobs[id]!.givingBack = nil

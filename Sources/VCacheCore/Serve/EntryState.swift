@@ -407,6 +407,24 @@ struct EntryState: Sendable {
 
     func giveBackWaited() -> GiveBack { readingWrites > 0 ? .waitForReaders : .punch }
 
+    /// Of `ranges` job `id` gives back in `file`, those it may punch: none in the span of another
+    /// job of this process writing that file, up to where it wrote (bytes staged under a limit
+    /// that moved land past it; a dropped job's writes are not followed): those are the other
+    /// job's to claim or give back, and punching them would leave its claims over a hole.
+    func punchable(_ ranges: RangeSet, in file: FileID, by id: JobID) -> RangeSet {
+        var out = ranges
+        for (other, job) in jobs where other != id {
+            let writes: Bool = switch job.phase {
+            case .running(_, let f, _): f == file
+            case .dropped: true
+            case .ended: false
+            }
+            let upTo = max(job.position, job.effectiveEnd)
+            if writes && job.start < upTo { out.remove(ByteRange(job.start, upTo)) }
+        }
+        return out
+    }
+
     // MARK: The writer lock, as the jobs sharing it use it
 
     /// What leaving the lock asks the shell to do.

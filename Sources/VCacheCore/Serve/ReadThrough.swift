@@ -463,7 +463,7 @@ public final class ReadThrough: Sendable {
         // Before the catalog names another version and before the file can go: no reader trusts
         // what this job wrote into it from now on, and none waits for this job.
         o.onDrop = { [board] _ in board.writerDropping(job) }
-        o.onGiveBack = { [board] file, ranges, punch in board.giveBack(ranges, in: file, punch: punch) }
+        o.onGiveBack = { [board] file, ranges, punch in board.giveBack(ranges, in: file, by: job, punch: punch) }
         o.expectedVersion = video.validators
         o.heldBytesAreThisRuns = reader.weakPartsCombine
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
