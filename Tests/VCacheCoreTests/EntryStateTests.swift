@@ -109,6 +109,35 @@ import Testing
         #expect(s.step(Self.at(3_000_000)) == .read(upTo: 3_500_000, fromWrites: true))
     }
 
+    /// A running job far behind a reader is overtaken where the reader is; but it writes on while
+    /// the start's effects run (eviction can take a while), and may be past that point when the
+    /// start is admitted. The new job then begins where the overtaken one is: were it to begin
+    /// behind it, both would have written the same bytes, and what one gives back after a failed
+    /// checkpoint is punched, under the other's writes and claims.
+    @Test func aJobThatWroteOnWhileAStartRanIsNotOvertakenBehindItsPosition() throws {
+        var (s, first) = try Self.withJob(from: 0)
+        s.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        guard case .startJob(let start) = s.step(Self.at(2 << 20)) else {
+            throw Failure("expected a job start")
+        }
+        #expect(!start.takesLock)
+        // Meanwhile the first job writes past the reader's point, into another file than the
+        // reader's (in the reader's own file the reader would read them: `again`).
+        s.wrote(ByteRange(0, 2_500_000), in: Self.f2, by: first, version: Self.v1)
+        let admitted = try #require(s.admit(start, room: nil, file: Self.f1).admitted)
+        let firstJob = try #require(s.jobs[first])
+        #expect(admitted.span.lowerBound == 2_500_000, "the new job fetches again bytes the first one wrote: \(admitted.span)")
+        #expect(firstJob.effectiveEnd >= firstJob.position, "the first job stops at \(firstJob.effectiveEnd), behind where it wrote (\(firstJob.position))")
+        // Past its whole span: no job starts, and the start leaves the lock it was counted in.
+        var (t, other) = try Self.withJob(from: 0)
+        t.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        guard case .startJob(let late) = t.step(Self.at(2 << 20, end: 3 << 20)) else { throw Failure("expected a job start") }
+        t.wrote(ByteRange(0, 8 << 20), in: Self.f2, by: other, version: Self.v1)
+        let none = t.admit(late, room: nil, file: Self.f1)
+        #expect(none.admitted == nil && !none.retry && none.release == .none)
+        #expect(t.lock == .held(jobs: 1))
+    }
+
     @Test func noRoomAbandonsTheStartAndReleasesTheLock() throws {
         var s = EntryState()
         guard case .startJob(let start) = s.step(Self.at(0)) else { throw Failure("expected a job start") }
@@ -222,9 +251,24 @@ import Testing
         var (t, near) = try Self.withJob(from: (8 << 20) - 1000)
         let l2 = t.readerLeft(holding: Self.f1, claims: RangeSet(), promised: Self.v1, started: [near])
         #expect(l2.stop.isEmpty && l2.orphans == [near])
-        #expect(t.orphansDue([near]) == [near])
+        #expect(t.orphansDue(l2) == [near])
         t.readerArrived(holding: nil, ownHead: RangeSet(), version: Self.v1)
-        #expect(t.orphansDue([near]).isEmpty)  // a reader came back: it goes on
+        #expect(t.orphansDue(l2).isEmpty)  // a reader came back: it goes on
+    }
+
+    /// The grace a leaving reader gives a job near its end is void once another reader came: when
+    /// that one left in turn, its own grace began. The first timer, firing a moment after the
+    /// second reader left, must not stop the job (it did: it saw no reader and stopped it, so the
+    /// second reader's grace of 30 s was one of a second).
+    @Test func anOrphanGraceIsVoidOnceAnotherReaderCameAndLeft() throws {
+        var (s, near) = try Self.withJob(from: (8 << 20) - 1000)
+        let first = s.readerLeft(holding: Self.f1, claims: RangeSet(), promised: Self.v1, started: [near])
+        #expect(first.orphans == [near])
+        s.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        let second = s.readerLeft(holding: Self.f1, claims: RangeSet(), promised: Self.v1, started: [])
+        #expect(second.orphans == [near])
+        #expect(s.orphansDue(first).isEmpty, "the first grace, over now, stopped the job the second reader's grace keeps")
+        #expect(s.orphansDue(second) == [near])
     }
 
     // MARK: Giving bytes back
@@ -237,6 +281,38 @@ import Testing
         #expect(s.ownWrites(Self.f1, promised: Self.v1).isEmpty)
         s.doneReadingWrites()
         #expect(s.giveBackWaited() == .punch)
+    }
+
+    /// A job giving bytes back after a failed checkpoint punches none where another job of this
+    /// process writes: an overtaken job's bytes staged under its old limit land past the new
+    /// one, in the span of the job that overtook it, which writes and claims the same bytes.
+    @Test func aGiveBackPunchesNothingAnotherJobWrote() throws {
+        let board = EntryBoard()
+        let cache = try TestCache()
+        let key = String(repeating: "cd", count: 32)
+        board.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        var jobs: [EntryState.JobID] = []
+        for p: Int64 in [0, 2 << 20] {
+            let step = board.step(Self.at(p)) { start in
+                guard board.takeLock(for: start, { (try? cache.store.tryLockWriter(key: key)) ?? nil }) else { return .none }
+                return board.admit(start, room: nil, file: Self.f1, stop: {}).0.map { .started($0.job) } ?? .none
+            }
+            guard case .asked(let job?) = step else { throw Failure("no job: \(step)") }
+            jobs.append(job)
+        }
+        #expect(board.limit(of: jobs[0]) == 2 << 20)
+        // The first job's staged bytes land past its new limit; the second writes the same span.
+        board.recordWrite(ByteRange(0, (2 << 20) + 100_000), in: Self.f1, by: jobs[0], version: Self.v1)
+        board.recordWrite(ByteRange(2 << 20, (2 << 20) + 300_000), in: Self.f1, by: jobs[1], version: Self.v1)
+        // The first job's checkpoint failed: it gives back everything it wrote.
+        let punched = Box<RangeSet>()
+        punched.value = RangeSet()
+        board.giveBack(RangeSet([ByteRange(0, (2 << 20) + 100_000)]), in: Self.f1, by: jobs[0]) { punched.value?.insert($0) }
+        #expect(punched.value == RangeSet([ByteRange(0, 2 << 20)]), "punched \(punched.value ?? RangeSet()), under the second job's bytes")
+        for job in jobs {
+            board.writerEnded(job, error: nil)
+            board.jobLeft()
+        }
     }
 
     // MARK: The writer lock
@@ -541,7 +617,8 @@ struct Model {
                 Issue.record("bytes punched under a read in flight")
             }
         }
-        for r in back.ranges {
+        // The shell punches only what no other job writes (`punchable`).
+        for r in state.punchable(back, in: f, by: id).ranges {
             for v in 0..<2 { incarnations[f]![jobs[id]!.incarnation].bytes[v]?.remove(r) }
         }
         jobs[id]!.givingBack = nil
@@ -568,7 +645,7 @@ struct Model {
         let leaving = state.readerLeft(holding: r.file, claims: r.claims, promised: Self.versions[r.version], started: r.started)
         readers[id] = nil
         for j in leaving.stop { jobs[j]?.stopRequested = true }
-        for j in state.orphansDue(leaving.orphans) { jobs[j]?.stopRequested = true }
+        for j in state.orphansDue(leaving) { jobs[j]?.stopRequested = true }
     }
 
     /// Every read finishes, every job ends and leaves, every reader leaves: nothing is lost.

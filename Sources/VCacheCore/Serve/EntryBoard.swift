@@ -143,7 +143,7 @@ final class EntryBoard: @unchecked Sendable {
         for stop in stops { stop() }
         if !leaving.orphans.isEmpty {
             DispatchQueue.global().asyncAfter(deadline: .now() + Self.orphanGrace) { [self] in
-                let due = transition { s, h in s.orphansDue(leaving.orphans).compactMap { h.stops[$0] } }
+                let due = transition { s, h in s.orphansDue(leaving).compactMap { h.stops[$0] } }
                 for stop in due { stop() }
             }
         }
@@ -264,18 +264,20 @@ final class EntryBoard: @unchecked Sendable {
         }
     }
 
-    /// The job gives unclaimed bytes of `file` back: forgotten at once, reads of them in flight
-    /// waited for, then punched (outside the lock: no new read can be justified by them).
-    func giveBack(_ ranges: RangeSet, in file: FileID, punch: (ByteRange) -> Void) {
+    /// Job `job` gives unclaimed bytes of `file` back: forgotten at once, reads of them in flight
+    /// waited for, then punched (outside the lock: no new read can be justified by them), except
+    /// where another job of this process writes (`EntryState.punchable`).
+    func giveBack(_ ranges: RangeSet, in file: FileID, by job: EntryState.JobID, punch: (ByteRange) -> Void) {
         cond.lock()
         var next = state.giveBack(ranges, in: file)
         while next == .waitForReaders {
             cond.wait()
             next = state.giveBackWaited()
         }
+        let punched = state.punchable(ranges, in: file, by: job)
         cond.broadcast()
         cond.unlock()
-        for r in ranges.ranges { punch(r) }
+        for r in punched.ranges { punch(r) }
     }
 
     /// A job left the entry's lock (it ended); the last one out runs a drop handed over, then

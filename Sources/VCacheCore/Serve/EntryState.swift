@@ -101,6 +101,8 @@ struct EntryState: Sendable {
     private(set) var jobs: [JobID: Job] = [:]
     private(set) var files: [FileID: FileRecord] = [:]
     private(set) var readers = 0
+    /// Readers that ever arrived: an orphan grace is over only if none came since it began.
+    private(set) var arrivals = 0
     private(set) var readingWrites = 0
     private(set) var starting: JobStart?
     /// The head `open` stores now (one opener at a time): the file it went into, held open by the
@@ -143,6 +145,7 @@ struct EntryState: Sendable {
     /// `version`, recorded now that a reader holds the file (a record must not outlive its file).
     mutating func readerArrived(holding file: FileID?, ownHead: RangeSet, version: Validators) {
         readers += 1
+        arrivals += 1
         hold(file)
         if let file, !ownHead.isEmpty { record(file, ownHead, version: version) }
     }
@@ -152,6 +155,9 @@ struct EntryState: Sendable {
     struct Leaving: Equatable, Sendable {
         var stop: [JobID] = []
         var orphans: [JobID] = []
+        /// `arrivals` when it left: the orphans' grace is void once another reader came (that
+        /// reader's own leaving starts a new grace).
+        var arrivals = 0
     }
 
     /// A reader left (with the claims it had, and the jobs it started). When it was the last,
@@ -159,7 +165,7 @@ struct EntryState: Sendable {
     /// near it finish, but only for the orphan grace.
     mutating func readerLeft(holding file: FileID?, claims: RangeSet, promised: Validators, started: [JobID]) -> Leaving {
         readers -= 1
-        var out = Leaving()
+        var out = Leaving(arrivals: arrivals)
         if readers == 0 {
             for (id, job) in runningJobs {
                 var have = claims
@@ -178,9 +184,12 @@ struct EntryState: Sendable {
         return out
     }
 
-    /// The orphan grace of `orphans` is over: those still running stop if no reader came back.
-    func orphansDue(_ orphans: [JobID]) -> [JobID] {
-        readers == 0 ? orphans.filter { jobs[$0].map { !$0.isEnded } ?? false } : []
+    /// The orphan grace of `leaving.orphans` is over: those still running stop if no reader came
+    /// since. (A reader that came and left again began a grace of its own, which this one must
+    /// not cut short: checking only that no reader is there now stopped a job one second after
+    /// such a reader left, not `orphanGrace` after.)
+    func orphansDue(_ leaving: Leaving) -> [JobID] {
+        readers == 0 && arrivals == leaving.arrivals ? leaving.orphans.filter { jobs[$0].map { !$0.isEnded } ?? false } : []
     }
 
     /// Where a reader is, what it holds and may do.
@@ -326,7 +335,16 @@ struct EntryState: Sendable {
         if lifecycle == .open, running.contains(where: { $0.job.file == file && $0.job.start <= p && p < $0.job.position }) {
             return (nil, true, leaveLock())
         }
-        guard lifecycle == .open, let span = plan.fitted(room: room) else { return (nil, false, leaveLock()) }
+        guard lifecycle == .open, var span = plan.fitted(room: room) else { return (nil, false, leaveLock()) }
+        // A job overtaken here may be past the point already (in another file than the reader's,
+        // or its bytes were not the reader's to trust). The new job begins where the furthest of
+        // them is, and they stop there: two jobs never write the same byte (what one gives back
+        // after a failed checkpoint is punched, even where the other wrote and claimed it).
+        let passed = plan.overtaken.map { running[$0].job.position }.max() ?? span.lowerBound
+        if passed > span.lowerBound {
+            guard passed < span.upperBound else { return (nil, false, leaveLock()) }
+            span = ByteRange(passed, span.upperBound)
+        }
         for i in plan.overtaken { jobs[running[i].id]?.limit = span.lowerBound }
         let id = nextJob
         nextJob += 1
@@ -403,6 +421,24 @@ struct EntryState: Sendable {
     }
 
     func giveBackWaited() -> GiveBack { readingWrites > 0 ? .waitForReaders : .punch }
+
+    /// Of `ranges` job `id` gives back in `file`, those it may punch: none in the span of another
+    /// job of this process writing that file, up to where it wrote (bytes staged under a limit
+    /// that moved land past it; a dropped job's writes are not followed): those are the other
+    /// job's to claim or give back, and punching them would leave its claims over a hole.
+    func punchable(_ ranges: RangeSet, in file: FileID, by id: JobID) -> RangeSet {
+        var out = ranges
+        for (other, job) in jobs where other != id {
+            let writes: Bool = switch job.phase {
+            case .running(_, let f, _): f == file
+            case .dropped: true
+            case .ended: false
+            }
+            let upTo = max(job.position, job.effectiveEnd)
+            if writes && job.start < upTo { out.remove(ByteRange(job.start, upTo)) }
+        }
+        return out
+    }
 
     // MARK: The writer lock, as the jobs sharing it use it
 

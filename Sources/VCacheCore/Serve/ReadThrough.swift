@@ -67,10 +67,12 @@ public final class ReadThrough: Sendable {
             return Array(b.values)
         }
         for board in all { board.close() }
+        testPause("serve-shutdown-waiting", store.directory)
         _ = jobThreads.waitForNone(within: timeout)
     }
 
-    /// Storing jobs' threads not yet ended (`shutdown` waits for them).
+    /// Storing jobs not yet ended, from their start's effects to the end of their thread
+    /// (`shutdown` waits for them).
     private let jobThreads = Counter()
     /// The server is stopping (set under `boards`' lock): a new board is closed at once.
     private let stopping = Atomic<Bool>(false)
@@ -89,8 +91,9 @@ public final class ReadThrough: Sendable {
     private let storeFailed = Locked<(@Sendable (String, PrefetchError) -> Void)?>(nil)
     public func onStoreFailure(_ report: @escaping @Sendable (String, PrefetchError) -> Void) { storeFailed.withLock { $0 = report } }
 
-    /// Storing jobs running now (serve's metrics): until each has let go of its lock, its files
-    /// and its connections to the origin (0 means serve holds nothing for a job).
+    /// Storing jobs running now (serve's metrics), from their start's effects (the flock, room
+    /// made) until each has let go of its lock, its files and its connections to the origin (0
+    /// means serve holds nothing for a job).
     public var storingJobs: Int { jobThreads.count }
 
     /// Boards held now (for tests: they must not grow with every URL ever asked for).
@@ -427,18 +430,31 @@ public final class ReadThrough: Sendable {
     /// later one began.
     func startJob(_ start: EntryState.JobStart, board: EntryBoard, reader: RangeReader) -> EntryBoard.StartOutcome {
         let video = reader.video
-        guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else { return .none }
+        // Counted from now, not from the thread's spawn: `shutdown` waits for the start's effects
+        // (the flock, eviction, `data`) and for the job admitted at their end. Counted only at the
+        // spawn, a start admitted just before `close` stopped it was not waited for: `shutdown`
+        // returned with the flock held and the job's thread still to come.
+        jobThreads.add()
+        guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else {
+            jobThreads.remove()
+            return .none
+        }
         testPause("serve-job-start-effects", video.key)
         // Under the writer lock nobody else replaces `data` or changes the version.
         let room: Int64? = if let whole = start.plan.span { self.room(for: video.key, wanted: whole.count) } else { nil }
         guard start.plan.fitted(room: room) != nil, let fileID = reader.adoptFileForJob() else {
             board.abandon(start)
+            jobThreads.remove()
             return .none
         }
         let flag = Fetcher.StopFlag()
         let (admission, again) = board.admit(start, room: room, file: fileID, stop: { flag.stop(reason: SIGTERM) })
-        guard let admitted = admission else { return again ? .again : .none }
+        guard let admitted = admission else {
+            jobThreads.remove()
+            return again ? .again : .none
+        }
         let job = admitted.job, span = admitted.span
+        testPause("serve-start-admitted", video.key)
         var o = options
         o.sharedLock = board.jobLock()
         o.stopAt = { [board] in board.limit(of: job) }
@@ -448,12 +464,11 @@ public final class ReadThrough: Sendable {
         // Before the catalog names another version and before the file can go: no reader trusts
         // what this job wrote into it from now on, and none waits for this job.
         o.onDrop = { [board] _ in board.writerDropping(job) }
-        o.onGiveBack = { [board] file, ranges, punch in board.giveBack(ranges, in: file, punch: punch) }
+        o.onGiveBack = { [board] file, ranges, punch in board.giveBack(ranges, in: file, by: job, punch: punch) }
         o.expectedVersion = video.validators
         o.heldBytesAreThisRuns = reader.weakPartsCombine
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
         let options = o
-        jobThreads.add()
         board.retain()  // the job's; released when it ends
         Thread.detachNewThread { [self] in
             // Counted until all is let go: its lock, its `data`, and its fetch loop's handles
