@@ -8,6 +8,13 @@ public struct DASHSegment: Equatable, Sendable {
     public var start: Double
     /// Nil when the MPD does not say (a SegmentList without `@duration` or timeline).
     public var duration: Double?
+
+    public init(url: String, range: MPD.ByteSpan?, start: Double, duration: Double? = nil) {
+        self.url = url
+        self.range = range
+        self.start = start
+        self.duration = duration
+    }
 }
 
 /// What a Representation needs fetched (Docs/dash.md), as pure values: its init segment, its
