@@ -6,6 +6,8 @@ import Foundation
 /// string joining) against the MPD's final URL.
 extension MPD {
     public static let namespace = "urn:mpeg:dash:schema:mpd:2011"
+    /// The largest MPD vcache reads (`XMLTree.Limits.maxBytes`).
+    public static let maxBytes = XMLTree.Limits().maxBytes
 
     /// Whether the first bytes of a response, or its Content-Type, say it is an MPD: the type
     /// `application/dash+xml`, or an `<MPD` root element in the DASH namespace (never the URL).
@@ -124,8 +126,9 @@ extension MPD {
             let skipped = a.children("EssentialProperty").contains { p in
                 !Self.harmlessEssential.contains(p[attribute: "schemeIdUri"] ?? "")
             }
+            let roles = a.children("Role").filter { $0[attribute: "schemeIdUri"] == "urn:mpeg:dash:role:2011" }.compactMap { $0[attribute: "value"] }
             return AdaptationSet(id: a[attribute: "id"], kind: kind(a, reps), language: a[attribute: "lang"],
-                                 isProtected: protected, isSkipped: skipped, representations: reps)
+                                 isProtected: protected, isSkipped: skipped, roles: roles, representations: reps)
         }
 
         /// EssentialProperty schemes that change nothing about whether a player can play the set.

@@ -37,6 +37,8 @@ public struct MPD: Equatable, Sendable {
         public var isProtected: Bool
         /// Trick-mode, or an EssentialProperty vcache does not know: players skip it, so does vcache.
         public var isSkipped: Bool
+        /// Role values of the scheme urn:mpeg:dash:role:2011 (`main`, `alternate`, `commentary`...).
+        public var roles: [String] = []
         public var representations: [Representation]
     }
 

@@ -10,7 +10,7 @@ extension PrefetchJob {
             settleMP4()
             var missing = RangeSet([ByteRange(0, length)])
             for r in writer.held.ranges { missing.remove(r) }
-            guard length <= Int64(HLSPlaylist.maxBytes), !missing.isEmpty else { return complete() }
+            guard length <= Int64(max(HLSPlaylist.maxBytes, MPD.maxBytes)), !missing.isEmpty else { return complete() }
             planMP4(missing)
             return nextRequest()
         }
@@ -44,10 +44,13 @@ extension PrefetchJob {
         }
     }
 
-    /// By its Content-Type, or its first bytes when they are held.
+    /// An HLS playlist or a DASH MPD, by its Content-Type, or its first bytes when they are held
+    /// (an MPD's root start tag, with its namespace, within its first 4 KiB).
     private func looksLikePlaylist(_ writer: EntryWriter, length: Int64) -> Bool {
-        let n = min(16, length)
-        let first = n > 0 && writer.held.contains(ByteRange(0, n)) ? (try? writer.data.bytes(Int(n), at: 0)) ?? [] : []
-        return HLSPlaylist.looksLikePlaylist(firstBytes: first, contentType: entry.contentType)
+        let prefix = writer.held.ranges.first { $0.lowerBound == 0 }?.upperBound ?? 0
+        let n = min(4096, length, prefix)
+        let first = n > 0 ? (try? writer.data.bytes(Int(n), at: 0)) ?? [] : []
+        return HLSPlaylist.looksLikePlaylist(firstBytes: first.prefix(16), contentType: entry.contentType)
+            || MPD.looksLikeMPD(firstBytes: first, contentType: entry.contentType)
     }
 }

@@ -43,7 +43,7 @@ extension PrefetchJob {
         }
         guard item.checkSegment, !HLSSegmentCheck.looksLikeSegment(firstBytes: Array(bytes.prefix(376))) else { return nil }
         let shown = String(decoding: bytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
-        return "origin's answer for an HLS segment is not one: its first bytes '\(shown)' are not MPEG-TS, fMP4, packed audio or WebVTT"
+        return "origin's answer for \(item.streamFormat == "HLS" ? "an" : "a") \(item.streamFormat) segment is not one: its first bytes '\(shown)' are not MPEG-TS, fMP4, packed audio or WebVTT"
     }
 
     static func notAnMP4Start(url: String, _ bytes: UnsafeRawBufferPointer) -> String? {

@@ -17,6 +17,11 @@ public struct PrefetchItem: Equatable, Sendable {
     /// each must lie inside the resource. One that runs past its end is an error, never a span
     /// clamped to the length (which no later run could ever fill).
     public var rangesMustFit = false
+    /// A DASH SegmentBase file whose `sidx` this item fetches: once it is held, the run adds the
+    /// subsegments it names (`Prefetcher+DASH.swift`).
+    public var dashIndex: DASHIndexFollowUp?
+    /// What the stream calls its segments, in the message refusing a page in a segment's place.
+    public var streamFormat = "HLS"
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: Bool = false) {
         self.url = url
@@ -30,6 +35,15 @@ public struct PrefetchItem: Equatable, Sendable {
     public static func seconds(_ url: String, _ seconds: Double, also requests: [RangeRequest] = []) -> PrefetchItem {
         PrefetchItem(url: url, requests: [.head(64 << 10)] + requests, mp4: .seconds(seconds))
     }
+}
+
+/// The `sidx` of a SegmentBase Representation (Docs/dash.md), and which of its subsegments to fetch.
+public struct DASHIndexFollowUp: Equatable, Sendable {
+    public var indexRange: MPD.ByteSpan
+    /// Seconds from the Period's start: subsegments that start before it; nil for all.
+    public var until: Double?
+    public var presentationTimeOffset: Int64
+    public var timescale: Int64
 }
 
 extension PrefetchItem {
