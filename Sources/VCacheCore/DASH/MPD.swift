@@ -74,12 +74,20 @@ public struct MPD: Equatable, Sendable {
         public var first: Int64
         public var last: Int64
         public var count: Int64 { last - first + 1 }
+        public init(first: Int64, last: Int64) {
+            self.first = first
+            self.last = last
+        }
     }
 
     /// A URL and maybe a byte range of it.
     public struct URLRange: Equatable, Hashable, Sendable {
         public var url: String
         public var range: ByteSpan?
+        public init(url: String, range: ByteSpan?) {
+            self.url = url
+            self.range = range
+        }
     }
 
     public struct SegmentBase: Equatable, Sendable {
