@@ -124,4 +124,58 @@ import VCacheTestSupport
         #expect(r.status == 4, "\(r.stderr)")
         #expect(r.stderr.contains("no variant matches 720p; the playlist has 180p 300000, 90p 100000"), "\(r.stderr)")
     }
+
+    /// ffprobe as the oracle for `--seconds`: each chosen Representation's init and segments
+    /// concatenated are one fMP4; every packet of it with pts < N lies in a segment that is cached.
+    @Test(.requires(.nginx, .dashTools, .ffprobe), .timeLimit(.minutes(6)), arguments: [1.0, 2.5, 4.0])
+    func everyPacketBeforeNLiesInCachedSegments(seconds: Double) throws {
+        let nginx = try origin()
+        let cache = dir.file("cache-\(seconds)")
+        let r = try VCacheBinary.run(["prefetch", "-q", "--seconds", String(seconds), nginx.url("/tl/manifest.mpd")], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let got = try cached(cache, nginx)
+        for stream in [0, 1] {
+            let files = try FileManager.default.contentsOfDirectory(atPath: nginx.root + "/tl").filter { $0.hasPrefix("chunk-stream\(stream)-") }.sorted()
+            var joined = try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/tl/init-stream\(stream).m4s"))
+            var ends: [(Int, String)] = []
+            for f in files {
+                joined.append(try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/tl/" + f)))
+                ends.append((joined.count, f))
+            }
+            let whole = dir.file("joined-\(seconds)-\(stream).mp4")
+            try joined.write(to: URL(fileURLWithPath: whole))
+            let probe = try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "packet=pts_time,pos", "-of", "csv=p=0", whole])
+            var needed = Set<String>()
+            for line in String(decoding: probe.out, as: UTF8.self).split(separator: "\n") {
+                let f = line.split(separator: ",")
+                guard f.count == 2, let pts = Double(f[0]), let pos = Int(f[1]), pts < seconds else { continue }
+                if let seg = ends.first(where: { pos < $0.0 }) { needed.insert(seg.1) }
+            }
+            #expect(!needed.isEmpty)
+            for seg in needed { #expect(got["tl/" + seg]?.complete == true, "stream \(stream) at \(seconds) s needs \(seg)") }
+            #expect(got["tl/init-stream\(stream).m4s"]?.complete == true)
+            // And no segment wholly after N: what was fetched is what is needed.
+            let fetched = Set(got.keys.filter { $0.hasPrefix("tl/chunk-stream\(stream)-") }.map { String($0.dropFirst(3)) })
+            #expect(fetched == needed, "stream \(stream) at \(seconds) s")
+        }
+    }
+
+    /// A dynamic MPD: one line says what prefetch does, it fetches what the timeline lists now,
+    /// and the next run fetches the MPD again (not answered from the cache).
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    func aDynamicMPDIsSaidAndFetchedAgainByTheNextRun() throws {
+        let nginx = try origin()
+        var mpd = try String(contentsOfFile: nginx.root + "/tl/manifest.mpd", encoding: .utf8)
+        mpd = mpd.replacingOccurrences(of: "type=\"static\"", with: "type=\"dynamic\" availabilityStartTime=\"1970-01-01T00:00:00Z\" minimumUpdatePeriod=\"PT2S\"")
+        try mpd.write(toFile: nginx.root + "/tl/live.mpd", atomically: true, encoding: .utf8)
+        let url = nginx.url("/tl/live.mpd")
+        let cache = dir.file("cache")
+        let first = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stderr.contains("a dynamic (live) MPD: the segments available now are fetched"), "\(first.stderr)")
+        #expect(try cached(cache, nginx).count == 10)
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let asked = nginx.accessLog().filter { $0.path == "/tl/live.mpd" }
+        #expect(asked.count == 2 && asked.allSatisfy { $0.status == 200 || $0.status == 206 }, "\(asked)")
+    }
 }
