@@ -129,6 +129,12 @@ import Testing
         #expect(Self.names(try r.plan(periodDuration: p.duration, until: 3)) == ["c1.m4s", "c2.m4s"])
     }
 
+    @Test func aSegmentListPastTheLimitIsAnError() throws {
+        let urls = String(repeating: "<SegmentURL media=\"s.m4s\"/>", count: DASHLimits.maxSegments + 1)
+        let (r, p, _) = try Self.rep("<SegmentList duration=\"1\">\(urls)</SegmentList>")
+        #expect(throws: DASHError.tooManySegments(representation: "v1", limit: DASHLimits.maxSegments)) { try r.plan(periodDuration: p.duration) }
+    }
+
     @Test func segmentBaseNeedsItsIndexFirst() throws {
         let (r, p, _) = try Self.rep("<BaseURL>f.mp4</BaseURL><SegmentBase indexRange=\"831-906\"><Initialization range=\"0-830\"/></SegmentBase>")
         let plan = try r.plan(periodDuration: p.duration)

@@ -50,6 +50,7 @@ extension MPD.Representation {
             let whole = index == nil ? [DASHSegment(url: baseURL, range: nil, start: 0, duration: periodDuration)] : []
             return DASHSegmentPlan(initialization: b.initialization, segments: whole, index: index)
         case .list(let l):
+            guard l.segments.count <= limit else { throw .tooManySegments(representation: id, limit: limit) }
             var out: [DASHSegment] = []
             let times = try timelineTimes(l.timeline, timescale: l.timescale, pto: l.presentationTimeOffset, periodDuration: periodDuration,
                                           until: until, maxCount: l.segments.count, live: nil)

@@ -121,9 +121,10 @@ extension StreamExporter {
                         for (k, s) in o.segments.enumerated() {
                             written += try copyMember(s.url, s.range, to: destination + "/\(o.folder)/\(k + 1)\(ext)", force: force)
                             files += 1
-                            let t = Int64((s.start * 1_000_000).rounded())
-                            let d = Int64(((s.duration ?? 0) * 1_000_000).rounded())
-                            xml += "            <S t=\"\(max(0, t))\" d=\"\(max(1, d))\"/>\n"
+                            // Microseconds, saturated: a hostile MPD's times (2^63 ticks at 1 Hz) never trap.
+                            let t = Checked.int64((s.start * 1_000_000).rounded(), clampedTo: 0...Int64.max) ?? 0
+                            let d = Checked.int64(((s.duration ?? 0) * 1_000_000).rounded(), clampedTo: 1...Int64.max) ?? 1
+                            xml += "            <S t=\"\(t)\" d=\"\(d)\"/>\n"
                         }
                         xml += "          </SegmentTimeline>\n        </SegmentTemplate>\n"
                     }
