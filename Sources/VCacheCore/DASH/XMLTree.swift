@@ -41,6 +41,11 @@ public struct XMLElement: Equatable, Sendable {
 /// well-formedness error (libxml2's recovery mode is off). The network is never used
 /// (`XML_PARSE_NONET`), and entities are not substituted (no `XML_PARSE_NOENT`).
 public enum XMLTree {
+    /// The libxml2 this binary was built against (its headers' `LIBXML_DOTTED_VERSION`: the
+    /// runtime's version variable is a per-thread macro in some releases and not in others), for
+    /// `--version`.
+    public static var libraryVersion: String { LIBXML_DOTTED_VERSION }
+
     public struct Limits: Equatable, Sendable {
         public var maxBytes = 16 << 20
         public var maxDepth = 32
