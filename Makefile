@@ -5,7 +5,7 @@
 PREFIX      ?= /usr/local
 SWIFT       ?= swift
 CONFIG      ?= debug
-BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev pkg-config
+BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libxml2-dev pkg-config
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2 gcc libc6-dev util-linux systemd python3 zsh fish
 BENCH_DEPS  := time aria2
 
@@ -148,7 +148,8 @@ bench-quick: deps-test
 # Walker and Mapper on the MP4 code (box walker + faststart; moov parser + sample mapper +
 # planner) and Playlist on the HLS code, each built from the few source files it needs; Ranges
 # (Range, Content-Range), Judge (ResponseJudge), ProxyRules (proxy URL decoding, Host, If-Range,
-# content types, ServeDecision), Keys (URL -> key) and Units (sizes, durations) against the whole
+# content types, ServeDecision), Keys (URL -> key), Units (sizes, durations) and MPD (the DASH parser,
+# segment addressing and sidx reader; seeds: ffmpeg's MPDs in corpus-mpd) against the whole
 # core, built once with the same instrumentation (.build/fuzz/lib). New inputs go to
 # .build/fuzz/corpus-*; a crash leaves its input in .build/fuzz/found-<target> and fails the run
 # (after the other targets had their turn). Run one with
@@ -158,10 +159,10 @@ FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift
                 Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift \
                 Sources/VCacheCore/Support/BenchSwitches.swift Sources/VCacheCore/Support/Checked.swift
 FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift Sources/VCacheCore/Catalog/StreamRole.swift Sources/VCacheCore/Support/Checked.swift
-FUZZ_CORE_TARGETS = Ranges Judge ProxyRules Keys Units Decisions
+FUZZ_CORE_TARGETS = Ranges Judge ProxyRules Keys Units Decisions MPD
 FUZZ_TARGETS  = Walker Mapper Playlist $(FUZZ_CORE_TARGETS)
 FUZZ_FLAGS    = -sanitize=fuzzer,address -parse-as-library -O
-FUZZ_C_MODULES = -I Sources/CCurl -I Sources/CSQLite -I Sources/CCrypto -I Sources/CMicroHTTPD
+FUZZ_C_MODULES = -I Sources/CCurl -I Sources/CSQLite -I Sources/CCrypto -I Sources/CMicroHTTPD -I Sources/CLibXML2 $(shell pkg-config --cflags-only-I libxml-2.0 | sed 's/-I/-Xcc -I/g')
 FUZZ_CORE_LIB = .build/fuzz/lib/libVCacheCore.a
 $(FUZZ_CORE_LIB): $(shell find Sources/VCacheCore -name '*.swift')
 	@mkdir -p .build/fuzz/lib
@@ -177,7 +178,7 @@ fuzz-build: $(if $(filter $(FUZZ_CORE_TARGETS),$(FUZZ_TARGETS)),$(FUZZ_CORE_LIB)
 	    Walker|Mapper) swiftc $(FUZZ_FLAGS) -module-name Fuzz$$t $(FUZZ_SOURCES) Tests/Fuzz/$$t.swift -o .build/fuzz/fuzz-$$t || exit 1;; \
 	    Playlist) swiftc $(FUZZ_FLAGS) -module-name Fuzz$$t $(FUZZ_SOURCES_Playlist) Tests/Fuzz/$$t.swift -o .build/fuzz/fuzz-$$t || exit 1;; \
 	    *) swiftc $(FUZZ_FLAGS) -module-name Fuzz$$t -I .build/fuzz/lib $(FUZZ_C_MODULES) Tests/Fuzz/$$t.swift Tests/Fuzz/Support/*.swift \
-	         $(FUZZ_CORE_LIB) -lcurl -lsqlite3 -lcrypto -lmicrohttpd -o .build/fuzz/fuzz-$$t || exit 1;; \
+	         $(FUZZ_CORE_LIB) -lcurl -lsqlite3 -lcrypto -lmicrohttpd -lxml2 -o .build/fuzz/fuzz-$$t || exit 1;; \
 	  esac; \
 	done
 fuzz: fuzz-build fuzz-run

@@ -1,8 +1,8 @@
 // swift-tools-version:6.2
 // 6.2: the lowest toolchain the tests compile with (`#expect(processExitsWith:)`, exit tests, came in Swift 6.2);
 // an older one stops here with a clear message instead of compile errors in the tests.
-// vcache: a sparse-range HTTP video cache. No package dependencies: the toolchain plus four
-// system C libraries (libcurl, SQLite, libcrypto, libmicrohttpd) reached through .systemLibrary targets.
+// vcache: a sparse-range HTTP video cache. No package dependencies: the toolchain plus five
+// system C libraries (libcurl, SQLite, libcrypto, libmicrohttpd, libxml2) reached through .systemLibrary targets.
 import PackageDescription
 
 let package = Package(
@@ -37,10 +37,16 @@ let package = Package(
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]
         ),
+        // libxml2: the XML reader of DASH manifests (Docs/dash.md says why not FoundationXML).
+        .systemLibrary(
+            name: "CLibXML2",
+            pkgConfig: "libxml-2.0",
+            providers: [.apt(["libxml2-dev"]), .brew(["libxml2"])]
+        ),
         // Everything testable without a terminal: ranges, catalog, store, fetcher, prefetcher, MP4, serve.
         .target(
             name: "VCacheCore",
-            dependencies: ["CCurl", "CSQLite", "CMicroHTTPD", .target(name: "CCrypto", condition: .when(platforms: [.linux]))]
+            dependencies: ["CCurl", "CSQLite", "CMicroHTTPD", "CLibXML2", .target(name: "CCrypto", condition: .when(platforms: [.linux]))]
         ),
         // The command-line tool: argument parsing, rendering, exit codes. No decisions.
         .executableTarget(

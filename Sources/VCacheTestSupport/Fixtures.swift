@@ -28,4 +28,13 @@ extension Fixtures {
         let run = try Tool.run("/usr/bin/env", ["bash", Self.path("hls/make-streams.sh"), folder])
         guard run.status == 0 else { throw StreamsFailed(description: "make-streams.sh failed: \(run.err)") }
     }
+
+    /// Makes the DASH test streams (Tests/Fixtures/dash/make-streams.sh: ffmpeg's SegmentTemplate
+    /// with $Number$, with a SegmentTimeline, SegmentList, SegmentBase and a two-language ABR
+    /// stream) in `folder`. A test that makes them carries `.requires(.dashTools)`.
+    public static func makeDASHStreams(into folder: String) throws {
+        if let why = Requirement.dashTools.missing() { throw StreamsFailed(description: why) }
+        let run = try Tool.run("/usr/bin/env", ["bash", Self.path("dash/make-streams.sh"), folder])
+        guard run.status == 0 else { throw StreamsFailed(description: "dash/make-streams.sh failed: \(run.err)") }
+    }
 }

@@ -51,6 +51,11 @@ public struct Requirement: Sendable {
         ["ffmpeg", "openssl", "bash"].first { Tool.onPath($0) == nil }.map { "\($0) is not on PATH (Tests/Fixtures/hls/make-streams.sh needs it)" }
     }
 
+    /// What Tests/Fixtures/dash/make-streams.sh runs: ffmpeg, ffprobe, python3 and bash on PATH.
+    public static let dashTools = Requirement {
+        ["ffmpeg", "ffprobe", "python3", "bash"].first { Tool.onPath($0) == nil }.map { "\($0) is not on PATH (Tests/Fixtures/dash/make-streams.sh needs it)" }
+    }
+
     /// A network namespace of the test's own (`NetNamespace`): root, unshare, nsenter, ip, nft, tc, curl, nginx.
     public static let netNamespace = Requirement { NetNamespace.skipReason }
 

@@ -70,6 +70,7 @@ import VCacheTestSupport
         #expect(lines.contains { $0.hasPrefix("  SQLite: 3.") })
         #expect(lines.contains { $0.hasPrefix("  crypto: OpenSSL 3") })
         #expect(lines.contains { $0.hasPrefix("  libmicrohttpd: 0.9.") })
+        #expect(lines.contains { $0.hasPrefix("  libxml2: 2.") })
     }
 
     @Test func originRequestsGoThroughAProxyWhenAskedTo() throws {

@@ -6,6 +6,8 @@ public enum HLSMemberCheck: Equatable, Sendable {
     /// A segment or init section in the clear (SAMPLE-AES too: its container is): its first
     /// bytes must be one (`HLSSegmentCheck`).
     case segment
+    /// A DASH segment or init section (the same check, named as such in the message).
+    case dashSegment
     /// An AES-128 key (RFC 8216 §5.2): exactly 16 bytes.
     case key
     /// A whole segment under AES-128 (§4.3.2.4: CBC with PKCS7 padding): a whole number of
@@ -26,10 +28,10 @@ public enum HLSMemberCheck: Equatable, Sendable {
         case .encryptedSegment:
             guard let length, length % 16 != 0 else { return nil }
             return "origin's answer for an AES-128 segment is \(length) bytes, not a whole number of 16-byte blocks: an error page in its place?"
-        case .segment:
+        case .segment, .dashSegment:
             guard !HLSSegmentCheck.looksLikeSegment(firstBytes: firstBytes.prefix(376)) else { return nil }
             let shown = String(decoding: firstBytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
-            return "origin's answer for an HLS segment is not one: its first bytes '\(shown)' are not MPEG-TS, fMP4, packed audio or WebVTT"
+            return "origin's answer for \(self == .segment ? "an HLS" : "a DASH") segment is not one: its first bytes '\(shown)' are not MPEG-TS, fMP4, packed audio or WebVTT"
         case .unchecked:
             return nil
         }

@@ -34,6 +34,6 @@ public enum VCacheVersion {
     /// The system libraries this binary runs on, as `--version` shows them.
     public static var libraries: [(name: String, version: String)] {
         [("libcurl", Fetcher.libraryVersion), ("SQLite", Database.libraryVersion), ("crypto", SHA256Digest.libraryVersion),
-         ("libmicrohttpd", HTTPServer.libraryVersion)]
+         ("libmicrohttpd", HTTPServer.libraryVersion), ("libxml2", XMLTree.libraryVersion)]
     }
 }

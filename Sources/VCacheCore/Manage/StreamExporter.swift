@@ -37,7 +37,7 @@ public struct StreamExporter {
             case .notPlayable(let url, let why): return "\(url) does not play from the cache: \(why); run 'vcache prefetch \(url)' to complete it"
             case .destinationExists(let p): return "'\(p)' already exists; use --force to overwrite it"
             case .missingFolder(let p): return "folder '\(p)' does not exist; create its parent first"
-            case .notAFolder(let p): return "'\(p)' exists and is not a folder: a stream is exported into a folder (DIR/master.m3u8)"
+            case .notAFolder(let p): return "'\(p)' exists and is not a folder: a stream is exported into a folder (DIR/master.m3u8, DIR/manifest.mpd)"
             }
         }
     }
@@ -56,6 +56,7 @@ public struct StreamExporter {
     /// (made when missing; its parent must exist).
     public func export(root key: String, to destination: String, force: Bool) throws -> Exported {
         guard let root = try store.catalog.entry(key: key) else { throw StreamExportError.notAStream(key) }
+        if (try? store.catalog.stream(root: key))??.format == "dash" { return try exportDASH(root, to: destination, force: force) }
         guard let playlist = parse(root) else { throw StreamExportError.notAStream(root.latestURL) }
         let master = destination + "/master.m3u8"
         if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.notAFolder(destination) }
@@ -203,7 +204,7 @@ public struct StreamExporter {
         return path.hasPrefix(folder + "/") ? String(path.dropFirst(folder.count + 1)) : "../" + path
     }
 
-    private func entry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
+    func entry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
 
     private func parse(_ e: CacheEntry) -> HLSPlaylist? {
         store.cachedPlaylist(e, keyRules: keyRules)?.playlist
@@ -237,7 +238,7 @@ public struct StreamExporter {
         return HLSRewriter(url: copy.base, proxy: local, keep: keep).rewrite(String(decoding: copy.bytes, as: UTF8.self))
     }
 
-    private func makeFolder(_ path: String) throws {
+    func makeFolder(_ path: String) throws {
         guard !path.isEmpty else { return }
         if let st = FileSystem.followingStatus(path) {
             guard (st.st_mode & S_IFMT) == S_IFDIR else { throw StreamExportError.notAFolder(path) }
@@ -252,7 +253,7 @@ public struct StreamExporter {
 
     /// Copies the resource at `url`: whole (checked against its SHA-256 by `Exporter`), or only
     /// `ranges` at their offsets (a byte-range file cached in part). Returns the bytes written.
-    private func copy(_ url: String, to path: String, ranges: RangeSet?, force: Bool, mode: mode_t?) throws -> Int64 {
+    func copy(_ url: String, to path: String, ranges: RangeSet?, force: Bool, mode: mode_t?) throws -> Int64 {
         guard let e = entry(url) else { throw StreamExportError.notPlayable(url: url, why: "it is not cached") }
         if e.isComplete {
             return try Exporter(store: store).export(key: e.key, to: path, force: force, link: false, mode: mode).bytes
@@ -292,12 +293,12 @@ public struct StreamExporter {
     }
 
     /// fsync of each folder, deepest first.
-    private func syncFolders(_ folders: Set<String>) throws {
+    func syncFolders(_ folders: Set<String>) throws {
         for folder in folders.sorted(by: { $0.count > $1.count }) { try FileSystem.syncFolderWhereSupported(folder) }
     }
 
     /// Writes `bytes` to `path` through a temp file, fsynced, renamed into place.
-    private func write(_ bytes: [UInt8], to path: String, force: Bool) throws {
+    func write(_ bytes: [UInt8], to path: String, force: Bool) throws {
         if FileSystem.status(path) != nil && !force { throw StreamExportError.destinationExists(path) }
         let temp = Self.temporary(for: path)
         defer { Exporter.temporaries.withLock { _ = $0.remove(temp) } }

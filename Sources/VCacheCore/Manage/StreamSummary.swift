@@ -88,6 +88,7 @@ public struct StreamInventory {
         let byKey = try store.catalog.entries(keys: r.keys)
         var s = StreamSummary(record: r, entries: r.keys.compactMap { byKey[$0] })
         if r.format == "hls" { s.playlists = hlsPlaylists(s, byKey) }
+        if r.format == "dash" { s.playlists = dashRepresentations(s, byKey) }
         return s
     }
 }

@@ -269,6 +269,17 @@ public struct Verifier {
     private func checkStructure(_ e: CacheEntry, _ data: RawFile, length: Int64, into report: inout EntryReport) {
         // A stream's member is checked as what it is to the stream (Docs/hls.md).
         switch (try? store.catalog.streamRole(of: e.key)) ?? nil {
+        case .manifest? where ((try? store.catalog.stream(root: e.key)) ?? nil)?.format == "dash":
+            guard length <= Int64(MPD.maxBytes) else {
+                report.problems.append("DASH MPD: larger than \(Units.formatSize(Int64(MPD.maxBytes)))")
+                return
+            }
+            do {
+                _ = try MPD.parse(try data.bytes(Int(length), at: 0), url: e.latestURL)
+            } catch {
+                report.problems.append("DASH MPD: \(error)")
+            }
+            return
         case .manifest?, .playlist?:
             guard length <= Int64(HLSPlaylist.maxBytes) else {
                 report.problems.append("HLS playlist: larger than \(Units.formatSize(Int64(HLSPlaylist.maxBytes)))")
@@ -330,7 +341,7 @@ public struct Verifier {
         let checksum = report.problems.contains { $0.contains("SHA-256") } && (keep.isEmpty || e.length.map { keep.contains(ByteRange(0, $0)) } ?? true)
         let onlyOrigin = report.problems.allSatisfy { $0.hasPrefix("origin check failed") }
         guard !onlyOrigin else { return }
-        let structural = report.problems.allSatisfy { $0.hasPrefix("MP4 structure") || $0.hasPrefix("HLS playlist") || $0.hasPrefix("origin check failed") }
+        let structural = report.problems.allSatisfy { $0.hasPrefix("MP4 structure") || $0.hasPrefix("HLS playlist") || $0.hasPrefix("DASH MPD") || $0.hasPrefix("origin check failed") }
         if structural {
             // The bytes are what the origin served (the checksum matched): nothing to drop.
             report.actions.append("kept: the bytes match what the origin served")

@@ -5,12 +5,12 @@ extension PrefetchJob {
     func advanceMP4() {
         // An HLS playlist is fetched whole (it is small) and no MP4 goal applies: the run then
         // fetches the stream it names (Docs/hls.md).
-        if !entry.isPlaylist, let length = entry.validators.length, let writer, looksLikePlaylist(writer, length: length) {
+        if !entry.isPlaylist, let length = entry.validators.length, let writer, let limit = manifestLimit(writer, length: length) {
             notePlaylist()
             settleMP4()
             var missing = RangeSet([ByteRange(0, length)])
             for r in writer.held.ranges { missing.remove(r) }
-            guard length <= Int64(HLSPlaylist.maxBytes), !missing.isEmpty else { return complete() }
+            guard length <= Int64(limit), !missing.isEmpty else { return complete() }
             planMP4(missing)
             return nextRequest()
         }
@@ -44,10 +44,15 @@ extension PrefetchJob {
         }
     }
 
-    /// By its Content-Type, or its first bytes when they are held.
-    private func looksLikePlaylist(_ writer: EntryWriter, length: Int64) -> Bool {
-        let n = min(16, length)
-        let first = n > 0 && writer.held.contains(ByteRange(0, n)) ? (try? writer.data.bytes(Int(n), at: 0)) ?? [] : []
-        return HLSPlaylist.looksLikePlaylist(firstBytes: first, contentType: entry.contentType)
+    /// An HLS playlist or a DASH MPD, by its Content-Type, or its first bytes when they are held
+    /// (an MPD's root start tag, with its namespace, within its first 4 KiB): the most of it
+    /// vcache reads as one (8 MiB, 16 MiB); nil for neither.
+    private func manifestLimit(_ writer: EntryWriter, length: Int64) -> Int? {
+        let prefix = writer.held.ranges.first { $0.lowerBound == 0 }?.upperBound ?? 0
+        let n = min(4096, length, prefix)
+        let first = n > 0 ? (try? writer.data.bytes(Int(n), at: 0)) ?? [] : []
+        if HLSPlaylist.looksLikePlaylist(firstBytes: first.prefix(16), contentType: entry.contentType) { return HLSPlaylist.maxBytes }
+        if MPD.looksLikeMPD(firstBytes: first, contentType: entry.contentType) { return MPD.maxBytes }
+        return nil
     }
 }

@@ -17,6 +17,9 @@ public struct PrefetchItem: Equatable, Sendable {
     /// Digests the whole video must have (`--checksum`, a list line's `ALGO=VALUE`): checked when
     /// the entry completes, in this run or a later one (they are stored with the entry).
     public var expected: [ExpectedDigest] = []
+    /// A DASH SegmentBase file whose `sidx` this item fetches: once it is held, the run adds the
+    /// subsegments it names (`Prefetcher+DASH.swift`).
+    public var dashIndex: DASHIndexFollowUp?
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: HLSMemberCheck? = nil) {
         self.url = url
@@ -30,6 +33,15 @@ public struct PrefetchItem: Equatable, Sendable {
     public static func seconds(_ url: String, _ seconds: Double, also requests: [RangeRequest] = []) -> PrefetchItem {
         PrefetchItem(url: url, requests: [.head(64 << 10)] + requests, mp4: .seconds(seconds))
     }
+}
+
+/// The `sidx` of a SegmentBase Representation (Docs/dash.md), and which of its subsegments to fetch.
+public struct DASHIndexFollowUp: Equatable, Sendable {
+    public var indexRange: MPD.ByteSpan
+    /// Seconds from the Period's start: subsegments that start before it; nil for all.
+    public var until: Double?
+    public var presentationTimeOffset: Int64
+    public var timescale: Int64
 }
 
 extension PrefetchItem {

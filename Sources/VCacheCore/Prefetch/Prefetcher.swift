@@ -6,7 +6,8 @@ import Foundation
 public final class Prefetcher {
     public let store: CacheStore
     public let options: PrefetchOptions
-    private let events: (PrefetchEvent) -> Void
+    /// Internal, not private: `Prefetcher+DASH.swift` notes on it too.
+    let events: (PrefetchEvent) -> Void
     private let fetcher: Fetcher
     /// Streams of live playlists let go before their run fetched them again, by root key; used
     /// on the loop's thread only.
@@ -121,15 +122,21 @@ public final class Prefetcher {
         return true
     }
 
-    /// A live playlist (no EXT-X-ENDLIST) cached whole is fetched again by the next run, which
-    /// then fetches the segments added since: its cached copy is let go first.
+    /// A live playlist (no EXT-X-ENDLIST) or dynamic MPD cached whole is fetched again by the
+    /// next run, which then fetches the segments added since: its cached copy is let go first.
     private func forgetLivePlaylist(_ url: String) {
         let key = options.keyRules.key(for: url)
         // Every item of a run comes here: its first bytes decide before the whole is read.
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length,
-              length <= Int64(HLSPlaylist.maxBytes),
-              HLSPlaylist.looksLikePlaylist(firstBytes: store.cachedBytes(of: e, count: 16) ?? [], contentType: e.contentType),
-              case .media(let media)? = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist, media.isLive else { return }
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length else { return }
+        let head = store.cachedBytes(of: e, count: 4096) ?? []
+        if length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: head.prefix(16), contentType: e.contentType) {
+            guard case .media(let media)? = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist, media.isLive else { return }
+        } else if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
+            // A dynamic MPD, the same (Docs/dash.md).
+            guard let bytes = store.cachedBytes(of: e), let mpd = try? MPD.parse(bytes, url: e.latestURL), mpd.isDynamic else { return }
+        } else {
+            return
+        }
         // Its stream is kept (only the playlist goes): its rows go with the root, so they are
         // written again once the playlist is back (a stream is recorded only for a root the
         // catalog holds), with what the playlist names now (`expand`).
@@ -152,6 +159,16 @@ public final class Prefetcher {
             return ([], e)
         }
         var seconds: Double?
+        if case .seconds(let s)? = item.mp4 { seconds = s }
+        // An MPD (by its first bytes or Content-Type, never its URL) names a DASH presentation.
+        if let e = (try? store.catalog.entry(key: r.key)) ?? nil, let head = store.cachedBytes(of: e, count: 4096),
+           MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
+            if let length = r.length, length > Int64(MPD.maxBytes) {
+                return refuse(.stream("\(r.url) is a DASH MPD of \(Units.formatSize(length)), larger than the \(Units.formatSize(Int64(MPD.maxBytes))) vcache reads as one"))
+            }
+            guard let bytes = store.cachedBytes(of: e) else { return refuse(.stream("\(r.url): the MPD cannot be read back from the cache")) }
+            return expandDASH(r, item: item, root: root, entry: e, bytes: bytes, seconds: seconds)
+        }
         switch item.mp4 {
         case .seconds(let s)?: seconds = s
         case .moov?: return refuse(.stream("\(r.url) is an HLS playlist: --bytes does not apply to a stream; give --seconds N, or neither for the whole stream"))
@@ -385,6 +402,16 @@ public final class Prefetcher {
                             if case .checksumMismatch(var m)? = done.result?.error {
                                 m.refetched = true
                                 results[index]?.error = .checksumMismatch(m)
+                            }
+                        }
+                        // A DASH SegmentBase file's sidx is held: its subsegments join the run, the same entry.
+                        if let follow = items[index].dashIndex, let r = done.result, r.succeeded {
+                            let (more, error) = self.followDASHIndex(r, follow)
+                            if let error { results[index]?.error = error }
+                            if let more {
+                                parent[items.count] = index
+                                items.append(more)
+                                results.append(nil)
                             }
                         }
                         if let r = done.result, r.isPlaylist, r.succeeded, self.options.expandStreams {

@@ -1,0 +1,172 @@
+import Foundation
+import CLibXML2
+
+/// One element of an XML document read by `XMLTree.parse`: its namespace-qualified name, its
+/// attributes (namespace declarations left out) and children in document order, and its text
+/// (the character data directly inside it, CDATA included, concatenated).
+public struct XMLElement: Equatable, Sendable {
+    /// The local name (`MPD`, `BaseURL`), without any prefix.
+    public var name: String
+    /// The namespace URI, or nil for none.
+    public var namespace: String?
+    public var attributes: [Attribute]
+    public var children: [XMLElement]
+    public var text: String
+
+    public struct Attribute: Equatable, Sendable {
+        public var name: String
+        public var namespace: String?
+        public var value: String
+    }
+
+    /// The value of the unqualified attribute `name` (DASH attributes have no namespace).
+    public subscript(attribute name: String) -> String? {
+        attributes.first { $0.name == name && $0.namespace == nil }?.value
+    }
+
+    /// The children named `name` in the parent's namespace.
+    public func children(_ name: String) -> [XMLElement] {
+        children.filter { $0.name == name && $0.namespace == namespace }
+    }
+
+    public func child(_ name: String) -> XMLElement? {
+        children.first { $0.name == name && $0.namespace == namespace }
+    }
+}
+
+/// Reads an XML document into `XMLElement`s with the system libxml2 (its `xmlTextReader`), the
+/// only type that imports it (Docs/dash.md says why not FoundationXML). Hostile input is
+/// refused, never expanded or fetched: a DTD or entity declaration anywhere, more bytes, depth,
+/// elements or attributes than `Limits` allows (each an error naming the limit), and any
+/// well-formedness error (libxml2's recovery mode is off). The network is never used
+/// (`XML_PARSE_NONET`), and entities are not substituted (no `XML_PARSE_NOENT`).
+public enum XMLTree {
+    /// The libxml2 this binary was built against (its headers' `LIBXML_DOTTED_VERSION`: the
+    /// runtime's version variable is a per-thread macro in some releases and not in others), for
+    /// `--version`.
+    public static var libraryVersion: String { LIBXML_DOTTED_VERSION }
+
+    public struct Limits: Equatable, Sendable {
+        public var maxBytes = 16 << 20
+        public var maxDepth = 32
+        public var maxElements = 500_000
+        public var maxAttributes = 128
+        public init() {}
+    }
+
+    public enum Error: Swift.Error, Equatable, Sendable, CustomStringConvertible {
+        case tooLarge(bytes: Int, limit: Int)
+        case tooDeep(limit: Int)
+        case tooManyElements(limit: Int)
+        case tooManyAttributes(element: String, limit: Int)
+        case doctype
+        case malformed(line: Int, message: String)
+        case empty
+
+        public var description: String {
+            switch self {
+            case .tooLarge(let bytes, let limit): "the document is \(bytes) bytes, over the limit of \(limit) bytes"
+            case .tooDeep(let limit): "elements are nested deeper than the limit of \(limit) levels"
+            case .tooManyElements(let limit): "the document has more than the limit of \(limit) elements"
+            case .tooManyAttributes(let element, let limit): "element <\(element)> has more than the limit of \(limit) attributes"
+            case .doctype: "the document declares a DTD or entities (<!DOCTYPE or <!ENTITY): refused"
+            case .malformed(let line, let message): "not well-formed XML (line \(line)): \(message)"
+            case .empty: "the document has no root element"
+            }
+        }
+    }
+
+    /// The root element of `bytes`.
+    public static func parse(_ bytes: [UInt8], limits: Limits = Limits()) throws(Error) -> XMLElement {
+        guard bytes.count <= limits.maxBytes else { throw .tooLarge(bytes: bytes.count, limit: limits.maxBytes) }
+        // Refused before libxml2 reads a declaration: an entity is expanded as it is declared.
+        if contains(bytes, "<!DOCTYPE") || contains(bytes, "<!ENTITY") { throw .doctype }
+        guard !bytes.isEmpty else { throw .empty }
+        let errors = ErrorSink()
+        let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOCDATA.rawValue | XML_PARSE_NOWARNING.rawValue)
+        let made: OpaquePointer? = bytes.withUnsafeBufferPointer { buf in
+            buf.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buf.count) {
+                xmlReaderForMemory($0, Int32(buf.count), nil, nil, options)
+            }
+        }
+        guard let reader = made else { throw .malformed(line: 0, message: "libxml2 could not start a reader") }
+        defer { xmlFreeTextReader(reader) }
+        let context = Unmanaged.passUnretained(errors).toOpaque()
+        // libxml2 prints its errors on stderr unless given a handler: they are kept, and thrown.
+        xmlTextReaderSetStructuredErrorHandler(reader, { context, error in
+            guard let context, let error else { return }
+            let sink = Unmanaged<ErrorSink>.fromOpaque(context).takeUnretainedValue()
+            guard sink.first == nil, error.pointee.level.rawValue >= XML_ERR_ERROR.rawValue else { return }
+            let message = error.pointee.message.map { String(cString: $0) } ?? "error \(error.pointee.code)"
+            sink.first = (Int(error.pointee.line), message.trimmingCharacters(in: .whitespacesAndNewlines))
+        }, context)
+
+        // Open elements, innermost last; a closed one joins its parent's children.
+        var stack: [XMLElement] = []
+        var root: XMLElement?
+        var count = 0
+        func close() {
+            let done = stack.removeLast()
+            if stack.isEmpty { root = done } else { stack[stack.count - 1].children.append(done) }
+        }
+        while true {
+            let status = xmlTextReaderRead(reader)
+            if status == 0 { break }
+            if status < 0 || errors.first != nil {
+                let (line, message) = errors.first ?? (0, "unreadable")
+                throw .malformed(line: line, message: message)
+            }
+            switch xmlTextReaderNodeType(reader) {
+            case 1:  // element
+                count += 1
+                guard count <= limits.maxElements else { throw .tooManyElements(limit: limits.maxElements) }
+                guard stack.count < limits.maxDepth else { throw .tooDeep(limit: limits.maxDepth) }
+                let name = string(xmlTextReaderConstLocalName(reader)) ?? ""
+                var element = XMLElement(name: name, namespace: string(xmlTextReaderConstNamespaceUri(reader)),
+                                         attributes: [], children: [], text: "")
+                let empty = xmlTextReaderIsEmptyElement(reader) == 1
+                while xmlTextReaderMoveToNextAttribute(reader) == 1 {
+                    if xmlTextReaderIsNamespaceDecl(reader) == 1 { continue }
+                    guard element.attributes.count < limits.maxAttributes else {
+                        throw .tooManyAttributes(element: name, limit: limits.maxAttributes)
+                    }
+                    element.attributes.append(.init(name: string(xmlTextReaderConstLocalName(reader)) ?? "",
+                                                    namespace: string(xmlTextReaderConstNamespaceUri(reader)),
+                                                    value: string(xmlTextReaderConstValue(reader)) ?? ""))
+                }
+                stack.append(element)
+                if empty { close() }
+            case 3, 4, 13:  // text, CDATA, significant whitespace
+                if !stack.isEmpty, let text = string(xmlTextReaderConstValue(reader)) { stack[stack.count - 1].text += text }
+            case 15:  // end of element
+                if !stack.isEmpty { close() }
+            case 10, 5, 6, 17:  // document type, entity reference, entity, entity declaration
+                throw .doctype
+            default:
+                break
+            }
+        }
+        if let (line, message) = errors.first { throw .malformed(line: line, message: message) }
+        guard let root else { throw .empty }
+        return root
+    }
+
+    private final class ErrorSink {
+        var first: (Int, String)?
+    }
+
+    private static func string(_ p: UnsafePointer<xmlChar>?) -> String? {
+        p.map { String(cString: $0) }
+    }
+
+    private static func contains(_ bytes: [UInt8], _ needle: String) -> Bool {
+        let n = Array(needle.utf8)
+        guard bytes.count >= n.count else { return false }
+        var i = 0
+        while i <= bytes.count - n.count {
+            if bytes[i] == n[0] && bytes[i..<(i + n.count)].elementsEqual(n) { return true }
+            i += 1
+        }
+        return false
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+
+/// `export STREAM DIR` of a DASH stream (Docs/dash.md): a folder with `manifest.mpd` and each
+/// Representation that plays from the cache in a folder of its own (`r1/`, `r2/`...): its init
+/// segment and media segments under local names, or its one SegmentBase file. The MPD is written
+/// anew, static, from the model (not the origin's text rewritten): a SegmentTemplate with a
+/// SegmentTimeline of exactly the segments exported, local relative names only, so a player
+/// reading it never reaches the network and never asks for a segment the folder lacks.
+///
+/// What plays: per Representation, its init and its leading segments cached (all of them for a
+/// SegmentBase file, which players read whole). Each Period lasts as long as the shortest of its
+/// exported Representations plays; a Period cut short ends the export (later ones are left out).
+/// Representations that do not play are left out and said; with none of a Period's video, the
+/// export fails. ContentProtection is not carried over: a protected stream's folder needs its
+/// licence as the origin's MPD described it.
+extension StreamExporter {
+    func exportDASH(_ root: CacheEntry, to destination: String, force: Bool) throws -> Exported {
+        guard root.isComplete, let length = root.length, length <= Int64(MPD.maxBytes), let bytes = store.cachedBytes(of: root) else {
+            throw StreamExportError.notAStream(root.latestURL)
+        }
+        let base = ((try? store.catalog.finalURL(of: root.key)) ?? nil) ?? root.latestURL
+        let mpd: MPD
+        do { mpd = try MPD.parse(bytes, url: base) } catch { throw StreamExportError.notPlayable(url: root.latestURL, why: "\(error)") }
+        let manifest = destination + "/manifest.mpd"
+        if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.notAFolder(destination) }
+        if FileSystem.status(manifest) != nil && !force { throw StreamExportError.destinationExists(manifest) }
+
+        func held(_ url: String, _ range: MPD.ByteSpan?) -> Bool {
+            guard let e = entry(url) else { return false }
+            return range.map { e.ranges.contains(ByteRange($0.first, $0.last + 1)) } ?? e.isComplete
+        }
+        struct Out {
+            var set: MPD.AdaptationSet
+            var rep: MPD.Representation
+            var folder: String
+            var initialization: MPD.URLRange?
+            var segments: [DASHSegment]
+            var plays: Double
+            var singleFile: MPD.SegmentBase?
+        }
+        var periods: [(period: MPD.Period, reps: [Out], duration: Double)] = []
+        var dropped: [String] = []
+        var n = 0
+        periodLoop: for period in mpd.periods {
+            var outs: [Out] = []
+            for set in period.adaptationSets where !set.isSkipped && set.kind != .other {
+                for rep in set.representations {
+                    let label = "Representation '\(rep.id)' (\(set.kind.rawValue)) of \(root.latestURL)"
+                    if case .base(let b) = rep.segments {
+                        // A single file: whole, or not at all (players read it whole).
+                        guard held(rep.baseURL, nil) else { dropped.append(label); continue }
+                        n += 1
+                        outs.append(Out(set: set, rep: rep, folder: "r\(n)", initialization: nil, segments: [], plays: period.duration ?? 0, singleFile: b))
+                        continue
+                    }
+                    guard let plan = try? rep.plan(periodDuration: period.duration), !plan.segments.isEmpty,
+                          plan.initialization.map({ held($0.url, $0.range) }) ?? true else { dropped.append(label); continue }
+                    let leading = Array(plan.segments.prefix { held($0.url, $0.range) })
+                    guard !leading.isEmpty, leading.allSatisfy({ $0.duration != nil }) else { dropped.append(label); continue }
+                    n += 1
+                    let plays = leading.count == plan.segments.count ? (period.duration ?? leading.reduce(0) { $0 + ($1.duration ?? 0) })
+                        : leading.reduce(0) { max($0, $1.start + ($1.duration ?? 0)) }
+                    outs.append(Out(set: set, rep: rep, folder: "r\(n)", initialization: plan.initialization, segments: leading, plays: plays, singleFile: nil))
+                }
+            }
+            guard outs.contains(where: { $0.set.kind == .video }) || !period.adaptationSets.contains(where: { $0.kind == .video }) else {
+                if periods.isEmpty {
+                    throw StreamExportError.notPlayable(url: root.latestURL, why: "none of its video Representations has its init and first segment cached")
+                }
+                break periodLoop
+            }
+            // The Period lasts as long as its shortest Representation plays.
+            let duration = outs.map(\.plays).min() ?? 0
+            periods.append((period, outs, duration))
+            if let full = period.duration, duration < full - 0.001 { break }
+        }
+
+        try makeFolder(destination)
+        var files = 0
+        var written: Int64 = 0
+        var xml = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <!-- exported by vcache from \(Self.escape(root.latestURL).replacingOccurrences(of: "--", with: "%2D%2D")) -->
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" minBufferTime="PT2S" mediaPresentationDuration="\(Self.duration(periods.reduce(0) { $0 + $1.duration }))">
+
+            """
+        var start = 0.0
+        for (i, p) in periods.enumerated() {
+            xml += "  <Period id=\"\(i)\" start=\"\(Self.duration(start))\" duration=\"\(Self.duration(p.duration))\">\n"
+            start += p.duration
+            var sets: [(MPD.AdaptationSet, [Out])] = []
+            for o in p.reps {
+                if let k = sets.firstIndex(where: { $0.0 == o.set }) { sets[k].1.append(o) } else { sets.append((o.set, [o])) }
+            }
+            for (set, outs) in sets {
+                xml += "    <AdaptationSet contentType=\"\(set.kind.rawValue)\"" + (set.language.map { " lang=\"\(Self.escape($0))\"" } ?? "") + ">\n"
+                for o in outs {
+                    var attrs = "id=\"\(Self.escape(o.rep.id))\" bandwidth=\"\(o.rep.bandwidth)\""
+                    if let m = o.rep.mimeType { attrs += " mimeType=\"\(Self.escape(m))\"" }
+                    if let c = o.rep.codecs { attrs += " codecs=\"\(Self.escape(c))\"" }
+                    if let w = o.rep.width, let h = o.rep.height { attrs += " width=\"\(w)\" height=\"\(h)\"" }
+                    xml += "      <Representation \(attrs)>\n"
+                    if let b = o.singleFile {
+                        let name = o.folder + "/media" + Self.fileExtension(o.rep.baseURL, fallback: ".mp4")
+                        written += try copyMember(o.rep.baseURL, nil, to: destination + "/" + name, force: force)
+                        files += 1
+                        xml += "        <BaseURL>\(Self.escape(name))</BaseURL>\n"
+                        xml += "        <SegmentBase timescale=\"\(b.timescale)\" presentationTimeOffset=\"\(b.presentationTimeOffset)\""
+                            + (b.indexRange.map { " indexRange=\"\($0.first)-\($0.last)\"" } ?? "") + ">"
+                            + (b.initialization?.range.map { "<Initialization range=\"\($0.first)-\($0.last)\"/>" } ?? "") + "</SegmentBase>\n"
+                    } else {
+                        let ext = Self.fileExtension(o.segments[0].url, fallback: ".m4s")
+                        var template = "<SegmentTemplate timescale=\"1000000\" startNumber=\"1\" media=\"\(o.folder)/$Number$\(Self.escape(ext))\""
+                        if let i = o.initialization {
+                            let name = o.folder + "/init" + Self.fileExtension(i.url, fallback: ".mp4")
+                            written += try copyMember(i.url, i.range, to: destination + "/" + name, force: force)
+                            files += 1
+                            template += " initialization=\"\(Self.escape(name))\""
+                        }
+                        xml += "        " + template + ">\n          <SegmentTimeline>\n"
+                        for (k, s) in o.segments.enumerated() {
+                            written += try copyMember(s.url, s.range, to: destination + "/\(o.folder)/\(k + 1)\(ext)", force: force)
+                            files += 1
+                            // Microseconds, saturated: a hostile MPD's times (2^63 ticks at 1 Hz) never trap.
+                            let t = Checked.int64((s.start * 1_000_000).rounded(), clampedTo: 0...Int64.max) ?? 0
+                            let d = Checked.int64(((s.duration ?? 0) * 1_000_000).rounded(), clampedTo: 1...Int64.max) ?? 1
+                            xml += "            <S t=\"\(t)\" d=\"\(d)\"/>\n"
+                        }
+                        xml += "          </SegmentTimeline>\n        </SegmentTemplate>\n"
+                    }
+                    xml += "      </Representation>\n"
+                }
+                xml += "    </AdaptationSet>\n"
+            }
+            xml += "  </Period>\n"
+        }
+        xml += "</MPD>\n"
+        let folders = Set(periods.flatMap { $0.reps.map { destination + "/" + $0.folder } })
+        try syncFolders(folders)
+        try write(Array(xml.utf8), to: manifest, force: force)
+        written += Int64(xml.utf8.count)
+        files += 1
+        try syncFolders([destination])
+        try? store.catalog.touch(key: root.key)
+        return Exported(master: manifest, files: files, bytes: written, playlists: periods.reduce(0) { $0 + $1.reps.count }, dropped: dropped)
+    }
+
+    /// A member's bytes to `path`: the whole resource, or the one range (a SegmentList
+    /// `@mediaRange`) as a file of its own.
+    private func copyMember(_ url: String, _ range: MPD.ByteSpan?, to path: String, force: Bool) throws -> Int64 {
+        try makeFolder((path as NSString).deletingLastPathComponent)
+        guard let range else { return try copy(url, to: path, ranges: nil, force: force, mode: nil) }
+        guard let e = entry(url), let bytes = store.cachedBytes(of: e, at: range.first, count: range.count), Int64(bytes.count) == range.count else {
+            throw StreamExportError.notPlayable(url: url, why: "bytes \(range.first)-\(range.last) are not cached")
+        }
+        try write(bytes, to: path, force: force)
+        return range.count
+    }
+
+    /// `PT<seconds>S`, to the millisecond.
+    static func duration(_ seconds: Double) -> String { String(format: "PT%.3fS", max(0, seconds)) }
+
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+
+    /// The extension of the URL's last path segment (`.m4s`), when it is a short plain one.
+    static func fileExtension(_ url: String, fallback: String) -> String {
+        let path = HLSURI.Parts(url).path
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        guard let dot = name.lastIndex(of: "."), name.distance(from: dot, to: name.endIndex) <= 6 else { return fallback }
+        let ext = name[dot...]
+        return ext.dropFirst().allSatisfy({ $0.isLetter || $0.isNumber }) && ext.count > 1 ? String(ext) : fallback
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+@testable import VCacheCore
+
+/// The libxml2 reader behind `XMLTree`: the tree it builds, and what hostile XML it refuses.
+@Suite struct XMLTreeTests {
+    static func parse(_ s: String, limits: XMLTree.Limits = XMLTree.Limits()) throws(XMLTree.Error) -> XMLElement {
+        try XMLTree.parse(Array(s.utf8), limits: limits)
+    }
+
+    @Test func buildsElementsAttributesTextAndNamespaces() throws {
+        let root = try Self.parse("""
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!-- a comment first -->
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" xmlns:cenc="urn:mpeg:cenc:2013" type="static">
+              <BaseURL> http://a/b/ </BaseURL>
+              <Period><AdaptationSet cenc:default_KID="k" lang="en &amp; fr"/></Period>
+              <BaseURL><![CDATA[x&y]]></BaseURL>
+            </MPD>
+            """)
+        #expect(root.name == "MPD")
+        #expect(root.namespace == MPD.namespace)
+        #expect(root.attributes == [.init(name: "type", namespace: nil, value: "static")])
+        #expect(root.children("BaseURL").map(\.text) == [" http://a/b/ ", "x&y"])
+        let set = try #require(root.child("Period")?.child("AdaptationSet"))
+        #expect(set[attribute: "lang"] == "en & fr")
+        #expect(set[attribute: "default_KID"] == nil)
+        #expect(set.attributes.contains(.init(name: "default_KID", namespace: "urn:mpeg:cenc:2013", value: "k")))
+    }
+
+    @Test(arguments: [
+        ("a DOCTYPE", "<!DOCTYPE MPD><MPD/>", XMLTree.Error.doctype),
+        ("billion laughs", "<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY a \"aaaa\"><!ENTITY b \"&a;&a;&a;\">]><MPD>&b;</MPD>", .doctype),
+        ("an external entity", "<!DOCTYPE m [<!ENTITY x SYSTEM \"file:///etc/passwd\">]><MPD>&x;</MPD>", .doctype),
+        ("an undeclared entity", "<MPD>&x;</MPD>", .malformed(line: 1, message: "Entity 'x' not defined")),
+        ("an unclosed tag", "<MPD><Period></MPD>", .malformed(line: 1, message: "Opening and ending tag mismatch: Period line 1 and MPD")),
+        ("trailing content", "<MPD/><MPD/>", .malformed(line: 1, message: "Extra content at the end of the document")),
+        ("nothing", "", .empty),
+    ] as [(String, String, XMLTree.Error)])
+    func refusesHostileOrBrokenXML(_ what: String, _ xml: String, _ expected: XMLTree.Error) {
+        #expect(throws: expected, "\(what)") { try Self.parse(xml) }
+    }
+
+    @Test func limitsAreErrorsNamingTheLimit() {
+        var l = XMLTree.Limits()
+        l.maxDepth = 3
+        #expect(throws: XMLTree.Error.tooDeep(limit: 3)) { try Self.parse("<a><b><c><d/></c></b></a>", limits: l) }
+        #expect((try? Self.parse("<a><b><c/></b></a>", limits: l)) != nil)
+        l = XMLTree.Limits()
+        l.maxElements = 3
+        #expect(throws: XMLTree.Error.tooManyElements(limit: 3)) { try Self.parse("<a><b/><b/><b/></a>", limits: l) }
+        l = XMLTree.Limits()
+        l.maxAttributes = 2
+        #expect(throws: XMLTree.Error.tooManyAttributes(element: "a", limit: 2)) { try Self.parse("<a x='1' y='2' z='3'/>", limits: l) }
+        l = XMLTree.Limits()
+        l.maxBytes = 10
+        #expect(throws: XMLTree.Error.tooLarge(bytes: 11, limit: 10)) { try Self.parse("<a>123</a> ", limits: l) }
+        #expect(XMLTree.Error.tooDeep(limit: 32).description == "elements are nested deeper than the limit of 32 levels")
+    }
+
+    @Test func deepNestingPastLibxml2sOwnLimitIsOurs() {
+        let deep = String(repeating: "<a>", count: 5000) + String(repeating: "</a>", count: 5000)
+        #expect(throws: XMLTree.Error.tooDeep(limit: 32)) { try Self.parse(deep) }
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// `vcache prefetch MPD` on ffmpeg's real DASH streams (Tests/Fixtures/dash/make-streams.sh)
+/// served by nginx (which sends them as application/octet-stream: the MPD is known by its
+/// content): the chosen Representations and their audio are cached byte for byte, `--seconds`
+/// takes per Representation the segments that start before N, a page in a segment's place is
+/// refused, and the stream is one row of `ls` and one unit to `evict`.
+@Suite struct DASHPrefetchTests {
+    let dir = TempDirectory("vcache-dashprefetch")
+
+    func origin() throws -> Nginx {
+        let nginx = try Nginx()
+        try Fixtures.makeDASHStreams(into: nginx.root)
+        return nginx
+    }
+
+    /// Every cached entry under the origin, by path: its ranges' bytes checked against the
+    /// origin's file (SHA-256 of each range), complete or not.
+    func cached(_ cache: String, _ nginx: Nginx) throws -> [String: (complete: Bool, ranges: [ByteRange])] {
+        let store = try CacheStore(directory: cache, readOnly: true)
+        var out: [String: (Bool, [ByteRange])] = [:]
+        for e in try store.catalog.allEntries() {
+            let path = String(e.latestURL.dropFirst(nginx.url("/").count))
+            let full = try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/" + path))
+            let entry = try #require(try store.catalog.entry(key: e.key))
+            for r in entry.ranges.ranges {
+                let got = try #require(store.cachedBytes(of: entry, at: r.lowerBound, count: r.count))
+                #expect(TestBytes.sha256(Data(got)) == TestBytes.sha256(full.subdata(in: Int(r.lowerBound)..<Int(r.upperBound))), "\(path) \(r)")
+            }
+            if entry.isComplete { #expect(entry.length == Int64(full.count), "\(path)") }
+            out[path] = (entry.isComplete, entry.ranges.ranges)
+        }
+        return out
+    }
+
+    static func names(_ stream: String, _ files: [String]) -> Set<String> { Set(files.map { "\(stream)/\($0)" }) }
+
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    func wholePresentationsAreCachedByteForByte() throws {
+        let nginx = try origin()
+        let chunks = { (s: Int, n: Int) in (1...n).map { String(format: "chunk-stream\(s)-%05d.m4s", $0) } }
+        let expected: [(String, [String], Set<String>)] = [
+            ("num", [], Self.names("num", ["manifest.mpd", "init-stream0.m4s", "init-stream1.m4s"] + chunks(0, 3) + chunks(1, 3))),
+            ("tl", [], Self.names("tl", ["manifest.mpd", "init-stream0.m4s", "init-stream1.m4s"] + chunks(0, 3) + chunks(1, 4))),
+            ("list", [], Self.names("list", ["manifest.mpd", "init-stream0.m4s", "init-stream1.m4s"] + chunks(0, 3) + chunks(1, 4))),
+            ("sb", [], Self.names("sb", ["manifest.mpd", "manifest-stream0.mp4", "manifest-stream1.mp4"])),
+            // The best video (300 kbit/s, 180p) and the first audio (eng); never video without audio.
+            ("multi", [], Self.names("multi", ["manifest.mpd", "init-stream0.m4s", "init-stream2.m4s"] + chunks(0, 3) + chunks(2, 4))),
+            ("multi", ["--variant", "worst", "--audio", "fr"], Self.names("multi", ["manifest.mpd", "init-stream1.m4s", "init-stream3.m4s"] + chunks(1, 3) + chunks(3, 4))),
+        ]
+        for (i, (stream, options, files)) in expected.enumerated() {
+            let cache = dir.file("cache-\(i)")
+            let r = try VCacheBinary.run(["prefetch"] + options + [nginx.url("/\(stream)/manifest.mpd")], cacheDir: cache)
+            #expect(r.status == 0, "\(stream) \(options): \(r.stderr)")
+            let got = try cached(cache, nginx)
+            #expect(Set(got.keys) == files, "\(stream) \(options)")
+            let partial = got.filter { !$0.value.complete }.map(\.key)
+            #expect(partial.isEmpty, "\(stream) \(options)")
+            // One row of ls: the stream.
+            let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+            #expect(ls.stdout.contains("DASH"), "\(ls.stdout)")
+        }
+    }
+
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    func secondsTakesPerRepresentationTheSegmentsStartingBeforeN() throws {
+        let nginx = try origin()
+        // tl's audio segments start at 0, 1.984 and 3.989 s: 2 s of it needs two; its video one.
+        var cache = dir.file("cache-tl")
+        var r = try VCacheBinary.run(["prefetch", "--seconds", "2", nginx.url("/tl/manifest.mpd")], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Set(try cached(cache, nginx).keys) == Self.names("tl", ["manifest.mpd", "init-stream0.m4s", "init-stream1.m4s",
+                                                                       "chunk-stream0-00001.m4s", "chunk-stream1-00001.m4s", "chunk-stream1-00002.m4s"]))
+        // SegmentBase: the init, the sidx and the first subsegment, byte ranges of each one file.
+        cache = dir.file("cache-sb")
+        r = try VCacheBinary.run(["prefetch", "--seconds", "2", nginx.url("/sb/manifest.mpd")], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let got = try cached(cache, nginx)
+        let video = try #require(got["sb/manifest-stream0.mp4"])
+        #expect(!video.complete)
+        let mpd = try MPD.parse(Array(try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/sb/manifest.mpd"))), url: nginx.url("/sb/manifest.mpd"))
+        guard case .base(let b) = mpd.periods[0].adaptationSets[0].representations[0].segments, let index = b.indexRange else {
+            Issue.record("sb's video is not SegmentBase"); return
+        }
+        let file = Array(try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/sb/manifest-stream0.mp4")))
+        let subs = try DASHSidx.subsegments(Array(file[Int(index.first)...Int(index.last)]), indexRange: index, url: "")
+        let first = try #require(subs.first?.range)
+        // One coalesced span: init, sidx and the first subsegment are adjacent.
+        #expect(video.ranges.first?.lowerBound == 0 && video.ranges.contains { $0.upperBound >= first.last + 1 }, "\(video.ranges)")
+        #expect(!video.ranges.contains { $0.upperBound > first.last + 1 + (64 << 10) }, "fetched far past the first subsegment: \(video.ranges)")
+    }
+
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    func anErrorPageInASegmentsPlaceIsRefused() throws {
+        let nginx = try origin()
+        try Data("<html><body>Service Unavailable</body></html>".utf8).write(to: URL(fileURLWithPath: nginx.root + "/num/chunk-stream0-00002.m4s"))
+        let cache = dir.file("cache")
+        let url = nginx.url("/num/manifest.mpd")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(r.stderr.contains("origin's answer for a DASH segment is not one: its first bytes '<html><body>Serv' are not MPEG-TS, fMP4, packed audio or WebVTT"), "\(r.stderr)")
+        #expect(try cached(cache, nginx)["num/chunk-stream0-00002.m4s"] == nil)
+    }
+
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    func theStreamIsOneUnitToEvict() throws {
+        let nginx = try origin()
+        let cache = dir.file("cache")
+        let url = nginx.url("/multi/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        #expect(try cached(cache, nginx).count == 10)
+        let ev = try VCacheBinary.run(["evict", url], cacheDir: cache)
+        #expect(ev.status == 0, "\(ev.stderr)")
+        #expect(try cached(cache, nginx).isEmpty)
+    }
+
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    func aChoiceNoRepresentationMatchesIsOneLine() throws {
+        let nginx = try origin()
+        let r = try VCacheBinary.run(["prefetch", "--variant", "720p", nginx.url("/multi/manifest.mpd")], cacheDir: dir.file("cache"))
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(r.stderr.contains("no variant matches 720p; the playlist has 180p 300000, 90p 100000"), "\(r.stderr)")
+    }
+
+    /// ffprobe as the oracle for `--seconds`: each chosen Representation's init and segments
+    /// concatenated are one fMP4; every packet of it with pts < N lies in a segment that is cached.
+    @Test(.requires(.nginx, .dashTools, .ffprobe), .timeLimit(.minutes(6)), arguments: [1.0, 2.5, 4.0])
+    func everyPacketBeforeNLiesInCachedSegments(seconds: Double) throws {
+        let nginx = try origin()
+        let cache = dir.file("cache-\(seconds)")
+        let r = try VCacheBinary.run(["prefetch", "-q", "--seconds", String(seconds), nginx.url("/tl/manifest.mpd")], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let got = try cached(cache, nginx)
+        for stream in [0, 1] {
+            let files = try FileManager.default.contentsOfDirectory(atPath: nginx.root + "/tl").filter { $0.hasPrefix("chunk-stream\(stream)-") }.sorted()
+            var joined = try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/tl/init-stream\(stream).m4s"))
+            var ends: [(Int, String)] = []
+            for f in files {
+                joined.append(try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/tl/" + f)))
+                ends.append((joined.count, f))
+            }
+            let whole = dir.file("joined-\(seconds)-\(stream).mp4")
+            try joined.write(to: URL(fileURLWithPath: whole))
+            let probe = try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "packet=pts_time,pos", "-of", "csv=p=0", whole])
+            var needed = Set<String>()
+            for line in String(decoding: probe.out, as: UTF8.self).split(separator: "\n") {
+                let f = line.split(separator: ",")
+                guard f.count == 2, let pts = Double(f[0]), let pos = Int(f[1]), pts < seconds else { continue }
+                if let seg = ends.first(where: { pos < $0.0 }) { needed.insert(seg.1) }
+            }
+            #expect(!needed.isEmpty)
+            for seg in needed { #expect(got["tl/" + seg]?.complete == true, "stream \(stream) at \(seconds) s needs \(seg)") }
+            #expect(got["tl/init-stream\(stream).m4s"]?.complete == true)
+            // And no segment wholly after N: what was fetched is what is needed.
+            let fetched = Set(got.keys.filter { $0.hasPrefix("tl/chunk-stream\(stream)-") }.map { String($0.dropFirst(3)) })
+            #expect(fetched == needed, "stream \(stream) at \(seconds) s")
+        }
+    }
+
+    /// A dynamic MPD: one line says what prefetch does, it fetches what the timeline lists now,
+    /// and the next run fetches the MPD again (not answered from the cache).
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    func aDynamicMPDIsSaidAndFetchedAgainByTheNextRun() throws {
+        let nginx = try origin()
+        var mpd = try String(contentsOfFile: nginx.root + "/tl/manifest.mpd", encoding: .utf8)
+        mpd = mpd.replacingOccurrences(of: "type=\"static\"", with: "type=\"dynamic\" availabilityStartTime=\"1970-01-01T00:00:00Z\" minimumUpdatePeriod=\"PT2S\"")
+        try mpd.write(toFile: nginx.root + "/tl/live.mpd", atomically: true, encoding: .utf8)
+        let url = nginx.url("/tl/live.mpd")
+        let cache = dir.file("cache")
+        let first = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stderr.contains("a dynamic (live) MPD: the segments available now are fetched"), "\(first.stderr)")
+        #expect(try cached(cache, nginx).count == 10)
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let asked = nginx.accessLog().filter { $0.path == "/tl/live.mpd" }
+        #expect(asked.count == 2 && asked.allSatisfy { $0.status == 200 || $0.status == 206 }, "\(asked)")
+    }
+}
