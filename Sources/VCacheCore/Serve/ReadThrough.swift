@@ -418,8 +418,8 @@ public final class ReadThrough: Sendable {
     }
 
     /// Runs the effects of a job start the board decided for `reader` (`EntryState.JobStart`),
-    /// outside the board's lock: the entry's writer lock taken if no job of this process holds it
-    /// (another process holding it means no job), room made under the cap, the reader's file
+    /// outside the board's lock: room made under the cap, the entry's writer lock taken if no job
+    /// of this process holds it (another process holding it means no job), the reader's file
     /// adopted, then the job admitted on the board (its plan taken again if the jobs changed
     /// meanwhile) and run on its own thread, limited to what fits. Nil when none can start (the
     /// reader then streams without storing). The job writes into the reader's file: the entry's
@@ -435,14 +435,21 @@ public final class ReadThrough: Sendable {
         // spawn, a start admitted just before `close` stopped it was not waited for: `shutdown`
         // returned with the flock held and the job's thread still to come.
         jobThreads.add()
+        // Room first: the flock is taken on the entry's folder, made for it if missing; an entry
+        // nothing fits for must not be left an empty folder with no row.
+        let room: Int64? = if let whole = start.plan.span { self.room(for: video.key, wanted: whole.count) } else { nil }
+        guard start.plan.fitted(room: room) != nil else {
+            if start.takesLock { _ = board.takeLock(for: start, { nil }) } else { board.abandon(start) }
+            jobThreads.remove()
+            return .none
+        }
         guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else {
             jobThreads.remove()
             return .none
         }
         testPause("serve-job-start-effects", video.key)
         // Under the writer lock nobody else replaces `data` or changes the version.
-        let room: Int64? = if let whole = start.plan.span { self.room(for: video.key, wanted: whole.count) } else { nil }
-        guard start.plan.fitted(room: room) != nil, let fileID = reader.adoptFileForJob() else {
+        guard let fileID = reader.adoptFileForJob() else {
             board.abandon(start)
             jobThreads.remove()
             return .none
