@@ -253,18 +253,10 @@ public struct Exporter {
         let out = try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
         defer { out.close() }
         let digest = SHA256Digest()
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while offset < length {
-            let n = Int(min(Int64(chunk), length - offset))
-            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-            try data.readExactly(into: slice, fromAbsoluteOffset: offset)
-            digest.update(UnsafeRawBufferPointer(slice))
+        try data.readChunks(ByteRange(0, length), chunk: 1 << 20) { piece, offset in
+            digest.update(piece)
             if offset == 0 { testPause("export-copying", path) }
-            try out.write(UnsafeRawBufferPointer(slice), toAbsoluteOffset: offset)
-            offset += Int64(n)
+            try out.write(piece, toAbsoluteOffset: offset)
         }
         guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: url) }
         try out.sync()

@@ -241,17 +241,9 @@ public struct Verifier {
     /// The SHA-256 of `[0, length)` of `data` and the digests of `others`, in one read.
     static func digests(of data: RawFile, length: Int64, others: Set<DigestAlgorithm>) throws -> (String, [DigestAlgorithm: String]) {
         let sha = SHA256Digest(), set = DigestSet(others.subtracting([.sha256]))
-        let chunk = 256 << 10
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while offset < length {
-            let n = Int(min(Int64(chunk), length - offset))
-            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-            try data.readExactly(into: slice, fromAbsoluteOffset: offset)
-            sha.update(UnsafeRawBufferPointer(slice))
-            set.update(UnsafeRawBufferPointer(slice))
-            offset += Int64(n)
+        try data.readChunks(ByteRange(0, length)) { piece, _ in
+            sha.update(piece)
+            set.update(piece)
         }
         return (sha.finalize(), set.finalize())
     }

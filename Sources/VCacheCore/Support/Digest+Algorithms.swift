@@ -104,17 +104,7 @@ public final class DigestSet {
 
     /// Reads `range` of `file` (256 KiB at a time) into every digest.
     public func update(from file: RawFile, _ range: ByteRange) throws {
-        let chunk = 256 << 10
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let n = Int(min(Int64(chunk), range.upperBound - offset))
-            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-            try file.readExactly(into: slice, fromAbsoluteOffset: offset)
-            update(UnsafeRawBufferPointer(slice))
-            offset += Int64(n)
-        }
+        try file.readChunks(range) { piece, _ in update(piece) }
     }
 
     /// Each digest as lowercase hex (one the library failed to finish is missing).

@@ -112,17 +112,7 @@ public final class SHA256Digest {
 
     /// Reads `range` of `file` (256 KiB at a time, pread) into the digest.
     public func update(from file: RawFile, _ range: ByteRange) throws {
-        let chunk = 256 << 10
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let n = Int(min(Int64(chunk), range.upperBound - offset))
-            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
-            try file.readExactly(into: slice, fromAbsoluteOffset: offset)
-            update(UnsafeRawBufferPointer(slice))
-            offset += Int64(n)
-        }
+        try file.readChunks(range) { piece, _ in update(piece) }
     }
 
     public static func hash(_ data: Data) -> String {

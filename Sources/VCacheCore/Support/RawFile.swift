@@ -106,6 +106,21 @@ public final class RawFile: Sendable {
         }
     }
 
+    /// Reads `range` in order, `chunk` bytes at a time (pread into one buffer), handing each piece
+    /// and its offset to `body`; throws on a short file, or what `body` throws.
+    public func readChunks(_ range: ByteRange, chunk: Int = 256 << 10, _ body: (UnsafeRawBufferPointer, Int64) throws -> Void) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let n = Int(min(Int64(chunk), range.upperBound - offset))
+            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+            try readExactly(into: slice, fromAbsoluteOffset: offset)
+            try body(UnsafeRawBufferPointer(slice), offset)
+            offset += Int64(n)
+        }
+    }
+
     /// `count` bytes from `offset` as an array, or throws (a short file is an error here).
     public func bytes(_ count: Int, at offset: Int64) throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)
