@@ -215,6 +215,33 @@ import VCacheTestSupport
         #expect(others[.md5] != ChecksumTests.digest(.md5, Data(count: body.count)))
     }
 
+    /// A copy the hasher skipped (all its buffers were busy) costs a read of that gap only: the
+    /// copies after it are still used. (It never caught up: every later byte was read back.)
+    @Test func aHasherBehindReadsBackOnlyTheGapAndGoesOnWithTheCopies() throws {
+        let catalog = try Catalog(path: dir.file("c.db"))
+        let data = try RawFile.open(dir.file("data"), flags: O_RDWR | O_CREAT)
+        defer { data.close() }
+        let body = TestBytes.make(1 << 20, seed: 82)
+        let checkpointer = Checkpointer(catalog: catalog, key: "k", url: "http://h/k", data: data, committed: RangeSet())
+        checkpointer.streamDigest(true, others: [.md5])
+        let block = 256 << 10
+        var written = RangeSet()
+        for offset in stride(from: 0, to: body.count, by: block) {
+            try body[offset..<offset + block].withUnsafeBytes { bytes in
+                try data.write(bytes, toAbsoluteOffset: Int64(offset))
+                written.insert(ByteRange(Int64(offset), Int64(offset + block)))
+                // The second block's copy is skipped, as when the hasher was busy.
+                if offset != block { checkpointer.feedDigest(bytes, at: Int64(offset), written: written) }
+            }
+            checkpointer.drain()
+        }
+        // A read of the blocks after the gap would now see other bytes.
+        try Data(count: 2 * block).withUnsafeBytes { try data.write($0, toAbsoluteOffset: Int64(2 * block)) }
+        let (states, others) = try checkpointer.queue.sync { try checkpointer.finalDigest(length: Int64(body.count), others: [.md5]) }
+        #expect(states.sha256 == TestBytes.sha256(body))
+        #expect(others[.md5] == ChecksumTests.digest(.md5, body))
+    }
+
     static func digest(_ algorithm: DigestAlgorithm, _ data: Data) -> String {
         let d = AlgorithmDigest(algorithm)
         data.withUnsafeBytes { d.update($0) }
