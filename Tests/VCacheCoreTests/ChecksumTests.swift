@@ -128,6 +128,13 @@ import VCacheTestSupport
         // Another value: unchecked (a changed expectation); the origin's stays as it was.
         let other = ExpectedDigest(algorithm: .md5, hex: String(repeating: "2", count: 32), source: .option)
         #expect(DigestCheck.merged(stored: stored, given: [other]) == [DigestCheck(expected: other), stored[1]])
+        // A given value the origin's digest already gave, and the bytes matched: matched too (no
+        // read again); the origin's outcome is the same bytes' outcome.
+        let googMatched = DigestCheck(expected: origin, matched: true, computed: origin.hex)
+        let asOrigin = ExpectedDigest(algorithm: .md5, hex: origin.hex, source: .listLine(5))
+        #expect(DigestCheck.merged(stored: [googMatched], given: [asOrigin]) == [DigestCheck(expected: asOrigin, matched: true, computed: origin.hex), googMatched])
+        #expect(DigestCheck.merged(stored: [stored[0], googMatched], given: [asOrigin])[0] == DigestCheck(expected: asOrigin, matched: true, computed: origin.hex))
+        #expect(DigestCheck.merged(stored: [DigestCheck(expected: origin)], given: [asOrigin])[0] == DigestCheck(expected: asOrigin))
         // The origin's changed value is a contradiction; the same one is not.
         let changed = ExpectedDigest(algorithm: .md5, hex: String(repeating: "3", count: 32), source: .origin(header: "Content-MD5"))
         #expect(DigestCheck.contradiction(in: stored, origin: [changed])?.before == origin)

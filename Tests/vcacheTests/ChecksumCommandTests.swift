@@ -196,6 +196,22 @@ import VCacheTestSupport
         #expect(try ls(url)["state"] as? String == "complete")
     }
 
+    /// A list line's md5 that the origin's x-goog-hash gave too, and the cached bytes matched:
+    /// `check` says ready (it said "never checked against this md5", exit 1).
+    @Test func aListChecksumTheOriginsDigestAlreadyMatchedIsReady() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(150_000, seed: 83)
+        let md5 = Self.digest(.md5, body)
+        origin.setResource("/g.mp4", .init(body: body, etag: "\"g\"", extraHeaders: ["x-goog-hash": "crc32c=n03x6A==,md5=\(Self.base64(md5))"]))
+        let url = origin.url("/g.mp4")
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 0)
+        let list = dir.file("list.txt")
+        try "\(url) md5=\(md5)\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let c = try VCacheBinary.run(["check", "-i", list], cacheDir: cache)
+        #expect(c.status == 0, "\(c.stdout)")
+        #expect(c.stdout.contains("\nready  \(url)  "), "\(c.stdout)")
+    }
+
     @Test func aBytesPrefetchWithAChecksumIsCheckedWhenALaterRunCompletesIt() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 78)
