@@ -180,6 +180,38 @@ import VCacheTestSupport
         #expect(c.stdout.contains("missing  \(origin.url("/a.mp4"))  its cached copy is expected to have another md5 (\(Self.digest(.md5, a)), from list line 1)"), "\(c.stdout)")
     }
 
+    /// Two lines naming one video with two md5s: one file cannot have both; the later line is
+    /// skipped by its number (exit 1), never dropped without a word while the run says all is well.
+    @Test func twoLinesGivingOneVideoTwoChecksumsSkipTheLaterByItsNumber() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(100_000, seed: 81)
+        origin.setResource("/v.mp4", .init(body: body, etag: "\"v\""))
+        let url = origin.url("/v.mp4"), md5 = Self.digest(.md5, body)
+        let list = dir.file("list.txt")
+        try "\(url) md5=\(md5)\n\(url)?x=1 sha256=\(TestBytes.sha256(body))\n\(url) 10s md5=\(wrongMD5)\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try VCacheBinary.run(["prefetch", "-i", list, "--key-ignore-query"], cacheDir: cache)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderrLines.contains("vcache: \(list):3: \(url) is given md5 \(wrongMD5), but list line 1 gives the same video \(md5); one file cannot have both; line skipped"), "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+        #expect(try ls(url)["state"] as? String == "complete")
+    }
+
+    /// A list line's md5 that the origin's x-goog-hash gave too, and the cached bytes matched:
+    /// `check` says ready (it said "never checked against this md5", exit 1).
+    @Test func aListChecksumTheOriginsDigestAlreadyMatchedIsReady() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(150_000, seed: 83)
+        let md5 = Self.digest(.md5, body)
+        origin.setResource("/g.mp4", .init(body: body, etag: "\"g\"", extraHeaders: ["x-goog-hash": "crc32c=n03x6A==,md5=\(Self.base64(md5))"]))
+        let url = origin.url("/g.mp4")
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 0)
+        let list = dir.file("list.txt")
+        try "\(url) md5=\(md5)\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let c = try VCacheBinary.run(["check", "-i", list], cacheDir: cache)
+        #expect(c.status == 0, "\(c.stdout)")
+        #expect(c.stdout.contains("\nready  \(url)  "), "\(c.stdout)")
+    }
+
     @Test func aBytesPrefetchWithAChecksumIsCheckedWhenALaterRunCompletesIt() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 78)

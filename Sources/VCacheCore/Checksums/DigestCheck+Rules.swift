@@ -2,14 +2,19 @@
 extension DigestCheck {
     /// The stored expectations with `given` ones laid over them: a given value for an algorithm
     /// replaces the one given before (unchecked, unless it is the same value: then only its
-    /// source is the new one). The origin's are kept as they are.
+    /// source is the new one; or unless the origin's digest of that value matched these bytes:
+    /// then it matched too). The origin's are kept as they are.
     public static func merged(stored: [DigestCheck], given: [ExpectedDigest]) -> [DigestCheck] {
         var out = stored
         for e in given {
+            var fresh = DigestCheck(expected: e)
+            if let known = stored.first(where: { !$0.expected.source.isGiven && $0.matched == true && $0.expected.algorithm == e.algorithm && $0.expected.hex == e.hex }) {
+                (fresh.matched, fresh.computed) = (known.matched, known.computed)
+            }
             if let i = out.firstIndex(where: { $0.expected.source.isGiven && $0.expected.algorithm == e.algorithm }) {
-                if out[i].expected.hex == e.hex { out[i].expected.source = e.source } else { out[i] = DigestCheck(expected: e) }
+                if out[i].expected.hex == e.hex { out[i].expected.source = e.source } else { out[i] = fresh }
             } else {
-                out.append(DigestCheck(expected: e))
+                out.append(fresh)
             }
         }
         return sorted(out)

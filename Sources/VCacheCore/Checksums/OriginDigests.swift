@@ -1,8 +1,9 @@
 import Foundation
 
 /// The digests an origin's response head says the whole representation has (pure): RFC 9530's
-/// `Repr-Digest` (`sha-256=:BASE64:`), RFC 3230's `Digest` (`SHA-256=BASE64`), `Content-MD5` on a
-/// full (200) response, and Google Cloud Storage's `x-goog-hash: md5=BASE64` (a range response's
+/// `Repr-Digest` (`sha-256=:BASE64:`), RFC 3230's `Digest` (`SHA-256=BASE64`: on a response whose
+/// body is the whole video only, as servers disagree whether a 206's is of the part), `Content-MD5`
+/// on a full (200) response, and Google Cloud Storage's `x-goog-hash: md5=BASE64` (a range response's
 /// is the whole object's too). sha-256, sha-512 and md5 are read; other algorithms are skipped.
 ///
 /// Every value is the origin's, so untrusted: a member that does not parse or decode to the
@@ -49,7 +50,10 @@ public enum OriginDigests {
             }
         }
         add("Repr-Digest", values("Repr-Digest"), colons: true)
-        add("Digest", values("Digest"), colons: false)
+        // RFC 3230's instance digest was computed over the part sent by some servers (RFC 9530
+        // §1.3 obsoletes it for that ambiguity): every range would then "change" the video.
+        // Read only where the body is the whole representation.
+        if head.sendsWholeRepresentation { add("Digest", values("Digest"), colons: false) }
         if head.status == 200, let vs = values("Content-MD5") {
             add("Content-MD5", vs.map { "md5=" + $0 }, colons: false)
         }
@@ -63,5 +67,14 @@ public enum OriginDigests {
             out.append(ExpectedDigest(algorithm: algorithm, hex: first.1, source: .origin(header: first.2)))
         }
         return out
+    }
+}
+
+extension ResponseHead {
+    /// A 200, or a 206 whose `Content-Range` is the whole representation: its body is the video.
+    var sendsWholeRepresentation: Bool {
+        if status == 200 { return true }
+        guard status == 206, let cr = contentRange, let total = cr.complete else { return false }
+        return cr.first == 0 && cr.last + 1 == total
     }
 }

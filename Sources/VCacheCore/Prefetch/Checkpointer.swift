@@ -219,7 +219,11 @@ final class Checkpointer: @unchecked Sendable {
     /// From the fetch loop, right after `bytes` were written at `offset`: a copy goes to the
     /// hasher, which uses it when it extends the hashed prefix (and drops it otherwise: those
     /// bytes are read back once committed). Skipped while all `feedBuffers` are with the hasher.
-    func feedDigest(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+    /// `written`: what this run has written to `data` so far (these bytes included). A hasher
+    /// behind (copies skipped while it was busy) reads back only the gap up to `offset` from it
+    /// and goes on with the copies; without that it never caught up, and every byte after the
+    /// first skipped copy was read a second time.
+    func feedDigest(_ bytes: UnsafeRawBufferPointer, at offset: Int64, written: RangeSet = RangeSet()) {
         guard feeding.load(ordering: .relaxed), bytes.count <= Self.feedBufferSize else { return }
         feedLock.lock()
         var buffer = feedFree.popLast()
@@ -233,6 +237,18 @@ final class Checkpointer: @unchecked Sendable {
         let count = bytes.count
         nonisolated(unsafe) let copy = buffer
         digestQueue.async { [self] in
+            if let d = digest, d.through < offset {
+                var readable = written
+                readable.formUnion(state.withLock { $0.committed })
+                if readable.contiguousEnd(from: d.through) >= offset {
+                    do {
+                        try d.update(from: data, ByteRange(d.through, offset))
+                        digest?.through = offset
+                    } catch {
+                        digest = nil
+                    }
+                }
+            }
             if let d = digest, d.through == offset {
                 d.update(UnsafeRawBufferPointer(rebasing: copy[0..<count]))
                 digest?.through = offset + Int64(count)

@@ -71,8 +71,8 @@ final class EntryWriter {
             written.insert(range)
             return PrefetchError(error)
         }
-        checkpointer.feedDigest(bytes, at: offset)
         written.insert(range)
+        checkpointer.feedDigest(bytes, at: offset, written: written)
         pending.insert(range)
         pendingBytes += range.count
         if let fileID { onWrite?(fileID, range) }

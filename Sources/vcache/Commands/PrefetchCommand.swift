@@ -68,7 +68,7 @@ enum PrefetchCommand: VCacheCommand {
     }
 
     static func run(_ args: ParsedArguments<Options>, console: Console) -> Int32 {
-        let items: [PrefetchItem]
+        var items: [PrefetchItem]
         var options: PrefetchOptions
         var inputErrors: [String] = []
         do {
@@ -102,6 +102,13 @@ enum PrefetchCommand: VCacheCommand {
             console.error(error)
             return 2
         }
+        // Lines naming one video (by its key) with two values of a checksum: one file cannot
+        // have both, and a later value would otherwise be dropped without a word.
+        let keyRules = options.keyRules
+        let (kept, conflicts) = conflictingChecksums(items, list: args.input == "-" ? "stdin" : args.input ?? "") { keyRules.key(for: $0) }
+        items = kept
+        for e in conflicts { console.error(e, kind: "bad_input") }
+        inputErrors += conflicts
 
         var mode: PrefetchReporter.Mode = args.json ? .json : args.quiet ? .quiet : console.stderrIsTTY ? .bars : .lines
         // TERM=dumb cannot redraw in place: plain lines.
@@ -269,6 +276,27 @@ enum PrefetchCommand: VCacheCommand {
             if let seconds { return .seconds(url, seconds, also: requests) }
             return PrefetchItem(url: url, requests: requests, mp4: goal)
         }
+    }
+
+    /// `items` without those giving a video (the same key) another value for an algorithm than
+    /// an earlier item did, and a line naming each one skipped (`FILE:N: ...; line skipped`).
+    static func conflictingChecksums(_ items: [PrefetchItem], list: String, key: (String) -> String) -> (items: [PrefetchItem], errors: [String]) {
+        var first: [String: [ExpectedDigest]] = [:]
+        var kept: [PrefetchItem] = [], errors: [String] = []
+        for item in items {
+            let k = key(item.url)
+            let before = first[k] ?? []
+            if let e = item.expected.first(where: { e in before.contains { $0.algorithm == e.algorithm && $0.hex != e.hex } }),
+               let old = before.first(where: { $0.algorithm == e.algorithm }) {
+                let at: String
+                if case .listLine(let n) = e.source { at = "\(list):\(n)" } else { at = e.source.description }
+                errors.append("\(at): \(Console.escaped(item.url)) is given \(e.algorithm.rawValue) \(e.hex), but \(old.source.description) gives the same video \(old.hex); one file cannot have both; line skipped")
+                continue
+            }
+            first[k] = before + item.expected.filter { e in !before.contains { $0.algorithm == e.algorithm } }
+            kept.append(item)
+        }
+        return (kept, errors)
     }
 
     /// One URL per line, optionally followed by a size (`2M`: the head, and the moov) or seconds
