@@ -90,3 +90,21 @@ public struct SmallDisk {
         try Tool.run("/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", path]).status == 0
     }
 }
+
+/// A splitmix64 generator for seeded schedules (model and interleaving tests): the sequence is a
+/// function of the seed, so a printed seed reruns a failure.
+public struct SeededRandom {
+    public var state: UInt64
+    public init(state: UInt64) { self.state = state }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// A number in `0..<n`.
+    public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    /// True `percent` times in 100.
+    public mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+}

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import VCacheCore
+import VCacheTestSupport
 
 /// serve's per-entry state machine alone: no lock, no file, no thread. Table tests of the
 /// transitions, then a seeded model test that drives thousands of random events (readers
@@ -406,18 +407,7 @@ import Testing
 
 /// An independent model of one entry: real file incarnations and their bytes, readers, jobs.
 struct Model {
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-        mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-    }
+    typealias Random = SeededRandom
 
     static let length: Int64 = 4 << 20
     static let ids = [FileID(device: 1, inode: 1), FileID(device: 1, inode: 2), FileID(device: 1, inode: 3)]

@@ -160,18 +160,8 @@ import VCacheTestSupport
         }
     }
 
-    /// A splitmix64 generator: the schedule is a function of the seed.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
+    /// The schedule is a function of the seed.
+    typealias Random = SeededRandom
 
     /// What the players saw: failures, bodies compared (of them, cut), and answers with no body
     /// by status (0: curl had no answer at all).
