@@ -39,3 +39,26 @@ extension CacheStore {
         return cachedPlaylist(e, keyRules: keyRules, complete: complete)
     }
 }
+
+/// A DASH MPD read back from the cache, as `CachedPlaylist` is an HLS playlist: the entry, its
+/// bytes (every one claimed), and the URL that answered it (its BaseURLs resolve against it).
+/// The one way `ls`/`info`, `export` and prefetch read a cached MPD.
+public struct CachedMPD: Sendable {
+    public let entry: CacheEntry
+    public let bytes: [UInt8]
+    public let base: String
+
+    public func parsed() throws(DASHError) -> MPD { try MPD.parse(bytes, url: base) }
+    public var mpd: MPD? { try? parsed() }
+}
+
+extension CacheStore {
+    /// The MPD entry `e` as cached: nil when its length is unknown or past `MPD.maxBytes`, when
+    /// the catalog does not claim every byte of it, or, with `complete`, when it is not complete.
+    public func cachedMPD(_ e: CacheEntry, complete: Bool = true) -> CachedMPD? {
+        guard !complete || e.isComplete, let length = e.length, length <= Int64(MPD.maxBytes) else { return nil }
+        let entry = e.ranges.isEmpty ? ((try? catalog.entry(key: e.key)) ?? nil) : e
+        guard let entry, let bytes = cachedBytes(of: entry) else { return nil }
+        return CachedMPD(entry: entry, bytes: bytes, base: ((try? catalog.finalURL(of: entry.key)) ?? nil) ?? entry.latestURL)
+    }
+}

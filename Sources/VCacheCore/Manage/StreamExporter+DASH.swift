@@ -15,12 +15,9 @@ import Foundation
 /// licence as the origin's MPD described it.
 extension StreamExporter {
     func exportDASH(_ root: CacheEntry, to destination: String, force: Bool) throws -> Exported {
-        guard root.isComplete, let length = root.length, length <= Int64(MPD.maxBytes), let bytes = store.cachedBytes(of: root) else {
-            throw StreamExportError.notAStream(root.latestURL)
-        }
-        let base = ((try? store.catalog.finalURL(of: root.key)) ?? nil) ?? root.latestURL
+        guard let cached = store.cachedMPD(root) else { throw StreamExportError.notAStream(root.latestURL) }
         let mpd: MPD
-        do { mpd = try MPD.parse(bytes, url: base) } catch { throw StreamExportError.notPlayable(url: root.latestURL, why: "\(error)") }
+        do { mpd = try cached.parsed() } catch { throw StreamExportError.notPlayable(url: root.latestURL, why: "\(error)") }
         let manifest = destination + "/manifest.mpd"
         if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.notAFolder(destination) }
         if FileSystem.status(manifest) != nil && !force { throw StreamExportError.destinationExists(manifest) }

@@ -60,11 +60,5 @@ extension StreamInventory {
     }
 
     /// A complete MPD entry's cached bytes, parsed against the URL that answered it.
-    func parseMPD(_ e: CacheEntry) -> MPD? {
-        guard e.isComplete, let length = e.length, length <= Int64(MPD.maxBytes) else { return nil }
-        let entry = e.ranges.isEmpty ? ((try? store.catalog.entry(key: e.key)) ?? nil) : e
-        guard let entry, let bytes = store.cachedBytes(of: entry) else { return nil }
-        let base = ((try? store.catalog.finalURL(of: entry.key)) ?? nil) ?? entry.latestURL
-        return try? MPD.parse(bytes, url: base)
-    }
+    func parseMPD(_ e: CacheEntry) -> MPD? { store.cachedMPD(e)?.mpd }
 }

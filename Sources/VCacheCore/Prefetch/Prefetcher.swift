@@ -133,7 +133,7 @@ public final class Prefetcher {
             guard case .media(let media)? = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist, media.isLive else { return }
         } else if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
             // A dynamic MPD, the same (Docs/dash.md).
-            guard let bytes = store.cachedBytes(of: e), let mpd = try? MPD.parse(bytes, url: e.latestURL), mpd.isDynamic else { return }
+            guard let mpd = store.cachedMPD(e)?.mpd, mpd.isDynamic else { return }
         } else {
             return
         }
