@@ -10,11 +10,15 @@ import Testing
 
     /// A judge for `bytes=start-(end-1)` (or the last `suffix` bytes) with `held` validators.
     static func judge(_ start: Int64?, _ end: Int64?, suffix: Int64? = nil, held: Validators = strong, hasBytes: Bool = true,
-                      wantedEnd: Int64? = nil, thisRun: Bool = false, promised: Validators? = nil) -> ResponseJudge {
+                      wantedEnd: Int64? = nil, thisRun: Bool = false, promised: Validators? = nil, digests: [DigestCheck] = []) -> ResponseJudge {
         let spec = suffix.map { "-\($0)" } ?? "\(start ?? 0)-\(end.map { String($0 - 1) } ?? "")"
         return ResponseJudge(asked: .init(spec: spec, start: start, end: end, suffix: suffix), held: held, hasBytes: hasBytes,
-                             wantedEnd: wantedEnd, weakPartsCombine: thisRun, promised: promised)
+                             wantedEnd: wantedEnd, weakPartsCombine: thisRun, promised: promised, heldDigests: digests)
     }
+
+    /// The origin's md5 of the held version (x-goog-hash), as the catalog keeps it.
+    static let heldMD5 = [DigestCheck(expected: ExpectedDigest(algorithm: .md5, hex: "00112233445566778899aabbccddeeff",
+                                                               source: .origin(header: "x-goog-hash")))]
 
     static func head(_ status: Int, _ headers: [(String, String)]) -> ResponseHead {
         ResponseHead(status: status, reason: HTTPStatus.reason(status), headers: headers, effectiveURL: "http://o/v.mp4")
@@ -154,6 +158,21 @@ import Testing
         Case(name: "promised a version, a 416 of another length: the length is learned, the promise does not apply",
              judge: judge(5000, nil, promised: strong), head: head(416, [("Content-Range", "bytes */900")]),
              expected: .learnLength(Validators(length: 900, etag: nil, lastModified: nil), drop: true)),
+        // The origin's digests held with the bytes: another digest under the same validators is
+        // another version (the origin changed the bytes without changing the ETag).
+        Case(name: "held the origin's md5, 206 of the same ETag with the same md5: accepted",
+             judge: judge(100, 200, digests: heldMD5),
+             head: head(206, [("Content-Range", "bytes 100-199/1000"), ("ETag", "\"a\""), ("x-goog-hash", "md5=ABEiM0RVZneImaq7zN3u/w==")]),
+             expected: .accept(offset: 100, limit: 200, validators: strong)),
+        Case(name: "held the origin's md5, 206 of the same ETag with another md5: replaced",
+             judge: judge(100, 200, digests: heldMD5),
+             head: head(206, [("Content-Range", "bytes 100-199/1000"), ("ETag", "\"a\""), ("x-goog-hash", "md5=/+7dzLuqmYh3ZlVEMyIRAA==")]),
+             expected: .replace(offset: 100, limit: 200, validators: strong,
+                                reason: "its md5 changed from 00112233445566778899aabbccddeeff to ffeeddccbbaa99887766554433221100 (the origin's x-goog-hash) under the same validators")),
+        Case(name: "held the origin's md5, nothing held yet: another md5 is no contradiction",
+             judge: judge(0, nil, held: none, hasBytes: false, digests: heldMD5),
+             head: head(200, [("Content-Length", "1000"), ("x-goog-hash", "md5=/+7dzLuqmYh3ZlVEMyIRAA==")]),
+             expected: .accept(offset: 0, limit: 1000, validators: Validators(length: 1000, etag: nil, lastModified: nil))),
         Case(name: "promised a version, 404: refused with its status",
              judge: judge(0, 100, promised: strong), head: head(404, []),
              expected: .reject(.http(status: 404, reason: "Not Found"))),

@@ -20,6 +20,8 @@ import Foundation
 /// - When readers were promised a version (`promised`: serve's readers of the file a job writes
 ///   into, or the span a `DirectStream` relays), bytes of any other version are never accepted
 ///   as the same: an accept whose validators the promise does not admit becomes a replace.
+/// - When the held bytes came with digests of the origin's (`held digests`), a response under the
+///   same validators whose digest of the same algorithm differs is another version: a replace.
 public struct ResponseJudge: Equatable, Sendable {
     /// What the request asked for: `start`/`end` (exclusive) in bytes, or the last `suffix` bytes.
     public struct Asked: Equatable, Sendable {
@@ -61,21 +63,31 @@ public struct ResponseJudge: Equatable, Sendable {
     public var weakPartsCombine: Bool
     /// The version readers were promised (`Validators.admits`); nil when none was.
     public var promised: Validators?
+    /// The digests the entry holds for its version (the origin's among them are compared).
+    public var heldDigests: [DigestCheck]
 
-    public init(asked: Asked, held: Validators, hasBytes: Bool, wantedEnd: Int64?, weakPartsCombine: Bool, promised: Validators? = nil) {
+    public init(asked: Asked, held: Validators, hasBytes: Bool, wantedEnd: Int64?, weakPartsCombine: Bool, promised: Validators? = nil,
+                heldDigests: [DigestCheck] = []) {
         self.asked = asked
         self.held = held
         self.hasBytes = hasBytes
         self.wantedEnd = wantedEnd
         self.weakPartsCombine = weakPartsCombine
         self.promised = promised
+        self.heldDigests = heldDigests
     }
 
     public func judge(_ head: ResponseHead) -> Verdict {
         let verdict = judgeVersionless(head)
-        if case .accept(let offset, let limit, let v) = verdict, let promised, !promised.admits(v) {
+        guard case .accept(let offset, let limit, let v) = verdict else { return verdict }
+        if let promised, !promised.admits(v) {
             // Readers were promised another version: never into their file, never to them.
             return .replace(offset: offset, limit: limit, validators: v, reason: Self.notThePromisedVersion)
+        }
+        if hasBytes, !heldDigests.isEmpty, let (now, before) = DigestCheck.contradiction(in: heldDigests, origin: OriginDigests.parse(head)) {
+            // The same validators, another digest: the origin's bytes changed under them.
+            return .replace(offset: offset, limit: limit, validators: v,
+                            reason: "its \(now.algorithm.rawValue) changed from \(before.hex) to \(now.hex) (\(now.source.description)) under the same validators")
         }
         return verdict
     }

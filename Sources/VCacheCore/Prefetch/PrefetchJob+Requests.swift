@@ -29,7 +29,7 @@ extension PrefetchJob {
     func judge(for asked: ResponseJudge.Asked) -> ResponseJudge {
         ResponseJudge(asked: asked, held: entry.validators, hasBytes: hasAnyBytes,
                       wantedEnd: plan.wantedEnd(length: entry.validators.length, stop: stopPoint),
-                      weakPartsCombine: entry.heldFromThisRunOnly, promised: options.expectedVersion)
+                      weakPartsCombine: entry.heldFromThisRunOnly, promised: options.expectedVersion, heldDigests: entry.checks)
     }
 
     /// Sends the next request, or, when every wanted byte is held, goes on to the MP4's next step.

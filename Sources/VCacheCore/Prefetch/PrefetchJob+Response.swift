@@ -1,16 +1,10 @@
 import Foundation
 
-/// `ResponseJudge`'s verdict on a response head (a version promised to serve's readers narrows
-/// it there), its `--verbose` trace, and the check of an MP4's first bytes.
+/// `ResponseJudge`'s verdict on a response head (a version promised to serve's readers, and the
+/// origin's digests held, narrow it there), its `--verbose` trace, and the check of an MP4's first bytes.
 extension PrefetchJob {
     func verdict(on head: ResponseHead, asked: ResponseJudge.Asked) -> ResponseJudge.Verdict {
-        var verdict = judge(for: asked).judge(head)
-        if case .accept(let offset, let limit, let v) = verdict, hasAnyBytes,
-           let (now, before) = DigestCheck.contradiction(in: entry.checks, origin: OriginDigests.parse(head)) {
-            // The same validators, another digest: the origin's bytes changed under them.
-            verdict = .replace(offset: offset, limit: limit, validators: v,
-                               reason: "its \(now.algorithm.rawValue) changed from \(before.hex) to \(now.hex) (\(now.source.description)) under the same validators")
-        }
+        let verdict = judge(for: asked).judge(head)
         if options.verbose {
             let fields = ["Content-Range", "Content-Length", "ETag", "Last-Modified", "Transfer-Encoding"].compactMap { n in head.header(n).map { "\(n): \($0)" } }
             trace("< \(head.status) \(head.reason)" + (fields.isEmpty ? "" : " " + fields.joined(separator: " ")))
