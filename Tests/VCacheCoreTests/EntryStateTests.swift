@@ -139,14 +139,6 @@ import VCacheTestSupport
         #expect(t.lock == .held(jobs: 1))
     }
 
-    @Test func aStartAbandonedBeforeItsFlockGivesUpTakingIt() throws {
-        var s = EntryState()
-        guard case .startJob(let start) = s.step(Self.at(0)) else { throw Failure("expected a job start") }
-        #expect(s.lock == .taking)
-        #expect(s.abandon(start) == .none)
-        #expect(s.lock == .free && s.starting == nil && s.isIdle)
-    }
-
     @Test func noRoomAbandonsTheStartAndReleasesTheLock() throws {
         var s = EntryState()
         guard case .startJob(let start) = s.step(Self.at(0)) else { throw Failure("expected a job start") }

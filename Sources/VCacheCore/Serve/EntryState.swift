@@ -356,15 +356,10 @@ struct EntryState: Sendable {
     }
 
     /// The start's effects failed (no room, the file is not the entry's any more): it leaves the
-    /// lock it was counted in, or, before it took the flock, gives up taking it.
+    /// lock it was counted in.
     mutating func abandon(_ s: JobStart) -> Release {
         precondition(starting == s, "abandon of a start not in flight")
         starting = nil
-        guard lock != .taking else {
-            lock = .free
-            generation += 1
-            return .none
-        }
         return leaveLock()
     }
 

@@ -435,25 +435,31 @@ public final class ReadThrough: Sendable {
         // spawn, a start admitted just before `close` stopped it was not waited for: `shutdown`
         // returned with the flock held and the job's thread still to come.
         jobThreads.add()
-        var spawned = false
-        defer { if !spawned { jobThreads.remove() } }
         // Room first: the flock is taken on the entry's folder, made for it if missing; an entry
         // nothing fits for must not be left an empty folder with no row.
         let room: Int64? = if let whole = start.plan.span { self.room(for: video.key, wanted: whole.count) } else { nil }
         guard start.plan.fitted(room: room) != nil else {
-            board.abandon(start)
+            if start.takesLock { _ = board.takeLock(for: start, { nil }) } else { board.abandon(start) }
+            jobThreads.remove()
             return .none
         }
-        guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else { return .none }
+        guard board.takeLock(for: start, { (try? store.tryLockWriter(key: video.key)) ?? nil }) else {
+            jobThreads.remove()
+            return .none
+        }
         testPause("serve-job-start-effects", video.key)
         // Under the writer lock nobody else replaces `data` or changes the version.
         guard let fileID = reader.adoptFileForJob() else {
             board.abandon(start)
+            jobThreads.remove()
             return .none
         }
         let flag = Fetcher.StopFlag()
         let (admission, again) = board.admit(start, room: room, file: fileID, stop: { flag.stop(reason: SIGTERM) })
-        guard let admitted = admission else { return again ? .again : .none }
+        guard let admitted = admission else {
+            jobThreads.remove()
+            return again ? .again : .none
+        }
         let job = admitted.job, span = admitted.span
         testPause("serve-start-admitted", video.key)
         var o = options
@@ -471,7 +477,6 @@ public final class ReadThrough: Sendable {
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
         let options = o
         board.retain()  // the job's; released when it ends
-        spawned = true
         Thread.detachNewThread { [self] in
             // Counted until all is let go: its lock, its `data`, and its fetch loop's handles
             // and connections (the prefetcher, released with this function's scope).
