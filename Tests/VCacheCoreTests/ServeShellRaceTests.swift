@@ -11,7 +11,8 @@ import VCacheTestSupport
     /// `shutdown` waits for every storing job. A start admitted just before the server closed
     /// (its flock taken, `data` adopted, the job on the board, its thread not spawned yet) is one:
     /// `shutdown` must not return before it has ended (serve exits right after, flock and all).
-    @Test(.timeLimit(.minutes(2)))
+    // No `.timeLimit` (see EntryBoardShellTests): every wait below is bounded.
+    @Test
     func shutdownWaitsForAJobAdmittedButNotYetRunning() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
