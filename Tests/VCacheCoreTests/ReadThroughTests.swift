@@ -7,7 +7,7 @@ import VCacheTestSupport
 @Suite struct ReadThroughTests {
     /// A web page can make the proxy open endless distinct URLs: the boards kept for them are
     /// forgotten once idle, down to a few hundred.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func boardsDoNotGrowWithEveryURLEverAskedFor() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -22,7 +22,7 @@ import VCacheTestSupport
     /// serve stops a storing job whenever its player leaves: a stopped run must let go of its
     /// fetch loop (a libcurl multi handle, its socket pair, its connections). The jobs it stopped
     /// left a timer behind that held the run itself: a socket pair and a connection lost per job.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRunStoppedMidDownloadLetsGoOfItsFetchLoop() throws {
         let origin = try TestOrigin()
         origin.setResource("/s.mp4", .init(body: TestBytes.make(3_000_000, seed: 63), etag: "\"s\""))
@@ -45,7 +45,7 @@ import VCacheTestSupport
     /// A storing job that retried once and then went on is not in trouble: a player arriving
     /// just ahead of it waits for its bytes. It was answered 502 ("the origin is not there") for
     /// as long as that job ran, after a single dropped connection.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aJobThatRetriedAndWentOnIsWaitedFor() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(2_500_000, seed: 64)
@@ -111,7 +111,7 @@ import VCacheTestSupport
     /// that chunk under the same ETag, so the prefetch that makes the video whole again ends in
     /// `notAsCompleted`; the origin publishes "b"; a prefetch stores it. The response must still
     /// send the bytes of "a" its head promised.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func claimsDroppedAtADigestMismatchLeaveNoFileAReaderHoldsToTheNextVersion() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()

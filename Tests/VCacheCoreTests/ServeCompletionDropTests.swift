@@ -16,7 +16,7 @@ import VCacheTestSupport
     /// One player fills the chunk `verify --fix` dropped; its job, alone on the entry, finds the
     /// video does not hash as it did and drops it. Between the drop's rows and its new `data`,
     /// the player's next request (a chunk this process did not write) needs a job.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func noJobWritesTheOldFileWhileAMismatchedCompletionDropsIt() throws {
         try playAcrossTheDrop(players: 1)
     }
@@ -24,7 +24,7 @@ import VCacheTestSupport
     /// Two players read far apart, each filling a dropped chunk with its own job sharing the
     /// entry's lock; the job that completes the video finds the mismatch while the other has not
     /// let go of the lock yet; then a request needs a job during the drop, as above.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func noJobWritesTheOldFileWhenTheMismatchIsFoundAmongOtherJobs() throws {
         try playAcrossTheDrop(players: 2)
     }

@@ -44,7 +44,7 @@ import VCacheTestSupport
     /// version), then a new `data`. A player opening the video between the two finds the old
     /// file still named `data` and the catalog promising the new version; what the job wrote
     /// into that file (the old version) must not go out under the new version's head.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aReaderOpenedWhileAJobDropsItsVersionSendsNoneOfTheOldVersionsWrites() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -97,7 +97,7 @@ import VCacheTestSupport
     /// first, then a new `data`, then it reads the entry again. Another writer may come in between
     /// and, finding no byte, take the origin's next version into that new file: what the reader
     /// then reads of the entry is about another version and must not go out under the promised one.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aStartOverSendsNothingOfAVersionStoredMeanwhile() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -133,7 +133,7 @@ import VCacheTestSupport
     /// that process stores [1 MB, 2 MB); the origin then serves other bytes under the same weak
     /// ETag. The player's response must be one run's bytes: never the first run's middle between
     /// the second's.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aWeakReaderCombinesNoBytesOfAnotherRun() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -162,7 +162,7 @@ import VCacheTestSupport
     /// same (its unlink failed; or bytes a crash left unclaimed), a reader may still hold it and
     /// trust what was claimed of it: the next writer, finding no claim, must not write the origin's
     /// next version into that file, but give the entry a new one first.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aWriterFindingBytesButNoClaimWritesIntoANewFile() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()
@@ -191,7 +191,7 @@ import VCacheTestSupport
     /// it went into. A record must not outlive that file: once it is gone, a new `data` may get the
     /// same inode number (ext4 gives a freed one out again at once), and a reader of that file
     /// would take the record for bytes the file holds.
-    @Test(.requires(.reusesInodeNumbers), .timeLimit(.minutes(5)))
+    @Test(.requires(.reusesInodeNumbers))
     func theHeadsRecordDoesNotOutliveItsFile() throws {
         let origin = try TestOrigin()
         let cache = try TestCache()

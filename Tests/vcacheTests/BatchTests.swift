@@ -330,7 +330,7 @@ import VCacheTestSupport
     }
 
     /// The deadline is not work: with every cron flag at once, the run ends when its downloads do.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRunEndsWhenItsWorkEndsNotAtItsMaxTime() throws {
         let origin = try TestOrigin()
         let bodies = (0..<4).map { TestBytes.make(512 << 10, seed: UInt64(200 + $0)) }

@@ -12,7 +12,7 @@ import VCacheTestSupport
 @Suite struct BoxSetupTests {
     let dir = TempDirectory("vcache-box")
 
-    @Test(.requires(.runuser), .timeLimit(.minutes(5)))
+    @Test(.requires(.runuser))
     func aGroupSharedCacheIsUsedByRootsWarmUpAndTheServiceUsersServe() throws {
         let binary = try VCacheBinary.copy(into: dir)
         // As the package makes it: `install -d -m 2770 -g vcache /var/cache/vcache` (nobody's
@@ -67,7 +67,7 @@ import VCacheTestSupport
 
     /// serve reports readiness to systemd (Type=notify) and on SIGHUP reads the cache's settings
     /// again: a cap set meanwhile holds for what it stores next (it died of SIGHUP, exit 129).
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func serveNotifiesSystemdAndReloadsTheCapOnSIGHUP() throws {
         let notify = try NotifySocket(path: dir.file("notify.sock"))
         let cache = dir.file("hup")
@@ -96,7 +96,7 @@ import VCacheTestSupport
 
     /// A box whose file system went read-only can still be inspected (ls, info, verify, status
     /// refused with "Read-only file system"); storing says what is wrong with exit 5.
-    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount))
     func inspectionWorksOnAReadOnlyCache() throws {
         let disk = try SmallDisk(size: "16m", in: dir)
         defer { disk.unmount() }
@@ -130,7 +130,7 @@ import VCacheTestSupport
 
     /// A full disk is a reason to make room before failing: the least recently used videos go
     /// and the download goes on (it failed with "No space left on device").
-    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount))
     func aFullDiskMakesRoomInsteadOfFailing() throws {
         let disk = try SmallDisk(size: "8m", in: dir)
         defer { disk.unmount() }
@@ -147,7 +147,7 @@ import VCacheTestSupport
     }
 
     /// `min-free` keeps room on the disk (nginx's min_free): the cache gives way before the disk fills.
-    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount))
     func minFreeKeepsRoomOnTheDisk() throws {
         let disk = try SmallDisk(size: "12m", in: dir)
         defer { disk.unmount() }
@@ -168,7 +168,7 @@ import VCacheTestSupport
     /// serve keeps config min-free too, as set when SIGHUP reloads the settings: what it stores
     /// for players evicts least recently used videos to keep the space free, and the newest
     /// played video is kept whole.
-    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount))
     func serveKeepsTheMinFreeSIGHUPReloads() throws {
         let disk = try SmallDisk(size: "12m", in: dir)
         defer { disk.unmount() }
@@ -198,7 +198,7 @@ import VCacheTestSupport
 
     /// With no room at all (min-free larger than the disk, or a 1 KiB cap), a video still plays
     /// through serve, streamed and not stored; it is never a 502.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func withNoRoomAtAllVideosStillPlayThroughServe() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 280)
@@ -221,7 +221,7 @@ import VCacheTestSupport
 
     /// A cap raised by SIGHUP holds for what is stored next, including the head a new video's
     /// first request fetches (it evicted down to the cap serve started with).
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aCapRaisedBySIGHUPIsTheOneStoringKeepsTo() throws {
         let notify = try NotifySocket(path: dir.file("notify2.sock"))
         let cache = dir.file("raise")
@@ -248,7 +248,7 @@ import VCacheTestSupport
 
     /// Two downloads that fill the disk at once: room is made and both end stored, with no
     /// failure said for the item that then succeeded (the whole cache went, and one still failed).
-    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount))
     func twoDownloadsFillingTheDiskAtOnceBothEndStored() throws {
         let disk = try SmallDisk(size: "14m", in: dir)
         defer { disk.unmount() }
@@ -268,7 +268,7 @@ import VCacheTestSupport
 
     /// `serve --limit-rate` holds each origin transfer to the rate (it let a 20 MB video through
     /// in 0.03 s). A lower bound only: nothing can make it faster than the rate allows.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func serveLimitRateHoldsEachOriginTransfer() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(3 << 20, seed: 290)

@@ -13,7 +13,7 @@ import VCacheTestSupport
 @Suite(.serialized) struct CrashReplayTests {
     static let script = Fixtures.directory + "/../CrashReplay/crash-replay.sh"
 
-    @Test(.requires(.cc, .python3, .nginx, .strace, .onPath("curl", "curl")), .timeLimit(.minutes(6)))
+    @Test(.requires(.cc, .python3, .nginx, .strace, .onPath("curl", "curl")))
     func everyCrashPointOfARecordedRunHolds() throws {
         let r = try Tool.run("/bin/bash", [Self.script, VCacheBinary.path, "16", "--strace"])
         let out = String(decoding: r.out, as: UTF8.self)

@@ -21,7 +21,7 @@ import VCacheTestSupport
         return String(decoding: r.out, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("0,") }.count
     }
 
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(8)))
+    @Test(.requires(.nginx, .dashTools))
     func everyKindExportsAFolderFFmpegPlaysOffline() throws {
         let nginx = try origin()
         var exported: [(String, String)] = []
@@ -47,7 +47,7 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .dashTools))
     func aPartlyWarmedStreamExportsWhatPlaysAndSaysWhatIsLeftOut() throws {
         let nginx = try origin()
         let cache = dir.file("cache")

@@ -38,7 +38,7 @@ import VCacheTestSupport
 
     static func names(_ stream: String, _ files: [String]) -> Set<String> { Set(files.map { "\(stream)/\($0)" }) }
 
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .dashTools))
     func wholePresentationsAreCachedByteForByte() throws {
         let nginx = try origin()
         let chunks = { (s: Int, n: Int) in (1...n).map { String(format: "chunk-stream\(s)-%05d.m4s", $0) } }
@@ -65,7 +65,7 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .dashTools))
     func secondsTakesPerRepresentationTheSegmentsStartingBeforeN() throws {
         let nginx = try origin()
         // tl's audio segments start at 0, 1.984 and 3.989 s: 2 s of it needs two; its video one.
@@ -93,7 +93,7 @@ import VCacheTestSupport
         #expect(!video.ranges.contains { $0.upperBound > first.last + 1 + (64 << 10) }, "fetched far past the first subsegment: \(video.ranges)")
     }
 
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .dashTools))
     func anErrorPageInASegmentsPlaceIsRefused() throws {
         let nginx = try origin()
         try Data("<html><body>Service Unavailable</body></html>".utf8).write(to: URL(fileURLWithPath: nginx.root + "/num/chunk-stream0-00002.m4s"))
@@ -105,7 +105,7 @@ import VCacheTestSupport
         #expect(try cached(cache, nginx)["num/chunk-stream0-00002.m4s"] == nil)
     }
 
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .dashTools))
     func theStreamIsOneUnitToEvict() throws {
         let nginx = try origin()
         let cache = dir.file("cache")
@@ -117,7 +117,7 @@ import VCacheTestSupport
         #expect(try cached(cache, nginx).isEmpty)
     }
 
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .dashTools))
     func aChoiceNoRepresentationMatchesIsOneLine() throws {
         let nginx = try origin()
         let r = try VCacheBinary.run(["prefetch", "--variant", "720p", nginx.url("/multi/manifest.mpd")], cacheDir: dir.file("cache"))
@@ -127,7 +127,7 @@ import VCacheTestSupport
 
     /// ffprobe as the oracle for `--seconds`: each chosen Representation's init and segments
     /// concatenated are one fMP4; every packet of it with pts < N lies in a segment that is cached.
-    @Test(.requires(.nginx, .dashTools, .ffprobe), .timeLimit(.minutes(6)), arguments: [1.0, 2.5, 4.0])
+    @Test(.requires(.nginx, .dashTools, .ffprobe), arguments: [1.0, 2.5, 4.0])
     func everyPacketBeforeNLiesInCachedSegments(seconds: Double) throws {
         let nginx = try origin()
         let cache = dir.file("cache-\(seconds)")
@@ -162,7 +162,7 @@ import VCacheTestSupport
 
     /// A dynamic MPD: one line says what prefetch does, it fetches what the timeline lists now,
     /// and the next run fetches the MPD again (not answered from the cache).
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .dashTools))
     func aDynamicMPDIsSaidAndFetchedAgainByTheNextRun() throws {
         let nginx = try origin()
         var mpd = try String(contentsOfFile: nginx.root + "/tl/manifest.mpd", encoding: .utf8)

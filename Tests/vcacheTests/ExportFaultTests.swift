@@ -19,7 +19,7 @@ import VCacheTestSupport
         return url
     }
 
-    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount))
     func aFullDestinationExits5AndLeavesNothing() throws {
         let disk = try SmallDisk(size: "1m", in: dir)
         defer { disk.unmount() }
@@ -36,7 +36,7 @@ import VCacheTestSupport
         #expect(json.stdout.contains("\"kind\":\"disk_full\"") && json.stdout.contains("\"exit_code\":5,\"exported\":0,\"failed\":1"), "\(json.stdout)")
     }
 
-    @Test(.requires(.strace), .timeLimit(.minutes(5)), arguments: ["file", "-"])
+    @Test(.requires(.strace), arguments: ["file", "-"])
     func anUnreadableDataExits5AndWritesNothing(dest: String) throws {
         let origin = try TestOrigin()
         let url = try cached(origin, "/eio.mp4", TestBytes.make(3 << 20, seed: 72))
@@ -59,7 +59,7 @@ import VCacheTestSupport
     /// survive a power cut, so it is no success: one line, exit 5 (it was ignored, exit 0). The
     /// file itself is whole. For a stream export the same: its folders are synced before and after
     /// the master is written.
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func aDestinationFolderThatCannotSyncExits5() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(1 << 20, seed: 73)

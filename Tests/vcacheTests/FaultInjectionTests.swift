@@ -49,7 +49,7 @@ import VCacheTestSupport
         #expect(lines.count == 1 && says(lines[0]), "\(r.err)", sourceLocation: sourceLocation)
     }
 
-    @Test(.requires(.strace), .timeLimit(.minutes(5)), arguments: ["fsync", "fdatasync"])
+    @Test(.requires(.strace), arguments: ["fsync", "fdatasync"])
     func aSyncThatFailsClaimsNothingAndTheNextRunCompletes(call: String) throws {
         let s = try setUp("eio-\(call)", seed: 300)
         let r = try underStrace(s, calls: call, inject: "\(call):error=EIO", ["prefetch", s.url])
@@ -81,7 +81,7 @@ import VCacheTestSupport
     /// Every pwrite cut short (libfiu reduces its count; SQLite's writes too): vcache writes the
     /// rest, so the run completes byte-exact. A control first shows the injection is live here:
     /// python's pwrite of 64 KiB under the same command writes less.
-    @Test(.requires(.fiuRun, .python3), .timeLimit(.minutes(5)))
+    @Test(.requires(.fiuRun, .python3))
     func shortWritesLoseNothing() throws {
         let reduce = "enable name=posix/io/rw/pwrite/reduce"
         let control = try Tool.run(Self.fiuRun, ["-x", "-f", "", "-c", reduce, "/usr/bin/python3", "-c",
@@ -98,7 +98,7 @@ import VCacheTestSupport
     /// pwrite fails with EIO at random (on `data` or the catalog), at three rates: a run either
     /// completes, or says one line naming the I/O error and exits 5; the claims stay true and the
     /// next run completes. At least one of the three runs must have met a failure.
-    @Test(.requires(.fiuRun), .timeLimit(.minutes(6)))
+    @Test(.requires(.fiuRun))
     func randomWriteFailuresSayOneLineAndClaimNothingFalse() throws {
         var failed = 0
         for (i, probability) in ["0.05", "0.2", "0.5"].enumerated() {
@@ -121,7 +121,7 @@ import VCacheTestSupport
 
     /// Every pwrite64 to `data` from the fifth fails with ENOSPC (a disk full for this file):
     /// one line saying so, exit 5, claims true, the next run completes.
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func aFullDiskOnDataWritesSaysSoAndTheNextRunCompletes() throws {
         let s = try setUp("full", seed: 2504)
         let data = try CacheInspector(directory: s.cache).store.dataPath(CacheKeyRules().key(for: s.url))
@@ -134,7 +134,7 @@ import VCacheTestSupport
 
     /// recvfrom fails with ECONNRESET from its 5th call on (libcurl reads up to 256 KiB a call) (retries meet it too): one line, exit
     /// 3 (try again later), claims true, the next run resumes and completes.
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func aConnectionResetWhileReceivingExits3AndTheNextRunResumes() throws {
         let s = try setUp("reset", seed: 2505)
         let r = try underStrace(s, calls: "recvfrom", inject: "recvfrom:error=ECONNRESET:when=5+", ["prefetch", "--retries", "1", s.url])
@@ -146,7 +146,7 @@ import VCacheTestSupport
     /// socket(2) fails with EMFILE (no descriptor left for the connection to the origin): the
     /// line names that cause, not an origin that refused ("Couldn't connect to server", all
     /// libcurl says of it); exit 3, nothing claimed, the next run completes.
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func noDescriptorForASocketSaysSoAndTheNextRunCompletes() throws {
         let s = try setUp("nosocket", seed: 2508)
         let r = try underStrace(s, calls: "socket", inject: "socket:error=EMFILE", ["prefetch", "--retries", "0", s.url])
@@ -159,7 +159,7 @@ import VCacheTestSupport
     /// old `data` cannot be removed (EIO from unlink), the fix says so in one line and exits 5
     /// (it was reported fixed, exit 1, with the file left in place); the claims stay true and the
     /// next prefetch stores the new version byte-exact.
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func aFixThatCannotReplaceDataSaysOneLineAndExits5() throws {
         let s = try setUp("fix", seed: 2506)
         #expect(try VCacheBinary.run(["prefetch", "-q", s.url], cacheDir: s.cache).status == 0)

@@ -22,7 +22,7 @@ import VCacheTestSupport
     /// `check` of a playlist says whether what prefetch would fetch of the stream is cached: the
     /// chosen variant, its audio and the segments that reach N seconds (or all of them), read
     /// from the cached playlists without asking the origin.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func checkOfAPlaylistAsksWhatPrefetchWouldFetchOfTheStream() throws {
         let nginx = try Self.streams()
         let cache = dir.file("check-cache")
@@ -53,7 +53,7 @@ import VCacheTestSupport
         #expect(evict.stdout.contains("would evict 10 entries"))
     }
 
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func aStreamIsOneRowOfLsAndOneUnitToEvictionAndPin() throws {
         let nginx = try Self.streams()
         let cache = dir.file("cache")
@@ -118,7 +118,7 @@ import VCacheTestSupport
 
     /// `export STREAM DIR`: a self-contained folder, playlists rewritten to relative local names,
     /// that ffmpeg plays from disk with the origin stopped.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func aStreamExportsAsAFolderThatPlaysFromDisk() throws {
         let nginx = try Self.streams()
         let cache = dir.file("cache")
@@ -178,7 +178,7 @@ import VCacheTestSupport
 
     /// `info STREAM` lists its variants and renditions and what of each is cached; `verify
     /// STREAM` checks every member.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func infoAndVerifyOfAStreamCoverEveryMember() throws {
         let nginx = try Self.streams()
         let cache = dir.file("cache")
@@ -221,7 +221,7 @@ import VCacheTestSupport
     }
 
     /// serve records the stream a player plays through it: played once, it is one row of `ls`.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func aStreamPlayedThroughServeIsOneStream() throws {
         let nginx = try Self.streams()
         let cache = dir.file("cache")
@@ -243,7 +243,7 @@ import VCacheTestSupport
     /// A cache the vcache before streams wrote (catalog schema 1: migration 1 is unchanged, so
     /// today's cache with migrations 2 to 4 taken off is that cache) reads as it is, upgrades in place
     /// when a command writes, and keeps every entry and byte.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aCacheOfTheVcacheBeforeStreamsUpgradesInPlaceAndKeepsItsEntries() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(200_000, seed: 11)
@@ -276,7 +276,7 @@ import VCacheTestSupport
 
     /// The cap never takes half a stream's segments to make room for an unrelated video: the
     /// stream goes whole.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func theCapTakesAStreamWholeOrNotAtAll() throws {
         let nginx = try Self.streams()
         let cache = dir.file("cache")

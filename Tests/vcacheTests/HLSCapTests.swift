@@ -16,7 +16,7 @@ import VCacheTestSupport
     /// serve --max-size with room for part of the stream being played: an older video goes to
     /// make room, never a member of the stream being played (its segments were eaten one by one
     /// to store the next, its master first); what does not fit streams through unstored.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func serveNeverEvictsTheStreamItPlaysToStoreItsNextSegment() throws {
         let nginx = try HLSCacheTests.streams()
         let cache = dir.file("cache")
@@ -47,7 +47,7 @@ import VCacheTestSupport
     /// anything is evicted for it (complete streams and videos were evicted, then the stream
     /// failed anyway), said in one line, exit 5. What is judged is what was asked: its first
     /// seconds, which fit once the older stream goes, are fetched.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func aStreamThatCannotFitEvictsNothingAndSaysSoInOneLine() throws {
         let nginx = try HLSCacheTests.streams()
         let cache = dir.file("cache")

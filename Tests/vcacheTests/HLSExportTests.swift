@@ -31,7 +31,7 @@ import VCacheTestSupport
         return origin
     }
 
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func renditionsNotCachedAreLeftOutOfTheExportAndSaidSo() throws {
         let origin = try origin()
         let url = origin.url("/o/abr/master.m3u8")
@@ -57,7 +57,7 @@ import VCacheTestSupport
 
     /// A signal while a stream's playlist is written (fsynced, not yet renamed) leaves no temp
     /// file in the folder, as for one video (before: `index.m3u8.vcache-PID` stayed, visible).
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)), arguments: [SIGINT, SIGTERM])
+    @Test(.requires(.streamTools), arguments: [SIGINT, SIGTERM])
     func aSignalWhileAPlaylistIsWrittenLeavesNoTempFile(signal: Int32) throws {
         let origin = try origin()
         let url = origin.url("/o/ts/index.m3u8")
@@ -78,7 +78,7 @@ import VCacheTestSupport
     /// Offline, serve's master lists only renditions that play, as it lists only such variants.
     /// The export folder's fsync failing (EIO): its names may not survive a power cut, so the
     /// export is no success: one line naming the folder, exit 5 (the folders were never synced).
-    @Test(.requires(.strace, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.strace, .streamTools))
     func aStreamExportWhoseFolderCannotSyncExits5() throws {
         let origin = try origin()
         let url = origin.url("/o/abr/master.m3u8")
@@ -94,7 +94,7 @@ import VCacheTestSupport
         #expect(lines.count == 1 && lines[0].hasSuffix("'\(out)': Input/output error"), "\(r.err)")
     }
 
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func anOfflineMasterThroughServeListsOnlyRenditionsThatPlay() throws {
         let origin = try origin()
         let url = origin.url("/o/abr/master.m3u8")
@@ -113,7 +113,7 @@ import VCacheTestSupport
 
     /// An AES-128 stream exports with its key beside its segments, named relatively, and ffmpeg
     /// decodes it from disk (it reads a local key only with -allowed_extensions ALL).
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func anAES128StreamExportsAndDecodesFromDisk() throws {
         let origin = try origin()
         let url = origin.url("/o/aes/index.m3u8")

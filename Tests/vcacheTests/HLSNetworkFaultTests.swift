@@ -83,7 +83,7 @@ import VCacheTestSupport
 
     /// A segment's connection reset, or black-holed, once it carried 300 kB; with one job (the
     /// first segment's connection: the playlist's few bytes came before) and with eight.
-    @Test(.requires(.ffmpeg, .netNamespace), .timeLimit(.minutes(6)), arguments: ["reset", "black hole"], ["1", "8"])
+    @Test(.requires(.ffmpeg, .netNamespace), arguments: ["reset", "black hole"], ["1", "8"])
     func aFaultMidSegmentNamesTheSegmentExits3AndTheNextRunCompletesTheStream(fault: String, jobs: String) throws {
         let ns = try namespace()
         defer { ns.stop() }
@@ -109,7 +109,7 @@ import VCacheTestSupport
 
     /// The playlist itself (padded with comment lines to 199 kB) reset at 100 kB: nothing of the
     /// stream is fetched, the playlist is kept partial and true, and the next run completes.
-    @Test(.requires(.ffmpeg, .netNamespace), .timeLimit(.minutes(6)))
+    @Test(.requires(.ffmpeg, .netNamespace))
     func aPlaylistCutHalfwayExits3FetchesNoSegmentAndTheNextRunCompletes() throws {
         let ns = try namespace()
         defer { ns.stop() }

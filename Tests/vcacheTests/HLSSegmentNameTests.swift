@@ -31,7 +31,7 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func segmentsWithoutAnExtensionPlayThroughServeAndFromAnExport() throws {
         let made = dir.file("streams")
         try Fixtures.makeStreams(into: made)

@@ -34,7 +34,7 @@ import VCacheTestSupport
     /// offline, and nothing of it is fetched again. (Serve took the new tokens for a changed
     /// stream: it dropped every segment and the playlist, stored no playlist again, and offline
     /// answered 502.)
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aPlaylistSignedAnewOnEveryRequestKeepsItsWarmedStream() throws {
         let origin = try TestOrigin()
         let s0 = HLSHostileOriginTests.ts(300, seed: 41), s1 = HLSHostileOriginTests.ts(400, seed: 42)
@@ -67,7 +67,7 @@ import VCacheTestSupport
 
     /// A VOD stream re-made under the same names: its members are dropped (as before), and the
     /// cached copy of the playlist is the new one, so offline the stream plays as it is now.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aChangedStreamPlaysOfflineAsTheOriginServesItNow() throws {
         let origin = try TestOrigin()
         func playlist(_ ranges: [(Int, Int)]) -> Data {
@@ -101,7 +101,7 @@ import VCacheTestSupport
     /// larger than the 64 KiB head serve first stores: each is fetched whole and served, byte
     /// for byte, online and then offline. (Serve answered 502, "the origin did not say the
     /// video's length", while ffmpeg played the origin directly.)
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func membersSentChunkedWithNoLengthPlay() throws {
         let origin = try TestOrigin()
         let s0 = HLSHostileOriginTests.ts(900, seed: 61), s1 = HLSHostileOriginTests.ts(700, seed: 62)  // 169 KB, 132 KB
@@ -129,7 +129,7 @@ import VCacheTestSupport
     /// A playlist naming its segments with raw spaces (`seg 0.ts`, written by hand or by a tool
     /// joining folder names): prefetch warms it and serve plays it offline, as ffmpeg plays it
     /// from the origin (it asks for `seg%200.ts`). (prefetch refused the URL, serve answered 400.)
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func segmentsNamedWithRawSpacesPlay() throws {
         let origin = try TestOrigin()
         let s0 = HLSHostileOriginTests.ts(50, seed: 71), s1 = HLSHostileOriginTests.ts(60, seed: 72)

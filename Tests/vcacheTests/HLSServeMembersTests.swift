@@ -23,7 +23,7 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func aPlaylistBehindARedirectPlaysOfflineAfterPlayingAndAfterPrefetch() throws {
         let made = dir.file("streams")
         try Fixtures.makeStreams(into: made)
@@ -75,7 +75,7 @@ import VCacheTestSupport
         }
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aSegmentWhoseSignedURLExpiredIsFetchedUnderItsNewURL() throws {
         let origin = try TestOrigin()
         let small = HLSHostileOriginTests.ts(20, seed: 3), large = HLSHostileOriginTests.ts(1000, seed: 4)  // 3.7 KB, 188 KB
@@ -122,7 +122,7 @@ import VCacheTestSupport
 
     /// With --allow-host, renewing asks no origin the list leaves out: a playlist prefetched from
     /// another host is not fetched again by serve, and the player gets the origin's 403.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func renewingAsksOnlyTheOriginsServeMayContact() throws {
         let segments = try TestOrigin(), playlists = try TestOrigin(address: "127.0.0.2")
         let body = HLSHostileOriginTests.ts(20, seed: 6)
@@ -153,7 +153,7 @@ import VCacheTestSupport
     /// The signed URL expires while a segment's body is going out (its head was cached, the
     /// rest is fetched as the player reads): the rest is fetched under the renewed URL, and the
     /// player gets the whole segment, byte for byte, in the one response.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aSignedURLThatExpiresMidBodyIsRenewedForTheRest() throws {
         let origin = try TestOrigin()
         let large = HLSHostileOriginTests.ts(2000, seed: 5)  // 376 KB: a 64 KiB head, then the rest
@@ -181,7 +181,7 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).store.catalog.entry(key: CacheKeyRules(ignoreQuery: false, stripParameters: ["token"]).key(for: origin.url("/m/seg0.ts?token=1")))?.sha256 == TestBytes.sha256(large))
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func anErrorPageAnsweredForASegmentIsNotStored() throws {
         let origin = try TestOrigin()
         let html = Data("<!DOCTYPE html><html><body>Session expired, please log in again</body></html>".utf8)
@@ -221,7 +221,7 @@ import VCacheTestSupport
     /// Under AES-128 a segment's bytes look like nothing, so serve judges it as prefetch does
     /// (`HLSMemberCheck`): an encrypted segment that is not a whole number of 16-byte blocks, or
     /// a key that is not 16 bytes, is an error page in its place: answered 502 and never stored.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func anAESSegmentOrKeyOfTheWrongLengthIsNotStoredThroughServe() throws {
         let origin = try TestOrigin()
         func playlist(_ key: String) -> Data {
@@ -270,7 +270,7 @@ import VCacheTestSupport
 @Suite struct HLSFinalURLUpgradeTests {
     let dir = TempDirectory("vcache-hlsupgrade")
 
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func aRedirectedPlaylistWithoutItsFinalURLStillPlaysOffline() throws {
         let made = dir.file("streams")
         try Fixtures.makeStreams(into: made)

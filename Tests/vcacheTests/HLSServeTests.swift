@@ -9,7 +9,7 @@ import VCacheTestSupport
 @Suite struct HLSServeTests {
     let dir = TempDirectory("vcache-hlsserve")
 
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func everyKindOfStreamPlaysThroughTheProxyAndThenOffline() throws {
         let nginx = try Nginx()
         try Fixtures.makeStreams(into: nginx.root + "/hls")
@@ -47,7 +47,7 @@ import VCacheTestSupport
 @Suite struct HLSLiveServeTests {
     let dir = TempDirectory("vcache-hlslive")
 
-    @Test(.requires(.ffmpeg, .nginx), .timeLimit(.minutes(6)))
+    @Test(.requires(.ffmpeg, .nginx))
     func aLiveStreamPlaysThroughServeAndItsSegmentsAreKept() throws {
         let nginx = try Nginx()
         let live = nginx.root + "/live"
@@ -91,7 +91,7 @@ import VCacheTestSupport
 @Suite struct HLSPrefetchTests {
     let dir = TempDirectory("vcache-hlsprefetch")
 
-    @Test(.requires(.streamTools, .nginx, .tool("/usr/bin/mpv", "mpv")), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools, .nginx, .tool("/usr/bin/mpv", "mpv")))
     func aWarmedStreamPlaysOfflineThroughServe() throws {
         let nginx = try Nginx()
         try Fixtures.makeStreams(into: nginx.root + "/hls")
@@ -171,7 +171,7 @@ import VCacheTestSupport
         return d
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func errorPagesAreNeitherPlaylistsNorSegments() throws {
         let origin = try TestOrigin()
         let html = Data("<html><body>Access denied</body></html>".utf8)
@@ -206,7 +206,7 @@ import VCacheTestSupport
     /// Through serve, a live playlist asked for again within half its target duration is the
     /// copy fetched then (one origin request, however many players reload it); a VOD playlist is
     /// fetched fresh every time.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aLivePlaylistIsFetchedAtMostOncePerHalfTargetDuration() throws {
         let origin = try TestOrigin()
         func live(_ segments: [String]) -> Data {
@@ -236,7 +236,7 @@ import VCacheTestSupport
     /// Under AES-128 a segment's bytes look like nothing, but an error page in the place of a key
     /// (not 16 bytes) or of an encrypted segment (not whole 16-byte blocks) is refused all the
     /// same, and nothing of it is kept.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func errorPagesInThePlaceOfAnAESKeyOrSegmentAreRefused() throws {
         let origin = try TestOrigin()
         let html = Data("<html><body>Not Found</body></html>\n".utf8)
@@ -263,7 +263,7 @@ import VCacheTestSupport
     /// A VOD stream re-made on the origin under the same names (a single file with new byte
     /// ranges): once serve fetches the changed playlist, the members the cached copy named are
     /// dropped, so the new ranges are never read from the old file.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aChangedStreamIsNeverAnsweredFromTheOldFile() throws {
         let origin = try TestOrigin()
         func playlist(_ ranges: [(Int, Int)]) -> Data {
@@ -290,7 +290,7 @@ import VCacheTestSupport
     }
 
     /// A live playlist: the next prefetch fetches it again and the segments added since.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func theNextPrefetchOfALivePlaylistFetchesWhatWasAdded() throws {
         let origin = try TestOrigin()
         for i in 0..<4 { origin.setResource("/live/s\(i).ts", .init(body: Self.ts(10, seed: UInt64(i + 10)), contentType: "video/mp2t")) }
@@ -343,7 +343,7 @@ import VCacheTestSupport
         return (segments, initSection)
     }
 
-    @Test(.requires(.ffmpeg, .ffprobe, .nginx), .timeLimit(.minutes(6)))
+    @Test(.requires(.ffmpeg, .ffprobe, .nginx))
     func secondsFetchesTheSegmentsFFprobeSaysThoseSecondsNeed() throws {
         let nginx = try Nginx()
         let root = nginx.root + "/o"

@@ -28,7 +28,7 @@ import VCacheTestSupport
 
     /// `evict STREAM` removes what that stream alone names: a playlist, segment or init section
     /// another cached stream names too stays for it, and that stream still plays whole.
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func evictingAStreamKeepsWhatAnotherStreamAlsoNames() throws {
         let nginx = try Self.streams()
         let cache = dir.file("cache")
@@ -66,7 +66,7 @@ import VCacheTestSupport
     /// After some members are evicted, `ls`, `info` and `check` count the same things: entries
     /// (`ls`'s entries, `info`'s members, what `check --variant all` asks), and segments (each
     /// one a cached media playlist lists, cached when its own bytes are).
-    @Test(.requires(.nginx, .streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .streamTools))
     func lsInfoAndCheckCountAStreamEvictedInPartAlike() throws {
         let nginx = try Self.streams()
         let cache = dir.file("cache")

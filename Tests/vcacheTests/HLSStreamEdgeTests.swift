@@ -13,7 +13,7 @@ import VCacheTestSupport
     /// Offline, a live playlist's cached copy is answered ended (`#EXT-X-ENDLIST` added), so a
     /// player plays what is cached and stops instead of reloading it forever; online it is the
     /// origin's as it is.
-    @Test(.requires(.streamTools), .timeLimit(.minutes(6)))
+    @Test(.requires(.streamTools))
     func aLiveStreamPlayedOfflineEnds() throws {
         let nginx = try Nginx()
         try Fixtures.makeStreams(into: nginx.root + "/hls")
@@ -44,7 +44,7 @@ import VCacheTestSupport
 
     /// `EXT-X-MAP:URI="data:..."` is written in the playlist: nothing to fetch, and no member
     /// `ls`, `check` or `export` waits for; the export keeps the data: URI as written.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func anInlineInitSectionIsNoMemberToFetch() throws {
         let origin = try TestOrigin()
         let inline = "data:video/mp4;base64,AAAAEGZ0eXBpc281AAAAAA=="
@@ -75,7 +75,7 @@ import VCacheTestSupport
 
     /// A master whose variant is a master, or masters naming each other or themselves: the
     /// stream fails with one line and exit 4, and no playlist is asked twice.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aMasterNamingAMasterFailsTheStream() throws {
         let origin = try TestOrigin()
         func master(_ variant: String) -> TestOrigin.Resource {
@@ -102,7 +102,7 @@ import VCacheTestSupport
 
     /// serve --allow-host follows a redirect to an origin it allows (a CDN sending players to
     /// its edge): the bytes are the final URL's.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRedirectToAnAllowedOriginIsFollowed() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 7)
@@ -120,7 +120,7 @@ import VCacheTestSupport
 
     /// `--allow-host '*.cdn.test'` follows a redirect to any of the CDN's edges (here one name
     /// `--resolve` points at this machine), and the bytes are the edge's.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRedirectToAnEdgeUnderAnAllowedDomainIsFollowed() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(200_000, seed: 11)
@@ -140,7 +140,7 @@ import VCacheTestSupport
     /// A redirect to an origin --allow-host does not name (another host, or another port of an
     /// allowed host) reaches it with no connection at all: the player gets 502 and the log says
     /// where the origin redirected and what to do, not curl's "Couldn't connect".
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRedirectOutsideTheAllowedOriginsGetsNoConnection() throws {
         let origin = try TestOrigin()
         let otherHost = try TestOrigin(address: "127.0.0.2"), otherPort = try TestOrigin()
@@ -180,7 +180,7 @@ import VCacheTestSupport
 
     /// A redirect to an allowed host whose URL serve refuses for what it holds (credentials that
     /// decode to CR LF) is said as such, not as a host to add with an empty --allow-host.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRedirectRefusedForItsCredentialsIsNotSaidAsAHostToAllow() throws {
         let origin = try TestOrigin()
         origin.setResource("/x.mp4", .init(body: TestBytes.make(1000)))
@@ -194,7 +194,7 @@ import VCacheTestSupport
     /// A redirect to a host name --allow-host does not name is refused before the name is looked
     /// up: no DNS query carries a name the origin chose, and a name that does not resolve is said
     /// as refused, not as "cannot resolve host".
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRedirectOutsideTheAllowedOriginsIsNotLookedUp() throws {
         let origin = try TestOrigin()
         let to = "http://refused.invalid:\(origin.port)/x.mp4"
@@ -206,7 +206,7 @@ import VCacheTestSupport
 
     /// The origin chooses a Location's length: the line refusing it names 1,000 characters of it,
     /// not 90,000.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aVeryLongRefusedLocationIsCutInTheLog() throws {
         let origin = try TestOrigin(), other = try TestOrigin(address: "127.0.0.2")
         let to = other.url("/" + String(repeating: "a", count: 90_000))

@@ -143,7 +143,7 @@ import VCacheTestSupport
         #expect(line.hasSuffix(#","é":2}"#))
     }
 
-    @Test(.requires(.prlimit), .timeLimit(.minutes(6)))
+    @Test(.requires(.prlimit))
     func everyJSONLineOfEveryCommandMatchesDocsJSON() throws {
         let schema = Schema(markdown: try String(contentsOfFile: Fixtures.directory + "/../../Docs/json.md", encoding: .utf8))
         #expect(schema.envelope.count == 4 && schema.kinds.count > 20 && schema.events.count == 10, "the parser lost a table")

@@ -43,7 +43,7 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
     }
 
-    @Test(.requires(.netNamespace), .timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace))
     func aConnectionResetMidBodyExits3ClaimsTheTruthAndResumes() throws {
         let ns = try namespace()
         defer { ns.stop() }
@@ -67,7 +67,7 @@ import VCacheTestSupport
 
     /// Mid-body: the origin's packets vanish after 500 KB (the transfer stalls); at connect: the
     /// SYN vanishes (the connection never opens).
-    @Test(.requires(.netNamespace), .timeLimit(.minutes(6)), arguments: ["mid-body", "connect"])
+    @Test(.requires(.netNamespace), arguments: ["mid-body", "connect"])
     func aBlackHoleExits3ClaimsTheTruthAndResumes(where place: String) throws {
         let ns = try namespace()
         defer { ns.stop() }
@@ -94,7 +94,7 @@ import VCacheTestSupport
 
     /// 4 Mbit/s on lo: 3 MiB take at least 6 s, so a 2 s deadline always stops the run first
     /// (however loaded the machine), and the stop is said, exit 3.
-    @Test(.requires(.netNamespace), .timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace))
     func aSlowLinkStoppedByTheDeadlineExits3ClaimsTheTruthAndResumes() throws {
         let ns = try namespace()
         defer { ns.stop() }

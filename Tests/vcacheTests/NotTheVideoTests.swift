@@ -106,7 +106,7 @@ import VCacheTestSupport
 @Suite struct UnstableOriginTests {
     let dir = TempDirectory("vcache-unstable")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func anETagFlippingPerResponseIsGivenUp() throws {
         let origin = try TestOrigin()
         origin.setResource("/flip.mp4", .init(body: try Fixtures.data("moov-at-end.mp4"), etag: "\"a\""))
@@ -337,7 +337,7 @@ import VCacheTestSupport
 @Suite struct ForeignEntryTests {
     let dir = TempDirectory("vcache-foreign")
 
-    @Test(.requires(.runuser), .timeLimit(.minutes(5)))
+    @Test(.requires(.runuser))
     func anEntryThisUserCannotTouchIsSkippedAndNamedAndTheRestEvicted() throws {
         let nobodys = try NobodysCache(in: dir)
         let cache = nobodys.cache
@@ -373,7 +373,7 @@ import VCacheTestSupport
 @Suite struct InterruptedExportTests {
     let dir = TempDirectory("vcache-intexport")
 
-    @Test(.timeLimit(.minutes(5)), arguments: [SIGINT, SIGTERM, SIGHUP])
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP])
     func aSignalMidExportLeavesNoPartialFile(signal: Int32) throws {
         let origin = try TestOrigin()
         origin.setResource("/big.mp4", .init(body: TestBytes.make(6 << 20, seed: 216), etag: "\"big\""))
@@ -491,7 +491,7 @@ import VCacheTestSupport
 @Suite struct BrokenPipeTests {
     let dir = TempDirectory("vcache-pipe")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aClosedPipeCheckpointsWhatArrived() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(8 << 20, seed: 218)

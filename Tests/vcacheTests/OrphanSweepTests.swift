@@ -11,7 +11,7 @@ import VCacheTestSupport
 @Suite struct OrphanSweepTests {
     let dir = TempDirectory("vcache-sweep")
 
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func aCatalogThatCannotBeReadAtTheRecheckKeepsTheFolder() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 2553)

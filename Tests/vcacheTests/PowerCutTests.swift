@@ -9,14 +9,14 @@ import VCacheTestSupport
 @Suite(.serialized) struct PowerCutTests {
     static let script = Fixtures.directory + "/../Scripts/powercut.sh"
 
-    @Test(.requires(.loopDevice, .nginx, .python3, .onPath("curl", "curl")), .timeLimit(.minutes(6)))
+    @Test(.requires(.loopDevice, .nginx, .python3, .onPath("curl", "curl")))
     func claimsSurvivePowerCuts() throws {
         let r = try Tool.run("/bin/bash", [Self.script, VCacheBinary.path, "8"])
         let out = String(decoding: r.out, as: UTF8.self)
         #expect(r.status == 0 && out.contains("power cuts: 8 cycles, 0 failed"), "\(out)\(r.err)")
     }
 
-    @Test(.requires(.loopDevice, .nginx, .python3, .onPath("curl", "curl"), .onPath("eatmydata", "eatmydata")), .timeLimit(.minutes(6)))
+    @Test(.requires(.loopDevice, .nginx, .python3, .onPath("curl", "curl"), .onPath("eatmydata", "eatmydata")))
     func theHarnessSeesAMissingFsync() throws {
         let r = try Tool.run("/bin/bash", [Self.script, VCacheBinary.path, "6", "--control"])
         let out = String(decoding: r.out, as: UTF8.self)

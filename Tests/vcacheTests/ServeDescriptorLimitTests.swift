@@ -14,7 +14,7 @@ import VCacheTestSupport
     let dir = TempDirectory("vcache-servefds")
     static let players = 40
 
-    @Test(.requires(.nginx, .prlimit), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .prlimit))
     func moreColdPlayersThanDescriptorsGetWholeVideosOr5xxNeverAWrongByteAndServeRecovers() throws {
         let nginx = try Nginx()
         defer { nginx.stop() }
@@ -106,7 +106,7 @@ import VCacheTestSupport
     /// from which serve sizes its connection limit to its descriptor limit) is what one costs:
     /// four players on four cold videos from an origin held to 8 Mbit/s, measured while each
     /// has its storing job running (serve's own counters say so) and is still being sent bytes.
-    @Test(.requires(.netNamespace), .timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace))
     func aColdPlayerCostsNoMoreDescriptorsThanTheConnectionLimitAssumes() throws {
         let ns = try NetNamespace()
         defer { ns.stop() }
@@ -152,7 +152,7 @@ import VCacheTestSupport
     /// Players past the connection limit are turned away by libmicrohttpd (accepted, then
     /// closed), which said nothing: serve logs it, once for ten turned away (at most one such
     /// line every 10 s, with the count of those not logged), and serves again once there is room.
-    @Test(.requires(.nginx, .prlimit), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx, .prlimit))
     func playersTurnedAwayAtTheConnectionLimitAreLoggedOnceNotEachAndServeAnswersAfter() throws {
         let nginx = try Nginx()
         defer { nginx.stop() }

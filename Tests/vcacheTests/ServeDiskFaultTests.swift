@@ -31,7 +31,7 @@ import VCacheTestSupport
         try body(serve)
     }
 
-    @Test(.requires(.strace), .timeLimit(.minutes(5)), arguments: ["data", "catalog"])
+    @Test(.requires(.strace), arguments: ["data", "catalog"])
     func aStoringJobTheDiskFailsSaysSoInOneLineAndThePlayerGetsEveryByte(file: String) throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(3 << 20, seed: 2551)
@@ -60,7 +60,7 @@ import VCacheTestSupport
     /// from libmicrohttpd's pread fallback): the player's response is cut, what it got is the
     /// video's own bytes, and the log line says the file could not be read (before: "the client
     /// left before the end", the client having left nothing).
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func aCachedFileTheDiskCannotReadIsCutAndTheLogSaysWhy() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(6 << 20, seed: 2552)
@@ -86,7 +86,7 @@ import VCacheTestSupport
     /// (from the file the prefetch made) under the old version's ETag, as a HIT. Now it answers
     /// 503, says why in one line and stops with exit 5 (systemd's Restart=on-failure starts it
     /// again); started again, it serves the new version, byte-exact.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func serveStopsWhenARepairReplacedTheCatalogAndNeverSendsStaleClaims() throws {
         let origin = try TestOrigin()
         let old = TestBytes.make(3 << 20, seed: 2554), new = TestBytes.make(3 << 20, seed: 2555)

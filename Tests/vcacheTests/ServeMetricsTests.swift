@@ -25,7 +25,7 @@ import VCacheTestSupport
         return out
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func xCacheAndTheCountersSayWhatCameFromTheCache() throws {
         let origin = try TestOrigin()
         let a = TestBytes.make(1 << 20, seed: 241), b = TestBytes.make(768 << 10, seed: 242)
@@ -85,7 +85,7 @@ import VCacheTestSupport
     /// A player that reads 1 MiB of a cached 24 MiB file sent by sendfile and leaves: the bytes
     /// counted from the cache are about what it got (TCP's acknowledged count), not none and
     /// not the whole file.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aFileResponseAbandonedMidwayCountsWhatTheClientGot() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(24 << 20, seed: 243)
@@ -122,7 +122,7 @@ import VCacheTestSupport
     /// Via header of every origin request and answers a request carrying that name 508 at once.
     /// A LAN client cannot read `/metrics` through it, and a URL nested ten deep costs one hop,
     /// not ten connections held.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func anOriginURLLeadingBackToServeIsALoopAnswered508() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(100_000, seed: 9)
@@ -151,7 +151,7 @@ import VCacheTestSupport
     /// Another serve on the same machine (the operator's loopback one, no --allow-host) is an
     /// origin `--allow-host 127.0.0.1` allows: its /metrics, and through it the LAN serve's own
     /// (each serve saw the other's Via, not its own), went out to a LAN client.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func noServeReadsAnotherServesMetricsForItsClient() throws {
         let lan = try ServeProcess(cacheDir: cache, logDir: dir, arguments: ["--allow-host", "127.0.0.1"])
         defer { lan.stop() }

@@ -47,7 +47,7 @@ import VCacheTestSupport
         try gets(ns, [url], extra)[0]
     }
 
-    @Test(.requires(.netNamespace, .ffmpeg), .timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace, .ffmpeg))
     func aSlowOriginIsServedByteExactAndTheTimeoutDoesNotFireWhileBytesMove() throws {
         let ns = try namespace()
         defer { ns.stop() }
@@ -79,7 +79,7 @@ import VCacheTestSupport
         #expect(!serve.log.contains { $0.contains("stalled") || $0.contains("timed out") }, "\(serve.log)")
     }
 
-    @Test(.requires(.netNamespace), .timeLimit(.minutes(6)))
+    @Test(.requires(.netNamespace))
     func aPlayerGivingUpOnASlowLinkLeavesServeAsItWasAndTheNextRequestWhole() throws {
         let ns = try namespace()
         defer { ns.stop() }
@@ -120,7 +120,7 @@ import VCacheTestSupport
     /// stops reading, its connection left open. The storing job meanwhile takes the whole 64 MiB
     /// from the origin (the test waits for that event, not for a time), and none of it is held
     /// in serve's memory for the player.
-    @Test(.requires(.nginx), .timeLimit(.minutes(6)))
+    @Test(.requires(.nginx))
     func aSlowPlayerOnAFastOriginDoesNotMakeServeHoldTheVideoInMemory() throws {
         let nginx = try Nginx()
         defer { nginx.stop() }

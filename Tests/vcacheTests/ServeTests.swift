@@ -172,7 +172,7 @@ import VCacheTestSupport
     /// Two players on one cold video, far apart (a player reading from the start, another that
     /// seeks to the second half): the second gets a storing job of its own, the first job stops
     /// where the second began, so both spans are kept and no byte is fetched twice.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func twoPlayersFarApartBothKeepTheirSpansAndNoByteIsFetchedTwice() throws {
         let body = TestBytes.make(16 << 20, seed: 95)
         let (origin, serve, url) = try coldThrottledVideo("/two.mp4", body, etag: "\"two\"")
@@ -210,7 +210,7 @@ import VCacheTestSupport
     /// The same two players while the video changes on the origin: whatever the players get, the
     /// cache afterwards claims only bytes of the version it records (two jobs sharing the entry
     /// never drop a version under each other).
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aVideoChangingUnderTwoStoringJobsLeavesTheCacheTrue() throws {
         let old = TestBytes.make(16 << 20, seed: 96), new = TestBytes.make(16 << 20, seed: 97)
         let (origin, serve, url) = try coldThrottledVideo("/ch.mp4", old, etag: "\"v1\"")
@@ -353,7 +353,7 @@ extension ServeTests {
     /// A client that drips its request head a byte at a time is never idle, so the idle timeout
     /// cannot stop it: the head deadline cuts it. A response that takes longer than that deadline
     /// still goes out whole (the deadline is for the head only), and others are served meanwhile.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aClientDrippingItsHeadIsCutAtTheHeadDeadlineAndSlowResponsesAreNot() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 31)

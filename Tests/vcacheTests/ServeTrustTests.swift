@@ -38,7 +38,7 @@ import VCacheTestSupport
 
     /// Item 1: an eviction (or a drop) by another process while serve runs: the next play gets
     /// the origin's bytes, whole, every time; never a cut at 64 KiB, never zeros.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aVideoEvictedByAnotherProcessPlaysWholeAgainAndNeverAsZeros() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(16 << 20, seed: 201)
@@ -66,7 +66,7 @@ import VCacheTestSupport
     }
 
     /// Item 1 with serve's own cap: a video evicted to make room for another plays whole again.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aVideoEvictedBySeveCapPlaysWholeAgain() throws {
         let origin = try TestOrigin()
         let a = TestBytes.make(12 << 20, seed: 202), b = TestBytes.make(12 << 20, seed: 203)
@@ -83,7 +83,7 @@ import VCacheTestSupport
 
     /// Item 2: origins with a weak ETag, or no validator at all, play whole: cold, cached, after
     /// another run cached part of them, and under a cap smaller than the video.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func weakAndMissingValidatorsPlayWhole() throws {
         let origin = try TestOrigin()
         let weak = TestBytes.make(8 << 20, seed: 204), none = TestBytes.make(8 << 20 + 123, seed: 205)
@@ -115,7 +115,7 @@ import VCacheTestSupport
 
     /// Item 3: a reader refreshes what is cached at a gap: bytes another process committed since
     /// the response began are read from the cache, not fetched a second time.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aReaderUsesBytesAnotherProcessCommittedWhileItRead() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(24 << 20, seed: 206)
@@ -154,7 +154,7 @@ import VCacheTestSupport
 
     /// Items 4 and 5: If-Range naming another version gets the whole video; offline, an uncached
     /// range of a known video gets 502 before any header, a cached one plays.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func ifRangeIsHonouredAndOfflineUncachedBytesGet502() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(4 << 20, seed: 207)
@@ -191,7 +191,7 @@ import VCacheTestSupport
 
     /// Item 8: the allow-list is checked on what libcurl contacts; no trick reaches another host
     /// or another port (origins there record every request).
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func noURLTrickReachesAHostOrPortOutsideTheAllowList() throws {
         let good = try TestOrigin()
         let body = TestBytes.make(100_000, seed: 208)
@@ -227,7 +227,7 @@ import VCacheTestSupport
 
     /// Item 9: a Host that is not the proxy's is refused (DNS rebinding), and an origin's HTML
     /// goes out as inert bytes.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func foreignHostsAreRefusedAndNothingGoesOutAsAnActiveDocument() throws {
         let origin = try TestOrigin()
         let html = Data("<script>fetch('/v/...')</script>".utf8)
@@ -254,7 +254,7 @@ import VCacheTestSupport
     /// RFC 9112 §3.2: a Host given twice (the first the proxy's, the second a foreign one), a
     /// Range or If-Range given twice, and an HTTP/1.1 request without Host get 400 and reach no
     /// origin; an HTTP/1.0 request without Host is served.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aHostOrRangeGivenTwiceOrAMissingHostIsRefused() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(100_000, seed: 212)
@@ -284,7 +284,7 @@ import VCacheTestSupport
 
     /// Item 10: 300 clients each announcing a large body and dripping it: each is answered 400 at
     /// once and closed, and a player is served meanwhile.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func drippedRequestBodiesAreRefusedAtOnce() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(200_000, seed: 209)
@@ -334,7 +334,7 @@ final class ResultBox<T>: @unchecked Sendable {
 @Suite struct ServeFullDiskTests {
     let dir = TempDirectory("vcache-full")
 
-    @Test(.requires(.tmpfsMount), .timeLimit(.minutes(5)))
+    @Test(.requires(.tmpfsMount))
     func onAFullDiskVideosStillPlayAndNoUnclaimedBytesStay() throws {
         let disk = try SmallDisk(size: "6m", in: dir)
         defer { disk.unmount() }
@@ -369,7 +369,7 @@ final class ResultBox<T>: @unchecked Sendable {
 @Suite struct ServeUnreadableCacheTests {
     let dir = TempDirectory("vcache-unreadable")
 
-    @Test(.requires(.runuser), .timeLimit(.minutes(5)))
+    @Test(.requires(.runuser))
     func aDataFileServeCannotOpenIsLoggedAndNeverA200WithNothing() throws {
         let nobodys = try NobodysCache(in: dir)
         let (cache, binary) = (nobodys.cache, nobodys.binary)
@@ -399,7 +399,7 @@ final class ResultBox<T>: @unchecked Sendable {
 @Suite struct FailedOpenKeepsTheEntryTests {
     let dir = TempDirectory("vcache-emfile")
 
-    @Test(.requires(.strace), .timeLimit(.minutes(5)))
+    @Test(.requires(.strace))
     func aPrefetchThatCannotOpenDataLeavesTheCompleteEntryWhole() throws {
         let cache = dir.file("cache")
         let origin = try TestOrigin()
@@ -424,7 +424,7 @@ final class ResultBox<T>: @unchecked Sendable {
 @Suite struct ServeDescriptorTests {
     let dir = TempDirectory("vcache-fds")
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func responsesStreamedWhileAnotherProcessWritesLeakNoDescriptor() throws {
         let origin = try TestOrigin()
         origin.setResource("/busy.mp4", .init(body: TestBytes.make(16 << 20, seed: 217), etag: "\"busy\""))

@@ -221,7 +221,7 @@ import VCacheTestSupport
     /// orphan, complete videos included, saying it evicted nothing. Now every command but
     /// `verify --fix` refuses the cache (exit 5, one line naming the repair), nothing is swept,
     /// and the next `verify --fix` finishes the repair: the videos are there, byte-exact.
-    @Test(.timeLimit(.minutes(5)))
+    @Test
     func aRepairKilledMidwayLosesNoEntryAndTheNextFixFinishesIt() throws {
         let one = TestBytes.make(100_000, seed: 95), two = TestBytes.make(120_000, seed: 96)
         let (u1, _, d1) = try cached("/k1.mp4", one)
