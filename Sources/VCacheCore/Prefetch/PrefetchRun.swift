@@ -232,6 +232,10 @@ struct PrefetchRun {
         }
     }
 
+    /// Root `t` will not fit: from now on none of its parts starts or is said. The shell then
+    /// stops its running parts (their ends are not said) and calls `refuse`.
+    mutating func refusing(_ t: Int) { refused.insert(t) }
+
     /// Root `t` and all it named are not fetched further: every part without a result gets
     /// `error`, as does every part's result. Returns the keys this run stored that are given
     /// back (what was cached before stays) and the one event that says why.

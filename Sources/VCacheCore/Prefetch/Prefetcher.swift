@@ -315,6 +315,7 @@ public final class Prefetcher {
         /// given back (what was cached before stays), and one line says why.
         func refuse(_ t: Int, error: PrefetchError) {
             refusing = true
+            run.refusing(t)  // before the aborts: the parts' ends are not said
             for (_, r) in running where run.root(of: r.index) == t { r.job.abort(error) }
             let (keys, said) = run.refuse(t, error: error)
             refusing = false
