@@ -132,6 +132,42 @@ import VCacheTestSupport
         #expect(!bar.signalledOrCrashed && bar.status == 3, "\(bar.status) \(bar.stderr)")
     }
 
+    /// A range near 2^63 of a length near 2^63: no file system holds a file that long, and the
+    /// write fails EFBIG. That is the origin's absurd length, exit 4 and one line saying so
+    /// (before: exit 5, "File too large", as if this machine's disk were at fault); nothing kept.
+    @Test func aRangePastTheLargestFileIsTheOriginsFaultNotTheDisks() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/huge.bin", .init(body: TestBytes.make(4096, seed: 63), etag: "\"h\""))
+        var f = TestOrigin.Faults()
+        f.announcedLength = Self.nearMax
+        origin.setFaults("/huge.bin", f)
+        let url = origin.url("/huge.bin")
+        let run = try VCacheBinary.run(["prefetch", url, "--range", "\(Self.nearMax - 200)-"], cacheDir: cache)
+        #expect(run.status == 4 && !run.signalledOrCrashed, "\(run.status) \(run.stderr)")
+        #expect(run.stderr.contains("File too large: the origin's length or range runs past the largest file this file system holds; nothing past it was kept"), "\(run.stderr)")
+        let ls = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(ls.status == 0, "\(ls.stdout) \(ls.stderr)")
+    }
+
+    /// Under `ulimit -f` (a file size limit, RLIMIT_FSIZE), a write past it is EFBIG, said in one
+    /// line with the remedy, exit 5 (before: SIGXFSZ killed vcache mid-run, no word, no checkpoint).
+    @Test(.requires(.prlimit))
+    func aFileSizeLimitIsSaidNotAKill() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 64)
+        origin.setResource("/v.bin", .init(body: body, etag: "\"v\""))
+        let run = try VCacheBinary.start(["--fsize=100000", VCacheBinary.path, "prefetch", origin.url("/v.bin")], cacheDir: cache,
+                                         executable: "/usr/bin/prlimit").finish()
+        #expect(!run.signalled, "killed by signal \(run.status): \(run.stderr)")
+        #expect(run.status == 5, "\(run.status) \(run.stderr)")
+        #expect(run.stderr.contains("this process's file size limit (ulimit -f) is below the video's bytes; raise it"), "\(run.stderr)")
+        // Without the limit the next run completes, byte-exact.
+        let next = try VCacheBinary.run(["prefetch", origin.url("/v.bin")], cacheDir: cache)
+        #expect(next.status == 0, "\(next.stderr)")
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        #expect(ls.stdout.contains("\"sha256\":\"\(TestBytes.sha256(body))\""), "\(ls.stdout)")
+    }
+
     /// serve with a cap, and a player asking `bytes=0-` of a length near 2^63: the room
     /// arithmetic saturates (before: one request took serve away from every player).
     @Test func serveSurvivesALengthNear2To63UnderACap() throws {

@@ -252,7 +252,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badContentRange, .missingLength, .notTheVideo, .unstableVersion, .noProgress, .mp4, .invalidURL: .fixOrigin
         case .cutBody: .tryLater
         case .unprovenEnd, .rangeOverrun: .fixOrigin
-        case .disk: .fixLocal
+        // A file past the largest this file system holds: the origin's length or offsets are
+        // absurd (2^63), unless this process has a file size limit (`ulimit -f`).
+        case .disk(let e): e.isPastFileLimit && !Self.hasFileSizeLimit ? .fixOrigin : .fixLocal
         case .catalog: .fixLocal
         case .catalogBusy: .tryLater
         case .lockBusy, .interrupted, .deadline, .notStarted: .tryLater
@@ -262,6 +264,19 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .refusedHost: .fixOrigin
         case .checksumMismatch: .fixOrigin
         }
+    }
+
+    /// This process may not write files past some size (`ulimit -f`, RLIMIT_FSIZE): EFBIG is then
+    /// that limit, not the file system's.
+    public static var hasFileSizeLimit: Bool {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        guard getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit) == 0 else { return false }
+        return limit.rlim_cur != rlim_t.max  // RLIM_INFINITY, all ones (a macro Swift does not import)
+        #else
+        guard getrlimit(RLIMIT_FSIZE, &limit) == 0 else { return false }
+        return limit.rlim_cur != RLIM_INFINITY
+        #endif
     }
 
     /// An HTTP status that may pass: 5xx but 508 (a loop of proxies, which no wait undoes),
@@ -293,7 +308,11 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
             "its playlist's EXT-X-BYTERANGE asks for bytes \(first)-\(last), which overruns the resource (\(length) bytes): no fetch can fill that range; fix the playlist"
         case .unprovenEnd(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and nothing shows they are whole (\(why)): kept as a partial entry, never called complete; an origin that sends Content-Length or chunked bodies fixes it"
         case .notAsCompleted: "its bytes, whole again, do not hash to the SHA-256 this version had when first completed (damaged since, or the origin changed its bytes without changing its ETag or Last-Modified); every cached byte of it was dropped: run again to fetch it whole"
-        case .disk(let e): e.isNoSpace ? "\(e.description); free space or lower the cache size with 'vcache evict'" : e.description
+        case .disk(let e) where e.isNoSpace: "\(e.description); free space or lower the cache size with 'vcache evict'"
+        case .disk(let e) where e.isPastFileLimit:
+            Self.hasFileSizeLimit ? "\(e.description): this process's file size limit (ulimit -f) is below the video's bytes; raise it"
+                : "\(e.description): the origin's length or range runs past the largest file this file system holds; nothing past it was kept"
+        case .disk(let e): e.description
         case .catalog(let message), .catalogBusy(let message): message
         case .lockBusy: "another vcache process is writing this entry; skipped (--no-wait)"
         case .mp4(let e): "cannot map its MP4 for --seconds: \(e.description)"

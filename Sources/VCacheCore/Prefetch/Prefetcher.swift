@@ -282,42 +282,16 @@ public final class Prefetcher {
         return given
     }
 
+    /// The shell of one run (`PrefetchRun` decides): starts jobs, at most `options.concurrency`
+    /// at a time, runs what each job's end asks for (room, a stream's members, the cap) and
+    /// feeds it back to the run.
     private func runUnique(_ requested: [PrefetchItem]) -> [PrefetchResult] {
-        // An HLS stream adds its playlists and segments to the run as they are read (Docs/hls.md):
-        // `items` grows; `parent` ties each added item to the one it came from.
-        var items = requested
-        var parent: [Int: Int] = [:]
-        var results = [PrefetchResult?](repeating: nil, count: items.count)
+        var run = PrefetchRun(requested, keyRules: options.keyRules)
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
-        var next = 0
-        var finishedBytes: Int64 = 0  // downloaded by jobs that have ended
-        // Items whose disk filled, to run again after room was made (each at most 3 times).
-        var again: [Int] = []
-        var spaceRetries: [Int: Int] = [:]
-        // Items whose complete bytes did not have an expected digest, fetched whole once more:
-        // the bytes the first attempt fetched (they count in the result too).
-        var refetched: [Int: Int64] = [:]
-        // A job's "finished" is held until its item's end is known: a full disk may run it again
-        // (then that failure is never said), a playlist's stream may fail it.
-        var heldFinish: [Int: PrefetchEvent] = [:]
-        // Counts the times room was made; an item whose disk filled after room was made for
-        // another (in parallel) runs again too.
-        var roomMade = 0
-        var roomMadeAtStart: [Int: Int] = [:]
-        // What each item will hold, as its response says (ItemFit), and the items given (by index)
-        // found too big for the limit even alone: their parts are neither fetched nor said.
-        var sizes: [Int: Int64] = [:]
-        var refused = Set<Int>()
         var refusing = false
-        /// The item given that item `i` came from (a stream's root; `i` itself for an item given).
-        func top(_ i: Int) -> Int {
-            var t = i
-            while let p = parent[t] { t = p }
-            return t
-        }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
-        /// empty cache (`refuse`), then keeps the cache under the cap as the run goes.
+        /// empty cache (refused), then keeps the cache under the cap as the run goes.
         @discardableResult
         func fitUnderCap(final: Bool = false) -> Int64? {
             guard !refusing else { return nil }
@@ -325,143 +299,82 @@ public final class Prefetcher {
             var allowance: Int64 = 0
             if let cap = limit() {
                 let footprint = Evictor(store: store).footprint(exact: false)
-                for (_, r) in running { if let bytes = r.job.expectedBytes { sizes[r.index] = bytes } }
-                var parts: [Int: [Int64?]] = [:]
-                // An item ended without a response (refused, failed) holds nothing.
-                for i in items.indices { parts[top(i), default: []].append(sizes[i] ?? (results[i] != nil ? 0 : nil)) }
-                for t in requested.indices where !refused.contains(t) {
-                    switch ItemFit.verdict(parts[t] ?? [], fixed: footprint.fixed, perPart: footprint.perEntry, limit: cap) {
+                for (_, r) in running { if let bytes = r.job.expectedBytes { run.expects(bytes, of: r.index) } }
+                for (t, verdict) in run.verdicts(fixed: footprint.fixed, perPart: footprint.perEntry, limit: cap) {
+                    switch verdict {
                     case .neverFits(let needs): refuse(t, error: noRoom(cap, needs: needs))
                     case .undecided(let holds) where !final: allowance = Checked.saturatingAdd(allowance, holds)
                     case .undecided, .fits: break
                     }
                 }
             }
-            return keepUnderCap(protecting: runKeys, final: final, allowance: allowance)
+            return keepUnderCap(protecting: run.keys, final: final, allowance: allowance)
         }
 
         /// Item `t` and all it named are not fetched further; what this run stored of them is
         /// given back (what was cached before stays), and one line says why.
         func refuse(_ t: Int, error: PrefetchError) {
-            refused.insert(t)
             refusing = true
-            let parts = items.indices.filter { top($0) == t }
-            for (_, r) in running where top(r.index) == t { r.job.abort(error) }
-            for i in parts where results[i] == nil {
-                results[i] = PrefetchResult(url: items[i].url, key: options.keyRules.key(for: items[i].url), length: nil, fetchedBytes: 0,
-                                            alreadyCachedBytes: 0, requestedBytes: nil, complete: false, elapsed: 0, error: error)
-            }
-            for i in parts { results[i]?.error = error }
+            run.refusing(t)  // before the aborts: the parts' ends are not said
+            for (_, r) in running where run.root(of: r.index) == t { r.job.abort(error) }
+            let (keys, said) = run.refuse(t, error: error)
             refusing = false
             var c = Evictor.Criteria()
-            c.keys = Set(parts.compactMap { i in results[i].flatMap { $0.fetchedBytes > 0 && $0.alreadyCachedBytes == 0 ? $0.key : nil } })
+            c.keys = keys
             c.alone = true
-            if !(c.keys ?? []).isEmpty { _ = try? Evictor(store: store).evict(c, dryRun: false) }
-            let first = results[t]
-            self.events(.finished(PrefetchResult(url: items[t].url, key: first?.key ?? options.keyRules.key(for: items[t].url), length: nil,
-                                                 fetchedBytes: 0, alreadyCachedBytes: 0, requestedBytes: nil, complete: false,
-                                                 elapsed: 0, error: error)))
+            if !keys.isEmpty { _ = try? Evictor(store: store).evict(c, dryRun: false) }
+            events(said)
+        }
+
+        /// Item `index`'s end is known: what follows from it joins the run, then it is said.
+        func settle(_ index: Int, _ result: PrefetchResult?) {
+            for follow in run.settle(index, result, expandStreams: options.expandStreams) {
+                guard let r = result else { continue }
+                switch follow {
+                case .dashIndex(let sidx):
+                    // A DASH SegmentBase file's sidx is held: its subsegments join the run, the same entry.
+                    let (more, error) = followDASHIndex(r, sidx)
+                    if let error { run.followFailed(index, error) }
+                    if let more { run.joinPart(more, of: index) }
+                case .stream:
+                    // The stream it names joins the run (each URL of it once).
+                    let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
+                    if let error { run.followFailed(index, error) }
+                    // The hosts its playlists came from: the URL given, and where each was redirected
+                    // (this run, or as the catalog recorded it when it is cached already).
+                    let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
+                    let own = run.streamHosts(of: index, answered: answered)
+                    for m in members {
+                        if let refused = run.joinMember(m, of: index, refusal: refusal(m.url, own: own)) { events(.finished(refused)) }
+                    }
+                }
+            }
+            if let said = run.said(index) { events(said) }
         }
 
         func launch() {
-            while (!again.isEmpty || next < items.count) && running.count < max(1, options.concurrency) && !fetcher.isStopped {
-                let index: Int
-                if again.isEmpty {
-                    index = next
-                    next += 1
-                    if results[index] != nil { continue }  // decided without a request (a refused member)
-                } else {
-                    index = again.removeFirst()
-                }
-                if refused.contains(top(index)) { continue }
+            while running.count < max(1, options.concurrency), !fetcher.isStopped, let index = run.nextToStart() {
                 let events = self.events
                 let emit: (PrefetchEvent) -> Void = { event in
-                    if case .finished = event { heldFinish[index] = event } else { events(event) }
+                    if case .finished = event { run.hold(event, of: index) } else { events(event) }
                 }
-                let job = PrefetchJob(item: items[index], store: store, options: options, fetcher: fetcher, emit: emit) { done in
-                    finishedBytes += done.fetched
-                    if let r = done.result { sizes[index] = r.alreadyCachedBytes + r.fetchedBytes }
-                    let held = heldFinish.removeValue(forKey: index)
+                let job = PrefetchJob(item: run.items[index], store: store, options: options, fetcher: fetcher, emit: emit) { done in
+                    var end = run.jobEnded(index, fetched: done.fetched, result: done.result, stopping: self.fetcher.isStopped)
                     // ENOSPC is a reason to make room under the cap's rules before failing: room
                     // made now, or freed meanwhile (another item's retry), and the item runs again.
-                    let madeMeanwhile = roomMade > roomMadeAtStart[index, default: 0]
-                    if case .disk(let e)? = done.result?.error, e.isNoSpace, spaceRetries[index, default: 0] < 3,
-                       madeMeanwhile || self.makeRoom(protecting: runKeys) {
-                        if !madeMeanwhile { roomMade += 1 }
-                        spaceRetries[index, default: 0] += 1
-                        again.append(index)
-                    } else if case .checksumMismatch? = done.result?.error, refetched[index] == nil, !self.fetcher.isStopped {
-                        // Not the file expected (its bytes are dropped): the whole, once more.
-                        refetched[index] = done.result?.fetchedBytes ?? 0
-                        items[index].requests = []
-                        again.append(index)
-                    } else {
-                        results[index] = done.result
-                        if let first = refetched[index] {
-                            results[index]?.fetchedBytes += first
-                            if case .checksumMismatch(var m)? = done.result?.error {
-                                m.refetched = true
-                                results[index]?.error = .checksumMismatch(m)
-                            }
-                        }
-                        // A DASH SegmentBase file's sidx is held: its subsegments join the run, the same entry.
-                        if let follow = items[index].dashIndex, let r = done.result, r.succeeded {
-                            let (more, error) = self.followDASHIndex(r, follow)
-                            if let error { results[index]?.error = error }
-                            if let more {
-                                parent[items.count] = index
-                                items.append(more)
-                                results.append(nil)
-                            }
-                        }
-                        if let r = done.result, r.isPlaylist, r.succeeded, self.options.expandStreams {
-                            // The stream it names joins the run (each URL of it once).
-                            let root = top(index)
-                            let (members, error) = self.expand(r, item: items[index], root: self.options.keyRules.key(for: items[root].url))
-                            if let error { results[index]?.error = error }
-                            // The hosts its playlists came from: the URL given, and where each was redirected
-                            // (this run, or as the catalog recorded it when it is cached already).
-                            var own = streamHosts[root] ?? Set([items[root].url].compactMap { OriginTarget.of($0)?.host })
-                            let answered = r.finalURL ?? ((try? self.store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
-                            if let host = OriginTarget.of(answered)?.host { own.insert(host) }
-                            streamHosts[root] = own
-                            for m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
-                                let key = self.options.keyRules.key(for: m.url)
-                                runKeys.insert(key)
-                                parent[items.count] = index
-                                items.append(m)
-                                if let refusal = self.refusal(m.url, own: own) {
-                                    // Never asked: a result of its own, said as it is decided.
-                                    var failed = PrefetchResult(url: m.url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
-                                                                requestedBytes: nil, complete: false, elapsed: 0, error: refusal)
-                                    failed.refusedMembers = 1
-                                    results.append(failed)
-                                    events(.finished(failed))
-                                } else {
-                                    results.append(nil)
-                                }
-                            }
-                        }
-                        // A refused item's parts are not said one by one (`refuse` said it once).
-                        if !refused.contains(top(index)) {
-                            if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
-                        }
-                    }
+                    if end == .makeRoom { end = run.roomAsked(for: index, made: self.makeRoom(protecting: run.keys)) }
+                    if end == .settle { settle(index, done.result) }
                     running.removeValue(forKey: ObjectIdentifier(done))
                     fitUnderCap()
                     // Start the next one from a timer, not from inside this job's callback.
                     self.fetcher.after(0) { launch() }
                 }
                 running[ObjectIdentifier(job)] = (index, job)
-                roomMadeAtStart[index] = roomMade
-                if options.expandStreams { self.forgetLivePlaylist(items[index].url) }
+                if options.expandStreams { self.forgetLivePlaylist(run.items[index].url) }
                 job.start()
             }
         }
 
-        var runKeys = Set(items.map { options.keyRules.key(for: $0.url) })
-        // Per item given (a stream's root): the hosts its playlists came from.
-        var streamHosts: [Int: Set<String>] = [:]
         if let maxTime = options.maxTime {
             fetcher.setDeadline(.now + .milliseconds(Checked.int64(maxTime * 1000, clampedTo: 0...Fetcher.longestWaitMilliseconds) ?? 0), reason: Self.deadlineReason)
         }
@@ -471,7 +384,7 @@ public final class Prefetcher {
         let evictEvery = (options.maxSize ?? options.minFree).map { max(1 << 20, min(64 << 20, $0 / 8)) }
         var lastEvictionAt: Int64 = 0
         fetcher.run(tick: {
-            var downloaded = finishedBytes
+            var downloaded = run.finishedBytes
             for (_, r) in running {
                 r.job.tick()
                 downloaded += r.job.fetched
@@ -491,50 +404,25 @@ public final class Prefetcher {
             r.job.abort(why)
         }
         let usage = fitUnderCap(final: true)
-        var never: [Int] = []
-        for i in results.indices where results[i] == nil {
-            let key = options.keyRules.key(for: items[i].url)
-            results[i] = PrefetchResult(url: items[i].url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
-                                        requestedBytes: nil, complete: false, elapsed: 0,
-                                        error: why == .interrupted ? .notStarted : why)
-            never.append(i)
-        }
+        let never = run.neverStarted(why)
         if let cap = limit(), let usage, usage > cap {
-            for i in giveBack(items, cap: cap, usage: usage).sorted() {
-                results[i]?.error = noRoom(cap)
-                results[i]?.complete = false
+            for i in giveBack(run.items, cap: cap, usage: usage).sorted() {
+                run.givenBack(i, noRoom(cap))
                 // It may have been reported done already: say that it was given back, and why.
-                events(.note(url: items[i].url, message: "given back, not kept: \(noRoom(cap))"))
+                events(.note(url: run.items[i].url, message: "given back, not kept: \(noRoom(cap))"))
             }
         }
         if case .noRoom = why {
             // Stopped for room, an item that stayed and is complete is done, whatever stopped it.
-            for i in results.indices {
-                guard case .noRoom? = results[i]?.error else { continue }
-                let key = options.keyRules.key(for: items[i].url)
-                if ((try? store.catalog.entry(key: key)) ?? nil)?.isComplete == true {
-                    results[i]?.error = nil
-                    results[i]?.complete = true
-                }
+            for i in run.results.indices {
+                guard case .noRoom? = run.results[i]?.error else { continue }
+                if ((try? store.catalog.entry(key: run.key(of: i))) ?? nil)?.isComplete == true { run.stayedComplete(i) }
             }
         }
         // Items that never started are said too (each unfinished URL is named).
-        for i in never { if let r = results[i] { events(.finished(r)) } }
+        for i in never { if let r = run.results[i] { events(.finished(r)) } }
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
-        // A stream is one item to whoever asked: its members' bytes count for it, and the first
-        // member that failed is its failure.
-        var out = Array(results.prefix(requested.count).map { $0! })
-        for i in stride(from: items.count - 1, through: requested.count, by: -1) {
-            guard let r = results[i] else { continue }
-            let root = top(i)
-            guard root < out.count else { continue }
-            out[root].fetchedBytes += r.fetchedBytes
-            out[root].alreadyCachedBytes += r.alreadyCachedBytes
-            out[root].refusedMembers += r.refusedMembers
-            if let e = r.error { out[root].error = e }
-            if !r.complete { out[root].complete = false }
-        }
-        return out
+        return run.outcome()
     }
 }

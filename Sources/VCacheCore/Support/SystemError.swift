@@ -19,6 +19,9 @@ public struct SystemError: Error, Equatable, CustomStringConvertible, Sendable {
 
     public var isNoSpace: Bool { errno == ENOSPC || errno == EDQUOT }
 
+    /// EFBIG: a write or length past the largest file allowed (the file system's, or `ulimit -f`).
+    public var isPastFileLimit: Bool { errno == EFBIG }
+
     public var description: String {
         "cannot \(operation) '\(path)': \(String(cString: strerror(errno)))"
     }

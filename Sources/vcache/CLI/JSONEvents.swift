@@ -117,6 +117,7 @@ struct FailureInfo {
 
     static func kind(_ e: SystemError) -> String {
         if e.isNoSpace { return "disk_full" }
+        if e.isPastFileLimit && !PrefetchError.hasFileSizeLimit { return "bad_response" }
         switch e.errno {
         case ENOENT: return "not_found"
         case EEXIST: return "exists"

@@ -18,6 +18,9 @@ final class SignalTrap: @unchecked Sendable {
         // SIGPIPE is ignored: a write to a closed pipe fails with EPIPE instead (Console.write
         // reports it through `Console.onBrokenPipe`), so the run can checkpoint before dying.
         signal(SIGPIPE, SIG_IGN)
+        // SIGXFSZ too: a write past `ulimit -f` (or an origin's offset past what the file system
+        // holds) fails with EFBIG, said in one line, instead of killing the run mid-checkpoint.
+        signal(SIGXFSZ, SIG_IGN)
         for sig in signals {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())

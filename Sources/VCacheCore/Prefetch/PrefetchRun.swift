@@ -1,0 +1,299 @@
+/// What one prefetch run knows of its items, as one value: no I/O, no thread, no job object
+/// (issue 34, swift-nio's shape). `Prefetcher.runUnique` is its shell: it starts the jobs, runs
+/// the effects a transition asks for (make room, read a playlist, evict) and feeds each outcome
+/// back as the next event.
+///
+/// The items form a tree: the items given come first; a stream (an HLS playlist, a DASH MPD, a
+/// SegmentBase file's index) adds the items it names as they are read, each tied to the item it
+/// came from, so every item knows its root, the item given (`root(of:)`).
+struct PrefetchRun {
+    /// The items given, then those their streams named, in the order they joined.
+    private(set) var items: [PrefetchItem]
+    /// How many items were given (the roots); the rest joined from streams.
+    let given: Int
+    /// Each item's result once its end is known (or decided without a request).
+    private(set) var results: [PrefetchResult?]
+    /// Each joined item's parent.
+    private var parent: [Int: Int] = [:]
+    /// The next item not started yet, in order.
+    private var next = 0
+    /// Items to run again first (a full disk after room was made; a checksum mismatch).
+    private var again: [Int] = []
+    /// Runs again after a full disk, per item (at most `maxSpaceRetries`).
+    private var spaceRetries: [Int: Int] = [:]
+    /// Items whose complete bytes did not have an expected digest, fetched whole once more: the
+    /// bytes the first attempt fetched (they count in the result too).
+    private var refetched: [Int: Int64] = [:]
+    /// A job's "finished" is held until its item's end is known: a full disk may run it again
+    /// (then that failure is never said), a stream may fail it.
+    private var heldFinish: [Int: PrefetchEvent] = [:]
+    /// Times room was made for a full disk; an item whose disk filled after room was made for
+    /// another (in parallel) runs again without asking for more.
+    private var roomMade = 0
+    private var roomMadeAtStart: [Int: Int] = [:]
+    /// What each item holds or will hold, as its response said (`ItemFit`).
+    private var sizes: [Int: Int64] = [:]
+    /// Roots found too big for the limit even alone: their parts are neither fetched nor said.
+    private(set) var refused = Set<Int>()
+    /// Bytes downloaded by jobs that have ended.
+    private(set) var finishedBytes: Int64 = 0
+    /// The keys of every item of the run (each URL of a stream joins once).
+    private(set) var keys: Set<String>
+    /// Per root of a stream: the hosts its playlists came from.
+    private var streamHosts: [Int: Set<String>] = [:]
+    private let keyRules: CacheKeyRules
+
+    static let maxSpaceRetries = 3
+
+    init(_ given: [PrefetchItem], keyRules: CacheKeyRules) {
+        items = given
+        self.given = given.count
+        results = Array(repeating: nil, count: given.count)
+        self.keyRules = keyRules
+        keys = Set(given.map { keyRules.key(for: $0.url) })
+    }
+
+    func key(of i: Int) -> String { keyRules.key(for: items[i].url) }
+
+    /// The item given that item `i` came from (a stream's root; `i` itself for an item given).
+    func root(of i: Int) -> Int {
+        var t = i
+        while let p = parent[t] { t = p }
+        return t
+    }
+
+    /// Items not started yet, or to run again.
+    var hasWaiting: Bool { !again.isEmpty || next < items.count }
+
+    // MARK: Events
+
+    /// The next item to start (runs again first, then the list in order); nil when none is left.
+    /// Items decided without a request and parts of a refused root are passed over.
+    mutating func nextToStart() -> Int? {
+        while hasWaiting {
+            let index: Int
+            if again.isEmpty {
+                index = next
+                next += 1
+                if results[index] != nil { continue }  // decided without a request (a refused member)
+            } else {
+                index = again.removeFirst()
+            }
+            if refused.contains(root(of: index)) { continue }
+            roomMadeAtStart[index] = roomMade
+            return index
+        }
+        return nil
+    }
+
+    /// A running job said it finished: held until its item's end is known (`settle`).
+    mutating func hold(_ finished: PrefetchEvent, of i: Int) { heldFinish[i] = finished }
+
+    /// What the end of a job asks for.
+    enum JobEnd: Equatable {
+        /// The item runs again (it waits in `again`); its failure is never said.
+        case again
+        /// The disk filled and no room was made since the job started: make room, then
+        /// `roomAsked`.
+        case makeRoom
+        /// Its end is known: `settle`.
+        case settle
+    }
+
+    /// Item `i`'s job ended (`fetched`: the bytes it downloaded; `result`: nil when it never
+    /// got that far). A full disk runs it again once room was made (at most 3 times); a
+    /// checksum mismatch runs it again whole, once, unless the run is stopping.
+    mutating func jobEnded(_ i: Int, fetched: Int64, result: PrefetchResult?, stopping: Bool) -> JobEnd {
+        finishedBytes += fetched
+        if let r = result { sizes[i] = r.alreadyCachedBytes + r.fetchedBytes }
+        if case .disk(let e)? = result?.error, e.isNoSpace, spaceRetries[i, default: 0] < Self.maxSpaceRetries {
+            if roomMade > roomMadeAtStart[i, default: 0] {
+                runAgainForRoom(i)
+                return .again
+            }
+            return .makeRoom
+        }
+        if case .checksumMismatch? = result?.error, refetched[i] == nil, !stopping {
+            // Not the file expected (its bytes are dropped): the whole, once more.
+            refetched[i] = result?.fetchedBytes ?? 0
+            items[i].requests = []
+            heldFinish[i] = nil
+            again.append(i)
+            return .again
+        }
+        return .settle
+    }
+
+    /// The shell asked for room after item `i`'s full disk: `made` when something was freed.
+    mutating func roomAsked(for i: Int, made: Bool) -> JobEnd {
+        guard made else { return .settle }
+        roomMade += 1
+        runAgainForRoom(i)
+        return .again
+    }
+
+    private mutating func runAgainForRoom(_ i: Int) {
+        spaceRetries[i, default: 0] += 1
+        heldFinish[i] = nil
+        again.append(i)
+    }
+
+    /// What follows from an item whose end is known.
+    enum FollowUp: Equatable {
+        /// A SegmentBase file's index is cached: its subsegments join (`joined`), the same entry.
+        case dashIndex(DASHIndexFollowUp)
+        /// A playlist or MPD: the stream it names joins (`named`).
+        case stream
+    }
+
+    /// Item `i`'s end is known: `result` stands (a refetch's first bytes counted in), and what
+    /// follows from it is returned. Say it with `said(i)` once what follows has joined.
+    mutating func settle(_ i: Int, _ result: PrefetchResult?, expandStreams: Bool) -> [FollowUp] {
+        // A job that ended without a result leaves one decided meanwhile (`refuse`) standing.
+        if let result { results[i] = result }
+        if let first = refetched[i] {
+            results[i]?.fetchedBytes += first
+            if case .checksumMismatch(var m)? = result?.error {
+                m.refetched = true
+                results[i]?.error = .checksumMismatch(m)
+            }
+        }
+        guard let r = result, r.succeeded else { return [] }
+        var follow: [FollowUp] = []
+        if let index = items[i].dashIndex { follow.append(.dashIndex(index)) }
+        if r.isPlaylist, expandStreams { follow.append(.stream) }
+        return follow
+    }
+
+    /// What followed from item `i` failed: its result carries the error.
+    mutating func followFailed(_ i: Int, _ error: PrefetchError) { results[i]?.error = error }
+
+    /// An item of the same entry as `i` joins (a SegmentBase file's subsegments): fetched, not said.
+    mutating func joinPart(_ item: PrefetchItem, of i: Int) {
+        join(item, of: i, result: nil)
+    }
+
+    /// The hosts a stream's playlists came from: its root's URL, every playlist's that answered
+    /// (`answered`), as its members are checked against them.
+    mutating func streamHosts(of i: Int, answered: String) -> Set<String> {
+        let t = root(of: i)
+        var own = streamHosts[t] ?? Set([items[t].url].compactMap { OriginTarget.of($0)?.host })
+        if let host = OriginTarget.of(answered)?.host { own.insert(host) }
+        streamHosts[t] = own
+        return own
+    }
+
+    /// A member named by item `i`'s stream joins the run, once per key: refused (`refusal`, for
+    /// its host) it is decided at once and its result is returned to be said; else it waits to
+    /// be started. Nil: nothing to say (joined to be fetched, or already in the run).
+    mutating func joinMember(_ item: PrefetchItem, of i: Int, refusal: PrefetchError?) -> PrefetchResult? {
+        let key = keyRules.key(for: item.url)
+        guard !keys.contains(key) else { return nil }
+        keys.insert(key)
+        guard let refusal else {
+            join(item, of: i, result: nil)
+            return nil
+        }
+        // Never asked: a result of its own, said as it is decided.
+        var failed = PrefetchResult(url: item.url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
+                                    requestedBytes: nil, complete: false, elapsed: 0, error: refusal)
+        failed.refusedMembers = 1
+        join(item, of: i, result: failed)
+        return failed
+    }
+
+    private mutating func join(_ item: PrefetchItem, of i: Int, result: PrefetchResult?) {
+        parent[items.count] = i
+        items.append(item)
+        results.append(result)
+    }
+
+    /// What to say of settled item `i`: its result, or the finish its job said; nothing for a
+    /// part of a refused root (`refuse` said it once).
+    mutating func said(_ i: Int) -> PrefetchEvent? {
+        let held = heldFinish.removeValue(forKey: i)
+        guard !refused.contains(root(of: i)) else { return nil }
+        if let r = results[i] { return .finished(r) }
+        return held
+    }
+
+    // MARK: The cap
+
+    /// A running job's response said what its item will hold.
+    mutating func expects(_ bytes: Int64, of i: Int) { sizes[i] = bytes }
+
+    /// Each root not refused yet, with its verdict under `limit` (`ItemFit`): the sizes of its
+    /// parts, those not known yet as nil (an item ended without a response holds nothing).
+    func verdicts(fixed: Int64, perPart: Int64, limit: Int64) -> [(root: Int, verdict: ItemFit.Verdict)] {
+        var parts: [Int: [Int64?]] = [:]
+        for i in items.indices { parts[root(of: i), default: []].append(sizes[i] ?? (results[i] != nil ? 0 : nil)) }
+        return (0..<given).filter { !refused.contains($0) }.map {
+            ($0, ItemFit.verdict(parts[$0] ?? [], fixed: fixed, perPart: perPart, limit: limit))
+        }
+    }
+
+    /// Root `t` will not fit: from now on none of its parts starts or is said. The shell then
+    /// stops its running parts (their ends are not said) and calls `refuse`.
+    mutating func refusing(_ t: Int) { refused.insert(t) }
+
+    /// Root `t` and all it named are not fetched further: every part without a result gets
+    /// `error`, as does every part's result. Returns the keys this run stored that are given
+    /// back (what was cached before stays) and the one event that says why.
+    mutating func refuse(_ t: Int, error: PrefetchError) -> (giveBack: Set<String>, said: PrefetchEvent) {
+        refused.insert(t)
+        let parts = items.indices.filter { root(of: $0) == t }
+        for i in parts where results[i] == nil {
+            results[i] = PrefetchResult(url: items[i].url, key: key(of: i), length: nil, fetchedBytes: 0,
+                                        alreadyCachedBytes: 0, requestedBytes: nil, complete: false, elapsed: 0, error: error)
+        }
+        for i in parts { results[i]?.error = error }
+        let giveBack = Set(parts.compactMap { i in results[i].flatMap { $0.fetchedBytes > 0 && $0.alreadyCachedBytes == 0 ? $0.key : nil } })
+        let said = PrefetchResult(url: items[t].url, key: results[t]?.key ?? key(of: t), length: nil, fetchedBytes: 0,
+                                  alreadyCachedBytes: 0, requestedBytes: nil, complete: false, elapsed: 0, error: error)
+        return (giveBack, .finished(said))
+    }
+
+    // MARK: The end
+
+    /// The run stopped: every item without a result gets `why` (`.notStarted` for a plain stop);
+    /// returns them, to be said.
+    mutating func neverStarted(_ why: PrefetchError) -> [Int] {
+        var never: [Int] = []
+        for i in results.indices where results[i] == nil {
+            results[i] = PrefetchResult(url: items[i].url, key: key(of: i), length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
+                                        requestedBytes: nil, complete: false, elapsed: 0,
+                                        error: why == .interrupted ? .notStarted : why)
+            never.append(i)
+        }
+        return never
+    }
+
+    /// Item `i` was given back at the end for the cap: not complete, `error` says why.
+    mutating func givenBack(_ i: Int, _ error: PrefetchError) {
+        results[i]?.error = error
+        results[i]?.complete = false
+    }
+
+    /// Item `i`, stopped for room, stayed and is complete: it is done after all.
+    mutating func stayedComplete(_ i: Int) {
+        results[i]?.error = nil
+        results[i]?.complete = true
+    }
+
+    /// One result per item given: a stream is one item to whoever asked, its members' bytes
+    /// count for it, and the first member that failed is its failure. Call once every item has
+    /// a result (`neverStarted`).
+    func outcome() -> [PrefetchResult] {
+        var out = results.prefix(given).map { $0! }
+        for i in stride(from: items.count - 1, through: given, by: -1) {
+            guard let r = results[i] else { continue }
+            let t = root(of: i)
+            out[t].fetchedBytes += r.fetchedBytes
+            out[t].alreadyCachedBytes += r.alreadyCachedBytes
+            out[t].refusedMembers += r.refusedMembers
+            if let e = r.error { out[t].error = e }
+            if !r.complete { out[t].complete = false }
+        }
+        return out
+    }
+}
