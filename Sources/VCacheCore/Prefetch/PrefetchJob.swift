@@ -127,7 +127,7 @@ final class PrefetchJob: TransferDelegate {
                 data = try store.replaceData(key: key, closing: data)
             }
             entry = EntryFacts(found: found, existedBefore: entry.existedBefore || found != nil,
-                               heldBytesAreThisRuns: options.heldBytesAreThisRuns)
+                               heldBytesAreThisRuns: options.heldBytesAreThisRuns || item.heldBytesAreThisRuns)
             let checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data,
                                             committed: found?.ranges ?? RangeSet(), onCommit: fetcher.waker)
             writer = EntryWriter(data: data, checkpointer: checkpointer, options: options)

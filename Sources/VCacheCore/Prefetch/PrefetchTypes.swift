@@ -20,6 +20,13 @@ public struct PrefetchItem: Equatable, Sendable {
     /// A DASH SegmentBase file whose `sidx` this item fetches: once it is held, the run adds the
     /// subsegments it names (`Prefetcher+DASH.swift`).
     public var dashIndex: DASHIndexFollowUp?
+    /// The bytes its entry holds were all written by this run (the subsegments of a SegmentBase
+    /// file whose init and sidx this run fetched): under no strong validator they are one version
+    /// with the ones it adds, as within one job (`PrefetchOptions.heldBytesAreThisRuns`).
+    public var heldBytesAreThisRuns = false
+    /// A stream's segment, init section or key: the only hosts it may be fetched from, redirects
+    /// included (its stream's own hosts and `--allow-host`). Nil: any.
+    public var memberOrigins: AllowedOrigins?
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: HLSMemberCheck? = nil) {
         self.url = url
@@ -203,7 +210,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case notAsCompleted
     /// An HLS member on a host that is none of its stream's (the hosts its playlists came from,
     /// and `--allow-host`): refused, never fetched. `own`: the stream's hosts.
-    case refusedHost(host: String, own: [String])
+    /// `redirected`: the member's own URL was on an allowed host, and the origin redirected it there.
+    case refusedHost(host: String, own: [String], redirected: Bool = false)
     /// The whole video does not have a digest it is expected to have (`--checksum`, a list line,
     /// the origin's header): its bytes were dropped, never called complete.
     case checksumMismatch(ChecksumMismatch)
@@ -306,8 +314,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         case .checksumMismatch(let m): m.description
-        case .refusedHost(let host, let own):
-            "refused: its playlist names it on \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
+        case .refusedHost(let host, let own, let redirected):
+            "refused: \(redirected ? "the origin redirected it to" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
         }
     }
 }

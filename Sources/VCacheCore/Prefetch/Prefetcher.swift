@@ -244,6 +244,7 @@ public final class Prefetcher {
                 var item = PrefetchItem(url: url, requests: ranges[url] ?? [],
                                         checkSegment: HLSMediaPlaylist.memberCheck(in: fetch.segments, where: { $0 == url }))
                 item.rangesMustFit = !(ranges[url] ?? []).isEmpty
+                item.memberOrigins = AllowedOrigins()  // the stream's hosts: `runUnique` fills them in
                 return item
             }, nil)
         }
@@ -397,6 +398,14 @@ public final class Prefetcher {
                         again.append(index)
                     } else {
                         results[index] = done.result
+                        // A member redirected to a host its stream may not reach: refused as one
+                        // named there would be, and counted with them.
+                        if items[index].memberOrigins != nil, case .transport(let t)? = done.result?.error, t.kind == .redirectRefused,
+                           let to = t.redirectedTo {
+                            let own = (streamHosts[top(index)] ?? []).sorted()
+                            results[index]?.error = .refusedHost(host: to.host.contains(":") ? "[\(to.host)]" : to.host, own: own, redirected: true)
+                            results[index]?.refusedMembers = 1
+                        }
                         if let first = refetched[index] {
                             results[index]?.fetchedBytes += first
                             if case .checksumMismatch(var m)? = done.result?.error {
@@ -406,9 +415,16 @@ public final class Prefetcher {
                         }
                         // A DASH SegmentBase file's sidx is held: its subsegments join the run, the same entry.
                         if let follow = items[index].dashIndex, let r = done.result, r.succeeded {
-                            let (more, error) = self.followDASHIndex(r, follow)
+                            let (found, error) = self.followDASHIndex(r, follow)
                             if let error { results[index]?.error = error }
-                            if let more {
+                            if var more = found {
+                                // The same entry: its init and sidx asked again (held, they cost
+                                // nothing; dropped with their version, they come back with the
+                                // subsegments), and when this run wrote all it holds, one version
+                                // with what it adds even under no strong validator.
+                                more.requests = items[index].requests + more.requests
+                                more.heldBytesAreThisRuns = r.alreadyCachedBytes == 0
+                                more.memberOrigins = items[index].memberOrigins
                                 parent[items.count] = index
                                 items.append(more)
                                 results.append(nil)
@@ -425,8 +441,14 @@ public final class Prefetcher {
                             let answered = r.finalURL ?? ((try? self.store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
                             if let host = OriginTarget.of(answered)?.host { own.insert(host) }
                             streamHosts[root] = own
-                            for m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
+                            for var m in members where !runKeys.contains(self.options.keyRules.key(for: m.url)) {
                                 let key = self.options.keyRules.key(for: m.url)
+                                if m.memberOrigins != nil {
+                                    // A segment, init or key: its stream's hosts only, redirects included.
+                                    var only = self.options.memberHosts
+                                    for host in own { only.add(host: host, port: nil) }
+                                    m.memberOrigins = only
+                                }
                                 runKeys.insert(key)
                                 parent[items.count] = index
                                 items.append(m)
