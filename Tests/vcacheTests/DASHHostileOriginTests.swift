@@ -113,3 +113,42 @@ import VCacheTestSupport
         #expect(hls.stderr.contains("the origin redirected it to 127.0.0.2"), "\(hls.stderr)")
     }
 }
+
+extension DASHHostileOriginTests {
+    /// Probe bug 1: a SegmentBase file from an origin that sends no ETag and no Last-Modified,
+    /// with `--seconds`: its init, sidx and subsegments fetched in one run are one version; the
+    /// stream ends cached. A later run asking for more drops what an earlier one held (no
+    /// validator joins runs) and fetches all it needs again: still cached, byte for byte.
+    @Test(.requires(.dashTools), .timeLimit(.minutes(5)))
+    func aSegmentBaseFileWithoutValidatorsIsOneVersionWithinARun() throws {
+        let streams = dir.file("streams")
+        try Fixtures.makeDASHStreams(into: streams)
+        let origin = try TestOrigin()
+        let mpdBytes = try Data(contentsOf: URL(fileURLWithPath: streams + "/sb/manifest.mpd"))
+        origin.setResource("/sb/manifest.mpd", .init(body: mpdBytes, contentType: Self.dashXML))
+        var files: [String: Data] = [:]
+        for name in ["manifest-stream0.mp4", "manifest-stream1.mp4"] {
+            files[name] = try Data(contentsOf: URL(fileURLWithPath: streams + "/sb/" + name))
+            origin.setResource("/sb/" + name, .init(body: files[name]!, contentType: "application/octet-stream"))
+        }
+        let url = origin.url("/sb/manifest.mpd")
+        let mpd = try MPD.parse(Array(mpdBytes), url: url)
+        guard case .base(let b) = mpd.periods[0].adaptationSets[0].representations[0].segments, let index = b.indexRange else {
+            Issue.record("sb's video is not SegmentBase"); return
+        }
+        let video = Array(files["manifest-stream0.mp4"]!)
+        let subs = try DASHSidx.subsegments(Array(video[Int(index.first)...Int(index.last)]), indexRange: index, url: "")
+        let cache = dir.file("c")
+        for (seconds, needed) in [("2", 1), ("4", 2)] {
+            let r = try VCacheBinary.run(["prefetch", "--seconds", seconds, url], cacheDir: cache)
+            #expect(r.status == 0, "--seconds \(seconds): \(r.stderr)")
+            if seconds == "2" { #expect(!r.stderr.contains("changed on the origin"), "\(r.stderr)") }
+            let last = try #require(subs[needed - 1].range).last
+            let e = try #require(try CacheInspector(directory: cache).entry(origin.url("/sb/manifest-stream0.mp4")))
+            #expect(e.ranges.contains(ByteRange(0, last + 1)), "--seconds \(seconds): \(e.ranges)")
+            let store = try CacheStore(directory: cache, readOnly: true)
+            let got = try #require(store.cachedBytes(of: e, at: 0, count: last + 1))
+            #expect(TestBytes.sha256(Data(got)) == TestBytes.sha256(files["manifest-stream0.mp4"]!.prefix(Int(last + 1))))
+        }
+    }
+}

@@ -36,6 +36,11 @@ final class PrefetchJob: TransferDelegate {
     private var tries = RetryPolicy.Count()
     /// Body bytes received in this run (progress).
     private(set) var fetched: Int64 = 0
+    /// The first bytes of a body from offset 0 (at most 4 KiB), while it may be a manifest
+    /// (`ManifestCap`): a playlist or MPD is stopped as soon as it passes the size vcache reads.
+    var manifestStart: [UInt8] = []
+    /// The body was a manifest over its size limit, stopped mid-transfer: the run forgets the entry.
+    var refusedManifest = false
     private var lastProgress = ContinuousClock.now
 
     init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher,

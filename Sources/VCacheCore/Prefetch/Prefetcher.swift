@@ -398,6 +398,8 @@ public final class Prefetcher {
                         again.append(index)
                     } else {
                         results[index] = done.result
+                        // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
+                        if done.refusedManifest { self.forgetRefusedPlaylist(key: done.key) }
                         // A member redirected to a host its stream may not reach: refused as one
                         // named there would be, and counted with them.
                         if items[index].memberOrigins != nil, case .transport(let t)? = done.result?.error, t.kind == .redirectRefused,
@@ -458,14 +460,17 @@ public final class Prefetcher {
                                                                 requestedBytes: nil, complete: false, elapsed: 0, error: refusal)
                                     failed.refusedMembers = 1
                                     results.append(failed)
-                                    events(.finished(failed))
+                                    refusedInStream(top(items.count - 1), items.count - 1)
                                 } else {
                                     results.append(nil)
                                 }
                             }
                         }
-                        // A refused item's parts are not said one by one (`refuse` said it once).
-                        if !refused.contains(top(index)) {
+                        // A refused item's parts are not said one by one (`refuse` said it once);
+                        // nor are members refused for their host (one line per stream, at the end).
+                        if case .refusedHost? = results[index]?.error {
+                            refusedInStream(top(index), index)
+                        } else if !refused.contains(top(index)) {
                             if let r = results[index] { events(.finished(r)) } else if let held { events(held) }
                         }
                     }
@@ -481,6 +486,19 @@ public final class Prefetcher {
             }
         }
 
+        // Members refused for their host, per item given: the first and how many; said once
+        // each, at the end of the run (a cron log gets one line per stream, not one per member).
+        var refusedHosts: [Int: (first: Int, count: Int)] = [:]
+        func refusedInStream(_ root: Int, _ i: Int) {
+            refusedHosts[root] = (refusedHosts[root]?.first ?? i, (refusedHosts[root]?.count ?? 0) + 1)
+        }
+        func sayRefusedHosts() {
+            for (_, r) in refusedHosts.sorted(by: { $0.key < $1.key }) {
+                guard var said = results[r.first], case .refusedHost(let host, let own, let redirected, _)? = said.error else { continue }
+                said.error = .refusedHost(host: host, own: own, redirected: redirected, more: r.count - 1)
+                events(.finished(said))
+            }
+        }
         var runKeys = Set(items.map { options.keyRules.key(for: $0.url) })
         // Per item given (a stream's root): the hosts its playlists came from.
         var streamHosts: [Int: Set<String>] = [:]
@@ -542,6 +560,7 @@ public final class Prefetcher {
         }
         // Items that never started are said too (each unfinished URL is named).
         for i in never { if let r = results[i] { events(.finished(r)) } }
+        sayRefusedHosts()
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
         // A stream is one item to whoever asked: its members' bytes count for it, and the first
