@@ -152,3 +152,92 @@ extension DASHHostileOriginTests {
         }
     }
 }
+
+extension DASHHostileOriginTests {
+    /// Probe bug 2: a CR/LF in a BaseURL (or any URL an MPD names) never reaches stderr raw: every
+    /// line that embeds it escapes it, so no forged line can start.
+    @Test(.timeLimit(.minutes(3)))
+    func controlCharactersFromAnMPDNeverReachStderrRaw() throws {
+        let origin = try TestOrigin()
+        Self.serveSegments(origin, "/s/v/", seed: 10)
+        Self.serveSegments(origin, "/s/a/", seed: 20)
+        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(video: "v/", baseURL: origin.url("/s/&#13;&#10;X-Evil: 1/")), contentType: Self.dashXML))
+        for mode in [[String](), ["-q"], ["--verbose"]] {
+            let r = try VCacheBinary.run(["prefetch"] + mode + [origin.url("/s/manifest.mpd")], cacheDir: dir.file("c\(mode.count)\(mode.first ?? "")"))
+            #expect(r.status != 0, "\(mode): \(r.stderr)")
+            #expect(!r.stderr.contains("\r") && !r.stderr.split(separator: "\n").contains { $0.hasPrefix("X-Evil") }, "\(mode): \(r.stderr)")
+            #expect(r.stderr.contains("\\x0D\\x0AX-Evil:"), "\(mode): \(r.stderr)")
+        }
+    }
+
+    /// Probe bug 5: an MPD past the 16 MiB vcache reads is stopped as soon as it passes it (not
+    /// downloaded whole first), with the limit in the error, and not kept.
+    @Test(.timeLimit(.minutes(3)))
+    func anMPDPastItsSizeLimitIsStoppedMidTransfer() throws {
+        let origin = try TestOrigin()
+        var body = Data("<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\" mediaPresentationDuration=\"PT4S\">\n<!-- ".utf8)
+        body.append(Data(repeating: UInt8(ascii: "x"), count: 64 << 20))
+        body.append(Data(" -->\n</MPD>\n".utf8))
+        for (path, chunked) in [("/big.mpd", false), ("/chunked.mpd", true)] {
+            origin.setResource(path, .init(body: body, contentType: "application/octet-stream"))
+            if chunked {
+                var f = TestOrigin.Faults()
+                f.chunkedWithoutLength = true
+                origin.setFaults(path, f)
+            }
+            let cache = dir.file("c\(chunked)")
+            let r = try VCacheBinary.run(["prefetch", origin.url(path)], cacheDir: cache)
+            #expect(r.status != 0, "\(r.stderr)")
+            #expect(r.stderr.contains("\(origin.url(path)) is a DASH MPD\(chunked ? "" : " of 64.0 MiB"), larger than the 16.0 MiB vcache reads as one: its transfer was stopped once past that limit"), "\(r.stderr)")
+            #expect(origin.servedBytes(path) < 40 << 20, "served \(origin.servedBytes(path)) bytes")
+            #expect(try CacheInspector(directory: cache).entry(origin.url(path)) == nil)
+        }
+    }
+
+    /// Probe bug 6: a sidx whose subsegment runs past the file is said in DASH words.
+    @Test(.timeLimit(.minutes(3)))
+    func aSidxThatOverrunsTheFileIsSaidInDASHWords() throws {
+        let origin = try TestOrigin()
+        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        // sidx v0: timescale 1000, one reference of 0x7FFFFFF0 bytes, 2 s.
+        var sidx = be32(44) + Array("sidx".utf8) + be32(0) + be32(1) + be32(1000) + be32(0) + be32(0) + [0, 0, 0, 1]
+        sidx += be32(0x7FFF_FFF0) + be32(2000) + be32(0x9000_0000)
+        var file = Self.box("ftyp", 24)
+        file.append(Data(sidx))
+        file.append(Self.box("moof", 300))
+        origin.setResource("/sb/v.mp4", .init(body: file, etag: "\"v1\"", contentType: "video/mp4"))
+        let mpd = """
+        <?xml version="1.0"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT2S" minBufferTime="PT2S">
+          <Period><AdaptationSet contentType="video" mimeType="video/mp4">
+            <Representation id="v" bandwidth="100000" width="320" height="180"><BaseURL>v.mp4</BaseURL>
+              <SegmentBase indexRange="24-67"><Initialization range="0-23"/></SegmentBase></Representation>
+          </AdaptationSet></Period>
+        </MPD>
+        """
+        origin.setResource("/sb/manifest.mpd", .init(body: Data(mpd.utf8), contentType: Self.dashXML))
+        let r = try VCacheBinary.run(["prefetch", "--seconds", "1", origin.url("/sb/manifest.mpd")], cacheDir: dir.file("c"))
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(!r.stderr.contains("EXT-X-BYTERANGE") && !r.stderr.contains("playlist"), "\(r.stderr)")
+        #expect(r.stderr.contains("its MPD's byte range (SegmentBase indexRange or Initialization range, SegmentURL mediaRange, or a subsegment its sidx gives) asks for bytes 68-"), "\(r.stderr)")
+    }
+
+    /// Probe bug 7: members refused for their host are said in one line per stream, with a count
+    /// and the first of them; probe bug 8: status counts DASH streams in words that fit them.
+    @Test(.timeLimit(.minutes(3)))
+    func refusedMembersAreOneLinePerStream() throws {
+        let origin = try TestOrigin(), other = try TestOrigin(address: "127.0.0.2")
+        Self.serveSegments(origin, "/s/v/", seed: 10)
+        Self.serveSegments(origin, "/s/a/", seed: 20)
+        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(video: other.url("/x/v/"), videoInit: other.url("/x/v/init.mp4")), contentType: Self.dashXML))
+        let cache = dir.file("c")
+        let r = try VCacheBinary.run(["prefetch", origin.url("/s/manifest.mpd")], cacheDir: cache)
+        #expect(r.status == 4, "\(r.stderr)")
+        let lines = r.stderrLines.filter { $0.contains("127.0.0.2") }
+        #expect(lines.count == 1, "\(r.stderr)")  // the stream's line (the summary counts them)
+        #expect(lines.first?.contains("(and 2 more members of this stream refused for their hosts, not said one by one)") == true, "\(r.stderr)")
+        #expect(r.stderrLines.last?.contains("3 stream members refused") == true, "\(r.stderr)")
+        let status = try VCacheBinary.run(["status"], cacheDir: cache)
+        #expect(status.stdout.contains("streams  1 (") && status.stdout.contains("of the entries are their manifests (playlists, MPDs), segments, init sections and keys"), "\(status.stdout)")
+    }
+}

@@ -30,7 +30,7 @@ import VCacheTestSupport
         #expect(other.requests("/x/seg1.ts").isEmpty && other.requests("/x/k.key").isEmpty, "the other host was asked")
         // One line for the stream: its first refused member, and how many more (a cron log
         // is not flooded by a playlist of thousands of segments on another host).
-        let lines = refused.stderrLines.filter { $0.contains("cannot prefetch \(other.url("/x/")) }
+        let lines = refused.stderrLines.filter { $0.contains("cannot prefetch \(other.url("/x/"))") }
         #expect(lines.count == 1 && lines[0].contains("cannot prefetch \(other.url("/x/seg1.ts")): ") && lines[0].contains("--allow-host 127.0.0.2")
                 && lines[0].contains("(and 1 more member of this stream refused for its host, not said one by one)"), "\(refused.stderr)")
         #expect(refused.stderrLines.last?.contains("2 stream members refused") == true, "\(refused.stderr)")
