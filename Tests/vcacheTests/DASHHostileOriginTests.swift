@@ -241,3 +241,35 @@ extension DASHHostileOriginTests {
         #expect(status.stdout.contains("streams  1 (") && status.stdout.contains("of the entries are their manifests (playlists, MPDs), segments, init sections and keys"), "\(status.stdout)")
     }
 }
+
+extension DASHHostileOriginTests {
+    /// `vcache check` of an MPD asks what prefetch would fetch of its presentation, from the
+    /// cached MPD (not merely whether the MPD itself is cached), and names members on a host
+    /// prefetch refuses.
+    @Test(.timeLimit(.minutes(3)))
+    func checkOfAnMPDAsksForItsSegments() throws {
+        let origin = try TestOrigin(), other = try TestOrigin(address: "127.0.0.2")
+        Self.serveSegments(origin, "/s/v/", seed: 10)
+        Self.serveSegments(origin, "/s/a/", seed: 20)
+        Self.serveSegments(other, "/x/v/", seed: 30)
+        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(video: "v/"), contentType: Self.dashXML))
+        Self.serveSegments(origin, "/t/a/", seed: 40)
+        origin.setResource("/t/manifest.mpd", .init(body: Self.mpd(video: other.url("/x/v/"), videoInit: other.url("/x/v/init.mp4")), contentType: Self.dashXML))
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        // Its first 2 s: the MPD, two inits and the first segment of each; the whole is not ready.
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        var check = try VCacheBinary.run(["check", "--seconds", "2", url], cacheDir: cache)
+        #expect(check.status == 0, "\(check.stdout)")
+        check = try VCacheBinary.run(["check", url], cacheDir: cache)
+        #expect(check.status == 1, "\(check.stdout)")
+        #expect(check.stdout.contains("2 of the 7 entries (the MPD, init segments and segments) of the whole presentation are not cached"), "\(check.stdout)")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status == 0)
+        // Segments on another host: said as refused.
+        let t = origin.url("/t/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", t], cacheDir: cache).status == 4)
+        check = try VCacheBinary.run(["check", t], cacheDir: cache)
+        #expect(check.status == 1 && check.stdout.contains("3 of them are on 127.0.0.2, not the stream's own host: prefetch refuses them unless --allow-host 127.0.0.2 allows them"), "\(check.stdout)")
+    }
+}
