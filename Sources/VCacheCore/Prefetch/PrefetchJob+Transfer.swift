@@ -161,16 +161,18 @@ extension PrefetchJob {
         if offset < 4096, offset == Int64(manifestStart.count) { manifestStart += bytes.prefix(4096 - Int(offset)) }
         let end = offset + Int64(bytes.count)
         guard end > Int64(min(HLSPlaylist.maxBytes, MPD.maxBytes)) else { return nil }
-        let head = manifestStart, type = entry.contentType
-        let (limit, what): (Int, String)
-        if MPD.looksLikeMPD(firstBytes: head, contentType: type) {
-            (limit, what) = (MPD.maxBytes, "a DASH MPD")
-        } else if HLSPlaylist.looksLikePlaylist(firstBytes: Array(head.prefix(16)), contentType: type) {
-            (limit, what) = (HLSPlaylist.maxBytes, "an HLS playlist")
-        } else {
-            return nil
+        if manifestLimit == nil {
+            // Decided once (a video's every later chunk skips it).
+            let head = manifestStart, type = entry.contentType
+            if MPD.looksLikeMPD(firstBytes: head, contentType: type) {
+                manifestLimit = .some((MPD.maxBytes, "a DASH MPD"))
+            } else if HLSPlaylist.looksLikePlaylist(firstBytes: Array(head.prefix(16)), contentType: type) {
+                manifestLimit = .some((HLSPlaylist.maxBytes, "an HLS playlist"))
+            } else {
+                manifestLimit = .some(nil)
+            }
         }
-        guard end > Int64(limit) else { return nil }
+        guard let (limit, what) = manifestLimit ?? nil, end > Int64(limit) else { return nil }
         let size = entry.validators.length.map { " of \(Units.formatSize($0))" } ?? ""
         return .stream("\(item.url) is \(what)\(size), larger than the \(Units.formatSize(Int64(limit))) vcache reads as one: its transfer was stopped once past that limit")
     }

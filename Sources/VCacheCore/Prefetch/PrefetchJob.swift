@@ -39,6 +39,9 @@ final class PrefetchJob: TransferDelegate {
     /// The first bytes of a body from offset 0 (at most 4 KiB), while it may be a manifest
     /// (`ManifestCap`): a playlist or MPD is stopped as soon as it passes the size vcache reads.
     var manifestStart: [UInt8] = []
+    /// What those first bytes were found to be once the body passed the smaller limit, decided
+    /// once (nil: not decided yet): the manifest's limit and its name, or nil for anything else.
+    var manifestLimit: (limit: Int, what: String)??
     /// The body was a manifest over its size limit, stopped mid-transfer: the run forgets the entry.
     var refusedManifest = false
     private var lastProgress = ContinuousClock.now

@@ -6,12 +6,16 @@ import Foundation
 public enum LogText {
     /// Control characters (C0, DEL, C1) and backslashes written as `\xNN`; bidirectional
     /// controls, zero-width characters and a stray byte-order mark as `\uNNNN`.
-    public static func escaped(_ text: String) -> String {
+    /// `keepBackslashes`: for a whole line that may already hold text escaped by this function
+    /// (a usage error quoting its argument), so it is not escaped twice; still one line.
+    public static func escaped(_ text: String, keepBackslashes: Bool = false) -> String {
         // The common case: nothing to escape, the same string.
-        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        guard text.unicodeScalars.contains(where: { needsEscape($0) && !(keepBackslashes && $0 == "\\") }) else { return text }
         var out = ""
         for u in text.unicodeScalars {
-            if u.value < 0x20 || u.value == 0x7F || u == "\\" || (0x80...0x9F).contains(u.value) {
+            if keepBackslashes && u == "\\" {
+                out.unicodeScalars.append(u)
+            } else if u.value < 0x20 || u.value == 0x7F || u == "\\" || (0x80...0x9F).contains(u.value) {
                 out += String(format: "\\x%02X", u.value)
             } else if needsEscape(u) {
                 // Bidirectional controls would reorder what a terminal shows of the line; zero-width

@@ -33,7 +33,7 @@ struct Console: Sendable {
     /// A failure: `vcache: <message>` on stderr and, with `--json`, an `error` event on stdout.
     func error(_ failure: FailureInfo) {
         // One line, whatever origin text the message embeds (a URL an MPD gave, its BaseURL).
-        Self.write(2, "vcache: \(Self.escaped(failure.message))\n")
+        Self.write(2, "vcache: \(Self.oneLine(failure.message))\n")
         event("error", ["error": failure.json])
     }
 
@@ -47,6 +47,10 @@ struct Console: Sendable {
 
     /// Text from outside (a URL, a header) made safe for one log line (`LogText.escaped`).
     static func escaped(_ text: String) -> String { LogText.escaped(text) }
+
+    /// A whole line that may embed origin text, some of it quoted escaped already: one line,
+    /// control characters escaped, backslashes left as they are (`LogText.escaped`).
+    static func oneLine(_ text: String) -> String { LogText.escaped(text, keepBackslashes: true) }
 
     /// Says `error` and returns its exit code (5 for a damaged catalog or a disk problem, 3 for
     /// a busy one...), so a command's exit status and its JSON error event never disagree.
