@@ -66,15 +66,15 @@ import Testing
         }
     }
 
-    /// `check` asks of HLS streams too (Docs/hls.md): its summary, its `--seconds` and the man page
+    /// `check` asks of HLS and DASH streams too (Docs/hls.md, Docs/dash.md): its summary, its `--seconds` and the man page
     /// page say so, not "MP4" alone.
     @Test func checkSaysItAsksOfStreamsAsWellAsMP4s() {
         let check = CheckCommand.spec
-        #expect(check.abstract.contains("HLS streams"), "\(check.abstract)")
+        #expect(check.abstract.contains("HLS and DASH streams"), "\(check.abstract)")
         #expect(check.usage.contains("--variant") && check.usage.contains("--audio"), "\(check.usage)")
         let seconds = check.options.first { $0.long == "seconds" }
-        #expect(seconds?.help.contains("HLS stream") == true, "\(seconds?.help ?? "")")
-        #expect(ManPageCommand.page().contains("of each HLS stream"))
+        #expect(seconds?.help.contains("HLS or DASH stream") == true, "\(seconds?.help ?? "")")
+        #expect(ManPageCommand.page().contains("of each HLS or DASH stream"))
     }
 
     /// `word` stands alone in `text` (`--all` is not in `--all-hosts`).

@@ -122,7 +122,7 @@ import VCacheTestSupport
         let nginx = try origin()
         let r = try VCacheBinary.run(["prefetch", "--variant", "720p", nginx.url("/multi/manifest.mpd")], cacheDir: dir.file("cache"))
         #expect(r.status == 4, "\(r.stderr)")
-        #expect(r.stderr.contains("no variant matches 720p; the playlist has 180p 300000, 90p 100000"), "\(r.stderr)")
+        #expect(r.stderr.contains("no video Representation matches --variant 720p; the MPD has 180p 300000, 90p 100000"), "\(r.stderr)")
     }
 
     /// ffprobe as the oracle for `--seconds`: each chosen Representation's init and segments

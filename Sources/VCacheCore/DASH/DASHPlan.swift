@@ -45,7 +45,7 @@ public struct DASHPlan: Equatable, Sendable {
                     guard let found = audioSets.first(where: { $0.element.language?.lowercased() == audio.lowercased() })
                             ?? audioSets.first(where: { $0.element.language.map(HLSPlan.primaryLanguage) == primary })
                             ?? audioSets.first(where: { $0.element.language.map { Self.iso639(HLSPlan.primaryLanguage($0)) } == Self.iso639(primary) }) else {
-                        throw .noSuchAudio(language: audio, group: "of Period \(p + 1)", available: audioSets.compactMap(\.element.language))
+                        throw .noSuchAudio(language: audio, group: "Period \(p + 1)", available: audioSets.compactMap(\.element.language), dash: true)
                     }
                     chosen = found
                 } else {
@@ -75,7 +75,7 @@ public struct DASHPlan: Equatable, Sendable {
         case .bandwidth(let b): found = reps.first { $0.1.bandwidth == Int64(b) }.map { [$0] } ?? []
         }
         guard !found.isEmpty else {
-            throw .noSuchVariant(wanted: variant.description, available: reps.map { ($0.1.height.map { "\($0)p " } ?? "") + "\($0.1.bandwidth)" })
+            throw .noSuchVariant(wanted: variant.description, available: reps.map { ($0.1.height.map { "\($0)p " } ?? "") + "\($0.1.bandwidth)" }, dash: true)
         }
         return found
     }

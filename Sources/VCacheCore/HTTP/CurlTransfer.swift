@@ -280,9 +280,11 @@ public final class CurlTransfer {
                                       message: "the origin redirected to \(to), a URL serve does not contact (credentials that decode to a control character, or a URL libcurl refuses)",
                                       code: Int(code.rawValue))
             }
-            return TransportError(kind: .redirectRefused,
-                                  message: "the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host \(target) if serve may contact it",
-                                  code: Int(code.rawValue))
+            var refused = TransportError(kind: .redirectRefused,
+                                         message: "the origin redirected to \(to), an origin --allow-host does not allow; add --allow-host \(target) if serve may contact it",
+                                         code: Int(code.rawValue))
+            refused.redirectedTo = target
+            return refused
         }
         let buffered = String(cString: errorBuffer)
         var message = buffered.isEmpty ? String(cString: curl_easy_strerror(code)) : buffered

@@ -9,6 +9,8 @@ public struct TransportError: Error, Equatable, Sendable, CustomStringConvertibl
     public var message: String
     /// curl's CURLcode.
     public var code: Int
+    /// `redirectRefused` to a URL with a host: that host (the origin a rule would have to allow).
+    public var redirectedTo: OriginTarget?
 
     public init(kind: Kind, message: String, code: Int) {
         self.kind = kind

@@ -46,9 +46,15 @@ public struct StreamSummary: Sendable {
     /// Complete: every member cached is complete, and every playlist cached holds all its segments
     /// (a variant never fetched, `--variant worst`, does not make it partial).
     /// A format with no reader here (no `playlists`): complete when every member named is cached complete.
+    /// DASH: the stream names the Representations its runs chose and each of their members, so
+    /// every one of them must be cached (audio whole beside a video whose segments were all
+    /// refused is not a complete stream).
     public var isComplete: Bool {
         guard entries.allSatisfy(\.isComplete) else { return false }
-        if playlists.isEmpty { return entries.count == record.members.count }
+        if playlists.isEmpty || record.format == "dash" {
+            guard entries.count == Set(record.keys).count else { return false }
+            if playlists.isEmpty { return true }
+        }
         return playlists.allSatisfy { !$0.cached || $0.isWhole } && playlists.contains(where: \.isWhole)
     }
 }

@@ -41,7 +41,11 @@ extension PrefetchJob {
         let ifRange = hasAnyBytes ? entry.validators.ifRange : nil
         trace("> GET Range: bytes=\(next.spec)" + (ifRange.map { " If-Range: \($0)" } ?? ""))
         do {
-            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: options.request, delegate: self)
+            // A stream's member is fetched only from its stream's hosts, redirects included (a
+            // run that already limits every origin, serve's, keeps its own limit).
+            var request = options.request
+            if request.allowedOrigins == nil, let only = item.memberOrigins { request.allowedOrigins = only }
+            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: request, delegate: self)
             enter(.fetching(Exchange(t, asked: next, writer: writer)))
             fetcher.add(t)
         } catch {

@@ -82,6 +82,11 @@ extension PrefetchJob {
             x.failure = .notTheVideo(why)
             return false
         }
+        if let e = manifestOverCap(at: x.offset, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) {
+            refusedManifest = true
+            x.failure = e
+            return false
+        }
         let (staged, error) = writer.stage(UnsafeRawBufferPointer(rebasing: bytes[0..<count]), at: x.offset)
         x.offset += Int64(staged)
         x.bytes += Int64(staged)
@@ -146,6 +151,30 @@ extension PrefetchJob {
         case .fail(let e):
             finish(e)
         }
+    }
+
+    /// A manifest the run would read (an HLS playlist, a DASH MPD: known by its first bytes or its
+    /// Content-Type) is stopped as soon as its body passes the size vcache reads as one, not
+    /// downloaded whole first. Nil: not a manifest, or not past its limit.
+    func manifestOverCap(at offset: Int64, _ bytes: UnsafeRawBufferPointer) -> PrefetchError? {
+        guard options.expandStreams, item.checkSegment == nil else { return nil }
+        if offset < 4096, offset == Int64(manifestStart.count) { manifestStart += bytes.prefix(4096 - Int(offset)) }
+        let end = offset + Int64(bytes.count)
+        guard end > Int64(min(HLSPlaylist.maxBytes, MPD.maxBytes)) else { return nil }
+        if manifestLimit == nil {
+            // Decided once (a video's every later chunk skips it).
+            let head = manifestStart, type = entry.contentType
+            if MPD.looksLikeMPD(firstBytes: head, contentType: type) {
+                manifestLimit = .some((MPD.maxBytes, "a DASH MPD"))
+            } else if HLSPlaylist.looksLikePlaylist(firstBytes: Array(head.prefix(16)), contentType: type) {
+                manifestLimit = .some((HLSPlaylist.maxBytes, "an HLS playlist"))
+            } else {
+                manifestLimit = .some(nil)
+            }
+        }
+        guard let (limit, what) = manifestLimit ?? nil, end > Int64(limit) else { return nil }
+        let size = entry.validators.length.map { " of \(Units.formatSize($0))" } ?? ""
+        return .stream("\(item.url) is \(what)\(size), larger than the \(Units.formatSize(Int64(limit))) vcache reads as one: its transfer was stopped once past that limit")
     }
 
     /// The bytes of a body the connection's close ended, judged where they were written.

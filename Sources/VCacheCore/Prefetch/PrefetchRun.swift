@@ -41,6 +41,9 @@ struct PrefetchRun {
     private(set) var keys: Set<String>
     /// Per root of a stream: the hosts its playlists came from.
     private var streamHosts: [Int: Set<String>] = [:]
+    /// Per root: members refused for their host, the first and how many; said once each, at the
+    /// end (a cron log gets one line per stream, not one per member).
+    private var refusedHosts: [Int: (first: Int, count: Int)] = [:]
     private let keyRules: CacheKeyRules
 
     static let maxSpaceRetries = 3
@@ -151,6 +154,13 @@ struct PrefetchRun {
     mutating func settle(_ i: Int, _ result: PrefetchResult?, expandStreams: Bool) -> [FollowUp] {
         // A job that ended without a result leaves one decided meanwhile (`refuse`) standing.
         if let result { results[i] = result }
+        // A member redirected to a host its stream may not reach: refused as one named there
+        // would be, and counted with them.
+        if items[i].memberOrigins != nil, case .transport(let t)? = result?.error, t.kind == .redirectRefused, let to = t.redirectedTo {
+            let own = (streamHosts[root(of: i)] ?? []).sorted()
+            results[i]?.error = .refusedHost(host: to.host.contains(":") ? "[\(to.host)]" : to.host, own: own, redirected: true)
+            results[i]?.refusedMembers = 1
+        }
         if let first = refetched[i] {
             results[i]?.fetchedBytes += first
             if case .checksumMismatch(var m)? = result?.error {
@@ -168,9 +178,16 @@ struct PrefetchRun {
     /// What followed from item `i` failed: its result carries the error.
     mutating func followFailed(_ i: Int, _ error: PrefetchError) { results[i]?.error = error }
 
-    /// An item of the same entry as `i` joins (a SegmentBase file's subsegments): fetched, not said.
-    mutating func joinPart(_ item: PrefetchItem, of i: Int) {
-        join(item, of: i, result: nil)
+    /// An item of the same entry as `i` joins (a SegmentBase file's subsegments): fetched, not
+    /// said. Its init and sidx are asked again (held, they cost nothing; dropped with their
+    /// version, they come back with the subsegments), and when this run wrote all `i` holds, it
+    /// is one version with what it adds even under no strong validator.
+    mutating func joinPart(_ found: PrefetchItem, of i: Int) {
+        var more = found
+        more.requests = items[i].requests + more.requests
+        more.heldBytesAreThisRuns = results[i]?.alreadyCachedBytes == 0
+        more.memberOrigins = items[i].memberOrigins
+        join(more, of: i, result: nil)
     }
 
     /// The hosts a stream's playlists came from: its root's URL, every playlist's that answered
@@ -184,8 +201,10 @@ struct PrefetchRun {
     }
 
     /// A member named by item `i`'s stream joins the run, once per key: refused (`refusal`, for
-    /// its host) it is decided at once and its result is returned to be said; else it waits to
-    /// be started. Nil: nothing to say (joined to be fetched, or already in the run).
+    /// its host) it is decided at once, its result returned and said with the stream's other
+    /// refused members (`refusedHostsSaid`); else it waits to be started. Nil: joined to be
+    /// fetched, or already in the run.
+    @discardableResult
     mutating func joinMember(_ item: PrefetchItem, of i: Int, refusal: PrefetchError?) -> PrefetchResult? {
         let key = keyRules.key(for: item.url)
         guard !keys.contains(key) else { return nil }
@@ -199,6 +218,7 @@ struct PrefetchRun {
                                     requestedBytes: nil, complete: false, elapsed: 0, error: refusal)
         failed.refusedMembers = 1
         join(item, of: i, result: failed)
+        noteRefusedHost(items.count - 1)
         return failed
     }
 
@@ -209,12 +229,31 @@ struct PrefetchRun {
     }
 
     /// What to say of settled item `i`: its result, or the finish its job said; nothing for a
-    /// part of a refused root (`refuse` said it once).
+    /// part of a refused root (`refuse` said it once), nor for a member refused for its host
+    /// (`refusedHostsSaid`).
     mutating func said(_ i: Int) -> PrefetchEvent? {
         let held = heldFinish.removeValue(forKey: i)
+        if case .refusedHost? = results[i]?.error {
+            noteRefusedHost(i)
+            return nil
+        }
         guard !refused.contains(root(of: i)) else { return nil }
         if let r = results[i] { return .finished(r) }
         return held
+    }
+
+    private mutating func noteRefusedHost(_ i: Int) {
+        let t = root(of: i)
+        refusedHosts[t] = (refusedHosts[t]?.first ?? i, (refusedHosts[t]?.count ?? 0) + 1)
+    }
+
+    /// One line per stream for its members refused for their host: the first, and how many more.
+    func refusedHostsSaid() -> [PrefetchEvent] {
+        refusedHosts.sorted(by: { $0.key < $1.key }).compactMap { _, r in
+            guard var said = results[r.first], case .refusedHost(let host, let own, let redirected, _)? = said.error else { return nil }
+            said.error = .refusedHost(host: host, own: own, redirected: redirected, more: r.count - 1)
+            return .finished(said)
+        }
     }
 
     // MARK: The cap

@@ -20,6 +20,13 @@ public struct PrefetchItem: Equatable, Sendable {
     /// A DASH SegmentBase file whose `sidx` this item fetches: once it is held, the run adds the
     /// subsegments it names (`Prefetcher+DASH.swift`).
     public var dashIndex: DASHIndexFollowUp?
+    /// The bytes its entry holds were all written by this run (the subsegments of a SegmentBase
+    /// file whose init and sidx this run fetched): under no strong validator they are one version
+    /// with the ones it adds, as within one job (`PrefetchOptions.heldBytesAreThisRuns`).
+    public var heldBytesAreThisRuns = false
+    /// A stream's segment, init section or key: the only hosts it may be fetched from, redirects
+    /// included (its stream's own hosts and `--allow-host`). Nil: any.
+    public var memberOrigins: AllowedOrigins?
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: HLSMemberCheck? = nil) {
         self.url = url
@@ -50,7 +57,7 @@ extension PrefetchItem {
     public func rangeOverrun(length: Int64) -> PrefetchError? {
         guard rangesMustFit else { return nil }
         for case .span(let first, let last?) in requests where last >= length {
-            return .rangeOverrun(first: first, last: last, length: length)
+            return .rangeOverrun(first: first, last: last, length: length, dash: checkSegment == .dashSegment)
         }
         return nil
     }
@@ -177,7 +184,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case unprovenEnd(received: Int64, why: String)
     /// A playlist's byte range (`first`-`last`, inclusive) of a resource that is only `length`
     /// bytes (`PrefetchItem.rangesMustFit`): the playlist is wrong, and no fetch can fill it.
-    case rangeOverrun(first: Int64, last: Int64, length: Int64)
+    /// `dash`: the range came from an MPD (SegmentBase, SegmentURL@mediaRange, a sidx), not a playlist.
+    case rangeOverrun(first: Int64, last: Int64, length: Int64, dash: Bool = false)
     case disk(SystemError)
     case catalog(String)
     /// Another process held the catalog past the busy timeout.
@@ -203,7 +211,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     case notAsCompleted
     /// An HLS member on a host that is none of its stream's (the hosts its playlists came from,
     /// and `--allow-host`): refused, never fetched. `own`: the stream's hosts.
-    case refusedHost(host: String, own: [String])
+    /// `redirected`: the member's own URL was on an allowed host, and the origin redirected it there.
+    /// `more`: further members of the same stream refused for their host, said on this one line.
+    case refusedHost(host: String, own: [String], redirected: Bool = false, more: Int = 0)
     /// The whole video does not have a digest it is expected to have (`--checksum`, a list line,
     /// the origin's header): its bytes were dropped, never called complete.
     case checksumMismatch(ChecksumMismatch)
@@ -304,7 +314,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unstableVersion(let n, let reason): "the origin's version changed \(n) times in one run (last: \(reason)); given up: does it answer from backends that disagree?"
         case .noProgress: "origin sent no new bytes for the requested range"
         case .cutBody(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and they are not whole (\(why)): the body was cut; nothing of it was kept"
-        case .rangeOverrun(let first, let last, let length):
+        case .rangeOverrun(let first, let last, let length, true):
+            "its MPD's byte range (SegmentBase indexRange or Initialization range, SegmentURL mediaRange, or a subsegment its sidx gives) asks for bytes \(first)-\(last), which overruns the resource (\(length) bytes): no fetch can fill that range; fix the MPD or the file's sidx"
+        case .rangeOverrun(let first, let last, let length, false):
             "its playlist's EXT-X-BYTERANGE asks for bytes \(first)-\(last), which overruns the resource (\(length) bytes): no fetch can fill that range; fix the playlist"
         case .unprovenEnd(let n, let why): "origin closed the connection after \(n) bytes with no Content-Length and no chunked end, and nothing shows they are whole (\(why)): kept as a partial entry, never called complete; an origin that sends Content-Length or chunked bodies fixes it"
         case .notAsCompleted: "its bytes, whole again, do not hash to the SHA-256 this version had when first completed (damaged since, or the origin changed its bytes without changing its ETag or Last-Modified); every cached byte of it was dropped: run again to fetch it whole"
@@ -325,8 +337,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         case .checksumMismatch(let m): m.description
-        case .refusedHost(let host, let own):
-            "refused: its playlist names it on \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
+        case .refusedHost(let host, let own, let redirected, let more):
+            "refused: \(redirected ? "the origin redirected it to" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
+                + (more > 0 ? " (and \(more) more \(more == 1 ? "member" : "members") of this stream refused for \(more == 1 ? "its host" : "their hosts"), not said one by one)" : "")
         }
     }
 }

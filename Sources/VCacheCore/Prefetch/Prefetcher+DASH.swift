@@ -93,6 +93,7 @@ extension Prefetcher {
             let requests = whole.contains(url) ? [] : ranges[url] ?? []
             var it = PrefetchItem(url: url, requests: requests, checkSegment: .dashSegment)
             it.rangesMustFit = !requests.isEmpty
+            it.memberOrigins = AllowedOrigins()  // the stream's hosts: `runUnique` fills them in
             if !whole.contains(url) { it.dashIndex = indexes[url] }
             return it
         }, nil)

@@ -244,6 +244,7 @@ public final class Prefetcher {
                 var item = PrefetchItem(url: url, requests: ranges[url] ?? [],
                                         checkSegment: HLSMediaPlaylist.memberCheck(in: fetch.segments, where: { $0 == url }))
                 item.rangesMustFit = !(ranges[url] ?? []).isEmpty
+                item.memberOrigins = AllowedOrigins()  // the stream's hosts: `runUnique` fills them in
                 return item
             }, nil)
         }
@@ -327,7 +328,10 @@ public final class Prefetcher {
         }
 
         /// Item `index`'s end is known: what follows from it joins the run, then it is said.
-        func settle(_ index: Int, _ result: PrefetchResult?) {
+        func settle(_ index: Int, _ done: PrefetchJob) {
+            let result = done.result
+            // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
+            if done.refusedManifest { forgetRefusedPlaylist(key: done.key) }
             for follow in run.settle(index, result, expandStreams: options.expandStreams) {
                 guard let r = result else { continue }
                 switch follow {
@@ -344,8 +348,14 @@ public final class Prefetcher {
                     // (this run, or as the catalog recorded it when it is cached already).
                     let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
                     let own = run.streamHosts(of: index, answered: answered)
-                    for m in members {
-                        if let refused = run.joinMember(m, of: index, refusal: refusal(m.url, own: own)) { events(.finished(refused)) }
+                    for var m in members {
+                        if m.memberOrigins != nil {
+                            // A segment, init or key: its stream's hosts only, redirects included.
+                            var only = options.memberHosts
+                            for host in own { only.add(host: host, port: nil) }
+                            m.memberOrigins = only
+                        }
+                        run.joinMember(m, of: index, refusal: refusal(m.url, own: own))
                     }
                 }
             }
@@ -363,7 +373,7 @@ public final class Prefetcher {
                     // ENOSPC is a reason to make room under the cap's rules before failing: room
                     // made now, or freed meanwhile (another item's retry), and the item runs again.
                     if end == .makeRoom { end = run.roomAsked(for: index, made: self.makeRoom(protecting: run.keys)) }
-                    if end == .settle { settle(index, done.result) }
+                    if end == .settle { settle(index, done) }
                     running.removeValue(forKey: ObjectIdentifier(done))
                     fitUnderCap()
                     // Start the next one from a timer, not from inside this job's callback.
@@ -421,6 +431,7 @@ public final class Prefetcher {
         }
         // Items that never started are said too (each unfinished URL is named).
         for i in never { if let r = run.results[i] { events(.finished(r)) } }
+        for said in run.refusedHostsSaid() { events(said) }
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
         return run.outcome()

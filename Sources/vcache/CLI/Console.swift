@@ -32,7 +32,8 @@ struct Console: Sendable {
 
     /// A failure: `vcache: <message>` on stderr and, with `--json`, an `error` event on stdout.
     func error(_ failure: FailureInfo) {
-        Self.write(2, "vcache: \(failure.message)\n")
+        // One line, whatever origin text the message embeds (a URL an MPD gave, its BaseURL).
+        Self.write(2, "vcache: \(Self.oneLine(failure.message))\n")
         event("error", ["error": failure.json])
     }
 
@@ -44,24 +45,12 @@ struct Console: Sendable {
     /// A bad command line: exit code 2.
     func usage(_ message: String) { error(message, kind: "usage", exitCode: 2) }
 
-    /// Text from outside (a URL, a header) made safe for one log line: control characters and
-    /// backslashes written as `\xNN`, so a CR or LF can never start a forged line.
-    static func escaped(_ text: String) -> String {
-        var out = ""
-        for u in text.unicodeScalars {
-            if u.value < 0x20 || u.value == 0x7F || u == "\\" || (0x80...0x9F).contains(u.value) {
-                out += String(format: "\\x%02X", u.value)
-            } else if (0x202A...0x202E).contains(u.value) || (0x2066...0x2069).contains(u.value) || (0x200B...0x200F).contains(u.value)
-                        || u.value == 0x2060 || u.value == 0xFEFF {
-                // Bidirectional controls would reorder what a terminal shows of the line; zero-width
-                // characters and a stray byte-order mark would hide in it.
-                out += String(format: "\\u%04X", u.value)
-            } else {
-                out.unicodeScalars.append(u)
-            }
-        }
-        return out
-    }
+    /// Text from outside (a URL, a header) made safe for one log line (`LogText.escaped`).
+    static func escaped(_ text: String) -> String { LogText.escaped(text) }
+
+    /// A whole line that may embed origin text, some of it quoted escaped already: one line,
+    /// control characters escaped, backslashes left as they are (`LogText.escaped`).
+    static func oneLine(_ text: String) -> String { LogText.escaped(text, keepBackslashes: true) }
 
     /// Says `error` and returns its exit code (5 for a damaged catalog or a disk problem, 3 for
     /// a busy one...), so a command's exit status and its JSON error event never disagree.

@@ -6,7 +6,7 @@ import VCacheCore
 enum CheckCommand: VCacheCommand {
     static let configuration = CommandConfiguration(
         name: "check",
-        abstract: "say whether what a list asks for (bytes or seconds of videos, HLS streams) is cached now (no network); exit 0 only when all of it is",
+        abstract: "say whether what a list asks for (bytes or seconds of videos, HLS and DASH streams) is cached now (no network); exit 0 only when all of it is",
         usage: "check [URL...] [-i FILE] [--bytes SIZE | --seconds N | --range A-B] [--variant V] [--audio LANG]",
         discussion: """
         Reads URLs and a list as prefetch does (a line's own 2M or 10s wins; a line's md5=HEX must
@@ -24,11 +24,11 @@ enum CheckCommand: VCacheCommand {
         var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin), as prefetch reads it")
         var bytes = Option("bytes", .size(), help: "each video's first SIZE (and, for an MP4, its moov)")
         var range = Repeated("range", .byteRange, help: "bytes A to B inclusive; A- to the end; -N the last N (repeatable)")
-        var seconds = Option("seconds", .duration.named("N"), help: "the first N seconds of each MP4, or of each HLS stream (its chosen variant and audio)")
+        var seconds = Option("seconds", .duration.named("N"), help: "the first N seconds of each MP4, or of each HLS or DASH stream (its chosen variant or Representation and audio)")
         var noMoov = Flag("no-moov", help: "with --bytes: the bytes alone, not the moov too")
-        var variant = Option("variant", .variant, help: "HLS: which variant of a master playlist (default best: the highest BANDWIDTH), as prefetch chooses")
-        var audio = Option("audio", .language, help: "HLS: the audio rendition in this language (default: the DEFAULT=YES one)")
-        var allowHost = Repeated("allow-host", .originRule, help: "HLS: a host (and port) a stream's members may come from besides its playlists' own, as given to prefetch (repeatable)")
+        var variant = Option("variant", .variant, help: "HLS and DASH: which variant of a master playlist, or video Representation of an MPD (default best: the highest bandwidth), as prefetch chooses")
+        var audio = Option("audio", .language, help: "HLS and DASH: the audio rendition or AdaptationSet in this language (default: the DEFAULT=YES one; DASH: Role main, else the first)")
+        var allowHost = Repeated("allow-host", .originRule, help: "HLS and DASH: a host (and port) a stream's members may come from besides its playlists' or MPD's own, as given to prefetch (repeatable)")
         var keys = KeyOptions()
     }
 
@@ -59,7 +59,9 @@ enum CheckCommand: VCacheCommand {
             let data = entry.flatMap { try? store.openDataForReading(key: $0.key) }
             defer { data?.close() }
             // An HLS playlist: what prefetch would fetch of its stream, from the cached playlists.
-            let stream = entry.flatMap { Readiness.ofStream(item, entry: $0, store: store, plan: plan, keyRules: options.keyRules, allowedHosts: allowed) }
+            // A DASH MPD (by its content, never its URL): the same, from the cached MPD.
+            let stream = entry.flatMap { Readiness.ofStream(item, entry: $0, store: store, plan: plan, keyRules: options.keyRules, allowedHosts: allowed)
+                ?? Readiness.ofDASHStream(item, entry: $0, store: store, plan: plan, keyRules: options.keyRules, allowedHosts: allowed) }
             var readiness = stream ?? Readiness.of(item, entry: entry) { offset, count in
                 guard let data else { throw SystemError("read", path: store.dataPath(key), errno: ENOENT) }
                 return try data.bytes(count, at: offset)

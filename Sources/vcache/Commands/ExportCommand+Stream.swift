@@ -15,13 +15,13 @@ extension ExportCommand {
                                            "files": done.files, "playlists": done.playlists, "dropped": done.dropped])
             } else {
                 console.out("exported \(done.master) (\(done.files) files, \(Units.formatSize(done.bytes)), \(done.playlists) \(done.playlists == 1 ? "playlist" : "playlists"))\n")
-                for url in done.dropped { console.err("left out \(url): it does not play from the cache\n") }
+                for url in done.dropped { console.err(Console.oneLine("left out \(url): it does not play from the cache") + "\n") }
             }
             console.event("summary", ["exported": 1, "failed": 0, "exit_code": 0])
             return 0
         } catch {
             let failure = FailureInfo(error, context: "cannot export to '\(dir)'")
-            console.err("vcache: \(failure.message)\n")
+            console.err("vcache: \(Console.oneLine(failure.message))\n")
             console.event("failed", ["path": dir, "key": key, "error": failure.json])
             console.event("summary", ["exported": 0, "failed": 1, "exit_code": failure.exitCode])
             return failure.exitCode

@@ -51,7 +51,8 @@ extension InfoCommand {
             rows.append((p.kind, [p.label, what, p.url].filter { !$0.isEmpty }.joined(separator: "; ")))
         }
         let width = rows.map(\.0.count).max() ?? 0
-        for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v + "\n") }
+        // Labels and URLs come from the manifest: one line each, whatever it holds.
+        for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + Console.escaped(v) + "\n") }
         return 0
     }
 }

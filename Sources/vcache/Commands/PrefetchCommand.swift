@@ -44,7 +44,7 @@ enum PrefetchCommand: VCacheCommand {
         var maxSize = Option("max-size", .size(), help: "keep the cache under SIZE by evicting least recently used entries (default: config max-size)")
         var variant = Option("variant", .variant, help: "HLS and DASH: which variant of a master playlist, or video Representation of an MPD (default best: the highest bandwidth)")
         var audio = Option("audio", .language, help: "HLS and DASH: the audio rendition or AdaptationSet in this language (default: the DEFAULT=YES one; DASH: Role main, else the first)")
-        var allowHost = Repeated("allow-host", .originRule, help: "HLS: a host (and port) a stream's members may come from besides its playlists' own (repeatable)")
+        var allowHost = Repeated("allow-host", .originRule, help: "HLS and DASH: a host (and port) a stream's members may come from besides its playlists' or MPD's own, redirects included (repeatable)")
         var minFree = Option("min-free", .size(), help: "keep SIZE free on the cache's disk by evicting least recently used entries (default: config min-free)")
         var keys = KeyOptions()
         var noWait = Flag("no-wait", help: "skip an entry another vcache process is writing instead of waiting")

@@ -32,7 +32,7 @@ enum StatusCommand: VCacheCommand {
         }
         let gauges = ServeMetrics.Gauges.measure(store, cap: cap, entries: entries)
         let pinned = entries.filter(\.pinned).count
-        // Streams (HLS): how many, and the entries that are their members.
+        // Streams (HLS and DASH): how many, and the entries that are their members.
         let streams = (try? store.catalog.streams()) ?? []
         let memberEntries = Set(streams.flatMap { $0.members.map(\.key) }).intersection(entries.map(\.key)).count
         let serve = SmallGet.get("http://127.0.0.1:\(port)/status", timeout: 2)
@@ -54,7 +54,7 @@ enum StatusCommand: VCacheCommand {
         if let free = gauges.diskFreeBytes { size += "; \(Units.formatSize(free)) free on its disk" }
         rows.append(["size", size])
         rows.append(["entries", "\(gauges.completeEntries) complete, \(gauges.partialEntries) partial, \(pinned) pinned"])
-        if !streams.isEmpty { rows.append(["streams", "\(streams.count) (\(memberEntries) of the entries are their playlists, segments, init sections and keys)"]) }
+        if !streams.isEmpty { rows.append(["streams", "\(streams.count) (\(memberEntries) of the entries are their manifests (playlists, MPDs), segments, init sections and keys)"]) }
         if let serve {
             let requests = serve["requests"] as? Int ?? 0
             let ratio = (serve["byte_hit_ratio"] as? Double).map { String(format: "%.0f%%", $0 * 100) } ?? "-"

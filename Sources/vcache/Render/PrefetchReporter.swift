@@ -90,7 +90,7 @@ final class PrefetchReporter {
         case .trace(let url, let message):
             switch mode {
             case .json: console.event("trace", ["url": url, "message": message])
-            case .bars, .lines, .quiet: console.err("\(url): \(message)\n")
+            case .bars, .lines, .quiet: console.err(Console.oneLine("\(url): \(message)") + "\n")
             }
         case .retrying(let url, let attempt, let delay, let reason):
             switch mode {
@@ -136,7 +136,7 @@ final class PrefetchReporter {
                 clearBars()
                 // A run logged by cron gets the time on every line, failures included.
                 let stamp = mode == .lines ? Self.timestamp() + " " : ""
-                console.err("\(stamp)vcache: cannot prefetch \(r.url): \(e)\n")
+                console.err("\(stamp)vcache: " + Console.oneLine("cannot prefetch \(r.url): \(e)") + "\n")
                 redraw(force: true)
             } else if mode == .lines || expectedCount > 1 {
                 let state = r.complete ? "complete" : "partial"
@@ -146,7 +146,9 @@ final class PrefetchReporter {
     }
 
     /// A line above the bars (or a plain line, with a timestamp, when not on a TTY).
-    private func log(_ text: String) {
+    /// `text` may embed what an origin sent (a URL an MPD or playlist names): escaped to one line.
+    private func log(_ raw: String) {
+        let text = Console.oneLine(raw)
         if mode == .lines {
             console.err("\(Self.timestamp()) \(text)\n")
         } else {
@@ -206,7 +208,7 @@ final class PrefetchReporter {
         if let total = toFetch, rate > 0, total > fetched {
             tail += "  ETA " + Units.formatDuration(Double(total - fetched) / rate)
         }
-        let name = url.split(separator: "/").last.map(String.init) ?? url
+        let name = Console.oneLine(url.split(separator: "/").last.map(String.init) ?? url)
         let barWidth = max(10, min(30, width - tail.count - 24))
         let filled = Int((fraction ?? 0) * Double(barWidth))
         let bar = "[" + String(repeating: "=", count: filled) + (filled < barWidth ? ">" + String(repeating: " ", count: barWidth - filled - 1) : "") + "]"

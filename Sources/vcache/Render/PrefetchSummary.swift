@@ -49,7 +49,7 @@ struct Summary {
     var recap: String {
         let failures = results.filter { !$0.succeeded && !$0.stoppedByDeadline }
         guard results.count > 1, !failures.isEmpty else { return "" }
-        return "failed:\n" + failures.map { "  \($0.url): \($0.error.map(\.description) ?? "")\n" }.joined()
+        return "failed:\n" + failures.map { "  " + Console.oneLine("\($0.url): \($0.error.map(\.description) ?? "")") + "\n" }.joined()
     }
 
     var json: [String: Any] {

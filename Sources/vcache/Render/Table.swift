@@ -4,7 +4,10 @@ import VCacheCore
 /// Plain-text tables and the small renderings `ls` and friends share.
 enum Table {
     /// Columns padded to their widest cell; the last column is never padded.
-    static func render(_ rows: [[String]], rightAligned: Set<Int> = []) -> String {
+    /// A cell holding origin text (a URL, a reason quoting a manifest) stays on its line: its
+    /// control characters escaped (`Console.oneLine`).
+    static func render(_ table: [[String]], rightAligned: Set<Int> = []) -> String {
+        let rows = table.map { $0.map(Console.oneLine) }
         guard let first = rows.first else { return "" }
         var widths = Array(repeating: 0, count: first.count)
         for r in rows { for (i, c) in r.enumerated() { widths[i] = max(widths[i], c.count) } }
