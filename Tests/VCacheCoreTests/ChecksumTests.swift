@@ -205,7 +205,7 @@ import VCacheTestSupport
         let checkpointer = Checkpointer(catalog: catalog, key: "k", url: "http://h/k", data: data, committed: RangeSet())
         checkpointer.streamDigest(true, others: [.md5, .sha512])
         let validators = Validators(length: Int64(body.count), etag: "\"e\"", lastModified: nil)
-        let block = 256 << 10
+        let block = Checkpointer.feedBufferSize
         for offset in stride(from: 0, to: body.count, by: block) {
             try body[offset..<offset + block].withUnsafeBytes { bytes in
                 try data.write(bytes, toAbsoluteOffset: Int64(offset))
@@ -231,7 +231,7 @@ import VCacheTestSupport
         let body = TestBytes.make(1 << 20, seed: 82)
         let checkpointer = Checkpointer(catalog: catalog, key: "k", url: "http://h/k", data: data, committed: RangeSet())
         checkpointer.streamDigest(true, others: [.md5])
-        let block = 256 << 10
+        let block = Checkpointer.feedBufferSize
         var written = RangeSet()
         for offset in stride(from: 0, to: body.count, by: block) {
             try body[offset..<offset + block].withUnsafeBytes { bytes in

@@ -28,8 +28,9 @@ final class Checkpointer: @unchecked Sendable {
     // Guarded by `feedLock`.
     private var feedFree: [UnsafeMutableRawBufferPointer] = []
     private var feedAllocated = 0
-    static let feedBuffers = 4
-    static let feedBufferSize = 256 << 10
+    /// 1 MiB in all, in blocks of the staging size (`PrefetchOptions.stageBytes`).
+    static let feedBuffers = 16
+    static let feedBufferSize = 64 << 10
     private let catalog: Catalog
     let key: String
     private let url: String

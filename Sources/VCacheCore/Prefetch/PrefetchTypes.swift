@@ -106,8 +106,10 @@ public struct PrefetchOptions: Sendable {
     public var checkpointBytes: Int64 = 4 << 20
     /// ...or after this many seconds, whichever comes first.
     public var checkpointInterval = 1.0
-    /// Received bytes are written in aligned blocks of this size (StagedWrite.swift).
-    public var stageBytes = 256 << 10
+    /// Received bytes are written in aligned blocks of this size (StagedWrite.swift). 64 KiB: on
+    /// Linux 6.x a larger write makes the page cache take larger folios, and 256 KiB writes cost
+    /// ext4 2.5-3.7x the CPU of 64 KiB ones for the same bytes (Docs/performance.md, 500 heads).
+    public var stageBytes = 64 << 10
     /// Gaps closer than this are fetched in one request.
     public var coalesceGap: Int64 = 64 << 10
     /// Downloads running at once.
