@@ -109,3 +109,46 @@ import VCacheTestSupport
         }
     }
 }
+
+/// Offline, the MPD lists only what plays from the cache (`DASHPlayable`, `DASHRewriter.keepOnly`).
+@Suite struct DASHOfflineMPDTests {
+    static let url = "http://o.test/s/manifest.mpd"
+    static let mpd = """
+        <?xml version="1.0"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT8S"><Period id="p" duration="PT8S">
+        <AdaptationSet contentType="video"><SegmentTemplate timescale="10" initialization="$RepresentationID$/init.mp4" media="$RepresentationID$/$Time$.m4s">
+        <SegmentTimeline><S t="0" d="20" r="-1"/></SegmentTimeline></SegmentTemplate>
+        <Representation id="hi" bandwidth="2"/><Representation id="lo" bandwidth="1"/></AdaptationSet>
+        <AdaptationSet contentType="audio" lang="en"><Representation id="a" bandwidth="1"><SegmentList timescale="1" duration="2">
+        <Initialization sourceURL="a/init.mp4"/><SegmentURL media="a/1.m4s"/><SegmentURL media="a/2.m4s"/><SegmentURL media="a/3.m4s"/><SegmentURL media="a/4.m4s"/>
+        </SegmentList></Representation></AdaptationSet>
+        <AdaptationSet contentType="audio" lang="fr"><Representation id="f" bandwidth="1"><SegmentTemplate timescale="1" duration="2" initialization="f/i.mp4" media="f/$Number$.m4s"/></Representation></AdaptationSet>
+        </Period></MPD>
+        """
+
+    /// `hi` and `a` cached for 4 s (two segments), `lo` for 2 s, nothing of `f`.
+    static let cached: Set<String> = ["hi/init.mp4", "hi/0.m4s", "hi/20.m4s", "lo/init.mp4", "lo/0.m4s", "a/init.mp4", "a/1.m4s", "a/2.m4s"]
+
+    @Test func onlyTheCachedRepresentationsAndTimeAreListed() throws {
+        let bytes = Array(Self.mpd.utf8)
+        let mpd = try MPD.parse(bytes, url: Self.url)
+        let playable = DASHPlayable(mpd) { u, _ in Self.cached.contains(String(u.dropFirst("http://o.test/s/".count))) }
+        #expect(playable.plays(mpd))
+        let out = try DASHRewriter(url: Self.url, proxy: "http://127.0.0.1:1").rewrite(bytes) { DASHRewriter.keepOnly(playable, of: mpd, in: $0) }
+        let after = try MPD.parse(out, url: Self.url)
+        // The less-warmed `lo` and the uncached `fr` set go; 4 s, two segments each.
+        #expect(after.representations.map(\.representation.id) == ["hi", "a"])
+        #expect(after.duration == 4 && after.periods[0].duration == 4)
+        for (p, _, rep) in after.representations {
+            #expect(try rep.plan(periodDuration: after.periods[p].duration).segments.count == 2, "\(rep.id)")
+        }
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(text.contains("<S t=\"0\" d=\"20\" r=\"1\"/>") && !text.contains("a/3.m4s"), "\(text)")
+    }
+
+    @Test func videoWithoutItsAudioIsNotOfferedAlone() throws {
+        let mpd = try MPD.parse(Array(Self.mpd.utf8), url: Self.url)
+        let playable = DASHPlayable(mpd) { u, _ in u.contains("/hi/") }
+        #expect(!playable.plays(mpd))
+    }
+}

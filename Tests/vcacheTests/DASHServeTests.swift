@@ -70,8 +70,52 @@ import VCacheTestSupport
         for s in streams {
             let url = serve.url(origin + "/\(s)/manifest.mpd")
             let video = try Self.frames(url, "0:v:0"), audio = try Self.frames(url, "0:a:0")
-            #expect(video.count == 150 && video.err.isEmpty, "\(s) offline: \(video.err)")
+            #expect(video.count == 150 && video.err.isEmpty, "\(s) offline: \(video.count) frames; \(video.err)")
             #expect(audio.count > 270 && audio.err.isEmpty, "\(s) offline: \(audio.err)")
+        }
+        _ = serve.stop()
+    }
+
+    /// Warmed by prefetch (`--seconds 3`: two 2 s video segments; a SegmentBase file whole), then
+    /// read through serve with the origin stopped: the MPD lists only what plays from the cache
+    /// (the warmed video Representation and its audio; the time cached), so ABR cannot pick the
+    /// other, and ffmpeg and mpv play the cached seconds cleanly.
+    @Test(.requires(.nginx, .dashTools, .tool("/usr/bin/mpv", "mpv")), .timeLimit(.minutes(8)))
+    func aWarmedStreamPlaysOfflineAndItsMPDListsOnlyWhatIsCached() throws {
+        let nginx = try origin()
+        let cache = dir.file("cache")
+        let origin = "http://127.0.0.1:\(nginx.port)"
+        let partly = ["num", "tl", "list", "multi"]
+        for s in partly {
+            let r = try VCacheBinary.run(["prefetch", "-q", "--seconds", "3", origin + "/\(s)/manifest.mpd"], cacheDir: cache)
+            #expect(r.status == 0, "\(s): \(r.stderr)")
+        }
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin + "/sb/manifest.mpd"], cacheDir: cache).status == 0)
+        nginx.stop()
+        let refused = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let got = try Curl.fetch([serve.url(origin + "/multi/manifest.mpd")], in: dir)
+        #expect(got.status == 200 && got.headers["x-cache"] == "HIT" && got.headers["content-type"] == "application/dash+xml")
+        let mpd = try MPD.parse(Array(got.body), url: serve.url(origin + "/multi/manifest.mpd"))
+        let kept = mpd.representations.map { ($0.representation.id, mpd.periods[$0.period].adaptationSets[$0.set].language ?? "") }
+        // Representation 0 (180p, the best: prefetch's default) and the eng audio; not the 90p nor the fra audio.
+        #expect(kept.map(\.0) == ["0", "2"], "\(kept)")
+        #expect(mpd.duration.map { $0 > 3.9 && $0 <= 4.0 } == true, "\(String(describing: mpd.duration))")
+        for s in partly {
+            let url = serve.url(origin + "/\(s)/manifest.mpd")
+            let video = try Self.frames(url, "0:v:0"), audio = try Self.frames(url, "0:a:0")
+            // Two 2 s segments at 25 fps.
+            #expect(video.count == 100 && video.err.isEmpty, "\(s) offline: \(video.count) frames; \(video.err)")
+            #expect(audio.count > 180 && audio.err.isEmpty, "\(s) offline: \(audio.count) frames; \(audio.err)")
+        }
+        let sb = try Self.frames(serve.url(origin + "/sb/manifest.mpd"), "0:v:0")
+        #expect(sb.count == 150 && sb.err.isEmpty, "sb offline: \(sb.count) frames; \(sb.err)")
+        // mpv, another player, plays them too (exit 2 when it cannot).
+        for s in partly + ["sb"] {
+            let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet",
+                                                    serve.url(origin + "/\(s)/manifest.mpd")])
+            #expect(mpv.status == 0, "mpv, \(s) offline: \(mpv.err)")
         }
         _ = serve.stop()
     }

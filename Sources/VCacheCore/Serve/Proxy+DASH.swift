@@ -20,7 +20,7 @@ extension Proxy {
             keepCopy(video, body: fresh.body, finalURL: fresh.finalURL, url: origin)
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
         }
-        var bytes: [UInt8], finalURL: String, status: CacheStatus
+        var bytes: [UInt8], finalURL: String, status: CacheStatus, offline = false
         switch shared.outcome {
         case .answer(let fresh):
             guard fresh.status == 200 else {
@@ -35,11 +35,12 @@ extension Proxy {
         case .failed:
             guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e) else { return nil }
             (bytes, finalURL, status) = (copy.bytes, copy.base, .hit)
+            offline = true
         }
         let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
         let rewritten: [UInt8]
         do {
-            rewritten = try DASHRewriter(url: finalURL, proxy: host).rewrite(bytes)
+            rewritten = try DASHRewriter(url: finalURL, proxy: host).rewrite(bytes, edit: offline ? offlineEdit(bytes, url: finalURL) : { _ in })
         } catch {
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the MPD cannot be read: \(error)")
         }
@@ -47,6 +48,20 @@ extension Proxy {
         let count = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
                 status == .hit ? count : 0, status == .hit ? 0 : count, status, "MPD, rewritten")
+    }
+
+    /// Offline, the MPD lists only what plays from the cache (`DASHRewriter.keepOnly`); when
+    /// nothing does (no video, or video without the audio it needs), or the MPD is dynamic, it is
+    /// answered whole and the player says what it misses.
+    private func offlineEdit(_ bytes: [UInt8], url: String) -> (XMLEditNode) -> Void {
+        guard let mpd = try? MPD.parse(bytes, url: url), !mpd.isDynamic else { return { _ in } }
+        let store = readThrough.store, rules = readThrough.options.keyRules
+        let playable = DASHPlayable(mpd) { u, range in
+            guard let e = (try? store.catalog.entry(key: rules.key(for: u))) ?? nil else { return false }
+            return range.map { e.ranges.contains(ByteRange($0.first, $0.last + 1)) } ?? e.isComplete
+        }
+        guard playable.plays(mpd) else { return { _ in } }
+        return { DASHRewriter.keepOnly(playable, of: mpd, in: $0) }
     }
 
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
