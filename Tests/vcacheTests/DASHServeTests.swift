@@ -119,4 +119,52 @@ import VCacheTestSupport
         }
         _ = serve.stop()
     }
+
+    static func dynamic(_ period: String, segments: Int) -> Data {
+        var timeline = ""
+        for k in 0..<segments { timeline += "<S t=\"\(k * 2)\" d=\"2\"/>" }
+        return Data("""
+            <?xml version="1.0" encoding="utf-8"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" availabilityStartTime="2026-01-01T00:00:00Z" minimumUpdatePeriod="\(period)" profiles="urn:mpeg:dash:profile:isoff-live:2011">
+            <Period id="0" start="PT0S"><AdaptationSet contentType="video"><Representation id="v" bandwidth="1">
+            <SegmentTemplate timescale="1" initialization="init.mp4" media="$Time$.m4s"><SegmentTimeline>\(timeline)</SegmentTimeline></SegmentTemplate>
+            </Representation></AdaptationSet></Period></MPD>
+            """.utf8)
+    }
+
+    /// A dynamic MPD asked for again within its minimumUpdatePeriod is the copy fetched then (no
+    /// origin request), and past it the origin's of the moment (never staler than the period); a
+    /// period of 0 or a hostile one (negative) means fetched every time.
+    @Test(.timeLimit(.minutes(3)))
+    func aDynamicMPDIsFetchedAtMostOncePerMinimumUpdatePeriod() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/live/manifest.mpd", .init(body: Self.dynamic("PT2S", segments: 1), contentType: "application/dash+xml"))
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let url = serve.url(origin.url("/live/manifest.mpd"))
+        let first = try Curl.fetch([url], in: dir)
+        let fetched = ContinuousClock.now
+        #expect(first.status == 200 && first.headers["content-type"] == "application/dash+xml")
+        let asked = origin.requests("/live/manifest.mpd").count
+        origin.setResource("/live/manifest.mpd", .init(body: Self.dynamic("PT2S", segments: 2), contentType: "application/dash+xml"))
+        let again = try Curl.fetch([url], in: dir)
+        // Within 2 s of the fetch: the same answer, no origin request.
+        #expect(ContinuousClock.now < fetched + .seconds(2), "the second request came too late to tell")
+        #expect(again.body == first.body && again.headers["x-cache"] == "HIT")
+        #expect(origin.requests("/live/manifest.mpd").count == asked)
+        // Past the period: the origin's new MPD (its second segment).
+        while ContinuousClock.now < fetched + .milliseconds(2100) { usleep(50_000) }
+        let later = try Curl.fetch([url], in: dir)
+        #expect(String(decoding: later.body, as: UTF8.self).contains("<S t=\"2\" d=\"2\"/>"))
+        #expect(origin.requests("/live/manifest.mpd").count > asked)
+        for period in ["PT0S", "PT-5S"] {
+            let path = "/p\(period.count)/manifest.mpd"
+            origin.setResource(path, .init(body: Self.dynamic(period, segments: 1), contentType: "application/dash+xml"))
+            let u = serve.url(origin.url(path))
+            _ = try Curl.fetch([u], in: dir)
+            let before = origin.requests(path).count
+            _ = try Curl.fetch([u], in: dir)
+            #expect(origin.requests(path).count > before, "minimumUpdatePeriod \(period)")
+        }
+        _ = serve.stop()
+    }
 }
