@@ -45,6 +45,7 @@ import Testing
         Case(name: "a folder of another scheme: refused", path: d("file:///etc/", "passwd"), expected: nil),
         Case(name: "a folder with a query: refused", path: d("http://h/a/?x=1/", "s.m4s"), expected: nil),
         Case(name: "a token that is no base64: refused", path: "/d/***/x.m4s", expected: nil),
+        Case(name: "a folder with a .. segment: refused", path: d("http://h/a/../", "x.m4s"), expected: nil),
     ]
 
     @Test(arguments: cases)

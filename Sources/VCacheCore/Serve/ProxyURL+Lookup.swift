@@ -81,8 +81,11 @@ extension ProxyURL {
               !folder.contains("?"), !folder.contains("#") else {
             return .refused("not a vcache folder path (/d/FOLDER/PATH): the folder is no http(s) URL ending in /")
         }
-        let pathPart = rest.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let dots: Set<String> = [".", "..", "%2e", ".%2e", "%2e.", "%2e%2e"]
+        guard !HLSURI.Parts(folder).path.split(separator: "/").contains(where: { dots.contains($0.lowercased()) }) else {
+            return .refused("not a vcache folder path (/d/FOLDER/PATH): the folder has a . or .. segment")
+        }
+        let pathPart = rest.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let segments = pathPart.split(separator: "/", omittingEmptySubsequences: false)
         guard !pathPart.isEmpty, !pathPart.hasPrefix("/"), !rest.contains("\\"), !rest.contains("#"),
               !segments.contains(where: { dots.contains($0.lowercased()) }) else {
