@@ -7,4 +7,9 @@
 #undef LIBXML_ICU_ENABLED
 #include <libxml/xmlreader.h>
 #include <libxml/xmlerror.h>
+#include <libxml/tree.h>
+#include <libxml/parser.h>
+#include <libxml/xmlmemory.h>
+// xmlFree is a global function pointer (Swift 6 refuses it as shared mutable state).
+static inline void vc_xml_free(void *p) { xmlFree(p); }
 #endif

@@ -47,6 +47,13 @@ public func fuzzDecisions(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         precondition(fresh >= .zero && fresh <= .milliseconds(LivePlaylists.maxFreshnessMilliseconds), "\(fresh) for \(target)")
     }
 
+    // A dynamic MPD's cached copy: fresh for its minimumUpdatePeriod, at most an hour; never kept
+    // for a period that is NaN, zero or negative.
+    for period in [anyDouble, Double(input.line(2)) ?? 0] {
+        let fresh = LivePlaylists.freshness(minimumUpdatePeriod: period)
+        precondition(fresh.map { $0 > .zero && $0 <= .milliseconds(LivePlaylists.maxFreshnessMilliseconds) } ?? !(period > 0), "\(String(describing: fresh)) for \(period)")
+    }
+
     // The cap: ItemFit over lengths an origin announced.
     let sizes: [Int64?] = (27..<31).map { i in i == 29 ? nil : input.number(i, in: 0 ... .max) }
     let limit = Units.parseSize(input.line(3)) ?? input.number(31, in: 0 ... .max)

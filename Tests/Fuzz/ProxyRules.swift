@@ -1,5 +1,5 @@
 // libFuzzer target: the pure rules in front of serve's cache, on arbitrary text. Built by
-// `make fuzz-build` against VCacheCore. Line 0: a request path (the proxy URL decoding, then the
+// `make fuzz-build` against VCacheCore. Line 0: a request path (the proxy URL decoding, a /d/ folder path never leaving its folder, then the
 // origin URL checks a decoded URL goes through); line 1: a Host header; line 2: an If-Range;
 // line 3: a Content-Type; line 4: an origin URL to encode. Properties: an origin URL encoded as a
 // proxy URL decodes to itself; answers' content types are media or listed types only; ServeDecision steps
@@ -14,6 +14,11 @@ public func fuzzProxyRules(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         if PrefetchItem.urlProblem(origin) == nil, let target = OriginTarget.of(origin) {
             _ = AllowedOrigins().allows(target)
         }
+    }
+    // A folder path names a URL inside its folder: no . or .. segment anywhere in its path.
+    if input.line(0).hasPrefix("/d/"), case .origin(let o) = ProxyURL.lookup(path: input.line(0)) {
+        let path = HLSURI.Parts(o).path
+        precondition(!path.split(separator: "/").contains { $0 == ".." || $0 == "." }, "'\(input.line(0))' names \(o)")
     }
     let names = ServerNames(listening: "0.0.0.0", port: Int(input.number(5, in: 1...65535)), extra: [input.line(6)])
     // No trap on any Host (its port is read as Int does: `+8089` and `08089` name 8089 too).

@@ -7,9 +7,10 @@ import Foundation
 /// SegmentTimeline of exactly the segments exported, local relative names only, so a player
 /// reading it never reaches the network and never asks for a segment the folder lacks.
 ///
-/// What plays: per Representation, its init and its leading segments cached (all of them for a
-/// SegmentBase file, which players read whole). Each Period lasts as long as the shortest of its
-/// exported Representations plays; a Period cut short ends the export (later ones are left out).
+/// What plays (`DASHPlayable`, as serve's offline MPD): per Representation, its init and its
+/// leading segments cached (all of them for a SegmentBase file, which players read whole). Each
+/// Period lasts as long as its longest-cached video and audio both play, a Representation cached
+/// shorter is left out; a Period cut short ends the export (later ones are left out).
 /// Representations that do not play are left out and said; with none of a Period's video, the
 /// export fails. ContentProtection is not carried over: a protected stream's folder needs its
 /// licence as the origin's MPD described it.
@@ -35,41 +36,25 @@ extension StreamExporter {
             var plays: Double
             var singleFile: MPD.SegmentBase?
         }
+        let playable = DASHPlayable(mpd, held: held)
+        if playable.noVideo {
+            throw StreamExportError.notPlayable(url: root.latestURL, why: "none of its video Representations has its init and first segment cached")
+        }
         var periods: [(period: MPD.Period, reps: [Out], duration: Double)] = []
-        var dropped: [String] = []
+        let dropped = playable.dropped.map { d -> String in
+            let set = mpd.periods[d.period].adaptationSets[d.set]
+            return "Representation '\(set.representations[d.representation].id)' (\(set.kind.rawValue)) of \(root.latestURL)"
+        }
         var n = 0
-        periodLoop: for period in mpd.periods {
-            var outs: [Out] = []
-            for set in period.adaptationSets where !set.isSkipped && set.kind != .other {
-                for rep in set.representations {
-                    let label = "Representation '\(rep.id)' (\(set.kind.rawValue)) of \(root.latestURL)"
-                    if case .base(let b) = rep.segments {
-                        // A single file: whole, or not at all (players read it whole).
-                        guard held(rep.baseURL, nil) else { dropped.append(label); continue }
-                        n += 1
-                        outs.append(Out(set: set, rep: rep, folder: "r\(n)", initialization: nil, segments: [], plays: period.duration ?? 0, singleFile: b))
-                        continue
-                    }
-                    guard let plan = try? rep.plan(periodDuration: period.duration), !plan.segments.isEmpty,
-                          plan.initialization.map({ held($0.url, $0.range) }) ?? true else { dropped.append(label); continue }
-                    let leading = Array(plan.segments.prefix { held($0.url, $0.range) })
-                    guard !leading.isEmpty, leading.allSatisfy({ $0.duration != nil }) else { dropped.append(label); continue }
-                    n += 1
-                    let plays = leading.count == plan.segments.count ? (period.duration ?? leading.reduce(0) { $0 + ($1.duration ?? 0) })
-                        : leading.reduce(0) { max($0, $1.start + ($1.duration ?? 0)) }
-                    outs.append(Out(set: set, rep: rep, folder: "r\(n)", initialization: plan.initialization, segments: leading, plays: plays, singleFile: nil))
-                }
+        for p in playable.periods {
+            let period = mpd.periods[p.period]
+            let outs = p.playing.map { o -> Out in
+                n += 1
+                let set = period.adaptationSets[o.set]
+                return Out(set: set, rep: set.representations[o.representation], folder: "r\(n)", initialization: o.initialization,
+                           segments: o.segments, plays: o.plays, singleFile: o.singleFile)
             }
-            guard outs.contains(where: { $0.set.kind == .video }) || !period.adaptationSets.contains(where: { $0.kind == .video }) else {
-                if periods.isEmpty {
-                    throw StreamExportError.notPlayable(url: root.latestURL, why: "none of its video Representations has its init and first segment cached")
-                }
-                break periodLoop
-            }
-            // The Period lasts as long as its shortest Representation plays.
-            let duration = outs.map(\.plays).min() ?? 0
-            periods.append((period, outs, duration))
-            if let full = period.duration, duration < full - 0.001 { break }
+            periods.append((period, outs, p.duration))
         }
 
         try makeFolder(destination)

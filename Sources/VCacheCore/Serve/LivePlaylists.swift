@@ -69,6 +69,22 @@ public final class LivePlaylists: Sendable {
     /// `fetch` run by this caller (the origin's outcome and what it parses to), which callers
     /// asking meanwhile share. A live answer is kept before any of them is woken.
     public func answer(_ url: String, fetch: () -> (SmallGet.Outcome, HLSPlaylist?)) -> Shared {
+        shared(url) {
+            let (outcome, playlist) = fetch()
+            return (outcome, playlist, Self.freshness(of: playlist))
+        }
+    }
+
+    /// A DASH MPD at `url`, as `answer`: `fetch` also says how long its answer stays fresh (a
+    /// dynamic MPD's `minimumUpdatePeriod`, `freshness(minimumUpdatePeriod:)`; nil: not kept).
+    public func answerMPD(_ url: String, fetch: () -> (SmallGet.Outcome, Duration?)) -> Shared {
+        shared(url) {
+            let (outcome, fresh) = fetch()
+            return (outcome, nil, fresh)
+        }
+    }
+
+    private func shared(_ url: String, fetch: () -> (SmallGet.Outcome, HLSPlaylist?, Duration?)) -> Shared {
         enum Step { case copy(SmallGet.Answer), wait(Flight), lead(Flight) }
         let step: Step = state.withLock { s in
             if let copy = s.copies[url], ContinuousClock.now < copy.fetched + copy.fresh { return .copy(copy.answer) }
@@ -84,10 +100,10 @@ public final class LivePlaylists: Sendable {
             let (outcome, playlist) = flight.wait()
             return Shared(outcome: outcome, playlist: playlist, fetchedHere: false)
         case .lead(let flight):
-            let (outcome, playlist) = fetch()
+            let (outcome, playlist, fresh) = fetch()
             state.withLock { s in
                 s.flights[url] = nil
-                if case .answer(let a) = outcome, a.status == 200 { Self.keep(&s.copies, url, a, playlist: playlist, now: .now) }
+                if case .answer(let a) = outcome, a.status == 200 { Self.keep(&s.copies, url, a, fresh: fresh, now: .now) } else { s.copies[url] = nil }
             }
             flight.finish((outcome, playlist))
             return Shared(outcome: outcome, playlist: playlist, fetchedHere: true)
@@ -97,7 +113,21 @@ public final class LivePlaylists: Sendable {
     /// Keeps `answer` for `url` when it is a live media playlist (no EXT-X-ENDLIST) with a target
     /// duration; forgets any older copy otherwise.
     public func keep(_ url: String, _ answer: SmallGet.Answer, playlist: HLSPlaylist?, now: ContinuousClock.Instant = .now) {
-        state.withLock { Self.keep(&$0.copies, url, answer, playlist: playlist, now: now) }
+        state.withLock { Self.keep(&$0.copies, url, answer, fresh: Self.freshness(of: playlist), now: now) }
+    }
+
+    /// How long a live media playlist stays fresh; nil for anything else (not kept).
+    static func freshness(of playlist: HLSPlaylist?) -> Duration? {
+        guard case .media(let media)? = playlist, media.isLive, let target = media.targetDuration, target > 0 else { return nil }
+        return freshness(targetDuration: target)
+    }
+
+    /// A dynamic MPD's `minimumUpdatePeriod` as a freshness: a player may not ask more often, so
+    /// neither does serve; at most `maxFreshnessMilliseconds` (NaN, negative, zero or past
+    /// 2^63 ms: not kept, or the most), so it is never served staler than that.
+    public static func freshness(minimumUpdatePeriod seconds: Double?) -> Duration? {
+        guard let seconds, !seconds.isNaN, seconds > 0 else { return nil }
+        return .milliseconds(Checked.int64(seconds * 1000, clampedTo: 0...maxFreshnessMilliseconds) ?? maxFreshnessMilliseconds)
     }
 
     /// Half the target duration, at most `maxFreshness` (a live playlist claiming a target of
@@ -107,13 +137,13 @@ public final class LivePlaylists: Sendable {
     }
     static let maxFreshnessMilliseconds: Int64 = 3_600_000
 
-    private static func keep(_ c: inout [String: Copy], _ url: String, _ answer: SmallGet.Answer, playlist: HLSPlaylist?, now: ContinuousClock.Instant) {
-        guard case .media(let media)? = playlist, media.isLive, let target = media.targetDuration, target > 0 else {
+    private static func keep(_ c: inout [String: Copy], _ url: String, _ answer: SmallGet.Answer, fresh: Duration?, now: ContinuousClock.Instant) {
+        guard let fresh, fresh > .zero else {
             c[url] = nil
             return
         }
         if c.count >= Self.capacity { c = c.filter { now < $0.value.fetched + $0.value.fresh } }
         if c.count >= Self.capacity, let oldest = c.min(by: { $0.value.fetched < $1.value.fetched })?.key { c[oldest] = nil }
-        c[url] = Copy(answer: answer, fetched: now, fresh: freshness(targetDuration: target))
+        c[url] = Copy(answer: answer, fetched: now, fresh: fresh)
     }
 }

@@ -161,7 +161,7 @@ extension Proxy {
     }
 
     /// The entry's first `count` bytes when the cache holds them all, else nil.
-    private func cachedHead(_ video: ReadThrough.Video, count: Int) -> [UInt8]? {
+    func cachedHead(_ video: ReadThrough.Video, count: Int) -> [UInt8]? {
         let store = readThrough.store
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil else { return nil }
         return store.cachedBytes(of: e, count: Int64(count))

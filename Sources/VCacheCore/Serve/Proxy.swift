@@ -80,11 +80,13 @@ public final class Proxy: Sendable {
             log(l)
             metrics.record(status: l.status, cache: cache, fromCache: l.fromCache, fromOrigin: l.fromOrigin, originError: originError)
         }
-        func finish(_ status: Int, _ note: String?, headers: [(String, String)] = [], originError: String? = nil) -> HTTPServer.Response {
+        func finish(_ status: Int, _ note: String?, headers: [(String, String)] = [], originError: String? = nil, body: String? = nil) -> HTTPServer.Response {
             line.status = status
             line.note = note
             account(line, cache: nil, originError: originError)
-            return HTTPServer.Response(status: status, headers: headers + Self.inert)
+            guard let body else { return HTTPServer.Response(status: status, headers: headers + Self.inert) }
+            return HTTPServer.Response(status: status, headers: headers + [("Content-Type", "text/plain; charset=utf-8")] + Self.inert,
+                                       body: .bytes(Array((body + "\n").utf8)))
         }
         guard request.method == "GET" || request.method == "HEAD" else {
             return finish(405, "only GET and HEAD", headers: [("Allow", "GET, HEAD")])
@@ -100,7 +102,12 @@ public final class Proxy: Sendable {
         }
         // The operator's own paths are not players' requests: a scrape does not count itself.
         if let answer = control(request) { return answer }
-        guard let origin = ProxyURL.origin(path: request.path) else { return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)") }
+        let origin: String
+        switch ProxyURL.lookup(path: request.path) {
+        case .origin(let o): origin = o
+        case .refused(let why): return finish(404, why, body: why)
+        case .notOurs: return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)")
+        }
         line.url = origin
         // The catalog this process reads is not the cache's any more: its claims are stale (the
         // files they were about may have been replaced since), so nothing is answered from them.
@@ -119,7 +126,7 @@ public final class Proxy: Sendable {
         }
         /// The rewritten playlist, when `video` is one.
         func asPlaylist(_ video: ReadThrough.Video) -> HTTPServer.Response? {
-            guard let playlist = playlistAnswer(request, origin: origin, video: video) else { return nil }
+            guard let playlist = playlistAnswer(request, origin: origin, video: video) ?? mpdAnswer(request, origin: origin, video: video) else { return nil }
             // Not answered as a playlist (the origin's error, or one serve refuses): no part of
             // one is kept (the head `open` stored is no playlist a later answer could use).
             if playlist.cache == nil { forgetPartialPlaylist(video) }

@@ -19,7 +19,9 @@ enum ServeCommand: VCacheCommand {
         discussion: """
         Listens on 127.0.0.1 (port \(defaultPort) unless --port; 0 picks a free one). The first line on
         stdout is the server's base URL; 'vcache url ORIGIN_URL' prints a video's proxy URL. One
-        line per request on stderr (--quiet: none). SIGINT/SIGTERM stop it cleanly; SIGHUP reads the
+        line per request on stderr (--quiet: none). An HLS playlist or DASH MPD is answered
+        rewritten so its segments come through the cache (offline: only what plays from it).
+        SIGINT/SIGTERM stop it cleanly; SIGHUP reads the
         cache's settings again (config max-size) without dropping a connection. Under systemd it
         reports readiness (Type=notify).
         """,
@@ -293,7 +295,7 @@ enum UrlCommand: VCacheCommand {
         name: "url",
         abstract: "print the proxy URL of a video for 'vcache serve'",
         usage: "url ORIGIN_URL... [--port N | --listen HOST:PORT]",
-        discussion: "The proxy URL ends with the origin's file name, so players recognise the format.",
+        discussion: "The proxy URL ends with the origin's file name, so players recognise the format; serve answers it under no other name (404).",
         minPositionals: 1, maxPositionals: nil)
 
     struct Options: OptionGroup {

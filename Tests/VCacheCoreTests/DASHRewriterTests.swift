@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+import VCacheTestSupport
+@testable import VCacheCore
+
+/// An MPD as serve answers it (`DASHRewriter`): every URL a player can form from it resolves to
+/// the proxy (none to the origin) and, through `ProxyURL.lookup`, to exactly the origin URL the
+/// original names; templates still substitute; namespaces and unknown parts stay.
+@Suite struct DASHRewriterTests {
+    static let proxy = "http://127.0.0.1:8089"
+
+    /// Every URL of every Representation's plan: init, index, segments.
+    static func urls(_ mpd: MPD) throws -> [String] {
+        var out: [String] = []
+        for (p, _, rep) in mpd.representations {
+            let plan = try rep.plan(periodDuration: mpd.periods[p].duration)
+            out += [plan.initialization?.url, plan.index?.url].compactMap { $0 } + plan.segments.map(\.url)
+        }
+        return out
+    }
+
+    /// Each URL the rewritten MPD gives a player, mapped back by the proxy as it would be
+    /// requested (the server decodes the path), equals the original's, and none names the origin.
+    static func expectProxied(_ original: [UInt8], url: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let rewritten = try DASHRewriter(url: url, proxy: proxy).rewrite(original)
+        let text = String(decoding: rewritten, as: UTF8.self)
+        let before = try urls(MPD.parse(original, url: url))
+        // The player resolves against the MPD's proxy URL.
+        let after = try urls(MPD.parse(rewritten, url: ProxyURL.make(origin: url, base: proxy)))
+        #expect(before.count == after.count && !after.isEmpty, sourceLocation: sourceLocation)
+        for (b, a) in zip(before, after) {
+            #expect(a.hasPrefix(proxy + "/d/") || a.hasPrefix(proxy + "/v/"), "\(a)", sourceLocation: sourceLocation)
+            let path = String(a.dropFirst(proxy.count)).removingPercentEncoding ?? ""
+            #expect(ProxyURL.lookup(path: path) == .origin(b), "\(a) does not map to \(b)", sourceLocation: sourceLocation)
+        }
+        return text
+    }
+
+    static let hostile = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <!-- a comment kept -->
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" xmlns:cenc="urn:mpeg:cenc:2013" xmlns:xlink="http://www.w3.org/1999/xlink" xmlns:x="urn:example:x"
+             type="static" mediaPresentationDuration="PT6S" profiles="urn:mpeg:dash:profile:isoff-live:2011" x:custom="kept">
+          <ProgramInformation><Title>t</Title></ProgramInformation>
+          <Location>https://cdn.example/live/manifest.mpd?sig=1</Location>
+          <x:Unknown attr="kept"><x:Inner/></x:Unknown>
+          <BaseURL>https://cdn.example/content/</BaseURL>
+          <Period id="p0" duration="PT6S">
+            <BaseURL>period/</BaseURL>
+            <AdaptationSet contentType="video" mimeType="video/mp4">
+              <cenc:pssh>AAAA</cenc:pssh>
+              <SegmentTemplate timescale="1" duration="2" startNumber="1" media="$RepresentationID$/seg-$Number%05d$.m4s" initialization="$RepresentationID$/init.mp4"/>
+              <Representation id="v1" bandwidth="300000" width="320" height="180"/>
+              <Representation id="v2" bandwidth="100000" width="160" height="90"><BaseURL>../other/</BaseURL></Representation>
+            </AdaptationSet>
+            <AdaptationSet contentType="audio" mimeType="audio/mp4">
+              <Representation id="a1" bandwidth="64000">
+                <SegmentTemplate timescale="1" duration="2" media="../up/a-$Number$.m4s?tok=x%20y" initialization="https://edge.example/a/init.mp4"/>
+              </Representation>
+            </AdaptationSet>
+            <AdaptationSet contentType="text" mimeType="application/mp4">
+              <Representation id="t1" bandwidth="1000">
+                <SegmentList timescale="1" duration="3">
+                  <Initialization sourceURL="/abs/t-init.mp4"/>
+                  <SegmentURL media="t1.m4s?sig=a/b"/>
+                  <SegmentURL media="t2.m4s"/>
+                </SegmentList>
+              </Representation>
+            </AdaptationSet>
+          </Period>
+        </MPD>
+        """
+
+    @Test func everyURLOfAHandMadeMPDResolvesToTheProxyAndMapsBackExactly() throws {
+        let url = "https://cdn.example/dir/manifest.mpd?session=9"
+        let text = try Self.expectProxied(Array(Self.hostile.utf8), url: url)
+        #expect(!text.contains("https://cdn.example") && !text.contains("https://edge.example"), "\(text)")
+        // Templates still substitute: their identifiers are left for the player.
+        #expect(text.contains("$RepresentationID$/seg-$Number%05d$.m4s\""), "\(text)")
+        #expect(text.contains("a-$Number$.m4s%3Ftok=x%2520y"), "\(text)")
+        // Namespaces, prefixes, unknown elements and attributes, comments: as they were.
+        for kept in ["xmlns:cenc=\"urn:mpeg:cenc:2013\"", "<cenc:pssh>AAAA</cenc:pssh>", "x:custom=\"kept\"", "<x:Unknown attr=\"kept\"><x:Inner/></x:Unknown>",
+                     "<!-- a comment kept -->", "<Title>t</Title>"] {
+            #expect(text.contains(kept), "\(kept) lost:\n\(text)")
+        }
+        // Location: the proxy URL of the MPD it names.
+        #expect(text.contains("<Location>" + ProxyURL.make(origin: "https://cdn.example/live/manifest.mpd?sig=1", base: Self.proxy) + "</Location>"), "\(text)")
+    }
+
+    @Test func anMPDWithoutBaseURLGetsOneForItsOwnFolder() throws {
+        let mpd = """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT4S"><Period><AdaptationSet contentType="video">
+            <Representation id="0" bandwidth="1"><SegmentTemplate timescale="1" duration="2" media="chunk-$Number$.m4s" initialization="init.m4s"/></Representation>
+            </AdaptationSet></Period></MPD>
+            """
+        let text = try Self.expectProxied(Array(mpd.utf8), url: "http://o.test/a/b/manifest.mpd")
+        #expect(text.contains("<BaseURL>\(ProxyURL.makeFolder("http://o.test/a/b/", base: Self.proxy))</BaseURL>"), "\(text)")
+        #expect(text.contains("media=\"chunk-$Number$.m4s\""), "\(text)")
+    }
+
+    @Test(.requires(.dashTools)) func everyURLOfFFmpegsStreamsResolvesToTheProxy() throws {
+        let dir = TempDirectory("vcache-dashrewrite")
+        try Fixtures.makeDASHStreams(into: dir.path)
+        for stream in ["num", "tl", "list", "sb", "multi"] {
+            let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: dir.file(stream + "/manifest.mpd"))))
+            let text = try Self.expectProxied(bytes, url: "http://127.0.0.1:9/dash/\(stream)/manifest.mpd")
+            #expect(!text.contains("127.0.0.1:9"), "\(stream): \(text)")
+        }
+    }
+}
+
+/// Offline, the MPD lists only what plays from the cache (`DASHPlayable`, `DASHRewriter.keepOnly`).
+@Suite struct DASHOfflineMPDTests {
+    static let url = "http://o.test/s/manifest.mpd"
+    static let mpd = """
+        <?xml version="1.0"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT8S"><Period id="p" duration="PT8S">
+        <AdaptationSet contentType="video"><SegmentTemplate timescale="10" initialization="$RepresentationID$/init.mp4" media="$RepresentationID$/$Time$.m4s">
+        <SegmentTimeline><S t="0" d="20" r="-1"/></SegmentTimeline></SegmentTemplate>
+        <Representation id="hi" bandwidth="2"/><Representation id="lo" bandwidth="1"/></AdaptationSet>
+        <AdaptationSet contentType="audio" lang="en"><Representation id="a" bandwidth="1"><SegmentList timescale="1" duration="2">
+        <Initialization sourceURL="a/init.mp4"/><SegmentURL media="a/1.m4s"/><SegmentURL media="a/2.m4s"/><SegmentURL media="a/3.m4s"/><SegmentURL media="a/4.m4s"/>
+        </SegmentList></Representation></AdaptationSet>
+        <AdaptationSet contentType="audio" lang="fr"><Representation id="f" bandwidth="1"><SegmentTemplate timescale="1" duration="2" initialization="f/i.mp4" media="f/$Number$.m4s"/></Representation></AdaptationSet>
+        </Period></MPD>
+        """
+
+    /// `hi` and `a` cached for 4 s (two segments), `lo` for 2 s, nothing of `f`.
+    static let cached: Set<String> = ["hi/init.mp4", "hi/0.m4s", "hi/20.m4s", "lo/init.mp4", "lo/0.m4s", "a/init.mp4", "a/1.m4s", "a/2.m4s"]
+
+    @Test func onlyTheCachedRepresentationsAndTimeAreListed() throws {
+        let bytes = Array(Self.mpd.utf8)
+        let mpd = try MPD.parse(bytes, url: Self.url)
+        let playable = DASHPlayable(mpd) { u, _ in Self.cached.contains(String(u.dropFirst("http://o.test/s/".count))) }
+        #expect(playable.plays(mpd))
+        let out = try DASHRewriter(url: Self.url, proxy: "http://127.0.0.1:1").rewrite(bytes) { DASHRewriter.keepOnly(playable, of: mpd, in: $0) }
+        let after = try MPD.parse(out, url: Self.url)
+        // The less-warmed `lo` and the uncached `fr` set go; 4 s, two segments each.
+        #expect(after.representations.map(\.representation.id) == ["hi", "a"])
+        #expect(after.duration == 4 && after.periods[0].duration == 4)
+        for (p, _, rep) in after.representations {
+            #expect(try rep.plan(periodDuration: after.periods[p].duration).segments.count == 2, "\(rep.id)")
+        }
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(text.contains("<S t=\"0\" d=\"20\" r=\"1\"/>") && !text.contains("a/3.m4s"), "\(text)")
+    }
+
+    @Test func videoWithoutItsAudioIsNotOfferedAlone() throws {
+        let mpd = try MPD.parse(Array(Self.mpd.utf8), url: Self.url)
+        let playable = DASHPlayable(mpd) { u, _ in u.contains("/hi/") }
+        #expect(!playable.plays(mpd))
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// Issue 35, serve: a DASH presentation read through `serve`, on ffmpeg's own streams served by nginx.
+@Suite struct DASHServeTests {
+    let dir = TempDirectory("vcache-dashserve")
+
+    func origin() throws -> Nginx {
+        let nginx = try Nginx()
+        try Fixtures.makeDASHStreams(into: nginx.root)
+        return nginx
+    }
+
+    /// A URL resolved against a proxy URL (`/v/<MPD>/init-stream0.m4s`) names another resource
+    /// than the token: refused with 404 and a line saying why, never answered with the MPD's bytes.
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(4)))
+    func aNameThatIsNotTheOriginsIsRefusedNeverAnsweredWithAnotherResource() throws {
+        let nginx = try origin()
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let mpd = nginx.url("/num/manifest.mpd")
+        let own = try Curl.fetch([serve.url(mpd)], in: dir)
+        #expect(own.status == 200 && String(decoding: own.body, as: UTF8.self).contains("<MPD"))
+        let token = ProxyURLCoding.encode(mpd)
+        let wrong = try Curl.fetch([serve.base + "/v/" + token + "/init-stream0.m4s"], in: dir)
+        #expect(wrong.status == 404)
+        let body = String(decoding: wrong.body, as: UTF8.self)
+        #expect(body == "'init-stream0.m4s' is not the name of \(mpd) (a URL resolved against a proxy URL names another resource: not served)\n")
+        // ffprobe through serve: never handed the MPD in the init segment's place; it reads the
+        // rewritten MPD and finds both streams.
+        let probe = try Tool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_type", "-of", "csv=p=0", serve.url(mpd)])
+        #expect(probe.status == 0 && probe.err.isEmpty, "\(probe.err)")
+        #expect(Set(String(decoding: probe.out, as: UTF8.self).split(separator: "\n")) == ["video", "audio"])
+        _ = serve.stop()
+        #expect(serve.log.contains { $0.contains(" 404 ") && $0.contains("'init-stream0.m4s' is not the name of") }, "\(serve.log)")
+    }
+
+    /// Frames ffmpeg decodes of `map` through `url` (DASH-NOTES: count framecrc lines), and its stderr.
+    static func frames(_ url: String, _ map: String) throws -> (count: Int, err: String) {
+        let r = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", url, "-map", map, "-f", "framecrc", "-"])
+        // ffmpeg's dashdec says this of a $Number$ template read straight from nginx too (it
+        // probes the first fragment before it knows the timescale) and then decodes every frame.
+        let noise = ["Error when loading first fragment of playlist", "Last message repeated", "Invalid data found when processing input"]
+        let err = r.err.split(separator: "\n").filter { line in !noise.contains { line.contains($0) } }.joined(separator: "\n")
+        return (String(decoding: r.out, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("0,") }.count, err)
+    }
+
+    /// Every kind of stream plays through serve (the MPD rewritten: no URL of it names the
+    /// origin), and again with the origin stopped, from what the first play cached.
+    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(8)))
+    func everyKindPlaysThroughServeAndThenOffline() throws {
+        let nginx = try origin()
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let origin = "http://127.0.0.1:\(nginx.port)"
+        let streams = ["num", "tl", "list", "sb", "multi"]
+        for s in streams {
+            let url = serve.url(origin + "/\(s)/manifest.mpd")
+            let got = try Curl.fetch([url], in: dir)
+            let text = String(decoding: got.body, as: UTF8.self)
+            #expect(got.status == 200 && got.headers["content-type"] == "application/dash+xml", "\(s): \(got.headers)")
+            #expect(!text.contains(origin) && text.contains("<BaseURL>\(serve.base)/d/"), "\(s): \(text)")
+            let video = try Self.frames(url, "0:v:0"), audio = try Self.frames(url, "0:a:0")
+            #expect(video.count == 150 && video.err.isEmpty, "\(s) online: \(video.err)")
+            #expect(audio.count > 270 && audio.err.isEmpty, "\(s) online: \(audio.err)")
+        }
+        nginx.stop()
+        let refused = RefusingPort(nginx.port)  // offline: nothing else may answer on that port
+        defer { withExtendedLifetime(refused) {} }
+        for s in streams {
+            let url = serve.url(origin + "/\(s)/manifest.mpd")
+            let video = try Self.frames(url, "0:v:0"), audio = try Self.frames(url, "0:a:0")
+            #expect(video.count == 150 && video.err.isEmpty, "\(s) offline: \(video.count) frames; \(video.err)")
+            #expect(audio.count > 270 && audio.err.isEmpty, "\(s) offline: \(audio.err)")
+        }
+        _ = serve.stop()
+    }
+
+    /// Warmed by prefetch (`--seconds 3`: two 2 s video segments; a SegmentBase file whole), then
+    /// read through serve with the origin stopped: the MPD lists only what plays from the cache
+    /// (the warmed video Representation and its audio; the time cached), so ABR cannot pick the
+    /// other, and ffmpeg and mpv play the cached seconds cleanly.
+    @Test(.requires(.nginx, .dashTools, .tool("/usr/bin/mpv", "mpv")), .timeLimit(.minutes(8)))
+    func aWarmedStreamPlaysOfflineAndItsMPDListsOnlyWhatIsCached() throws {
+        let nginx = try origin()
+        let cache = dir.file("cache")
+        let origin = "http://127.0.0.1:\(nginx.port)"
+        let partly = ["num", "tl", "list", "multi"]
+        for s in partly {
+            let r = try VCacheBinary.run(["prefetch", "-q", "--seconds", "3", origin + "/\(s)/manifest.mpd"], cacheDir: cache)
+            #expect(r.status == 0, "\(s): \(r.stderr)")
+        }
+        #expect(try VCacheBinary.run(["prefetch", "-q", origin + "/sb/manifest.mpd"], cacheDir: cache).status == 0)
+        nginx.stop()
+        let refused = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let got = try Curl.fetch([serve.url(origin + "/multi/manifest.mpd")], in: dir)
+        #expect(got.status == 200 && got.headers["x-cache"] == "HIT" && got.headers["content-type"] == "application/dash+xml")
+        let mpd = try MPD.parse(Array(got.body), url: serve.url(origin + "/multi/manifest.mpd"))
+        let kept = mpd.representations.map { ($0.representation.id, mpd.periods[$0.period].adaptationSets[$0.set].language ?? "") }
+        // Representation 0 (180p, the best: prefetch's default) and the eng audio; not the 90p nor the fra audio.
+        #expect(kept.map(\.0) == ["0", "2"], "\(kept)")
+        #expect(mpd.duration.map { $0 > 3.9 && $0 <= 4.0 } == true, "\(String(describing: mpd.duration))")
+        for s in partly {
+            let url = serve.url(origin + "/\(s)/manifest.mpd")
+            let video = try Self.frames(url, "0:v:0"), audio = try Self.frames(url, "0:a:0")
+            // Two 2 s segments at 25 fps.
+            #expect(video.count == 100 && video.err.isEmpty, "\(s) offline: \(video.count) frames; \(video.err)")
+            #expect(audio.count > 180 && audio.err.isEmpty, "\(s) offline: \(audio.count) frames; \(audio.err)")
+        }
+        let sb = try Self.frames(serve.url(origin + "/sb/manifest.mpd"), "0:v:0")
+        #expect(sb.count == 150 && sb.err.isEmpty, "sb offline: \(sb.count) frames; \(sb.err)")
+        // mpv, another player, plays them too (exit 2 when it cannot).
+        for s in partly + ["sb"] {
+            let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet",
+                                                    serve.url(origin + "/\(s)/manifest.mpd")])
+            #expect(mpv.status == 0, "mpv, \(s) offline: \(mpv.err)")
+        }
+        _ = serve.stop()
+    }
+
+    static func dynamic(_ period: String, segments: Int) -> Data {
+        var timeline = ""
+        for k in 0..<segments { timeline += "<S t=\"\(k * 2)\" d=\"2\"/>" }
+        return Data("""
+            <?xml version="1.0" encoding="utf-8"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" availabilityStartTime="2026-01-01T00:00:00Z" minimumUpdatePeriod="\(period)" profiles="urn:mpeg:dash:profile:isoff-live:2011">
+            <Period id="0" start="PT0S"><AdaptationSet contentType="video"><Representation id="v" bandwidth="1">
+            <SegmentTemplate timescale="1" initialization="init.mp4" media="$Time$.m4s"><SegmentTimeline>\(timeline)</SegmentTimeline></SegmentTemplate>
+            </Representation></AdaptationSet></Period></MPD>
+            """.utf8)
+    }
+
+    /// A dynamic MPD asked for again within its minimumUpdatePeriod is the copy fetched then (no
+    /// origin request), and past it the origin's of the moment (never staler than the period); a
+    /// period of 0 or a hostile one (negative) means fetched every time.
+    @Test(.timeLimit(.minutes(3)))
+    func aDynamicMPDIsFetchedAtMostOncePerMinimumUpdatePeriod() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/live/manifest.mpd", .init(body: Self.dynamic("PT2S", segments: 1), contentType: "application/dash+xml"))
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let url = serve.url(origin.url("/live/manifest.mpd"))
+        let first = try Curl.fetch([url], in: dir)
+        let fetched = ContinuousClock.now
+        #expect(first.status == 200 && first.headers["content-type"] == "application/dash+xml")
+        let asked = origin.requests("/live/manifest.mpd").count
+        origin.setResource("/live/manifest.mpd", .init(body: Self.dynamic("PT2S", segments: 2), contentType: "application/dash+xml"))
+        let again = try Curl.fetch([url], in: dir)
+        // Within 2 s of the fetch: the same answer, no origin request.
+        #expect(ContinuousClock.now < fetched + .seconds(2), "the second request came too late to tell")
+        #expect(again.body == first.body && again.headers["x-cache"] == "HIT")
+        #expect(origin.requests("/live/manifest.mpd").count == asked)
+        // Past the period: the origin's new MPD (its second segment).
+        while ContinuousClock.now < fetched + .milliseconds(2100) { usleep(50_000) }
+        let later = try Curl.fetch([url], in: dir)
+        #expect(String(decoding: later.body, as: UTF8.self).contains("<S t=\"2\" d=\"2\"/>"))
+        #expect(origin.requests("/live/manifest.mpd").count > asked)
+        for period in ["PT0S", "PT-5S"] {
+            let path = "/p\(period.count)/manifest.mpd"
+            origin.setResource(path, .init(body: Self.dynamic(period, segments: 1), contentType: "application/dash+xml"))
+            let u = serve.url(origin.url(path))
+            _ = try Curl.fetch([u], in: dir)
+            let before = origin.requests(path).count
+            _ = try Curl.fetch([u], in: dir)
+            #expect(origin.requests(path).count > before, "minimumUpdatePeriod \(period)")
+        }
+        _ = serve.stop()
+    }
+}
