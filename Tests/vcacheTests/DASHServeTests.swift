@@ -15,7 +15,7 @@ import VCacheTestSupport
 
     /// A URL resolved against a proxy URL (`/v/<MPD>/init-stream0.m4s`) names another resource
     /// than the token: refused with 404 and a line saying why, never answered with the MPD's bytes.
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(4)))
+    @Test(.requires(.nginx, .dashTools))
     func aNameThatIsNotTheOriginsIsRefusedNeverAnsweredWithAnotherResource() throws {
         let nginx = try origin()
         let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
@@ -48,7 +48,7 @@ import VCacheTestSupport
 
     /// Every kind of stream plays through serve (the MPD rewritten: no URL of it names the
     /// origin), and again with the origin stopped, from what the first play cached.
-    @Test(.requires(.nginx, .dashTools), .timeLimit(.minutes(8)))
+    @Test(.requires(.nginx, .dashTools))
     func everyKindPlaysThroughServeAndThenOffline() throws {
         let nginx = try origin()
         let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
@@ -80,7 +80,7 @@ import VCacheTestSupport
     /// read through serve with the origin stopped: the MPD lists only what plays from the cache
     /// (the warmed video Representation and its audio; the time cached), so ABR cannot pick the
     /// other, and ffmpeg and mpv play the cached seconds cleanly.
-    @Test(.requires(.nginx, .dashTools, .tool("/usr/bin/mpv", "mpv")), .timeLimit(.minutes(8)))
+    @Test(.requires(.nginx, .dashTools, .tool("/usr/bin/mpv", "mpv")))
     func aWarmedStreamPlaysOfflineAndItsMPDListsOnlyWhatIsCached() throws {
         let nginx = try origin()
         let cache = dir.file("cache")
@@ -135,7 +135,7 @@ import VCacheTestSupport
     /// A dynamic MPD asked for again within its minimumUpdatePeriod is the copy fetched then (no
     /// origin request), and past it the origin's of the moment (never staler than the period); a
     /// period of 0 or a hostile one (negative) means fetched every time.
-    @Test(.timeLimit(.minutes(3)))
+    @Test
     func aDynamicMPDIsFetchedAtMostOncePerMinimumUpdatePeriod() throws {
         let origin = try TestOrigin()
         origin.setResource("/live/manifest.mpd", .init(body: Self.dynamic("PT2S", segments: 1), contentType: "application/dash+xml"))
