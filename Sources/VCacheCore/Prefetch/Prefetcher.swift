@@ -254,10 +254,10 @@ public final class Prefetcher {
     /// host is none of them, nor allowed by `--allow-host` (a playlist is the origin's data: it
     /// must not send a cron job to 169.254.169.254 or another host of the network). Redirects of
     /// the member itself are followed as curl -L does. Nil: fetch it.
-    func refusal(_ url: String, own: Set<String>) -> PrefetchError? {
+    func refusal(_ url: String, own: Set<String>, mpd: Bool = false) -> PrefetchError? {
         guard let target = OriginTarget.of(url) else { return nil }  // the job says what is wrong with it
         if own.contains(target.host) || options.memberHosts.allows(target) { return nil }
-        return .refusedHost(host: target.host.contains(":") ? "[\(target.host)]" : target.host, own: own.sorted())
+        return .refusedHost(host: target.host.contains(":") ? "[\(target.host)]" : target.host, own: own.sorted(), mpd: mpd)
     }
 
     /// The run's own videos do not fit under the cap: the last of the list are given back first
@@ -454,7 +454,7 @@ public final class Prefetcher {
                                 runKeys.insert(key)
                                 parent[items.count] = index
                                 items.append(m)
-                                if let refusal = self.refusal(m.url, own: own) {
+                                if let refusal = self.refusal(m.url, own: own, mpd: m.checkSegment == .dashSegment) {
                                     // Never asked: a result of its own, said as it is decided.
                                     var failed = PrefetchResult(url: m.url, key: key, length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
                                                                 requestedBytes: nil, complete: false, elapsed: 0, error: refusal)
@@ -494,8 +494,8 @@ public final class Prefetcher {
         }
         func sayRefusedHosts() {
             for (_, r) in refusedHosts.sorted(by: { $0.key < $1.key }) {
-                guard var said = results[r.first], case .refusedHost(let host, let own, let redirected, _)? = said.error else { continue }
-                said.error = .refusedHost(host: host, own: own, redirected: redirected, more: r.count - 1)
+                guard var said = results[r.first], case .refusedHost(let host, let own, let redirected, _, let mpd)? = said.error else { continue }
+                said.error = .refusedHost(host: host, own: own, redirected: redirected, more: r.count - 1, mpd: mpd)
                 events(.finished(said))
             }
         }
