@@ -236,6 +236,7 @@ extension DASHHostileOriginTests {
         let lines = r.stderrLines.filter { $0.contains("127.0.0.2") }
         #expect(lines.count == 1, "\(r.stderr)")  // the stream's line (the summary counts them)
         #expect(lines.first?.contains("(and 2 more members of this stream refused for their hosts, not said one by one)") == true, "\(r.stderr)")
+        #expect(lines.first?.contains("refused: its MPD names it on 127.0.0.2, not on the stream's own host (127.0.0.1)") == true, "\(r.stderr)")
         #expect(r.stderrLines.last?.contains("3 stream members refused") == true, "\(r.stderr)")
         let status = try VCacheBinary.run(["status"], cacheDir: cache)
         #expect(status.stdout.contains("streams  1 (") && status.stdout.contains("of the entries are their manifests (playlists, MPDs), segments, init sections and keys"), "\(status.stdout)")

@@ -250,8 +250,8 @@ struct PrefetchRun {
     /// One line per stream for its members refused for their host: the first, and how many more.
     func refusedHostsSaid() -> [PrefetchEvent] {
         refusedHosts.sorted(by: { $0.key < $1.key }).compactMap { _, r in
-            guard var said = results[r.first], case .refusedHost(let host, let own, let redirected, _)? = said.error else { return nil }
-            said.error = .refusedHost(host: host, own: own, redirected: redirected, more: r.count - 1)
+            guard var said = results[r.first], case .refusedHost(let host, let own, let redirected, _, let mpd)? = said.error else { return nil }
+            said.error = .refusedHost(host: host, own: own, redirected: redirected, more: r.count - 1, mpd: mpd)
             return .finished(said)
         }
     }

@@ -215,7 +215,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// and `--allow-host`): refused, never fetched. `own`: the stream's hosts.
     /// `redirected`: the member's own URL was on an allowed host, and the origin redirected it there.
     /// `more`: further members of the same stream refused for their host, said on this one line.
-    case refusedHost(host: String, own: [String], redirected: Bool = false, more: Int = 0)
+    /// `mpd`: named by a DASH MPD, not an HLS playlist (the words of the message).
+    case refusedHost(host: String, own: [String], redirected: Bool = false, more: Int = 0, mpd: Bool = false)
     /// The whole video does not have a digest it is expected to have (`--checksum`, a list line,
     /// the origin's header): its bytes were dropped, never called complete.
     case checksumMismatch(ChecksumMismatch)
@@ -339,8 +340,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         case .checksumMismatch(let m): m.description
-        case .refusedHost(let host, let own, let redirected, let more):
-            "refused: \(redirected ? "the origin redirected it to" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
+        case .refusedHost(let host, let own, let redirected, let more, let mpd):
+            "refused: \(redirected ? "the origin redirected it to" : mpd ? "its MPD names it on" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
                 + (more > 0 ? " (and \(more) more \(more == 1 ? "member" : "members") of this stream refused for \(more == 1 ? "its host" : "their hosts"), not said one by one)" : "")
         }
     }

@@ -254,10 +254,10 @@ public final class Prefetcher {
     /// host is none of them, nor allowed by `--allow-host` (a playlist is the origin's data: it
     /// must not send a cron job to 169.254.169.254 or another host of the network). Redirects of
     /// the member itself are followed as curl -L does. Nil: fetch it.
-    func refusal(_ url: String, own: Set<String>) -> PrefetchError? {
+    func refusal(_ url: String, own: Set<String>, mpd: Bool = false) -> PrefetchError? {
         guard let target = OriginTarget.of(url) else { return nil }  // the job says what is wrong with it
         if own.contains(target.host) || options.memberHosts.allows(target) { return nil }
-        return .refusedHost(host: target.host.contains(":") ? "[\(target.host)]" : target.host, own: own.sorted())
+        return .refusedHost(host: target.host.contains(":") ? "[\(target.host)]" : target.host, own: own.sorted(), mpd: mpd)
     }
 
     /// The run's own videos do not fit under the cap: the last of the list are given back first
@@ -355,7 +355,7 @@ public final class Prefetcher {
                             for host in own { only.add(host: host, port: nil) }
                             m.memberOrigins = only
                         }
-                        run.joinMember(m, of: index, refusal: refusal(m.url, own: own))
+                        run.joinMember(m, of: index, refusal: refusal(m.url, own: own, mpd: m.checkSegment == .dashSegment))
                     }
                 }
             }
