@@ -68,6 +68,8 @@ extension PrefetchJob {
         var closeDelimited = false
         /// The origin's Retry-After, in seconds.
         var retryAfter: Double?
+        /// Its body while it may be a manifest (`manifestOverCap`).
+        var manifest = ManifestWatch()
         /// It ended while a drop held it; carried out once the drop is done.
         var ended: Ending?
 
@@ -106,6 +108,8 @@ extension PrefetchJob {
         /// The entry is an HLS playlist (by its Content-Type or first bytes): fetched whole, no
         /// MP4 goal; the run then fetches the stream it names.
         var isPlaylist = false
+        /// The body was a manifest over its size limit, stopped mid-transfer: the run forgets the entry.
+        var refusedManifest = false
         /// The digests the whole video is expected to have (given, and the origin's for this
         /// version), with what a check of the complete entry found.
         var checks: [DigestCheck] = []

@@ -82,8 +82,8 @@ extension PrefetchJob {
             x.failure = .notTheVideo(why)
             return false
         }
-        if let e = manifestOverCap(at: x.offset, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) {
-            refusedManifest = true
+        if let e = manifestOverCap(&x.manifest, at: x.offset, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) {
+            noteRefusedManifest()
             x.failure = e
             return false
         }
@@ -156,23 +156,23 @@ extension PrefetchJob {
     /// A manifest the run would read (an HLS playlist, a DASH MPD: known by its first bytes or its
     /// Content-Type) is stopped as soon as its body passes the size vcache reads as one, not
     /// downloaded whole first. Nil: not a manifest, or not past its limit.
-    func manifestOverCap(at offset: Int64, _ bytes: UnsafeRawBufferPointer) -> PrefetchError? {
+    func manifestOverCap(_ watch: inout ManifestWatch, at offset: Int64, _ bytes: UnsafeRawBufferPointer) -> PrefetchError? {
         guard options.expandStreams, item.checkSegment == nil else { return nil }
-        if offset < 4096, offset == Int64(manifestStart.count) { manifestStart += bytes.prefix(4096 - Int(offset)) }
+        if offset < 4096, offset == Int64(watch.start.count) { watch.start += bytes.prefix(4096 - Int(offset)) }
         let end = offset + Int64(bytes.count)
         guard end > Int64(min(HLSPlaylist.maxBytes, MPD.maxBytes)) else { return nil }
-        if manifestLimit == nil {
+        if watch.limit == nil {
             // Decided once (a video's every later chunk skips it).
-            let head = manifestStart, type = entry.contentType
+            let head = watch.start, type = entry.contentType
             if MPD.looksLikeMPD(firstBytes: head, contentType: type) {
-                manifestLimit = .some((MPD.maxBytes, "a DASH MPD"))
+                watch.limit = .some((MPD.maxBytes, "a DASH MPD"))
             } else if HLSPlaylist.looksLikePlaylist(firstBytes: Array(head.prefix(16)), contentType: type) {
-                manifestLimit = .some((HLSPlaylist.maxBytes, "an HLS playlist"))
+                watch.limit = .some((HLSPlaylist.maxBytes, "an HLS playlist"))
             } else {
-                manifestLimit = .some(nil)
+                watch.limit = .some(nil)
             }
         }
-        guard let (limit, what) = manifestLimit ?? nil, end > Int64(limit) else { return nil }
+        guard let (limit, what) = watch.limit ?? nil, end > Int64(limit) else { return nil }
         let size = entry.validators.length.map { " of \(Units.formatSize($0))" } ?? ""
         return .stream("\(item.url) is \(what)\(size), larger than the \(Units.formatSize(Int64(limit))) vcache reads as one: its transfer was stopped once past that limit")
     }
@@ -185,4 +185,14 @@ extension PrefetchJob {
         let member = item.checkSegment != nil
         return CloseDelimitedBody.judge(length: x.offset, member: member) { offset, count in try data.bytes(count, at: offset) }
     }
+}
+
+/// A transfer's body while it may be a manifest (an HLS playlist, a DASH MPD): a manifest is
+/// stopped as soon as it passes the size vcache reads as one (`PrefetchJob.manifestOverCap`).
+struct ManifestWatch {
+    /// The first bytes of a body from offset 0, at most 4 KiB.
+    var start: [UInt8] = []
+    /// What those first bytes were found to be once the body passed the smaller limit, decided
+    /// once (nil: not decided yet): the manifest's limit and its name, or nil for anything else.
+    var limit: (limit: Int, what: String)??
 }

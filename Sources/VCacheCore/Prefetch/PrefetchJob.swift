@@ -36,14 +36,6 @@ final class PrefetchJob: TransferDelegate {
     private var tries = RetryPolicy.Count()
     /// Body bytes received in this run (progress).
     private(set) var fetched: Int64 = 0
-    /// The first bytes of a body from offset 0 (at most 4 KiB), while it may be a manifest
-    /// (`ManifestCap`): a playlist or MPD is stopped as soon as it passes the size vcache reads.
-    var manifestStart: [UInt8] = []
-    /// What those first bytes were found to be once the body passed the smaller limit, decided
-    /// once (nil: not decided yet): the manifest's limit and its name, or nil for anything else.
-    var manifestLimit: (limit: Int, what: String)??
-    /// The body was a manifest over its size limit, stopped mid-transfer: the run forgets the entry.
-    var refusedManifest = false
     private var lastProgress = ContinuousClock.now
 
     init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher,
@@ -280,6 +272,7 @@ final class PrefetchJob: TransferDelegate {
     func noteContentType(_ type: String) { entry.contentType = type }
     func noteFinalURL(_ url: String) { entry.finalURL = url }
     func notePlaylist() { entry.isPlaylist = true }
+    func noteRefusedManifest() { entry.refusedManifest = true }
 
     /// The entry's expected digests are now `checks` (written with the next commit when they
     /// differ from `stored`, the catalog's).

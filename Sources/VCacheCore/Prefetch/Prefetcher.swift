@@ -331,7 +331,7 @@ public final class Prefetcher {
         func settle(_ index: Int, _ done: PrefetchJob) {
             let result = done.result
             // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
-            if done.refusedManifest { forgetRefusedPlaylist(key: done.key) }
+            if done.entry.refusedManifest { forgetRefusedPlaylist(key: done.key) }
             for follow in run.settle(index, result, expandStreams: options.expandStreams) {
                 guard let r = result else { continue }
                 switch follow {

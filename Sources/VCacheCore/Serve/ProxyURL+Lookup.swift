@@ -94,6 +94,8 @@ extension ProxyURL {
         return .origin(folder + rest)
     }
 
+    /// base64url without padding, byte by byte (Foundation's replacing goes through NSString on
+    /// Linux, slow for a playlist of many thousand URIs).
     static func base64url(_ s: String) -> String {
         String(decoding: Data(s.utf8).base64EncodedData().compactMap { b -> UInt8? in
             switch b {

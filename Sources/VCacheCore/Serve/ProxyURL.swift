@@ -8,16 +8,7 @@ public enum ProxyURL {
     /// The proxy URL for `origin` on the server at `base` (`http://127.0.0.1:8080`), ending with
     /// `name` (default: the origin's file name, `Exporter.fileName`).
     public static func make(origin: String, base: String, name: String? = nil) -> String {
-        // base64url without padding (byte by byte: Foundation's replacing goes through NSString
-        // on Linux, slow for a playlist of many thousand URIs).
-        let encoded = String(decoding: Data(origin.utf8).base64EncodedData().compactMap { b -> UInt8? in
-            switch b {
-            case UInt8(ascii: "+"): UInt8(ascii: "-")
-            case UInt8(ascii: "/"): UInt8(ascii: "_")
-            case UInt8(ascii: "="): nil
-            default: b
-            }
-        }, as: UTF8.self)
+        let encoded = base64url(origin)
         let name = name ?? Exporter.fileName(for: origin, key: "video", contentType: nil)
         let safeName = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#;"))) ?? "video.mp4"
         return "\(base)/v/\(encoded)/\(safeName)"
