@@ -21,6 +21,17 @@ static void vc_mhd_log(void *cls, const char *format, va_list ap) {
     if (logger && logger->fn) logger->fn(logger->ctx, line);
 }
 
+/// A request URL percent-decoded as libmicrohttpd does it (`MHD_http_unescape`), except that a
+/// decoded NUL (`%00`) becomes U+0001: the handler reads the URL as a C string, which would end at
+/// the NUL, so `/v/T/a.m4s%00.mpd` would be read as `/v/T/a.m4s` and answered with another
+/// resource's bytes than the one asked. U+0001 is a control character: the proxy refuses it.
+static size_t vc_mhd_unescape(void *cls, struct MHD_Connection *connection, char *s) {
+    (void)cls; (void)connection;
+    size_t n = MHD_http_unescape(s);
+    for (size_t i = 0; i < n; i++) if (s[i] == '\0') s[i] = '\x01';
+    return n;
+}
+
 /// Thread per connection, poll() (select() breaks past fd 1024), bound to `addr`, with every limit
 /// set explicitly; its error messages to `logger` (none when NULL) (a memory limit of 0 is taken literally: every request would fail with 414).
 static inline struct MHD_Daemon *vc_mhd_start(const struct sockaddr *addr,
@@ -43,6 +54,7 @@ static inline struct MHD_Daemon *vc_mhd_start(const struct sockaddr *addr,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
                             MHD_OPTION_EXTERNAL_LOGGER, vc_mhd_log, (void *)logger,
+                            MHD_OPTION_UNESCAPE_CALLBACK, vc_mhd_unescape, NULL,
                             MHD_OPTION_END);
 }
 

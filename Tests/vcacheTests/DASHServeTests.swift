@@ -36,6 +36,26 @@ import VCacheTestSupport
         #expect(serve.log.contains { $0.contains(" 404 ") && $0.contains("'init-stream0.m4s' is not the name of") }, "\(serve.log)")
     }
 
+    /// A `%00` in a request path is refused in both URL forms: libmicrohttpd hands the handler
+    /// the decoded path as a C string, which ended at the NUL, so `/v/<init>/init-stream0.m4s%00.mpd`
+    /// and `/d/<folder>/init-stream0.m4s%00.mpd` were answered 200 with the init segment's bytes,
+    /// a resource the request does not name.
+    @Test(.requires(.nginx, .dashTools))
+    func anEncodedNulInAPathIsRefusedNeverReadAsTheNameBeforeIt() throws {
+        let nginx = try origin()
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let initURL = nginx.url("/num/init-stream0.m4s"), folder = nginx.url("/num/")
+        let own = try Curl.fetch([serve.base + "/d/" + ProxyURLCoding.encode(folder) + "/init-stream0.m4s"], in: dir)
+        let initBytes = try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/num/init-stream0.m4s"))
+        #expect(own.status == 200 && own.body == initBytes)
+        let viaFolder = try Curl.fetch([serve.base + "/d/" + ProxyURLCoding.encode(folder) + "/init-stream0.m4s%00.mpd"], in: dir)
+        #expect(viaFolder.status == 400 && viaFolder.body.isEmpty)
+        let viaName = try Curl.fetch([serve.base + "/v/" + ProxyURLCoding.encode(initURL) + "/init-stream0.m4s%00.mpd"], in: dir)
+        #expect(viaName.status == 404)
+        #expect(String(decoding: viaName.body, as: UTF8.self).hasPrefix("'init-stream0.m4s\u{01}.mpd' is not the name of \(initURL)"))
+        _ = serve.stop()
+    }
+
     /// Frames ffmpeg decodes of `map` through `url` (DASH-NOTES: count framecrc lines), and its stderr.
     static func frames(_ url: String, _ map: String) throws -> (count: Int, err: String) {
         let r = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", url, "-map", map, "-f", "framecrc", "-"])
