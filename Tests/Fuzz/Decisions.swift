@@ -48,10 +48,10 @@ public func fuzzDecisions(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
 
     // A dynamic MPD's cached copy: fresh for its minimumUpdatePeriod, at most an hour; never kept
-    // for a period that is NaN, zero or negative.
-    for period in [anyDouble, Double(input.line(2)) ?? 0] {
+    // for a period that is NaN, zero, negative or under a millisecond.
+    for period in [anyDouble, Double(input.line(2)) ?? 0, 1e-300, 0.0009, 0.001] {
         let fresh = LivePlaylists.freshness(minimumUpdatePeriod: period)
-        precondition(fresh.map { $0 > .zero && $0 <= .milliseconds(LivePlaylists.maxFreshnessMilliseconds) } ?? !(period > 0), "\(String(describing: fresh)) for \(period)")
+        precondition(fresh.map { $0 > .zero && $0 <= .milliseconds(LivePlaylists.maxFreshnessMilliseconds) } ?? !(period >= 0.001), "\(String(describing: fresh)) for \(period)")
     }
 
     // The cap: ItemFit over lengths an origin announced.

@@ -16,6 +16,8 @@ import Testing
         (1e20, .some(.milliseconds(LivePlaylists.maxFreshnessMilliseconds))),
         (Double.infinity, .some(.milliseconds(LivePlaylists.maxFreshnessMilliseconds))),
         (9.3e15, .some(.milliseconds(LivePlaylists.maxFreshnessMilliseconds))),
+        (1e-300, nil),  // under a millisecond: not kept (the fuzzer found it kept for zero)
+        (0.001, .some(.milliseconds(1))),
     ])
     func aDynamicMPDStaysFreshForItsMinimumUpdatePeriodClamped(_ period: Double, _ expected: Duration?) {
         #expect(LivePlaylists.freshness(minimumUpdatePeriod: period) == expected)

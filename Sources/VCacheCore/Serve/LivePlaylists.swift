@@ -127,7 +127,9 @@ public final class LivePlaylists: Sendable {
     /// 2^63 ms: not kept, or the most), so it is never served staler than that.
     public static func freshness(minimumUpdatePeriod seconds: Double?) -> Duration? {
         guard let seconds, !seconds.isNaN, seconds > 0 else { return nil }
-        return .milliseconds(Checked.int64(seconds * 1000, clampedTo: 0...maxFreshnessMilliseconds) ?? maxFreshnessMilliseconds)
+        // Under a millisecond (1e-300 s, found by the fuzzer): not kept, as zero is.
+        let ms = Checked.int64(seconds * 1000, clampedTo: 0...maxFreshnessMilliseconds) ?? maxFreshnessMilliseconds
+        return ms > 0 ? .milliseconds(ms) : nil
     }
 
     /// Half the target duration, at most `maxFreshness` (a live playlist claiming a target of
