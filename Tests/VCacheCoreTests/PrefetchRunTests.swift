@@ -115,6 +115,33 @@ import Testing
         #expect(out[1].fetchedBytes == 4 && out[1].error == nil)
     }
 
+    /// A member two streams name is fetched once, for the stream that named it first; its
+    /// failure fails the other stream too (before, that one added up as complete).
+    @Test func aMemberTwoStreamsNameFailsBoth() {
+        var run = Self.run("http://h/a.m3u8", "http://h/b.m3u8", "http://h/s2.ts")
+        let a = run.nextToStart()!, b = run.nextToStart()!, given = run.nextToStart()!
+        for (i, url) in [(a, "http://h/a.m3u8"), (b, "http://h/b.m3u8")] {
+            _ = run.jobEnded(i, fetched: 3, result: Self.result(url, fetched: 3, playlist: true), stopping: false)
+            _ = run.settle(i, Self.result(url, fetched: 3, playlist: true), expandStreams: true)
+        }
+        for url in ["http://h/s1.ts", "http://h/s2.ts"] {
+            #expect(run.joinMember(PrefetchItem(url: url), of: a, refusal: nil) == nil)
+            #expect(run.joinMember(PrefetchItem(url: url), of: b, refusal: nil) == nil)
+        }
+        #expect(run.items.count == 4, "s1 joins once; s2 is an item given")
+        let s1 = run.nextToStart()!
+        #expect(run.nextToStart() == nil)
+        #expect(run.roots(of: s1) == [a, b] && run.roots(of: given) == [given, b, a])
+        let gone = PrefetchError.http(status: 404, reason: "Not Found")
+        _ = run.settle(s1, Self.result("http://h/s1.ts", fetched: 7), expandStreams: true)
+        _ = run.settle(given, Self.result("http://h/s2.ts", fetched: 0, error: gone), expandStreams: true)
+        let out = run.outcome()
+        #expect(out[a].fetchedBytes == 10 && out[b].fetchedBytes == 3, "the shared member's bytes count once")
+        #expect(out[a].error == gone && !out[a].complete)
+        #expect(out[b].error == gone && !out[b].complete)
+        #expect(out[given].error == gone)
+    }
+
     /// A refused root: every part gets the error, the parts this run stored are given back,
     /// one event says it, and none of its parts is started or said after.
     @Test func aRefusedRootStopsItsPartsAndIsSaidOnce() {

@@ -92,4 +92,25 @@ import VCacheTestSupport
         let best = try run(["check", master])
         #expect(best.stdout.contains("2 of the 10 playlists, segments, init sections and keys"), "\(best.stdout)")
     }
+    /// Two streams of one run name the same segments; one of them is gone. The segment is asked
+    /// once and fails once, and both streams fail for it (before, the second stream to name it
+    /// was counted done and complete, and the run said "1 done, 1 failed").
+    @Test(.requires(.nginx, .streamTools))
+    func aSegmentTwoStreamsNameFailsBothStreams() throws {
+        let nginx = try HLSCacheTests.streams()
+        let cache = dir.file("cache")
+        let root = nginx.root + "/hls/ts"
+        try FileManager.default.copyItem(atPath: root + "/index.m3u8", toPath: root + "/copy.m3u8")
+        try FileManager.default.removeItem(atPath: root + "/seg_001.ts")
+        let a = nginx.url("/hls/ts/index.m3u8"), b = nginx.url("/hls/ts/copy.m3u8")
+        let r = try VCacheBinary.run(["prefetch", a, b, "--progress", "none"], cacheDir: cache)
+        #expect(r.status == 4, "\(r.stderr)")
+        let gone = nginx.url("/hls/ts/seg_001.ts")
+        #expect(r.stderrLines.filter { $0.hasSuffix("vcache: cannot prefetch \(gone): origin answered 404 Not Found") }.count == 1, "\(r.stderr)")
+        #expect(r.stderrLines.contains("  \(a): origin answered 404 Not Found"), "\(r.stderr)")
+        #expect(r.stderrLines.contains("  \(b): origin answered 404 Not Found"), "\(r.stderr)")
+        #expect(r.stderrLines.last?.hasPrefix("0 done, 2 failed;") == true, "\(r.stderr)")
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0, "\(verify.stdout)")
+    }
 }

@@ -86,6 +86,19 @@ import VCacheTestSupport
         #expect(serve.process.isRunning)
     }
 
+    /// A list line's size of 0 asks for nothing, as `--bytes 0` does: a bad line, never an item
+    /// said `ok` with nothing fetched (before: exit 0, "fetched 0 B ... partial").
+    @Test func aListLineOfSizeZeroIsABadLine() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/v.mp4", .init(body: try Fixtures.data("moov-at-front.mp4"), etag: "\"v1\""))
+        let list = dir.file("list")
+        try "\(origin.url("/v.mp4")) 0\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try VCacheBinary.run(["prefetch", "-i", list, "--progress", "none"], cacheDir: cache)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderrLines.first == "vcache: \(list):1: invalid size or seconds '0'; use e.g. 2M or 10s; line skipped", "\(r.stderr)")
+        #expect(origin.requests("/v.mp4").isEmpty)
+    }
+
     // MARK: - Traps
 
     /// `Retry-After: nan` (and the other spellings Double takes) is no delay: the retry follows the

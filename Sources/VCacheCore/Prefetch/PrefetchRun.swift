@@ -15,6 +15,12 @@ struct PrefetchRun {
     private(set) var results: [PrefetchResult?]
     /// Each joined item's parent.
     private var parent: [Int: Int] = [:]
+    /// The item of each key (its first); a stream naming a key already in the run adds itself to
+    /// that item's `alsoNamedBy`, so the item's end counts for that stream too (`outcome`).
+    private var itemOfKey: [String: Int] = [:]
+    /// Per item: the other items whose streams name it (a segment two playlists share, a media
+    /// playlist given and also named by a master).
+    private var alsoNamedBy: [Int: Set<Int>] = [:]
     /// The next item not started yet, in order.
     private var next = 0
     /// Items to run again first (a full disk after room was made; a checksum mismatch).
@@ -54,6 +60,7 @@ struct PrefetchRun {
         results = Array(repeating: nil, count: given.count)
         self.keyRules = keyRules
         keys = Set(given.map { keyRules.key(for: $0.url) })
+        for i in given.indices.reversed() { itemOfKey[keyRules.key(for: given[i].url)] = i }
     }
 
     func key(of i: Int) -> String { keyRules.key(for: items[i].url) }
@@ -207,8 +214,13 @@ struct PrefetchRun {
     @discardableResult
     mutating func joinMember(_ item: PrefetchItem, of i: Int, refusal: PrefetchError?) -> PrefetchResult? {
         let key = keyRules.key(for: item.url)
-        guard !keys.contains(key) else { return nil }
+        guard !keys.contains(key) else {
+            // Already in the run: fetched once, but this stream is not whole without it either.
+            if let j = itemOfKey[key], j != i { alsoNamedBy[j, default: []].insert(i) }
+            return nil
+        }
         keys.insert(key)
+        itemOfKey[key] = items.count
         guard let refusal else {
             join(item, of: i, result: nil)
             return nil
@@ -319,19 +331,36 @@ struct PrefetchRun {
         results[i]?.complete = true
     }
 
+    /// The items given whose streams hold item `i`: its root, and the roots of every stream
+    /// that also named it (or named an item above it).
+    func roots(of i: Int) -> Set<Int> {
+        var seen: Set<Int> = [], todo = [i], out: Set<Int> = []
+        while let t = todo.popLast() {
+            guard seen.insert(t).inserted else { continue }
+            if let p = parent[t] { todo.append(p) } else { out.insert(t) }
+            todo.append(contentsOf: alsoNamedBy[t] ?? [])
+        }
+        return out
+    }
+
     /// One result per item given: a stream is one item to whoever asked, its members' bytes
-    /// count for it, and the first member that failed is its failure. Call once every item has
-    /// a result (`neverStarted`).
+    /// count for it, and the first member that failed is its failure. A member two streams name
+    /// (fetched once, its bytes counted once, for its root) fails or leaves incomplete each.
+    /// Call once every item has a result (`neverStarted`).
     func outcome() -> [PrefetchResult] {
         var out = results.prefix(given).map { $0! }
-        for i in stride(from: items.count - 1, through: given, by: -1) {
+        for i in stride(from: items.count - 1, through: 0, by: -1) {
             guard let r = results[i] else { continue }
             let t = root(of: i)
-            out[t].fetchedBytes += r.fetchedBytes
-            out[t].alreadyCachedBytes += r.alreadyCachedBytes
-            out[t].refusedMembers += r.refusedMembers
-            if let e = r.error { out[t].error = e }
-            if !r.complete { out[t].complete = false }
+            if i >= given {
+                out[t].fetchedBytes += r.fetchedBytes
+                out[t].alreadyCachedBytes += r.alreadyCachedBytes
+                out[t].refusedMembers += r.refusedMembers
+            }
+            for u in roots(of: i) where u != i {
+                if let e = r.error { out[u].error = e }
+                if !r.complete { out[u].complete = false }
+            }
         }
         return out
     }

@@ -381,7 +381,7 @@ enum PrefetchCommand: VCacheCommand {
             if let word = words.first {
                 if word.lowercased().hasSuffix("s"), let seconds = Units.parseDuration(word), seconds > 0 {
                     item = .seconds(fields[0], seconds)
-                } else if let size = Units.parseSize(word) {
+                } else if let size = Units.parseSize(word), size > 0 {  // 0 asks for nothing, as --bytes 0
                     item = PrefetchItem(url: fields[0], requests: [.head(size)], mp4: defaults.fetchMoov ? .moov : nil)
                 } else {
                     errors.append("\(where_): invalid size or seconds '\(word)'; use e.g. 2M or 10s; line skipped")
