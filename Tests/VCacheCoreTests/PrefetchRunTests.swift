@@ -58,6 +58,42 @@ import Testing
         #expect(run3.jobEnded(i, fetched: 0, result: Self.result("http://h/a", error: Self.full), stopping: false) == .settle)
     }
 
+    /// An item run again after a full disk finds its first attempts' bytes held: they are this
+    /// run's, said as fetched, never as cached before (before, "0 B fetched, 289 KiB already
+    /// cached" for a video this run downloaded, and a refused stream kept it past the cap).
+    @Test func bytesOfAnAttemptEndedByAFullDiskAreThisRunsNotCachedBefore() {
+        var run = Self.run("http://h/a.m3u8")
+        let root = run.nextToStart()!
+        _ = run.settle(root, Self.result("http://h/a.m3u8", fetched: 3, playlist: true), expandStreams: true)
+        _ = run.joinMember(PrefetchItem(url: "http://h/1.ts"), of: root, refusal: nil)
+        let one = run.nextToStart()!
+        // 40 bytes were held before the run; the first attempt fetched 60 and claimed them, then the disk filled.
+        #expect(run.jobEnded(one, fetched: 60, result: Self.result("http://h/1.ts", fetched: 60, cached: 40, error: Self.full), stopping: false) == .makeRoom)
+        #expect(run.roomAsked(for: one, made: true) == .again)
+        #expect(run.nextToStart() == one)
+        let second = Self.result("http://h/1.ts", fetched: 20, cached: 100)
+        #expect(run.jobEnded(one, fetched: 20, result: second, stopping: false) == .settle)
+        _ = run.settle(one, second, expandStreams: true)
+        guard case .finished(let r)? = run.said(one) else { Issue.record("not said"); return }
+        #expect(r.fetchedBytes == 80 && r.alreadyCachedBytes == 40)
+        // Refused for the cap, the member's bytes are this run's: given back.
+        let (keys, _) = run.refuse(root, error: .noRoom(cap: 100, needs: 500))
+        #expect(keys.contains(CacheKeyRules().key(for: "http://h/1.ts")) == false, "held before the run: stays")
+        var fresh = Self.run("http://h/b.m3u8")
+        let b = fresh.nextToStart()!
+        _ = fresh.settle(b, Self.result("http://h/b.m3u8", fetched: 3, playlist: true), expandStreams: true)
+        _ = fresh.joinMember(PrefetchItem(url: "http://h/2.ts"), of: b, refusal: nil)
+        let two = fresh.nextToStart()!
+        _ = fresh.jobEnded(two, fetched: 60, result: Self.result("http://h/2.ts", fetched: 60, error: Self.full), stopping: false)
+        _ = fresh.roomAsked(for: two, made: true)
+        _ = fresh.nextToStart()
+        let again = Self.result("http://h/2.ts", fetched: 40, cached: 60)
+        _ = fresh.jobEnded(two, fetched: 40, result: again, stopping: false)
+        _ = fresh.settle(two, again, expandStreams: true)
+        let (giveBack, _) = fresh.refuse(b, error: .noRoom(cap: 100, needs: 500))
+        #expect(giveBack.contains(CacheKeyRules().key(for: "http://h/2.ts")), "all this run's: given back")
+    }
+
     /// A checksum mismatch runs the item again whole, once; the second end stands, with the
     /// first attempt's bytes counted and the error saying it was fetched again.
     @Test func aChecksumMismatchIsFetchedWholeOnceMoreAndCountsBoth() {

@@ -132,6 +132,26 @@ import VCacheTestSupport
         try expectTrueClaimsThenResume(s)
     }
 
+    /// One pwrite64 to `data` fails with ENOSPC after part of the video was claimed: an older
+    /// video goes to make room and the item runs again, finding its first attempt's bytes held.
+    /// Those are this run's: the lines say the whole video fetched and nothing cached before
+    /// (before: "fetched 1.2 MiB, 1.8 MiB already cached" for a video no run had cached).
+    @Test(.requires(.strace))
+    func aVideoRunAgainAfterAFullDiskIsSaidAsFetchedNotAsCachedBefore() throws {
+        let s = try setUp("again", seed: 2505)
+        s.origin.setResource("/old.mp4", .init(body: TestBytes.make(300_000, seed: 2506), etag: "\"old\""))
+        #expect(try VCacheBinary.run(["prefetch", "-q", s.origin.url("/old.mp4")], cacheDir: s.cache).status == 0)
+        let data = try CacheInspector(directory: s.cache).store.dataPath(CacheKeyRules().key(for: s.url))
+        let r = try underStrace(s, calls: "pwrite64", inject: "pwrite64:error=ENOSPC:when=30", path: data,
+                                ["prefetch", s.url, "--progress", "lines"])
+        #expect(r.status == 0, "\(r.err)")
+        let lines = r.err.split(separator: "\n")
+        #expect(lines.contains { $0.contains("evicted 1 entry (") && $0.hasSuffix(") to make room: \(s.origin.url("/old.mp4"))") }, "\(r.err)")
+        #expect(lines.contains { $0.contains("ok \(s.url): fetched 3.0 MiB, 0 B already cached, complete") }, "\(r.err)")
+        #expect(lines.last?.hasPrefix("fetched 3.0 MiB, 0 B already cached, in ") == true, "\(r.err)")
+        #expect(try CacheInspector(directory: s.cache).dataSHA256(s.url) == TestBytes.sha256(s.body))
+    }
+
     /// recvfrom fails with ECONNRESET from its 5th call on (libcurl reads up to 256 KiB a call) (retries meet it too): one line, exit
     /// 3 (try again later), claims true, the next run resumes and completes.
     @Test(.requires(.strace))

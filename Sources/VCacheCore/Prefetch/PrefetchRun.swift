@@ -27,6 +27,11 @@ struct PrefetchRun {
     private var again: [Int] = []
     /// Runs again after a full disk, per item (at most `maxSpaceRetries`).
     private var spaceRetries: [Int: Int] = [:]
+    /// Per item run again after a full disk: the bytes its ended attempts fetched, and what it
+    /// held before the first (the later attempts find the earlier ones' bytes held: this run's,
+    /// not cached before it). `pendingRoom`: the attempt that ended on a full disk just now.
+    private var spaceAttempts: [Int: (fetched: Int64, heldBefore: Int64)] = [:]
+    private var pendingRoom: [Int: (fetched: Int64, held: Int64)] = [:]
     /// Items whose complete bytes did not have an expected digest, fetched whole once more: the
     /// bytes the first attempt fetched (they count in the result too).
     private var refetched: [Int: Int64] = [:]
@@ -117,6 +122,7 @@ struct PrefetchRun {
         finishedBytes += fetched
         if let r = result { sizes[i] = r.alreadyCachedBytes + r.fetchedBytes }
         if case .disk(let e)? = result?.error, e.isNoSpace, spaceRetries[i, default: 0] < Self.maxSpaceRetries {
+            pendingRoom[i] = (result?.fetchedBytes ?? 0, result?.alreadyCachedBytes ?? 0)
             if roomMade > roomMadeAtStart[i, default: 0] {
                 runAgainForRoom(i)
                 return .again
@@ -144,6 +150,10 @@ struct PrefetchRun {
 
     private mutating func runAgainForRoom(_ i: Int) {
         spaceRetries[i, default: 0] += 1
+        if let p = pendingRoom.removeValue(forKey: i) {
+            let before = spaceAttempts[i]
+            spaceAttempts[i] = ((before?.fetched ?? 0) + p.fetched, before?.heldBefore ?? p.held)
+        }
         heldFinish[i] = nil
         again.append(i)
     }
@@ -161,6 +171,13 @@ struct PrefetchRun {
     mutating func settle(_ i: Int, _ result: PrefetchResult?, expandStreams: Bool) -> [FollowUp] {
         // A job that ended without a result leaves one decided meanwhile (`refuse`) standing.
         if let result { results[i] = result }
+        // Run again after a full disk: every attempt's bytes are this run's (a refusal gives
+        // them back), only what was held before the first was cached before.
+        if result != nil, let s = spaceAttempts[i], var r = results[i] {
+            r.fetchedBytes += s.fetched
+            r.alreadyCachedBytes = min(r.alreadyCachedBytes, s.heldBefore)
+            results[i] = r
+        }
         // A member redirected to a host its stream may not reach: refused as one named there
         // would be, and counted with them.
         if items[i].memberOrigins != nil, case .transport(let t)? = result?.error, t.kind == .redirectRefused, let to = t.redirectedTo {
