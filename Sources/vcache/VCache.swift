@@ -14,6 +14,10 @@ struct VCache {
         // libcurl converts internationalised host names with libidn2, which reads them in the
         // locale's encoding: UTF-8, whatever the environment says (cron's is often plain C).
         if setlocale(LC_CTYPE, "C.UTF-8") == nil { setlocale(LC_CTYPE, "") }
+        // A write past `ulimit -f` fails with EFBIG, said in one line, for every command (the
+        // cache's reserve as it is opened, serve storing a video, export), never SIGXFSZ, whose
+        // default kills the process (serve, for every player at once).
+        signal(SIGXFSZ, SIG_IGN)
         let console = Console.current()
         // Bytes that are not UTF-8 arrive as U+FFFD: another URL or path than the one given.
         if let bad = CommandLine.arguments.dropFirst().first(where: { $0.contains("\u{FFFD}") }) {

@@ -181,6 +181,31 @@ import VCacheTestSupport
         #expect(ls.stdout.contains("\"sha256\":\"\(TestBytes.sha256(body))\""), "\(ls.stdout)")
     }
 
+    /// `ulimit -f` as a shell gives it: SIGXFSZ at its default, a kill (the test process ignores
+    /// it, and an ignored signal stays ignored across exec, so `aFileSizeLimitIsSaidNotAKill`
+    /// never met the default). Then the cache's 256 KiB reserve, made as a new cache is opened
+    /// before prefetch's own handlers, killed every command; and serve, which never ignored it,
+    /// died for every player at the first write past the limit.
+    static let fileSizeLimited = ["/usr/bin/env", "--default-signal=XFSZ", "/usr/bin/prlimit", "--fsize=100000"]
+
+    @Test(.requires(.prlimit))
+    func aFileSizeLimitKillsNoCommandWithSIGXFSZAtItsDefault() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(300_000, seed: 65)
+        origin.setResource("/v.bin", .init(body: body, etag: "\"v\""))
+        let run = try VCacheBinary.start(Array(Self.fileSizeLimited.dropFirst()) + [VCacheBinary.path, "prefetch", origin.url("/v.bin")],
+                                         cacheDir: cache, executable: Self.fileSizeLimited[0]).finish()
+        #expect(!run.signalled, "killed by signal \(run.status): \(run.stderr)")
+        #expect(run.status == 5, "\(run.status) \(run.stderr)")
+        #expect(run.stderr.contains("this process's file size limit (ulimit -f) is below the video's bytes; raise it"), "\(run.stderr)")
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        // serve: the player gets the whole video (streamed past what could be stored), and serve stays.
+        let serve = try ServeProcess(cacheDir: dir.file("serve-cache"), logDir: dir, launcher: Self.fileSizeLimited)
+        let got = try Curl.fetch(["-m", "60", serve.url(origin.url("/v.bin"))], in: dir)
+        #expect(got.status == 200 && got.body == body, "\(got.status) \(got.body.count)")
+        #expect(serve.process.isRunning)
+    }
+
     /// serve with a cap, and a player asking `bytes=0-` of a length near 2^63: the room
     /// arithmetic saturates (before: one request took serve away from every player).
     @Test func serveSurvivesALengthNear2To63UnderACap() throws {
