@@ -102,6 +102,26 @@ import VCacheTestSupport
         #expect(origin.servedBytes("/d.mp4") - body.count <= Int(Int64(body.count) - claims.claimed))
     }
 
+    /// SIGTERM while the completion is on the checkpoint queue: the job's end waits for that
+    /// commit, and the video completes; it is said done, not interrupted (before: "cannot
+    /// prefetch URL: interrupted", "0 done, 1 failed", though `ls` showed it complete).
+    @Test func aStopDuringTheCompletionCommitSaysTheVideoDone() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(3 << 20, seed: 75)
+        origin.setResource("/t.mp4", .init(body: body, etag: "\"t\""))
+        let url = origin.url("/t.mp4")
+        let pause = PausePoint("complete-before-commit", in: dir)
+        let running = try VCacheBinary.start(["prefetch", url, "--progress", "lines"], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGTERM)
+        pause.release()
+        let r = running.finish()
+        #expect(r.status == 0 || r.signalled && r.status == SIGTERM, "\(r.status) \(r.stderr)")
+        #expect(r.stderrLines.contains { $0.contains("ok \(url): fetched 3.0 MiB, 0 B already cached, complete, ") }, "\(r.stderr)")
+        #expect(!r.stderr.contains("cannot prefetch"), "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+    }
+
     @Test func sigkillMidEvictionLeavesAnOrphanThatTheNextRunSweeps() throws {
         let origin = try TestOrigin()
         origin.setResource("/e.mp4", .init(body: TestBytes.make(1 << 20, seed: 74)))

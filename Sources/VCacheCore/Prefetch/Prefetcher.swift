@@ -329,7 +329,16 @@ public final class Prefetcher {
 
         /// Item `index`'s end is known: what follows from it joins the run, then it is said.
         func settle(_ index: Int, _ done: PrefetchJob) {
-            let result = done.result
+            var result = done.result
+            // Stopped with its completion already on the checkpoint queue: the job's end waited
+            // for that commit, so the catalog says whether the video completed. Complete, it is
+            // done (before: said stopped, counted unfinished, exit 3, though complete).
+            if fetcher.isStopped, var r = result, !r.complete, r.error == .deadline || r.error == .interrupted,
+               ((try? store.catalog.entry(key: r.key)) ?? nil)?.isComplete == true {
+                r.error = nil
+                r.complete = true
+                result = r
+            }
             // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
             if done.entry.refusedManifest { forgetRefusedPlaylist(key: done.key) }
             for follow in run.settle(index, result, expandStreams: options.expandStreams) {
@@ -429,8 +438,26 @@ public final class Prefetcher {
                 if ((try? store.catalog.entry(key: run.key(of: i))) ?? nil)?.isComplete == true { run.stayedComplete(i) }
             }
         }
-        // Items that never started are said too (each unfinished URL is named).
-        for i in never { if let r = run.results[i] { events(.finished(r)) } }
+        // Items given that never started are said too (each unfinished URL is named). A stream's
+        // members that never started are one line for the stream, with all it fetched: a VOD of
+        // thousands of segments stopped at the deadline is a line in a cron log, not thousands.
+        var streamsStopped: [Int] = []
+        for i in never {
+            if i < run.given {
+                if let r = run.results[i] { events(.finished(r)) }
+            } else if !streamsStopped.contains(run.root(of: i)) {
+                streamsStopped.append(run.root(of: i))
+            }
+        }
+        if !streamsStopped.isEmpty {
+            let out = run.outcome()
+            for t in streamsStopped.sorted() {
+                var r = out[t]
+                r.error = why
+                r.complete = false
+                events(.finished(r))
+            }
+        }
         for said in run.refusedHostsSaid() { events(said) }
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
