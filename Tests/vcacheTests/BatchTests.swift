@@ -370,6 +370,37 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
     }
 
+    /// A stream stopped at the deadline with most of its segments never started: one line for
+    /// the stream, with all it fetched, and one per segment that was running; none per segment
+    /// never started (before: a line each, thousands for a long VOD in a cron log).
+    @Test func aStreamStoppedAtTheDeadlineIsOneLineNotOnePerSegment() throws {
+        let origin = try TestOrigin()
+        // MPEG-TS-like segments: 188-byte packets starting with the sync byte.
+        var packet = Data(repeating: 0xff, count: 188)
+        packet[0] = 0x47
+        packet[1] = 0x00
+        packet[3] = 0x10  // not scrambled, payload only
+        let segment = Data((0..<100).flatMap { _ in packet })
+        var playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n"
+        for i in 0..<20 {
+            playlist += "#EXTINF:2.0,\nseg_\(i).ts\n"
+            origin.setResource("/s/seg_\(i).ts", .init(body: segment, etag: "\"s\(i)\"", contentType: "video/mp2t"))
+        }
+        playlist += "#EXT-X-ENDLIST\n"
+        origin.setResource("/s/index.m3u8", .init(body: Data(playlist.utf8), etag: "\"p\"", contentType: "application/vnd.apple.mpegurl"))
+        origin.throttle("/s/seg_1.ts", to: 2_000)
+        let url = origin.url("/s/index.m3u8")
+        let r = try VCacheBinary.run(["prefetch", "-j", "1", url, "--max-time", "2s", "--progress", "lines"], cacheDir: cache)
+        #expect(r.status == 3, "\(r.stderr)")
+        let stopped = r.stderrLines.filter { $0.hasPrefix("stopped ") }
+        #expect(stopped.count == 2, "\(r.stderr)")
+        #expect(stopped.contains { $0.contains("stopped \(origin.url("/s/seg_1.ts")) at the --max-time deadline: ") }, "\(r.stderr)")
+        #expect(stopped.contains { $0.contains("stopped \(url) at the --max-time deadline: ") }, "\(r.stderr)")
+        #expect(r.stderrLines.last?.hasPrefix("0 done, 1 stopped at --max-time, 0 failed; fetched ") == true, "\(r.stderr)")
+        #expect(origin.requests("/s/seg_2.ts").isEmpty)
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
     @Test func limitRateStillDeliversByteExactData() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(300_000, seed: 31)
