@@ -71,4 +71,35 @@ import VCacheTestSupport
         #expect(try CacheInspector(directory: cache).entry(nginx.url("/hls/ts/seg_000.ts"))?.isComplete == true)
         #expect(try Self.usage(cache) <= cap)
     }
+    /// A stream refused for the cap gives back what the run stored of it, but not a member the
+    /// user pinned meanwhile from another process: the pin wins (before: the give-back named
+    /// it, and a named entry went even pinned).
+    @Test func aMemberPinnedDuringTheRunStaysWhenItsStreamIsRefused() throws {
+        let origin = try TestOrigin()
+        var packet = Data(repeating: 0xff, count: 188)
+        packet[0] = 0x47
+        packet[1] = 0x00
+        packet[3] = 0x10
+        func segment(_ packets: Int) -> Data { Data((0..<packets).flatMap { _ in packet }) }
+        origin.setResource("/s/seg_0.ts", .init(body: segment(100), etag: "\"0\"", contentType: "video/mp2t"))
+        origin.setResource("/s/seg_1.ts", .init(body: segment(100), etag: "\"1\"", contentType: "video/mp2t"))
+        origin.setResource("/s/seg_2.ts", .init(body: segment(12_000), etag: "\"2\"", contentType: "video/mp2t"))
+        let playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n" + (0..<3).map { "#EXTINF:2.0,\nseg_\($0).ts\n" }.joined() + "#EXT-X-ENDLIST\n"
+        origin.setResource("/s/index.m3u8", .init(body: Data(playlist.utf8), etag: "\"p\"", contentType: "application/vnd.apple.mpegurl"))
+        let cache = dir.file("cache")
+        let url = origin.url("/s/index.m3u8"), first = origin.url("/s/seg_0.ts")
+        origin.hold("/s/seg_1.ts", at: 1000)
+        let running = try VCacheBinary.start(["prefetch", url, "-j", "1", "--max-size", "1M", "--progress", "none"], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/seg_1.ts"))
+        // seg_0 is stored (-j 1: it ended before seg_1 began); another process pins it.
+        #expect(try VCacheBinary.run(["pin", first], cacheDir: cache).status == 0)
+        origin.release("/s/seg_1.ts")
+        let r = running.finish()
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr.contains("vcache: cannot prefetch \(url): needs about "), "\(r.stderr)")
+        let left = try CacheInspector(directory: cache).store.catalog.allEntries()
+        #expect(left.map(\.latestURL) == [first], "\(left.map(\.latestURL))")
+        #expect(left.first?.pinned == true && left.first?.isComplete == true)
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
 }

@@ -67,7 +67,7 @@ public struct EvictionChoice: Equatable, Sendable {
                 if let e = going.first(where: { excluded[$0.key] != nil }) { (e.key, excluded[e.key] ?? "") }
                 else if isStream, protectedRoots.contains(unit.root) { (members.first { c.protected.contains($0.key) }?.key ?? unit.root, "in use by this run") }
                 else if let e = going.first(where: { c.protected.contains($0.key) }) { (e.key, "in use by this run") }
-                else if !c.includePinned && c.keys == nil, let e = going.first(where: \.pinned) { (e.key, "pinned") }
+                else if !c.evictsPinned, let e = going.first(where: \.pinned) { (e.key, "pinned") }
                 else { nil }
             if let reason {
                 out.skipped.append(Skip(key: reason.key, reason: reason.why))

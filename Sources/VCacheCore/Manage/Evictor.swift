@@ -28,8 +28,12 @@ public struct Evictor {
         public var olderThan: Double?
         /// Only incomplete entries.
         public var partialOnly = false
-        /// Only these keys (an explicit request: pinned entries among them go too).
+        /// Only these keys (an explicit request: pinned entries among them go too, unless
+        /// `keepPinned`).
         public var keys: Set<String>?
+        /// With `keys`: pinned ones stay (prefetch giving back what it stored: a pin the user set
+        /// meanwhile, from another process, wins).
+        public var keepPinned = false
         /// Every entry (subject to the other filters).
         public var all = false
         public var includePinned = false
@@ -39,6 +43,9 @@ public struct Evictor {
         public var alone = false
 
         public init() {}
+
+        /// Pinned entries may go: asked for, or named (and not kept).
+        var evictsPinned: Bool { includePinned || keys != nil && !keepPinned }
     }
 
     public struct Outcome: Sendable {
@@ -160,7 +167,7 @@ public struct Evictor {
             for s in choice.skipped { byKey[s.key].map { name($0, s.reason) } }
             if victims.isEmpty { break }
             for batch in Self.batches(groups) {
-                for (e, removal) in try remove(batch, evenIfPinned: c.includePinned || c.keys != nil) {
+                for (e, removal) in try remove(batch, evenIfPinned: c.evictsPinned) {
                     let why: String
                     switch removal {
                     case .removed(let freed):

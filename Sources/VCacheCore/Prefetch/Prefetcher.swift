@@ -273,6 +273,7 @@ public final class Prefetcher {
             guard let e = (try? store.catalog.entry(key: key)) ?? nil, !e.pinned else { continue }
             var c = Evictor.Criteria()
             c.keys = [key]
+            c.keepPinned = true  // pinned meanwhile by another process
             guard let out = try? Evictor(store: store).evict(c, dryRun: false), !out.evicted.isEmpty else { continue }
             given.insert(i)
             urls.append(e.latestURL)
@@ -322,6 +323,7 @@ public final class Prefetcher {
             refusing = false
             var c = Evictor.Criteria()
             c.keys = keys
+            c.keepPinned = true
             c.alone = true
             if !keys.isEmpty { _ = try? Evictor(store: store).evict(c, dryRun: false) }
             events(said)
