@@ -178,6 +178,36 @@ import Testing
         #expect(out[given].error == gone)
     }
 
+    /// A stream names whole an item the run asked with less: it is fetched whole, as it starts
+    /// when it has not, once its job ends when it runs, again at once when it ended; the bytes of
+    /// every attempt count once, as this run's (before: the stream counted done with a 10 KiB head).
+    @Test func anItemAskedWithLessIsFetchedWholeWhenAStreamNamesIt() {
+        let head = [RangeRequest.head(10 << 10)]
+        var run = PrefetchRun([PrefetchItem(url: "http://h/p.m3u8"), PrefetchItem(url: "http://h/ended.ts", requests: head),
+                               PrefetchItem(url: "http://h/running.ts", requests: head), PrefetchItem(url: "http://h/later.ts", requests: head)],
+                              keyRules: CacheKeyRules())
+        let p = run.nextToStart()!, ended = run.nextToStart()!, running = run.nextToStart()!
+        _ = run.jobEnded(ended, fetched: 10, result: Self.result("http://h/ended.ts", fetched: 10), stopping: false)
+        _ = run.settle(ended, Self.result("http://h/ended.ts", fetched: 10), expandStreams: true)
+        _ = run.said(ended)
+        _ = run.settle(p, Self.result("http://h/p.m3u8", fetched: 3, playlist: true), expandStreams: true)
+        for url in ["http://h/ended.ts", "http://h/running.ts", "http://h/later.ts"] {
+            #expect(run.joinMember(PrefetchItem(url: url), of: p, refusal: nil) == nil)
+        }
+        #expect(run.items.count == 4, "nothing joins twice")
+        #expect(run.items[1...].allSatisfy { $0.requests.isEmpty && $0.mp4 == nil }, "all whole now")
+        // The ended one runs again at once, then the one not started; the running one once it ends.
+        #expect(run.nextToStart() == ended)
+        #expect(run.nextToStart() == 3)
+        #expect(run.jobEnded(running, fetched: 10, result: Self.result("http://h/running.ts", fetched: 10), stopping: false) == .again)
+        #expect(run.nextToStart() == running)
+        let whole = Self.result("http://h/ended.ts", fetched: 90, cached: 10)
+        #expect(run.jobEnded(ended, fetched: 90, result: whole, stopping: false) == .settle)
+        _ = run.settle(ended, whole, expandStreams: true)
+        guard case .finished(let r)? = run.said(ended) else { Issue.record("not said"); return }
+        #expect(r.fetchedBytes == 100 && r.alreadyCachedBytes == 0 && r.complete)
+    }
+
     /// A refused root: every part gets the error, the parts this run stored are given back,
     /// one event says it, and none of its parts is started or said after.
     @Test func aRefusedRootStopsItsPartsAndIsSaidOnce() {

@@ -113,4 +113,20 @@ import VCacheTestSupport
         let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
         #expect(verify.status == 0, "\(verify.stdout)")
     }
+    /// A master given whole and its variant given on another line with `2s`: the variant joins
+    /// the master's stream whole (before: only its first 2 s, the run said both done and exit 0,
+    /// and `check` of the master said a segment missing, exit 1).
+    @Test(.requires(.nginx, .streamTools))
+    func aVariantGivenWithLessIsFetchedWholeForTheMasterThatNamesIt() throws {
+        let nginx = try HLSCacheTests.streams()
+        let cache = dir.file("cache")
+        let master = nginx.url("/hls/abr/master.m3u8")
+        let list = dir.file("list")
+        try "\(master)\n\(nginx.url("/hls/abr/180p/index.m3u8")) 2s\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try VCacheBinary.run(["prefetch", "-i", list, "--progress", "none"], cacheDir: cache)
+        #expect(r.status == 0 && r.stderrLines.last?.hasPrefix("2 done, 0 failed") == true, "\(r.stderr)")
+        let check = try VCacheBinary.run(["check", master], cacheDir: cache)
+        #expect(check.status == 0, "\(check.stdout)")
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
 }

@@ -27,11 +27,15 @@ struct PrefetchRun {
     private var again: [Int] = []
     /// Runs again after a full disk, per item (at most `maxSpaceRetries`).
     private var spaceRetries: [Int: Int] = [:]
-    /// Per item run again after a full disk: the bytes its ended attempts fetched, and what it
-    /// held before the first (the later attempts find the earlier ones' bytes held: this run's,
-    /// not cached before it). `pendingRoom`: the attempt that ended on a full disk just now.
+    /// Per item run again after a full disk, or whole after a narrower request: the bytes its
+    /// ended attempts fetched, and what it held before the first (the later attempts find the
+    /// earlier ones' bytes held: this run's, not cached before it). `pendingRoom`: the attempt
+    /// that ended on a full disk just now.
     private var spaceAttempts: [Int: (fetched: Int64, heldBefore: Int64)] = [:]
     private var pendingRoom: [Int: (fetched: Int64, held: Int64)] = [:]
+    /// Running items a stream named whole after they started with less (a list line's `10K`, a
+    /// variant given with `10s`): run again whole when they end (`widen`).
+    private var widening = Set<Int>()
     /// Items whose complete bytes did not have an expected digest, fetched whole once more: the
     /// bytes the first attempt fetched (they count in the result too).
     private var refetched: [Int: Int64] = [:]
@@ -121,6 +125,13 @@ struct PrefetchRun {
     mutating func jobEnded(_ i: Int, fetched: Int64, result: PrefetchResult?, stopping: Bool) -> JobEnd {
         finishedBytes += fetched
         if let r = result { sizes[i] = r.alreadyCachedBytes + r.fetchedBytes }
+        if widening.remove(i) != nil, !stopping, let r = result, r.error == nil {
+            // A stream named it whole meanwhile: the rest now, its end said once.
+            attempted(i, r)
+            heldFinish[i] = nil
+            again.append(i)
+            return .again
+        }
         if case .disk(let e)? = result?.error, e.isNoSpace, spaceRetries[i, default: 0] < Self.maxSpaceRetries {
             pendingRoom[i] = (result?.fetchedBytes ?? 0, result?.alreadyCachedBytes ?? 0)
             if roomMade > roomMadeAtStart[i, default: 0] {
@@ -233,7 +244,10 @@ struct PrefetchRun {
         let key = keyRules.key(for: item.url)
         guard !keys.contains(key) else {
             // Already in the run: fetched once, but this stream is not whole without it either.
-            if let j = itemOfKey[key], j != i { alsoNamedBy[j, default: []].insert(i) }
+            if let j = itemOfKey[key], j != i {
+                alsoNamedBy[j, default: []].insert(i)
+                if item.requests.isEmpty && item.mp4 == nil { widen(j) }
+            }
             return nil
         }
         keys.insert(key)
@@ -249,6 +263,30 @@ struct PrefetchRun {
         join(item, of: i, result: failed)
         noteRefusedHost(items.count - 1)
         return failed
+    }
+
+    /// A stream names item `j` whole: an item asked with less (`--bytes`, a list line's size or
+    /// seconds) is fetched whole: as it starts when it has not; once its job ends when it runs;
+    /// at once, again, when it ended (then it is said twice). One that failed or was refused
+    /// stays as it is (its failure is the stream's too).
+    private mutating func widen(_ j: Int) {
+        guard !items[j].requests.isEmpty || items[j].mp4 != nil, !refused.contains(root(of: j)), results[j]?.error == nil else { return }
+        items[j].requests = []
+        items[j].mp4 = nil
+        guard j < next, !again.contains(j) else { return }  // starts whole
+        if let r = results[j] {
+            attempted(j, r)
+            results[j] = nil
+            again.append(j)
+        } else {
+            widening.insert(j)
+        }
+    }
+
+    /// Item `j` runs again after an attempt that ended with `r`: its bytes are this run's.
+    private mutating func attempted(_ j: Int, _ r: PrefetchResult) {
+        let before = spaceAttempts[j]
+        spaceAttempts[j] = ((before?.fetched ?? 0) + r.fetchedBytes, before?.heldBefore ?? r.alreadyCachedBytes)
     }
 
     private mutating func join(_ item: PrefetchItem, of i: Int, result: PrefetchResult?) {
