@@ -99,6 +99,51 @@ import VCacheTestSupport
         #expect(text.contains("media=\"chunk-$Number$.m4s\""), "\(text)")
     }
 
+    /// An AdaptationSet's (or Period's) template that must be made absolute is, for a
+    /// Representation with a BaseURL of its own, resolved against that Representation's base (it
+    /// is what the player resolves it against), pushed down into the Representation.
+    @Test func anInheritedTemplateResolvesAgainstTheRepresentationsOwnBaseURL() throws {
+        let mpd = """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT4S"><Period duration="PT4S">
+            <SegmentTemplate timescale="1" duration="2" index="../idx/$RepresentationID$.sidx"/>
+            <AdaptationSet contentType="video">
+            <SegmentTemplate media="../$RepresentationID$/c-$Number$.m4s" initialization="../$RepresentationID$/init.m4s"/>
+            <Representation id="0" bandwidth="2"><BaseURL>../deep/er/</BaseURL></Representation>
+            <Representation id="1" bandwidth="1"/>
+            <Representation id="2" bandwidth="1"><BaseURL>https://other.example/x/y/</BaseURL><SegmentTemplate startNumber="5"/></Representation>
+            </AdaptationSet></Period></MPD>
+            """
+        let text = try Self.expectProxied(Array(mpd.utf8), url: "http://o.test/a/b/manifest.mpd")
+        #expect(!text.contains("other.example/"), "\(text)")
+    }
+
+    /// A template that starts with `$RepresentationID$` whose id is an absolute URL, a `//host`, a
+    /// `..` or anything but a plain name: the id is substituted in the rewrite, per
+    /// Representation, so no URL a player forms from it leaves the proxy.
+    @Test func aRepresentationIDThatIsAURLIsSubstitutedNeverLeftToThePlayer() throws {
+        let mpd = """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT4S"><Period duration="PT4S">
+            <AdaptationSet contentType="video">
+            <SegmentTemplate timescale="1" duration="2" media="$RepresentationID$/c-$Number$.m4s" initialization="$RepresentationID$/init.m4s"/>
+            <Representation id="https://evil.example/v" bandwidth="5"/>
+            <Representation id="//evil.example/w" bandwidth="4"/>
+            <Representation id="../../../../up" bandwidth="3"/>
+            <Representation id="a$b%41?c" bandwidth="2"/>
+            <Representation id="plain-1" bandwidth="1"/>
+            <Representation id="http://evil.example/own" bandwidth="1"><SegmentTemplate media="$RepresentationID$-$Number$.m4s"/></Representation>
+            </AdaptationSet></Period></MPD>
+            """
+        let text = try Self.expectProxied(Array(mpd.utf8), url: "http://o.test/a/b/manifest.mpd")
+        // Each Representation but the plain one has its own template, its id in it, under the proxy.
+        let values = text.matches(of: /(media|initialization)="([^"]*)"/).map { String($0.output.2) }
+        #expect(values.count == 12 && values.filter { $0.hasPrefix(Self.proxy + "/d/") }.count == 10, "\(values)")
+        // A plain id is still the player's to substitute: the template as it was, not pushed down.
+        #expect(text.contains("media=\"$RepresentationID$/c-$Number$.m4s\""), "\(text)")
+        #expect(text.contains("<Representation id=\"plain-1\" bandwidth=\"1\"/>"), "\(text)")
+    }
+
     @Test(.requires(.dashTools)) func everyURLOfFFmpegsStreamsResolvesToTheProxy() throws {
         let dir = TempDirectory("vcache-dashrewrite")
         try Fixtures.makeDASHStreams(into: dir.path)

@@ -96,6 +96,43 @@ import VCacheTestSupport
         _ = serve.stop()
     }
 
+    /// An AdaptationSet's SegmentTemplate that the rewrite makes absolute (its `..`) is resolved,
+    /// for a Representation with a BaseURL of its own, against that Representation's base, as the
+    /// player resolves it: ffmpeg plays it through serve as it does from the origin.
+    @Test(.requires(.nginx, .dashTools))
+    func anInheritedTemplateUnderARepresentationsBaseURLPlaysThroughServe() throws {
+        let nginx = try origin()
+        func set(_ id: Int, _ kind: String, _ rep: String) -> String {
+            """
+            <AdaptationSet id="\(id)" contentType="\(kind)" segmentAlignment="true">
+            <SegmentTemplate timescale="1000000" duration="2000000" startNumber="1" initialization="../init-stream$RepresentationID$.m4s" media="../chunk-stream$RepresentationID$-$Number%05d$.m4s"/>
+            <Representation id="\(id)" \(rep)><BaseURL>../num/sub/</BaseURL></Representation>
+            </AdaptationSet>
+            """
+        }
+        let mpd = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" mediaPresentationDuration="PT6.0S" minBufferTime="PT4.0S">
+            <Period id="0" start="PT0.0S">
+            \(set(0, "video", "mimeType=\"video/mp4\" codecs=\"avc1.42c00d\" bandwidth=\"300000\" width=\"320\" height=\"180\""))
+            \(set(1, "audio", "mimeType=\"audio/mp4\" codecs=\"mp4a.40.2\" bandwidth=\"64000\" audioSamplingRate=\"48000\""))
+            </Period></MPD>
+            """
+        try FileManager.default.createDirectory(atPath: nginx.root + "/x", withIntermediateDirectories: true)
+        try mpd.write(toFile: nginx.root + "/x/manifest.mpd", atomically: true, encoding: .utf8)
+        let direct = try Self.frames(nginx.url("/x/manifest.mpd"), "0:v:0")
+        #expect(direct.count == 150 && direct.err.isEmpty, "direct: \(direct.err)")
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let url = serve.url(nginx.url("/x/manifest.mpd"))
+        let video = try Self.frames(url, "0:v:0"), audio = try Self.frames(url, "0:a:0")
+        #expect(video.count == 150 && video.err.isEmpty, "through serve: \(video.count) frames; \(video.err)")
+        #expect(audio.count > 270 && audio.err.isEmpty, "through serve: \(audio.err)")
+        _ = serve.stop()
+        // Every segment asked of the origin is in num's folder (ffmpeg probes one past the end: a 404 there).
+        let asked = serve.log.filter { $0.contains(".m4s") }
+        #expect(!asked.isEmpty && asked.allSatisfy { $0.contains(" GET \(nginx.url("/num/"))") }, "\(serve.log.joined(separator: "\n"))")
+    }
+
     /// Warmed by prefetch (`--seconds 3`: two 2 s video segments; a SegmentBase file whole), then
     /// read through serve with the origin stopped: the MPD lists only what plays from the cache
     /// (the warmed video Representation and its audio; the time cached), so ABR cannot pick the

@@ -37,12 +37,17 @@ public struct DASHRewriter {
             references(root, base: mpdBase)
             for period in root.children("Period") {
                 let periodBase = level(period, parent: mpdBase)
+                // Read before `references` edits them: what each Representation inherits.
+                let periodTemplates = templateURLs(period, base: periodBase, over: [:])
                 references(period, base: periodBase)
                 for set in period.children("AdaptationSet") {
                     let setBase = level(set, parent: periodBase)
+                    let setTemplates = templateURLs(set, base: setBase, over: periodTemplates)
                     references(set, base: setBase)
                     for rep in set.children("Representation") {
-                        references(rep, base: level(rep, parent: setBase))
+                        let repBase = level(rep, parent: setBase)
+                        representationTemplate(rep, inherited: setTemplates, base: repBase)
+                        references(rep, base: repBase, templates: false)
                     }
                 }
             }
@@ -81,10 +86,62 @@ public struct DASHRewriter {
         return ProxyURL.makeFolder(parts.recomposed, base: proxy) + ProxyURL.folderReference(rest)
     }
 
+    static let templateAttributes = ["media", "initialization", "index", "bitstreamSwitching"]
+
+    /// The URL attributes of `e`'s SegmentTemplate as the document has them, each with the base
+    /// in force where it is written, over those `e` inherits (ISO/IEC 23009-1 §5.3.9.1: per attribute).
+    private func templateURLs(_ e: XMLEditNode, base: String, over inherited: [String: (value: String, base: String)]) -> [String: (value: String, base: String)] {
+        var out = inherited
+        guard let t = e.children("SegmentTemplate").first else { return out }
+        for a in Self.templateAttributes {
+            if let v = t.attribute(a), v != "true", v != "false" { out[a] = (v, base) }
+        }
+        return out
+    }
+
+    /// The Representation's template URLs, its own and those it inherits, as it resolves them:
+    /// against its own base, which may not be the base of the level that wrote them (a
+    /// Representation with a BaseURL of its own under an AdaptationSet's template), and with its
+    /// id in place of `$RepresentationID$` when that id is not a plain name (an absolute URL, a
+    /// `//host`, a `..`: the player would form a URL off the proxy from it). An inherited one made
+    /// absolute at its own level is pushed down into the Representation's own SegmentTemplate
+    /// (made when it has none), fixed against the Representation's base.
+    private func representationTemplate(_ rep: XMLEditNode, inherited: [String: (value: String, base: String)], base: String) {
+        let id = rep.attribute("id") ?? ""
+        var own = rep.children("SegmentTemplate").first
+        for a in Self.templateAttributes {
+            let mine = own?.attribute(a).flatMap { $0 == "true" || $0 == "false" ? nil : $0 }
+            guard let v = mine ?? inherited[a]?.value else { continue }
+            let named = Self.withRepresentationID(v, id: id)
+            let value = fixed(named, base: base) ?? (named != v ? named : nil)
+            if mine == nil, let from = inherited[a], named == v, value == fixed(v, base: from.base) { continue }  // the parent's, as written there
+            guard let value else { continue }
+            if own == nil { own = rep.insertChild("SegmentTemplate", text: "", before: nil) }
+            own?.setAttribute(a, value)
+        }
+    }
+
+    /// `template` with each `$RepresentationID$` replaced by `id` (its `$` written `$$`), when the id
+    /// is not a plain name: anything but letters, digits and `-._~!&'()*+,;=@` (no `/`, `:`, `%`, `?`,
+    /// `#`, `\`), or `.`, `..`, empty. A plain one is left for the player to substitute.
+    static func withRepresentationID(_ template: String, id: String) -> String {
+        let plain = !id.isEmpty && id != "." && id != ".." && id.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-._~!&'()*+,;=@".unicodeScalars.contains($0)
+        }
+        let pieces = template.split(separator: "$", omittingEmptySubsequences: false)
+        guard !plain, pieces.count % 2 == 1, pieces.enumerated().contains(where: { $0.offset % 2 == 1 && $0.element == "RepresentationID" }) else { return template }
+        var out = ""
+        for (i, p) in pieces.enumerated() {
+            if i % 2 == 0 { out += p } else if p == "RepresentationID" { out += id.replacingOccurrences(of: "$", with: "$$") } else { out += "$" + p + "$" }
+        }
+        return out
+    }
+
     /// The segment descriptions directly in `e`: each URL attribute that would not resolve to the
-    /// proxy through the rewritten BaseURLs, made absolute to it.
-    private func references(_ e: XMLEditNode, base: String) {
-        for t in e.children("SegmentTemplate") {
+    /// proxy through the rewritten BaseURLs, made absolute to it (a Representation's template
+    /// attributes: `representationTemplate`).
+    private func references(_ e: XMLEditNode, base: String, templates: Bool = true) {
+        for t in e.children("SegmentTemplate") where templates {
             for a in ["media", "initialization", "index", "bitstreamSwitching"] {
                 guard let v = t.attribute(a), v != "true", v != "false", let fixed = fixed(v, base: base) else { continue }
                 t.setAttribute(a, fixed)
