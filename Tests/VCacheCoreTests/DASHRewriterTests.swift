@@ -27,13 +27,17 @@ import VCacheTestSupport
         let before = try urls(MPD.parse(original, url: url))
         // The player resolves against the MPD's proxy URL.
         let after = try urls(MPD.parse(rewritten, url: ProxyURL.make(origin: url, base: proxy)))
+        expectMapped(before, after, sourceLocation: sourceLocation)
+        return text
+    }
+
+    static func expectMapped(_ before: [String], _ after: [String], sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(before.count == after.count && !after.isEmpty, sourceLocation: sourceLocation)
         for (b, a) in zip(before, after) {
             #expect(a.hasPrefix(proxy + "/d/") || a.hasPrefix(proxy + "/v/"), "\(a)", sourceLocation: sourceLocation)
             let path = String(a.dropFirst(proxy.count)).removingPercentEncoding ?? ""
             #expect(ProxyURL.lookup(path: path) == .origin(b), "\(a) does not map to \(b)", sourceLocation: sourceLocation)
         }
-        return text
     }
 
     static let hostile = """
@@ -142,6 +146,37 @@ import VCacheTestSupport
         // A plain id is still the player's to substitute: the template as it was, not pushed down.
         #expect(text.contains("media=\"$RepresentationID$/c-$Number$.m4s\""), "\(text)")
         #expect(text.contains("<Representation id=\"plain-1\" bandwidth=\"1\"/>"), "\(text)")
+    }
+
+    /// A remote Period (`xlink:href`) is fetched through the proxy and answered rewritten: put in
+    /// the MPD's place as a player puts it, every URL it gives resolves to the proxy and maps back
+    /// to what the Period inline would have named.
+    @Test func aRemotePeriodIsAnsweredRewrittenSoItsURLsStayOnTheProxy() throws {
+        let url = "http://o.test/a/manifest.mpd", remoteURL = "http://o.test/a/ad-period.xml"
+        let period = """
+            <Period xmlns="urn:mpeg:dash:schema:mpd:2011" id="ad" duration="PT4S"><BaseURL>https://ads.example/c/</BaseURL>
+            <AdaptationSet contentType="video"><SegmentTemplate timescale="1" duration="2" media="$RepresentationID$/$Number$.m4s" initialization="../i/$RepresentationID$.mp4"/>
+            <Representation id="v" bandwidth="1"/><Representation id="//evil.example/x" bandwidth="2"/></AdaptationSet>
+            <AdaptationSet contentType="audio"><Representation id="a" bandwidth="1"><BaseURL>sub/</BaseURL><SegmentList timescale="1" duration="2">
+            <Initialization sourceURL="/root/a-init.mp4"/><SegmentURL media="a1.m4s"/><SegmentURL media="https://evil.example/a2.m4s"/></SegmentList></Representation></AdaptationSet>
+            </Period>
+            """
+        #expect(DASHRewriter.looksLikeRemoteElement(Array(("<?xml version=\"1.0\"?>\n" + period).utf8)))
+        #expect(!DASHRewriter.looksLikeRemoteElement(Array("<Period><BaseURL>x</BaseURL></Period>".utf8)))
+        let head = "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" type=\"static\" mediaPresentationDuration=\"PT4S\">"
+        let inline = head + period + "</MPD>"
+        let linked = head + "<Period xlink:href=\"ad-period.xml\" xlink:actuate=\"onLoad\"/></MPD>"
+        let mpd = String(decoding: try DASHRewriter(url: url, proxy: Self.proxy).rewrite(Array(linked.utf8)), as: UTF8.self)
+        let href = try #require(mpd.firstMatch(of: /xlink:href="([^"]*)"/)).output.1
+        #expect(ProxyURL.lookup(path: String(href.dropFirst(Self.proxy.count))) == .origin(remoteURL), "\(href)")
+        // What the proxy answers for it, put in the Period's place.
+        let remote = String(decoding: try DASHRewriter(url: remoteURL, proxy: Self.proxy).rewriteRemote(Array(period.utf8)), as: UTF8.self)
+        #expect(!remote.contains("https://ads.example") && !remote.contains("\"https://evil"), "\(remote)")
+        let body = remote.replacing(/<\?xml[^>]*\?>\s*/, with: "")
+        let combined = mpd.replacing(/<Period [^>]*xlink:href[^>]*\/>/, with: body)
+        let before = try Self.urls(MPD.parse(Array(inline.utf8), url: url))
+        let after = try Self.urls(MPD.parse(Array(combined.utf8), url: ProxyURL.make(origin: url, base: Self.proxy)))
+        Self.expectMapped(before, after)
     }
 
     @Test(.requires(.dashTools)) func everyURLOfFFmpegsStreamsResolvesToTheProxy() throws {

@@ -35,34 +35,77 @@ public struct DASHRewriter {
             }
             let mpdBase = level(root, parent: url, insertIfNone: true)
             references(root, base: mpdBase)
-            for period in root.children("Period") {
-                let periodBase = level(period, parent: mpdBase)
-                // Read before `references` edits them: what each Representation inherits.
-                let periodTemplates = templateURLs(period, base: periodBase, over: [:])
-                references(period, base: periodBase)
-                for set in period.children("AdaptationSet") {
-                    let setBase = level(set, parent: periodBase)
-                    let setTemplates = templateURLs(set, base: setBase, over: periodTemplates)
-                    references(set, base: setBase)
-                    for rep in set.children("Representation") {
-                        let repBase = level(rep, parent: setBase)
-                        representationTemplate(rep, inherited: setTemplates, base: repBase)
-                        references(rep, base: repBase, templates: false)
+            for period in root.children("Period") { self.period(period, base: mpdBase) }
+            hrefs(root, base: url)
+        }
+    }
+
+    /// Elements an MPD may name by `xlink:href` (ISO/IEC 23009-1 §5.5), whose remote document
+    /// serve answers rewritten (`rewriteRemote`).
+    public static let remoteElements: Set<String> = ["Period", "AdaptationSet", "EventStream", "SegmentList"]
+
+    /// Whether the first bytes are a remote element's document: its root one of `remoteElements`,
+    /// its start tag naming the DASH namespace.
+    public static func looksLikeRemoteElement(_ firstBytes: [UInt8]) -> Bool {
+        guard let (name, tag) = XMLRoot.startTag(firstBytes) else { return false }
+        return remoteElements.contains(String(name.split(separator: ":").last ?? "")) && tag.contains(MPD.namespace)
+    }
+
+    /// A remote element (a Period, AdaptationSet or SegmentList an MPD names by `xlink:href`), its
+    /// URLs rewritten as the MPD's are, with `url` (where it was fetched) as its base. Players put
+    /// it in the MPD in place of the element naming it, so a relative reference or BaseURL that
+    /// stays under the MPD's proxied base is left as it is; an absolute, `/`-rooted or climbing one
+    /// is made absolute to the proxy (resolved against `url`, the only base the proxy knows of it).
+    public func rewriteRemote(_ bytes: [UInt8]) throws(XMLTree.Error) -> [UInt8] {
+        try XMLTree.edit(bytes) { root in
+            guard root.namespace == MPD.namespace else { return }
+            switch root.name {
+            case "Period": period(root, base: url, remote: true)
+            case "AdaptationSet": adaptationSet(root, base: url, inherited: [:], remote: true)
+            case "SegmentList":
+                for c in root.children where c.namespace == MPD.namespace {
+                    for a in c.name == "SegmentURL" ? ["media", "index"] : ["sourceURL"] {
+                        guard let v = c.attribute(a), let fixed = fixed(v, base: url) else { continue }
+                        c.setAttribute(a, fixed)
                     }
                 }
+            default: break
             }
             hrefs(root, base: url)
         }
     }
 
+    private func period(_ period: XMLEditNode, base: String, remote: Bool = false) {
+        let periodBase = level(period, parent: base, remote: remote)
+        // Read before `references` edits them: what each Representation inherits.
+        let periodTemplates = templateURLs(period, base: periodBase, over: [:])
+        references(period, base: periodBase)
+        for set in period.children("AdaptationSet") { adaptationSet(set, base: periodBase, inherited: periodTemplates, remote: remote) }
+    }
+
+    private func adaptationSet(_ set: XMLEditNode, base: String, inherited: [String: (value: String, base: String)], remote: Bool) {
+        let setBase = level(set, parent: base, remote: remote)
+        let setTemplates = templateURLs(set, base: setBase, over: inherited)
+        references(set, base: setBase)
+        for rep in set.children("Representation") {
+            let repBase = level(rep, parent: setBase, remote: remote)
+            representationTemplate(rep, inherited: setTemplates, base: repBase)
+            references(rep, base: repBase, templates: false)
+        }
+    }
+
     /// The element's BaseURLs rewritten; the base in force inside it (its first BaseURL resolved).
-    private func level(_ e: XMLEditNode, parent: String, insertIfNone: Bool = false) -> String {
+    /// `remote`: in a remote element, only those that would not stay under the MPD's proxied base.
+    private func level(_ e: XMLEditNode, parent: String, insertIfNone: Bool = false, remote: Bool = false) -> String {
         let bases = e.children("BaseURL")
         var first: String?
         for b in bases {
-            let resolved = HLSURI.resolve(b.text.trimmingCharacters(in: .whitespacesAndNewlines), against: parent)
+            let text = b.text.trimmingCharacters(in: .whitespacesAndNewlines)
+            let resolved = HLSURI.resolve(text, against: parent)
             if first == nil { first = resolved }
-            if let proxied = folderForm(resolved) { b.setText(proxied) }
+            if remote {
+                if let proxied = fixed(text, base: parent) { b.setText(proxied) }
+            } else if let proxied = folderForm(resolved) { b.setText(proxied) }
         }
         if bases.isEmpty && insertIfNone, let proxied = folderForm(HLSURI.resolve("./", against: parent)) {
             // After ProgramInformation, where the schema has BaseURL.

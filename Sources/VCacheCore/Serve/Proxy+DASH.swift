@@ -18,6 +18,7 @@ extension Proxy {
                   MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return (outcome, nil) }
             let mpd = try? MPD.parse(Array(fresh.body), url: fresh.finalURL)
             keepCopy(video, body: fresh.body, finalURL: fresh.finalURL, url: origin)
+            if let mpd { recordStream(mpd, key: video.key) }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
         }
         var bytes: [UInt8], finalURL: String, status: CacheStatus, offline = false
@@ -50,6 +51,40 @@ extension Proxy {
                 status == .hit ? count : 0, status == .hit ? 0 : count, status, "MPD, rewritten")
     }
 
+    /// The answer for a remote element an MPD names by `xlink:href` (a Period, AdaptationSet or
+    /// SegmentList document, recognised by its root in the DASH namespace), rewritten as the MPD
+    /// is (`DASHRewriter.rewriteRemote`), so no URL in it leads a player off the proxy. Its bytes
+    /// are the cache's (kept whole as any small resource is, so it is answered offline too); nil
+    /// when `video` is no such document.
+    func remoteElementAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
+        guard let head = cachedHead(video, count: Int(min(video.length, 4096))), DASHRewriter.looksLikeRemoteElement(head) else { return nil }
+        let store = readThrough.store
+        guard video.length <= Int64(MPD.maxBytes) else {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                    "the origin's remote DASH element is larger than the \(Units.formatSize(Int64(MPD.maxBytes))) vcache reads as one: not answered")
+        }
+        var e = (try? store.catalog.entry(key: video.key)) ?? nil
+        if e?.isComplete != true {
+            readThrough.store(origin, upTo: Int64(MPD.maxBytes))
+            e = (try? store.catalog.entry(key: video.key)) ?? nil
+        }
+        guard let e, e.isComplete, let length = e.length, let bytes = store.cachedBytes(of: e, count: length) else {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the remote DASH element could not be read whole")
+        }
+        let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
+        let rewritten: [UInt8]
+        do {
+            rewritten = try DASHRewriter(url: e.latestURL, proxy: host).rewriteRemote(bytes)
+        } catch {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the remote DASH element cannot be read: \(error)")
+        }
+        let status: CacheStatus = video.fromCatalog ? .hit : .miss
+        let headers: [(String, String)] = [("Content-Type", "application/xml"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
+        let count = Int64(rewritten.count)
+        return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
+                status == .hit ? count : 0, status == .hit ? 0 : count, status, "remote DASH element, rewritten")
+    }
+
     /// Offline, the MPD lists only what plays from the cache (`DASHRewriter.keepOnly`); when
     /// nothing does (no video, or video without the audio it needs), or the MPD is dynamic, it is
     /// answered whole and the player says what it misses.
@@ -62,6 +97,27 @@ extension Proxy {
         }
         guard playable.plays(mpd) else { return { _ in } }
         return { DASHRewriter.keepOnly(playable, of: mpd, in: $0) }
+    }
+
+    /// The stream in the catalog, as prefetch records it (Docs/dash.md): every init segment and
+    /// segment (a SegmentBase file) of every Representation joins the MPD's stream, so serve
+    /// checks each before storing it (`memberCheck`: an error page answered 200 is not kept) and
+    /// the stream is one unit to `ls`, `evict` and the cap. Best effort: the answer does not wait
+    /// on it, and a catalog that says no leaves the entries each on its own.
+    private func recordStream(_ mpd: MPD, key: String) {
+        let rules = readThrough.options.keyRules
+        let live = mpd.isDynamic ? DASHLiveClock(now: Date().timeIntervalSince1970) : nil
+        var members: [StreamRecord.Member] = [], seen = Set<String>()
+        for (p, _, rep) in mpd.representations {
+            let period = mpd.periods[p]
+            guard let plan = try? rep.plan(periodDuration: period.duration, live: live.map { ($0, mpd, period.start) }) else { continue }
+            // A SegmentBase file (its init, index and media one resource) is a segment, as prefetch has it.
+            let named: [(String?, StreamRole)] = plan.segments.map { ($0.url, .segment) } + [(plan.index?.url, .segment), (plan.initialization?.url, .initSection)]
+            for case (let url?, let role) in named where seen.insert(url).inserted {
+                members.append(.init(key: rules.key(for: url), role: role))
+            }
+        }
+        _ = try? readThrough.store.catalog.recordStream(root: key, format: "dash", members: members)
     }
 
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
