@@ -256,6 +256,21 @@ extension DASHHostileOriginTests {
         _ = serve.stop()
     }
 
+    /// Review of serve: an MPD refused for its limits (nested past 32 elements) is answered 502
+    /// and leaves nothing cached under its URL, as a refused playlist does.
+    @Test
+    func anMPDServeRefusesForItsLimitsIsNotKept() throws {
+        let origin = try TestOrigin()
+        let deep = String(repeating: "<x:a>", count: 40) + String(repeating: "</x:a>", count: 40)
+        let body = "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" xmlns:x=\"urn:x\" type=\"static\" mediaPresentationDuration=\"PT4S\">\(deep)</MPD>\n"
+        origin.setResource("/deep.mpd", .init(body: Data(body.utf8), contentType: "application/octet-stream"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(origin.url("/deep.mpd"))], in: dir).status == 502)
+        _ = serve.stop()
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/deep.mpd")) == nil)
+    }
+
     /// Probe bug 5: an MPD past the 16 MiB vcache reads is stopped as soon as it passes it (not
     /// downloaded whole first), with the limit in the error, and not kept.
     @Test

@@ -177,6 +177,34 @@ import VCacheTestSupport
         _ = serve.stop()
     }
 
+    /// An MPD through serve is one origin request each time it is fetched fresh (two the first
+    /// time: the head that finds it is an MPD, then the MPD), and the copy kept for offline is the
+    /// very bytes answered, not a second fetch of them.
+    @Test
+    func aFreshMPDIsOneOriginRequestAndTheBytesAnsweredAreKept() throws {
+        let origin = try TestOrigin()
+        let path = "/s/manifest.mpd"
+        func version(_ n: Int) -> Data { DASHHostileOriginTests.mpd(video: "v/") + Data("<!-- version \(n) -->\n".utf8) }
+        origin.setResource(path, .init(body: version(1), contentType: "application/dash+xml"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin.url(path))
+        #expect(try Curl.fetch([url], in: dir).status == 200)
+        let first = origin.requests(path).count
+        #expect(first <= 2, "\(first) origin requests for the first answer")
+        for n in 2...3 {
+            origin.setResource(path, .init(body: version(n), contentType: "application/dash+xml"))
+            let before = origin.requests(path).count
+            let got = try Curl.fetch([url], in: dir)
+            #expect(got.status == 200 && String(decoding: got.body, as: UTF8.self).contains("<!-- version \(n) -->"))
+            #expect(origin.requests(path).count == before + 1, "version \(n): \(origin.requests(path).count - before) origin requests")
+        }
+        _ = serve.stop()
+        let store = try CacheStore(directory: cache, readOnly: true)
+        let e = try #require(try store.catalog.entry(key: CacheKeyRules().key(for: origin.url(path))))
+        #expect(e.isComplete && store.cachedBytes(of: e).map { Data($0) } == version(3))
+    }
+
     static func dynamic(_ period: String, segments: Int) -> Data {
         var timeline = ""
         for k in 0..<segments { timeline += "<S t=\"\(k * 2)\" d=\"2\"/>" }

@@ -16,9 +16,13 @@ extension Proxy {
             let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return (outcome, nil) }
+            // Kept (and its stream recorded) only when it reads as an MPD: one refused for its
+            // limits (size, nesting) or unreadable would be of no use offline either.
             let mpd = try? MPD.parse(Array(fresh.body), url: fresh.finalURL)
-            keepCopy(video, body: fresh.body, finalURL: fresh.finalURL, url: origin)
-            if let mpd { recordStream(mpd, key: video.key) }
+            if let mpd {
+                keepCopy(video, fresh, url: origin)
+                recordStream(mpd, key: video.key)
+            }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
         }
         var bytes: [UInt8], finalURL: String, status: CacheStatus, offline = false
@@ -43,6 +47,8 @@ extension Proxy {
         do {
             rewritten = try DASHRewriter(url: finalURL, proxy: host).rewrite(bytes, edit: offline ? offlineEdit(bytes, url: finalURL) : { _ in })
         } catch {
+            // Refused (past a limit, not well-formed): not kept, as a refused playlist is not.
+            forgetRefusedMPD(video)
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the MPD cannot be read: \(error)")
         }
         let headers: [(String, String)] = [("Content-Type", "application/dash+xml"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
@@ -99,6 +105,19 @@ extension Proxy {
         return { DASHRewriter.keepOnly(playable, of: mpd, in: $0) }
     }
 
+    /// An MPD serve refuses to read leaves nothing cached under its URL (the head `open` stored
+    /// included), unless it is pinned: as prefetch forgets a refused playlist.
+    private func forgetRefusedMPD(_ video: ReadThrough.Video) {
+        let store = readThrough.store
+        // This request's own hold on `data` goes first, or the entry counts as in use (RawFile closes once).
+        video.snapshot.file?.close()
+        guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, !e.pinned else { return }
+        var c = Evictor.Criteria()
+        c.keys = [video.key]
+        c.alone = true
+        _ = try? Evictor(store: store).evict(c, dryRun: false)
+    }
+
     /// The stream in the catalog, as prefetch records it (Docs/dash.md): every init segment and
     /// segment (a SegmentBase file) of every Representation joins the MPD's stream, so serve
     /// checks each before storing it (`memberCheck`: an error page answered 200 is not kept) and
@@ -121,12 +140,13 @@ extension Proxy {
     }
 
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
-    /// that answered it, which its BaseURLs resolve against): an older copy is replaced.
-    private func keepCopy(_ video: ReadThrough.Video, body: Data, finalURL: String, url: String) {
-        let store = readThrough.store
-        try? store.catalog.recordFinalURL(key: video.key, url: finalURL)
-        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == Array(body) { return }
-        readThrough.dropCachedBytes(key: video.key)
-        readThrough.store(url, upTo: Int64(MPD.maxBytes))
+    /// that answered it, which its BaseURLs resolve against): an older copy is replaced by the
+    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request).
+    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, url: String) {
+        let store = readThrough.store, body = Array(fresh.body)
+        try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == body { return }
+        let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
+        readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
     }
 }
