@@ -205,6 +205,27 @@ import VCacheTestSupport
         #expect(e.isComplete && store.cachedBytes(of: e).map { Data($0) } == version(3))
     }
 
+    /// A raw query a player puts on a folder-form URL (`/d/<folder>/<path>?tok=...`: UrlQueryInfo,
+    /// CMCD) reaches the origin as sent, after the reference's own query when it has one.
+    @Test
+    func aRawQueryOnAFolderURLReachesTheOrigin() throws {
+        let origin = try TestOrigin()
+        DASHHostileOriginTests.serveSegments(origin, "/s/v/", seed: 5)
+        var faults = TestOrigin.Faults()
+        faults.requiredQuery = "tok=a%2Fb%3D"
+        origin.setFaults("/s/v/0.m4s", faults)
+        var both = TestOrigin.Faults()
+        both.requiredQuery = "sig=1&tok=2"
+        origin.setFaults("/s/v/1.m4s", both)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let folder = serve.base + "/d/" + ProxyURLCoding.encode(origin.url("/s/")) + "/"
+        let got = try Curl.fetch([folder + "v/0.m4s?tok=a%2Fb%3D"], in: dir)
+        #expect(got.status == 200 && got.body == DASHHostileOriginTests.box("moof", 300, fill: 6), "\(got.status)")
+        let merged = try Curl.fetch([folder + "v/1.m4s%3Fsig=1?tok=2"], in: dir)
+        #expect(merged.status == 200 && merged.body == DASHHostileOriginTests.box("moof", 300, fill: 7), "\(merged.status)")
+        _ = serve.stop()
+    }
+
     static func dynamic(_ period: String, segments: Int) -> Data {
         var timeline = ""
         for k in 0..<segments { timeline += "<S t=\"\(k * 2)\" d=\"2\"/>" }
