@@ -216,6 +216,8 @@ extension DASHHostileOriginTests {
         #expect(try inspector.entry(origin.url("/s/v/1.m4s"))?.cachedBytes ?? 0 == 0)
         #expect(try inspector.entry(origin.url("/s/subs.ttml"))?.cachedBytes == Int64(ttml.count))
         #expect(try inspector.entry(origin.url("/s/v/0.m4s"))?.cachedBytes == 300)
+        // The MPD serve answered is a stream in the catalog, as prefetch records one: one row of ls.
+        #expect(try lsState(cache) == "partial")
     }
 
     /// Review of serve: a remote Period (`xlink:href`) is fetched through the proxy and answered
