@@ -27,13 +27,17 @@ import VCacheTestSupport
         let before = try urls(MPD.parse(original, url: url))
         // The player resolves against the MPD's proxy URL.
         let after = try urls(MPD.parse(rewritten, url: ProxyURL.make(origin: url, base: proxy)))
+        expectMapped(before, after, sourceLocation: sourceLocation)
+        return text
+    }
+
+    static func expectMapped(_ before: [String], _ after: [String], sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(before.count == after.count && !after.isEmpty, sourceLocation: sourceLocation)
         for (b, a) in zip(before, after) {
             #expect(a.hasPrefix(proxy + "/d/") || a.hasPrefix(proxy + "/v/"), "\(a)", sourceLocation: sourceLocation)
             let path = String(a.dropFirst(proxy.count)).removingPercentEncoding ?? ""
             #expect(ProxyURL.lookup(path: path) == .origin(b), "\(a) does not map to \(b)", sourceLocation: sourceLocation)
         }
-        return text
     }
 
     static let hostile = """
@@ -97,6 +101,82 @@ import VCacheTestSupport
         let text = try Self.expectProxied(Array(mpd.utf8), url: "http://o.test/a/b/manifest.mpd")
         #expect(text.contains("<BaseURL>\(ProxyURL.makeFolder("http://o.test/a/b/", base: Self.proxy))</BaseURL>"), "\(text)")
         #expect(text.contains("media=\"chunk-$Number$.m4s\""), "\(text)")
+    }
+
+    /// An AdaptationSet's (or Period's) template that must be made absolute is, for a
+    /// Representation with a BaseURL of its own, resolved against that Representation's base (it
+    /// is what the player resolves it against), pushed down into the Representation.
+    @Test func anInheritedTemplateResolvesAgainstTheRepresentationsOwnBaseURL() throws {
+        let mpd = """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT4S"><Period duration="PT4S">
+            <SegmentTemplate timescale="1" duration="2" index="../idx/$RepresentationID$.sidx"/>
+            <AdaptationSet contentType="video">
+            <SegmentTemplate media="../$RepresentationID$/c-$Number$.m4s" initialization="../$RepresentationID$/init.m4s"/>
+            <Representation id="0" bandwidth="2"><BaseURL>../deep/er/</BaseURL></Representation>
+            <Representation id="1" bandwidth="1"/>
+            <Representation id="2" bandwidth="1"><BaseURL>https://other.example/x/y/</BaseURL><SegmentTemplate startNumber="5"/></Representation>
+            </AdaptationSet></Period></MPD>
+            """
+        let text = try Self.expectProxied(Array(mpd.utf8), url: "http://o.test/a/b/manifest.mpd")
+        #expect(!text.contains("other.example/"), "\(text)")
+    }
+
+    /// A template that starts with `$RepresentationID$` whose id is an absolute URL, a `//host`, a
+    /// `..` or anything but a plain name: the id is substituted in the rewrite, per
+    /// Representation, so no URL a player forms from it leaves the proxy.
+    @Test func aRepresentationIDThatIsAURLIsSubstitutedNeverLeftToThePlayer() throws {
+        let mpd = """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT4S"><Period duration="PT4S">
+            <AdaptationSet contentType="video">
+            <SegmentTemplate timescale="1" duration="2" media="$RepresentationID$/c-$Number$.m4s" initialization="$RepresentationID$/init.m4s"/>
+            <Representation id="https://evil.example/v" bandwidth="5"/>
+            <Representation id="//evil.example/w" bandwidth="4"/>
+            <Representation id="../../../../up" bandwidth="3"/>
+            <Representation id="a$b%41?c" bandwidth="2"/>
+            <Representation id="plain-1" bandwidth="1"/>
+            <Representation id="http://evil.example/own" bandwidth="1"><SegmentTemplate media="$RepresentationID$-$Number$.m4s"/></Representation>
+            </AdaptationSet></Period></MPD>
+            """
+        let text = try Self.expectProxied(Array(mpd.utf8), url: "http://o.test/a/b/manifest.mpd")
+        // Each Representation but the plain one has its own template, its id in it, under the proxy.
+        let values = text.matches(of: /(media|initialization)="([^"]*)"/).map { String($0.output.2) }
+        #expect(values.count == 12 && values.filter { $0.hasPrefix(Self.proxy + "/d/") }.count == 10, "\(values)")
+        // A plain id is still the player's to substitute: the template as it was, not pushed down.
+        #expect(text.contains("media=\"$RepresentationID$/c-$Number$.m4s\""), "\(text)")
+        #expect(text.contains("<Representation id=\"plain-1\" bandwidth=\"1\"/>"), "\(text)")
+    }
+
+    /// A remote Period (`xlink:href`) is fetched through the proxy and answered rewritten: put in
+    /// the MPD's place as a player puts it, every URL it gives resolves to the proxy and maps back
+    /// to what the Period inline would have named.
+    @Test func aRemotePeriodIsAnsweredRewrittenSoItsURLsStayOnTheProxy() throws {
+        let url = "http://o.test/a/manifest.mpd", remoteURL = "http://o.test/a/ad-period.xml"
+        let period = """
+            <Period xmlns="urn:mpeg:dash:schema:mpd:2011" id="ad" duration="PT4S"><BaseURL>https://ads.example/c/</BaseURL>
+            <AdaptationSet contentType="video"><SegmentTemplate timescale="1" duration="2" media="$RepresentationID$/$Number$.m4s" initialization="../i/$RepresentationID$.mp4"/>
+            <Representation id="v" bandwidth="1"/><Representation id="//evil.example/x" bandwidth="2"/></AdaptationSet>
+            <AdaptationSet contentType="audio"><Representation id="a" bandwidth="1"><BaseURL>sub/</BaseURL><SegmentList timescale="1" duration="2">
+            <Initialization sourceURL="/root/a-init.mp4"/><SegmentURL media="a1.m4s"/><SegmentURL media="https://evil.example/a2.m4s"/></SegmentList></Representation></AdaptationSet>
+            </Period>
+            """
+        #expect(DASHRewriter.looksLikeRemoteElement(Array(("<?xml version=\"1.0\"?>\n" + period).utf8)))
+        #expect(!DASHRewriter.looksLikeRemoteElement(Array("<Period><BaseURL>x</BaseURL></Period>".utf8)))
+        let head = "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" type=\"static\" mediaPresentationDuration=\"PT4S\">"
+        let inline = head + period + "</MPD>"
+        let linked = head + "<Period xlink:href=\"ad-period.xml\" xlink:actuate=\"onLoad\"/></MPD>"
+        let mpd = String(decoding: try DASHRewriter(url: url, proxy: Self.proxy).rewrite(Array(linked.utf8)), as: UTF8.self)
+        let href = try #require(mpd.firstMatch(of: /xlink:href="([^"]*)"/)).output.1
+        #expect(ProxyURL.lookup(path: String(href.dropFirst(Self.proxy.count))) == .origin(remoteURL), "\(href)")
+        // What the proxy answers for it, put in the Period's place.
+        let remote = String(decoding: try DASHRewriter(url: remoteURL, proxy: Self.proxy).rewriteRemote(Array(period.utf8)), as: UTF8.self)
+        #expect(!remote.contains("https://ads.example") && !remote.contains("\"https://evil"), "\(remote)")
+        let body = remote.replacing(/<\?xml[^>]*\?>\s*/, with: "")
+        let combined = mpd.replacing(/<Period [^>]*xlink:href[^>]*\/>/, with: body)
+        let before = try Self.urls(MPD.parse(Array(inline.utf8), url: url))
+        let after = try Self.urls(MPD.parse(Array(combined.utf8), url: ProxyURL.make(origin: url, base: Self.proxy)))
+        Self.expectMapped(before, after)
     }
 
     @Test(.requires(.dashTools)) func everyURLOfFFmpegsStreamsResolvesToTheProxy() throws {

@@ -117,7 +117,26 @@ import Testing
         ("an error page for a segment in the clear", .segment, 36, page,
          "origin's answer for an HLS segment is not one: its first bytes '<html><body>Not ' are not MPEG-TS, fMP4, packed audio or WebVTT"),
         ("a byte range under AES-128: nothing judged", .unchecked, 4100, page, nil),
+        // A DASH text Representation may be a raw TTML file (a `tt` root in the TTML namespace).
+        ("a raw TTML sidecar, whole", .dashSegment, Int64(ttml.count), ttml, nil),
+        ("a raw TTML sidecar's head, with a prefix", .dashSegment, 100_000,
+         Array("<?xml version=\"1.0\"?>\n<!-- c --><ttml:tt xmlns:ttml='http://www.w3.org/ns/ttml' xml:lang=\"en\"><ttml:body>".utf8), nil),
+        ("TTML is no HLS segment", .segment, Int64(ttml.count), ttml,
+         "origin's answer for an HLS segment is not one: its first bytes '<?xml version=\"1' are not MPEG-TS, fMP4, packed audio or WebVTT"),
+        ("a TTML root not closed: not well-formed", .dashSegment, Int64(ttml.count - 6), Array(ttml.dropLast(6)),
+         "origin's answer for a DASH segment is not one: its first bytes '<?xml version=\"1' are not MPEG-TS, fMP4, packed audio, TTML or WebVTT"),
+        ("a tt root in another namespace", .dashSegment, 200, Array("<tt xmlns=\"http://example.com/ns/ttml\"><body/></tt>".utf8),
+         "origin's answer for a DASH segment is not one: its first bytes '<tt xmlns=\"http:' are not MPEG-TS, fMP4, packed audio, TTML or WebVTT"),
+        ("an error page for a DASH segment", .dashSegment, 36, page,
+         "origin's answer for a DASH segment is not one: its first bytes '<html><body>Not ' are not MPEG-TS, fMP4, packed audio, TTML or WebVTT"),
     ]
+
+    static let ttml = Array("""
+        <?xml version="1.0" encoding="UTF-8"?>
+        <tt xmlns="http://www.w3.org/ns/ttml" xmlns:tts="http://www.w3.org/ns/ttml#styling" xml:lang="en">
+        <body><div><p begin="00:00:00.000" end="00:00:02.000">Hello</p></div></body></tt>
+
+        """.utf8)
 
     @Test(arguments: problems)
     func aMembersBytesAreJudgedByItsCheck(_ name: String, _ check: HLSMemberCheck, _ length: Int64?, _ first: [UInt8], _ expected: String?) {

@@ -170,6 +170,109 @@ extension DASHHostileOriginTests {
         }
     }
 
+    /// Review of serve: a DASH member of an MPD served through the proxy is checked before it is
+    /// stored, as prefetch checks it: an HTML error page answered 200 in a segment's place is
+    /// refused and never kept, while raw TTML and WebVTT sidecars are kept.
+    @Test
+    func serveNeverKeepsAnErrorPageAsADASHSegmentButKeepsTextSidecars() throws {
+        let origin = try TestOrigin()
+        var mpd = String(decoding: Self.mpd(video: "v/"), as: UTF8.self)
+        mpd = mpd.replacingOccurrences(of: "</Period>", with: """
+            <AdaptationSet contentType="text" mimeType="application/ttml+xml" lang="en"><Representation id="t" bandwidth="100"><BaseURL>subs.ttml</BaseURL></Representation></AdaptationSet>
+            <AdaptationSet contentType="text" mimeType="text/vtt" lang="fr"><Representation id="w" bandwidth="100"><BaseURL>subs.vtt</BaseURL></Representation></AdaptationSet>
+            </Period>
+            """)
+        origin.setResource("/s/manifest.mpd", .init(body: Data(mpd.utf8), contentType: Self.dashXML))
+        Self.serveSegments(origin, "/s/v/", seed: 1)
+        Self.serveSegments(origin, "/s/a/", seed: 9)
+        let page = Data("<html><body>Service Unavailable</body></html>".utf8)
+        origin.setResource("/s/v/1.m4s", .init(body: page, contentType: "video/iso.segment"))
+        let ttml = Data("<?xml version=\"1.0\"?>\n<tt xmlns=\"http://www.w3.org/ns/ttml\"><body><div><p begin=\"0s\" end=\"2s\">Hi</p></div></body></tt>\n".utf8)
+        origin.setResource("/s/subs.ttml", .init(body: ttml, contentType: "application/ttml+xml"))
+        origin.setResource("/s/subs.vtt", .init(body: Data("WEBVTT\n\n00:00.000 --> 00:02.000\nSalut\n".utf8), contentType: "text/vtt"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpdURL = serve.url(origin.url("/s/manifest.mpd"))
+        let got = try Curl.fetch([mpdURL], in: dir)
+        #expect(got.status == 200)
+        // Every member URL as a player forms it from the rewritten MPD.
+        let rewritten = try MPD.parse(Array(got.body), url: mpdURL)
+        var urls: [String: String] = [:]
+        for (p, _, rep) in rewritten.representations {
+            let plan = try rep.plan(periodDuration: rewritten.periods[p].duration)
+            for u in [plan.initialization?.url, plan.index?.url].compactMap({ $0 }) + plan.segments.map(\.url) {
+                urls[String(u.split(separator: "/").last ?? "") + "@" + rep.id] = u
+            }
+        }
+        let page1 = try Curl.fetch([try #require(urls["1.m4s@v"])], in: dir)
+        #expect(page1.status == 502, "\(page1.status)")
+        let sub = try Curl.fetch([try #require(urls["subs.ttml@t"])], in: dir), vtt = try Curl.fetch([try #require(urls["subs.vtt@w"])], in: dir)
+        #expect(sub.status == 200 && sub.body == ttml)
+        #expect(vtt.status == 200 && vtt.body.starts(with: Data("WEBVTT".utf8)))
+        let good = try Curl.fetch([try #require(urls["0.m4s@v"])], in: dir)
+        #expect(good.status == 200)
+        _ = serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        #expect(try inspector.entry(origin.url("/s/v/1.m4s"))?.cachedBytes ?? 0 == 0)
+        #expect(try inspector.entry(origin.url("/s/subs.ttml"))?.cachedBytes == Int64(ttml.count))
+        #expect(try inspector.entry(origin.url("/s/v/0.m4s"))?.cachedBytes == 300)
+        // The MPD serve answered is a stream in the catalog, as prefetch records one: one row of ls.
+        #expect(try lsState(cache) == "partial")
+    }
+
+    /// Review of serve: a remote Period (`xlink:href`) is fetched through the proxy and answered
+    /// rewritten, never with the origin's URLs in it (a player would fetch those directly).
+    @Test
+    func aRemotePeriodThroughServeIsAnsweredRewritten() throws {
+        let origin = try TestOrigin()
+        let mpd = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" xmlns:xlink="http://www.w3.org/1999/xlink" type="static" mediaPresentationDuration="PT4S" profiles="urn:mpeg:dash:profile:isoff-live:2011">
+            <Period xlink:href="ad.xml" xlink:actuate="onLoad"/></MPD>
+            """
+        let period = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <Period xmlns="urn:mpeg:dash:schema:mpd:2011" id="ad" duration="PT4S"><BaseURL>\(origin.url("/ads/"))</BaseURL>
+            <AdaptationSet contentType="video" mimeType="video/mp4"><SegmentTemplate initialization="v/init.mp4" media="v/$Number$.m4s" duration="2" timescale="1" startNumber="0"/>
+            <Representation id="v" bandwidth="100000" width="320" height="180" codecs="avc1.42c00d"/></AdaptationSet></Period>
+            """
+        origin.setResource("/s/manifest.mpd", .init(body: Data(mpd.utf8), contentType: Self.dashXML))
+        origin.setResource("/s/ad.xml", .init(body: Data(period.utf8), contentType: "application/xml"))
+        Self.serveSegments(origin, "/ads/v/", seed: 3)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let got = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
+        let text = String(decoding: got.body, as: UTF8.self)
+        let href = try #require(text.firstMatch(of: /xlink:href="([^"]*)"/)).output.1
+        #expect(href.hasPrefix(serve.base + "/v/"), "\(text)")
+        let remote = try Curl.fetch([String(href)], in: dir)
+        let body = String(decoding: remote.body, as: UTF8.self)
+        #expect(remote.status == 200 && body.contains("<Period") && body.contains("<BaseURL>\(serve.base)/d/"), "\(body)")
+        #expect(!body.contains(origin.url("/")), "\(body)")
+        // Its segments, as a player forms them with the Period in the MPD, come through the cache.
+        let inlined = text.replacing(/<Period [^>]*xlink:href[^>]*\/>/, with: body.replacing(/<\?xml[^>]*\?>\s*/, with: ""))
+        let parsed = try MPD.parse(Array(inlined.utf8), url: serve.url(origin.url("/s/manifest.mpd")))
+        let plan = try parsed.representations[0].representation.plan(periodDuration: 4)
+        let first = try #require(plan.segments.first?.url)
+        let seg = try Curl.fetch([first], in: dir)
+        #expect(seg.status == 200 && seg.body == Self.box("moof", 300, fill: 4), "\(first)")
+        _ = serve.stop()
+    }
+
+    /// Review of serve: an MPD refused for its limits (nested past 32 elements) is answered 502
+    /// and leaves nothing cached under its URL, as a refused playlist does.
+    @Test
+    func anMPDServeRefusesForItsLimitsIsNotKept() throws {
+        let origin = try TestOrigin()
+        let deep = String(repeating: "<x:a>", count: 40) + String(repeating: "</x:a>", count: 40)
+        let body = "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" xmlns:x=\"urn:x\" type=\"static\" mediaPresentationDuration=\"PT4S\">\(deep)</MPD>\n"
+        origin.setResource("/deep.mpd", .init(body: Data(body.utf8), contentType: "application/octet-stream"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(origin.url("/deep.mpd"))], in: dir).status == 502)
+        _ = serve.stop()
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/deep.mpd")) == nil)
+    }
+
     /// Probe bug 5: an MPD past the 16 MiB vcache reads is stopped as soon as it passes it (not
     /// downloaded whole first), with the limit in the error, and not kept.
     @Test

@@ -101,8 +101,40 @@ import VCacheTestSupport
         let url = nginx.url("/num/manifest.mpd")
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(r.status == 4, "\(r.stderr)")
-        #expect(r.stderr.contains("origin's answer for a DASH segment is not one: its first bytes '<html><body>Serv' are not MPEG-TS, fMP4, packed audio or WebVTT"), "\(r.stderr)")
+        #expect(r.stderr.contains("origin's answer for a DASH segment is not one: its first bytes '<html><body>Serv' are not MPEG-TS, fMP4, packed audio, TTML or WebVTT"), "\(r.stderr)")
         #expect(try cached(cache, nginx)["num/chunk-stream0-00002.m4s"] == nil)
+    }
+
+    /// A text AdaptationSet that is a raw TTML file (mimeType application/ttml+xml, a plain
+    /// .ttml) is cached as a member, as a WebVTT one is; an HTML page in its place is still refused.
+    @Test(.requires(.nginx, .dashTools))
+    func aRawTTMLSidecarIsCachedAndAPageInItsPlaceRefused() throws {
+        let nginx = try origin()
+        var mpd = try String(contentsOfFile: nginx.root + "/num/manifest.mpd", encoding: .utf8)
+        mpd = mpd.replacingOccurrences(of: "\t</Period>", with: """
+            <AdaptationSet contentType="text" mimeType="application/ttml+xml" lang="en">
+            <Representation id="sub" bandwidth="256"><BaseURL>subs.ttml</BaseURL></Representation>
+            </AdaptationSet>
+            </Period>
+            """)
+        try mpd.write(toFile: nginx.root + "/num/ttml.mpd", atomically: true, encoding: .utf8)
+        let ttml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <tt xmlns="http://www.w3.org/ns/ttml" xml:lang="en"><body><div><p begin="00:00:00.000" end="00:00:02.000">Hi</p></div></body></tt>
+
+            """
+        try Data(ttml.utf8).write(to: URL(fileURLWithPath: nginx.root + "/num/subs.ttml"))
+        let url = nginx.url("/num/ttml.mpd")
+        var cache = dir.file("cache")
+        var r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try cached(cache, nginx)["num/subs.ttml"]?.complete == true)
+        try Data("<html><body>Service Unavailable</body></html>".utf8).write(to: URL(fileURLWithPath: nginx.root + "/num/subs.ttml"))
+        cache = dir.file("cache-page")
+        r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(r.stderr.contains("its first bytes '<html><body>Serv' are not MPEG-TS, fMP4, packed audio, TTML or WebVTT"), "\(r.stderr)")
+        #expect(try cached(cache, nginx)["num/subs.ttml"] == nil)
     }
 
     @Test(.requires(.nginx, .dashTools))

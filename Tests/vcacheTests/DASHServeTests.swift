@@ -96,6 +96,43 @@ import VCacheTestSupport
         _ = serve.stop()
     }
 
+    /// An AdaptationSet's SegmentTemplate that the rewrite makes absolute (its `..`) is resolved,
+    /// for a Representation with a BaseURL of its own, against that Representation's base, as the
+    /// player resolves it: ffmpeg plays it through serve as it does from the origin.
+    @Test(.requires(.nginx, .dashTools))
+    func anInheritedTemplateUnderARepresentationsBaseURLPlaysThroughServe() throws {
+        let nginx = try origin()
+        func set(_ id: Int, _ kind: String, _ rep: String) -> String {
+            """
+            <AdaptationSet id="\(id)" contentType="\(kind)" segmentAlignment="true">
+            <SegmentTemplate timescale="1000000" duration="2000000" startNumber="1" initialization="../init-stream$RepresentationID$.m4s" media="../chunk-stream$RepresentationID$-$Number%05d$.m4s"/>
+            <Representation id="\(id)" \(rep)><BaseURL>../num/sub/</BaseURL></Representation>
+            </AdaptationSet>
+            """
+        }
+        let mpd = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" mediaPresentationDuration="PT6.0S" minBufferTime="PT4.0S">
+            <Period id="0" start="PT0.0S">
+            \(set(0, "video", "mimeType=\"video/mp4\" codecs=\"avc1.42c00d\" bandwidth=\"300000\" width=\"320\" height=\"180\""))
+            \(set(1, "audio", "mimeType=\"audio/mp4\" codecs=\"mp4a.40.2\" bandwidth=\"64000\" audioSamplingRate=\"48000\""))
+            </Period></MPD>
+            """
+        try FileManager.default.createDirectory(atPath: nginx.root + "/x", withIntermediateDirectories: true)
+        try mpd.write(toFile: nginx.root + "/x/manifest.mpd", atomically: true, encoding: .utf8)
+        let direct = try Self.frames(nginx.url("/x/manifest.mpd"), "0:v:0")
+        #expect(direct.count == 150 && direct.err.isEmpty, "direct: \(direct.err)")
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let url = serve.url(nginx.url("/x/manifest.mpd"))
+        let video = try Self.frames(url, "0:v:0"), audio = try Self.frames(url, "0:a:0")
+        #expect(video.count == 150 && video.err.isEmpty, "through serve: \(video.count) frames; \(video.err)")
+        #expect(audio.count > 270 && audio.err.isEmpty, "through serve: \(audio.err)")
+        _ = serve.stop()
+        // Every segment asked of the origin is in num's folder (ffmpeg probes one past the end: a 404 there).
+        let asked = serve.log.filter { $0.contains(".m4s") }
+        #expect(!asked.isEmpty && asked.allSatisfy { $0.contains(" GET \(nginx.url("/num/"))") }, "\(serve.log.joined(separator: "\n"))")
+    }
+
     /// Warmed by prefetch (`--seconds 3`: two 2 s video segments; a SegmentBase file whole), then
     /// read through serve with the origin stopped: the MPD lists only what plays from the cache
     /// (the warmed video Representation and its audio; the time cached), so ABR cannot pick the
@@ -137,6 +174,55 @@ import VCacheTestSupport
                                                     serve.url(origin + "/\(s)/manifest.mpd")])
             #expect(mpv.status == 0, "mpv, \(s) offline: \(mpv.err)")
         }
+        _ = serve.stop()
+    }
+
+    /// An MPD through serve is one origin request each time it is fetched fresh (two the first
+    /// time: the head that finds it is an MPD, then the MPD), and the copy kept for offline is the
+    /// very bytes answered, not a second fetch of them.
+    @Test
+    func aFreshMPDIsOneOriginRequestAndTheBytesAnsweredAreKept() throws {
+        let origin = try TestOrigin()
+        let path = "/s/manifest.mpd"
+        func version(_ n: Int) -> Data { DASHHostileOriginTests.mpd(video: "v/") + Data("<!-- version \(n) -->\n".utf8) }
+        origin.setResource(path, .init(body: version(1), contentType: "application/dash+xml"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let url = serve.url(origin.url(path))
+        #expect(try Curl.fetch([url], in: dir).status == 200)
+        let first = origin.requests(path).count
+        #expect(first <= 2, "\(first) origin requests for the first answer")
+        for n in 2...3 {
+            origin.setResource(path, .init(body: version(n), contentType: "application/dash+xml"))
+            let before = origin.requests(path).count
+            let got = try Curl.fetch([url], in: dir)
+            #expect(got.status == 200 && String(decoding: got.body, as: UTF8.self).contains("<!-- version \(n) -->"))
+            #expect(origin.requests(path).count == before + 1, "version \(n): \(origin.requests(path).count - before) origin requests")
+        }
+        _ = serve.stop()
+        let store = try CacheStore(directory: cache, readOnly: true)
+        let e = try #require(try store.catalog.entry(key: CacheKeyRules().key(for: origin.url(path))))
+        #expect(e.isComplete && store.cachedBytes(of: e).map { Data($0) } == version(3))
+    }
+
+    /// A raw query a player puts on a folder-form URL (`/d/<folder>/<path>?tok=...`: UrlQueryInfo,
+    /// CMCD) reaches the origin as sent, after the reference's own query when it has one.
+    @Test
+    func aRawQueryOnAFolderURLReachesTheOrigin() throws {
+        let origin = try TestOrigin()
+        DASHHostileOriginTests.serveSegments(origin, "/s/v/", seed: 5)
+        var faults = TestOrigin.Faults()
+        faults.requiredQuery = "tok=a%2Fb%3D"
+        origin.setFaults("/s/v/0.m4s", faults)
+        var both = TestOrigin.Faults()
+        both.requiredQuery = "sig=1&tok=2"
+        origin.setFaults("/s/v/1.m4s", both)
+        let serve = try ServeProcess(cacheDir: dir.file("cache"), logDir: dir)
+        let folder = serve.base + "/d/" + ProxyURLCoding.encode(origin.url("/s/")) + "/"
+        let got = try Curl.fetch([folder + "v/0.m4s?tok=a%2Fb%3D"], in: dir)
+        #expect(got.status == 200 && got.body == DASHHostileOriginTests.box("moof", 300, fill: 6), "\(got.status)")
+        let merged = try Curl.fetch([folder + "v/1.m4s%3Fsig=1?tok=2"], in: dir)
+        #expect(merged.status == 200 && merged.body == DASHHostileOriginTests.box("moof", 300, fill: 7), "\(merged.status)")
         _ = serve.stop()
     }
 

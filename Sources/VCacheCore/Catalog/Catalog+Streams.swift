@@ -210,6 +210,16 @@ extension Catalog {
         }
     }
 
+    /// The format of the stream whose root is `key` ("hls", "dash"), or nil when it is none.
+    public func streamFormat(root key: String) throws -> String? {
+        guard schema >= Self.streamsSchema else { return nil }
+        return try database.read { c in
+            var format: String?
+            try c.query("SELECT format FROM streams WHERE root = ?", .text(key)) { format = $0.text(0) }
+            return format
+        }
+    }
+
     /// The role of `key` in the stream it belongs to, or nil (no stream, or a catalog older than streams).
     public func streamRole(of key: String) throws -> StreamRole? {
         guard schema >= Catalog.streamsSchema else { return nil }

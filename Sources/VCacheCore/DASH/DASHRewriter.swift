@@ -35,29 +35,77 @@ public struct DASHRewriter {
             }
             let mpdBase = level(root, parent: url, insertIfNone: true)
             references(root, base: mpdBase)
-            for period in root.children("Period") {
-                let periodBase = level(period, parent: mpdBase)
-                references(period, base: periodBase)
-                for set in period.children("AdaptationSet") {
-                    let setBase = level(set, parent: periodBase)
-                    references(set, base: setBase)
-                    for rep in set.children("Representation") {
-                        references(rep, base: level(rep, parent: setBase))
+            for period in root.children("Period") { self.period(period, base: mpdBase) }
+            hrefs(root, base: url)
+        }
+    }
+
+    /// Elements an MPD may name by `xlink:href` (ISO/IEC 23009-1 §5.5), whose remote document
+    /// serve answers rewritten (`rewriteRemote`).
+    public static let remoteElements: Set<String> = ["Period", "AdaptationSet", "EventStream", "SegmentList"]
+
+    /// Whether the first bytes are a remote element's document: its root one of `remoteElements`,
+    /// its start tag naming the DASH namespace.
+    public static func looksLikeRemoteElement(_ firstBytes: [UInt8]) -> Bool {
+        guard let (name, tag) = XMLRoot.startTag(firstBytes) else { return false }
+        return remoteElements.contains(String(name.split(separator: ":").last ?? "")) && tag.contains(MPD.namespace)
+    }
+
+    /// A remote element (a Period, AdaptationSet or SegmentList an MPD names by `xlink:href`), its
+    /// URLs rewritten as the MPD's are, with `url` (where it was fetched) as its base. Players put
+    /// it in the MPD in place of the element naming it, so a relative reference or BaseURL that
+    /// stays under the MPD's proxied base is left as it is; an absolute, `/`-rooted or climbing one
+    /// is made absolute to the proxy (resolved against `url`, the only base the proxy knows of it).
+    public func rewriteRemote(_ bytes: [UInt8]) throws(XMLTree.Error) -> [UInt8] {
+        try XMLTree.edit(bytes) { root in
+            guard root.namespace == MPD.namespace else { return }
+            switch root.name {
+            case "Period": period(root, base: url, remote: true)
+            case "AdaptationSet": adaptationSet(root, base: url, inherited: [:], remote: true)
+            case "SegmentList":
+                for c in root.children where c.namespace == MPD.namespace {
+                    for a in c.name == "SegmentURL" ? ["media", "index"] : ["sourceURL"] {
+                        guard let v = c.attribute(a), let fixed = fixed(v, base: url) else { continue }
+                        c.setAttribute(a, fixed)
                     }
                 }
+            default: break
             }
             hrefs(root, base: url)
         }
     }
 
+    private func period(_ period: XMLEditNode, base: String, remote: Bool = false) {
+        let periodBase = level(period, parent: base, remote: remote)
+        // Read before `references` edits them: what each Representation inherits.
+        let periodTemplates = templateURLs(period, base: periodBase, over: [:])
+        references(period, base: periodBase)
+        for set in period.children("AdaptationSet") { adaptationSet(set, base: periodBase, inherited: periodTemplates, remote: remote) }
+    }
+
+    private func adaptationSet(_ set: XMLEditNode, base: String, inherited: [String: (value: String, base: String)], remote: Bool) {
+        let setBase = level(set, parent: base, remote: remote)
+        let setTemplates = templateURLs(set, base: setBase, over: inherited)
+        references(set, base: setBase)
+        for rep in set.children("Representation") {
+            let repBase = level(rep, parent: setBase, remote: remote)
+            representationTemplate(rep, inherited: setTemplates, base: repBase)
+            references(rep, base: repBase, templates: false)
+        }
+    }
+
     /// The element's BaseURLs rewritten; the base in force inside it (its first BaseURL resolved).
-    private func level(_ e: XMLEditNode, parent: String, insertIfNone: Bool = false) -> String {
+    /// `remote`: in a remote element, only those that would not stay under the MPD's proxied base.
+    private func level(_ e: XMLEditNode, parent: String, insertIfNone: Bool = false, remote: Bool = false) -> String {
         let bases = e.children("BaseURL")
         var first: String?
         for b in bases {
-            let resolved = HLSURI.resolve(b.text.trimmingCharacters(in: .whitespacesAndNewlines), against: parent)
+            let text = b.text.trimmingCharacters(in: .whitespacesAndNewlines)
+            let resolved = HLSURI.resolve(text, against: parent)
             if first == nil { first = resolved }
-            if let proxied = folderForm(resolved) { b.setText(proxied) }
+            if remote {
+                if let proxied = fixed(text, base: parent) { b.setText(proxied) }
+            } else if let proxied = folderForm(resolved) { b.setText(proxied) }
         }
         if bases.isEmpty && insertIfNone, let proxied = folderForm(HLSURI.resolve("./", against: parent)) {
             // After ProgramInformation, where the schema has BaseURL.
@@ -81,10 +129,62 @@ public struct DASHRewriter {
         return ProxyURL.makeFolder(parts.recomposed, base: proxy) + ProxyURL.folderReference(rest)
     }
 
+    static let templateAttributes = ["media", "initialization", "index", "bitstreamSwitching"]
+
+    /// The URL attributes of `e`'s SegmentTemplate as the document has them, each with the base
+    /// in force where it is written, over those `e` inherits (ISO/IEC 23009-1 §5.3.9.1: per attribute).
+    private func templateURLs(_ e: XMLEditNode, base: String, over inherited: [String: (value: String, base: String)]) -> [String: (value: String, base: String)] {
+        var out = inherited
+        guard let t = e.children("SegmentTemplate").first else { return out }
+        for a in Self.templateAttributes {
+            if let v = t.attribute(a), v != "true", v != "false" { out[a] = (v, base) }
+        }
+        return out
+    }
+
+    /// The Representation's template URLs, its own and those it inherits, as it resolves them:
+    /// against its own base, which may not be the base of the level that wrote them (a
+    /// Representation with a BaseURL of its own under an AdaptationSet's template), and with its
+    /// id in place of `$RepresentationID$` when that id is not a plain name (an absolute URL, a
+    /// `//host`, a `..`: the player would form a URL off the proxy from it). An inherited one made
+    /// absolute at its own level is pushed down into the Representation's own SegmentTemplate
+    /// (made when it has none), fixed against the Representation's base.
+    private func representationTemplate(_ rep: XMLEditNode, inherited: [String: (value: String, base: String)], base: String) {
+        let id = rep.attribute("id") ?? ""
+        var own = rep.children("SegmentTemplate").first
+        for a in Self.templateAttributes {
+            let mine = own?.attribute(a).flatMap { $0 == "true" || $0 == "false" ? nil : $0 }
+            guard let v = mine ?? inherited[a]?.value else { continue }
+            let named = Self.withRepresentationID(v, id: id)
+            let value = fixed(named, base: base) ?? (named != v ? named : nil)
+            if mine == nil, let from = inherited[a], named == v, value == fixed(v, base: from.base) { continue }  // the parent's, as written there
+            guard let value else { continue }
+            if own == nil { own = rep.insertChild("SegmentTemplate", text: "", before: nil) }
+            own?.setAttribute(a, value)
+        }
+    }
+
+    /// `template` with each `$RepresentationID$` replaced by `id` (its `$` written `$$`), when the id
+    /// is not a plain name: anything but letters, digits and `-._~!&'()*+,;=@` (no `/`, `:`, `%`, `?`,
+    /// `#`, `\`), or `.`, `..`, empty. A plain one is left for the player to substitute.
+    static func withRepresentationID(_ template: String, id: String) -> String {
+        let plain = !id.isEmpty && id != "." && id != ".." && id.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-._~!&'()*+,;=@".unicodeScalars.contains($0)
+        }
+        let pieces = template.split(separator: "$", omittingEmptySubsequences: false)
+        guard !plain, pieces.count % 2 == 1, pieces.enumerated().contains(where: { $0.offset % 2 == 1 && $0.element == "RepresentationID" }) else { return template }
+        var out = ""
+        for (i, p) in pieces.enumerated() {
+            if i % 2 == 0 { out += p } else if p == "RepresentationID" { out += id.replacingOccurrences(of: "$", with: "$$") } else { out += "$" + p + "$" }
+        }
+        return out
+    }
+
     /// The segment descriptions directly in `e`: each URL attribute that would not resolve to the
-    /// proxy through the rewritten BaseURLs, made absolute to it.
-    private func references(_ e: XMLEditNode, base: String) {
-        for t in e.children("SegmentTemplate") {
+    /// proxy through the rewritten BaseURLs, made absolute to it (a Representation's template
+    /// attributes: `representationTemplate`).
+    private func references(_ e: XMLEditNode, base: String, templates: Bool = true) {
+        for t in e.children("SegmentTemplate") where templates {
             for a in ["media", "initialization", "index", "bitstreamSwitching"] {
                 guard let v = t.attribute(a), v != "true", v != "false", let fixed = fixed(v, base: base) else { continue }
                 t.setAttribute(a, fixed)

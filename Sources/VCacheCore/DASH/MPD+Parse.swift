@@ -16,18 +16,7 @@ extension MPD {
            type == "application/dash+xml" { return true }
         // Past a BOM, whitespace, the XML declaration and comments, the first element is the
         // root: `<MPD` or `<prefix:MPD`, whose start tag names the DASH namespace.
-        var head = Substring(String(decoding: firstBytes.prefix(4096), as: UTF8.self))
-        if head.hasPrefix("\u{FEFF}") { head = head.dropFirst() }
-        while true {
-            head = head.drop { $0.isWhitespace }
-            if head.hasPrefix("<?"), let end = head.range(of: "?>") { head = head[end.upperBound...]; continue }
-            if head.hasPrefix("<!--"), let end = head.range(of: "-->") { head = head[end.upperBound...]; continue }
-            break
-        }
-        guard head.hasPrefix("<"), let tagEnd = head.firstIndex(of: ">") else { return false }
-        let tag = head[head.index(after: head.startIndex)..<tagEnd]
-        let name = tag.prefix { !$0.isWhitespace && $0 != "/" }
-        guard name == "MPD" || name.hasSuffix(":MPD") else { return false }
+        guard let (name, tag) = XMLRoot.startTag(firstBytes), name == "MPD" || name.hasSuffix(":MPD") else { return false }
         return tag.contains(namespace)
     }
 

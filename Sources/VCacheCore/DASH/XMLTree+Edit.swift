@@ -65,10 +65,12 @@ public struct XMLEditNode {
 
     /// A new element `name` with `text`, in this element's namespace (its prefix), inserted as
     /// a child before `before` (or last).
-    public func insertChild(_ name: String, text: String, before: XMLEditNode?) {
-        guard let child = xmlNewDocNode(node.pointee.doc, node.pointee.ns, name, nil) else { return }
-        xmlNodeAddContent(child, text)
+    @discardableResult
+    public func insertChild(_ name: String, text: String, before: XMLEditNode?) -> XMLEditNode? {
+        guard let child = xmlNewDocNode(node.pointee.doc, node.pointee.ns, name, nil) else { return nil }
+        if !text.isEmpty { xmlNodeAddContent(child, text) }
         if let before { xmlAddPrevSibling(before.node, child) } else { xmlAddChild(node, child) }
+        return XMLEditNode(node: child)
     }
 }
 

@@ -10,6 +10,8 @@ public enum SmallGet {
         /// The URL that answered, after redirects (what a playlist's relative URIs resolve against).
         public var finalURL: String
         public var contentType: String?
+        public var etag: String? = nil
+        public var lastModified: String? = nil
     }
 
     public static func get(_ url: String, timeout: Double = 2, limit: Int = 1 << 20) -> (status: Int, body: Data)? {
@@ -47,7 +49,8 @@ public enum SmallGet {
         fetcher.run()
         if collector.overLimit { return .tooLarge }
         guard let head = collector.head, collector.complete else { return .failed }
-        return .answer(Answer(status: head.status, body: collector.body, finalURL: head.effectiveURL, contentType: head.header("content-type")))
+        return .answer(Answer(status: head.status, body: collector.body, finalURL: head.effectiveURL, contentType: head.header("content-type"),
+                              etag: head.header("etag"), lastModified: head.header("last-modified")))
     }
 
     private final class Collector: TransferDelegate {

@@ -30,6 +30,9 @@ public final class HTTPServer: @unchecked Sendable {
         /// What makes the head unacceptable (RFC 9112 §3.2: no Host in HTTP/1.1, or a Host,
         /// Range or If-Range header given twice, which two parties could read differently).
         public var malformed: String? = nil
+        /// The request-target's query as the client sent it (after the first `?`, still
+        /// percent-encoded), nil when it had none: libmicrohttpd hands `path` without it.
+        public var query: String? = nil
     }
 
     /// How a response ended.
@@ -171,9 +174,14 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func start(_ addr: UnsafePointer<sockaddr>, _ me: UnsafeMutableRawPointer, _ limits: Limits, ipv6: Bool) -> OpaquePointer? {
-        vc_mhd_start(addr, accessHandler, me, requestCompleted, me, notifyConnection, me, limits.idleTimeout, limits.connections, limits.perClient,
+        vc_mhd_start(addr, accessHandler, me, requestCompleted, me, notifyConnection, me, uriLog, me, limits.idleTimeout, limits.connections, limits.perClient,
                      limits.connectionMemory, 256 * 1024, ipv6 ? 1 : 0, errorLog == nil ? nil : logger)
     }
+
+    /// Each connection's request-target as it arrived (libmicrohttpd's URI log, before it splits
+    /// off the query and decodes the path), taken by the request's first access-handler call and
+    /// dropped when the connection closes.
+    fileprivate let rawTargets = Locked<[UInt: String]>([:])
 
     /// A message of libmicrohttpd's (on any of its threads).
     fileprivate func errorLine(_ message: String) {
@@ -211,6 +219,8 @@ private func serverErrorLine(_ ctx: UnsafeMutableRawPointer?, _ line: UnsafePoin
 /// One request's state between libmicrohttpd's calls (`*con_cls`).
 private final class RequestState {
     var hadBody = false
+    /// The request-target's raw query (`HTTPServer.Request.query`).
+    var query: String?
     var completed: (@Sendable (HTTPServer.Ending) -> Void)?
     /// A file body queued: its length, the connection's socket, the bytes the client had
     /// acknowledged then (-1: unknown), and about how many bytes the response head takes.
@@ -240,6 +250,8 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
         // The whole head is in: its deadline is met.
         server.heads.headArrived(connection)
         let request = RequestState()
+        let target = server.rawTargets.withLock { $0.removeValue(forKey: UInt(bitPattern: connection)) }
+        request.query = target.flatMap { t in t.firstIndex(of: "?").map { String(t[t.index(after: $0)...]) } }
         state.pointee = Unmanaged.passRetained(request).toOpaque()
         // A request announcing a body is answered at once, without reading it: a client dripping
         // a body would otherwise hold its connection (and thread) past every head deadline.
@@ -263,6 +275,7 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
         if let v = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: v) }
     }
     var req = makeRequest(connection, method: method, url: url, headers: headers, hadBody: request.hadBody)
+    req.query = request.query
     req.malformed = headProblem(connection, version: version.map { String(cString: $0) } ?? "", headers: headers)
     let response = server.handler(req)
     request.completed = response.completed
@@ -398,7 +411,18 @@ private func notifyConnection(_ cls: UnsafeMutableRawPointer?, _ connection: Opa
         heads.opened(connection, fd: vc_mhd_connection_fd(connection))
     } else {
         heads.closed(connection)
+        _ = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().rawTargets.withLock { $0.removeValue(forKey: UInt(bitPattern: connection)) }
     }
+}
+
+/// libmicrohttpd's URI log (called with each request line's target, raw): kept for the request's
+/// first access-handler call on that connection. Returns no per-request state (the access
+/// handler makes it).
+private func uriLog(_ cls: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar>?, _ connection: OpaquePointer?) -> UnsafeMutableRawPointer? {
+    guard let cls, let uri, let connection else { return nil }
+    let target = String(cString: uri)
+    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().rawTargets.withLock { $0[UInt(bitPattern: connection)] = target }
+    return nil
 }
 
 /// Request-head deadlines. libmicrohttpd's connection timeout counts idle time, so a client that

@@ -16,8 +16,13 @@ extension Proxy {
             let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return (outcome, nil) }
+            // Kept (and its stream recorded) only when it reads as an MPD: one refused for its
+            // limits (size, nesting) or unreadable would be of no use offline either.
             let mpd = try? MPD.parse(Array(fresh.body), url: fresh.finalURL)
-            keepCopy(video, body: fresh.body, finalURL: fresh.finalURL, url: origin)
+            if let mpd {
+                keepCopy(video, fresh, url: origin)
+                recordStream(mpd, key: video.key)
+            }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
         }
         var bytes: [UInt8], finalURL: String, status: CacheStatus, offline = false
@@ -42,12 +47,48 @@ extension Proxy {
         do {
             rewritten = try DASHRewriter(url: finalURL, proxy: host).rewrite(bytes, edit: offline ? offlineEdit(bytes, url: finalURL) : { _ in })
         } catch {
+            // Refused (past a limit, not well-formed): not kept, as a refused playlist is not.
+            forgetRefusedMPD(video)
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the MPD cannot be read: \(error)")
         }
         let headers: [(String, String)] = [("Content-Type", "application/dash+xml"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let count = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
                 status == .hit ? count : 0, status == .hit ? 0 : count, status, "MPD, rewritten")
+    }
+
+    /// The answer for a remote element an MPD names by `xlink:href` (a Period, AdaptationSet or
+    /// SegmentList document, recognised by its root in the DASH namespace), rewritten as the MPD
+    /// is (`DASHRewriter.rewriteRemote`), so no URL in it leads a player off the proxy. Its bytes
+    /// are the cache's (kept whole as any small resource is, so it is answered offline too); nil
+    /// when `video` is no such document.
+    func remoteElementAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
+        guard let head = cachedHead(video, count: Int(min(video.length, 4096))), DASHRewriter.looksLikeRemoteElement(head) else { return nil }
+        let store = readThrough.store
+        guard video.length <= Int64(MPD.maxBytes) else {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                    "the origin's remote DASH element is larger than the \(Units.formatSize(Int64(MPD.maxBytes))) vcache reads as one: not answered")
+        }
+        var e = (try? store.catalog.entry(key: video.key)) ?? nil
+        if e?.isComplete != true {
+            readThrough.store(origin, upTo: Int64(MPD.maxBytes))
+            e = (try? store.catalog.entry(key: video.key)) ?? nil
+        }
+        guard let e, e.isComplete, let length = e.length, let bytes = store.cachedBytes(of: e, count: length) else {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the remote DASH element could not be read whole")
+        }
+        let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
+        let rewritten: [UInt8]
+        do {
+            rewritten = try DASHRewriter(url: e.latestURL, proxy: host).rewriteRemote(bytes)
+        } catch {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the remote DASH element cannot be read: \(error)")
+        }
+        let status: CacheStatus = video.fromCatalog ? .hit : .miss
+        let headers: [(String, String)] = [("Content-Type", "application/xml"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
+        let count = Int64(rewritten.count)
+        return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
+                status == .hit ? count : 0, status == .hit ? 0 : count, status, "remote DASH element, rewritten")
     }
 
     /// Offline, the MPD lists only what plays from the cache (`DASHRewriter.keepOnly`); when
@@ -64,13 +105,48 @@ extension Proxy {
         return { DASHRewriter.keepOnly(playable, of: mpd, in: $0) }
     }
 
-    /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
-    /// that answered it, which its BaseURLs resolve against): an older copy is replaced.
-    private func keepCopy(_ video: ReadThrough.Video, body: Data, finalURL: String, url: String) {
+    /// An MPD serve refuses to read leaves nothing cached under its URL (the head `open` stored
+    /// included), unless it is pinned: as prefetch forgets a refused playlist.
+    private func forgetRefusedMPD(_ video: ReadThrough.Video) {
         let store = readThrough.store
-        try? store.catalog.recordFinalURL(key: video.key, url: finalURL)
-        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == Array(body) { return }
-        readThrough.dropCachedBytes(key: video.key)
-        readThrough.store(url, upTo: Int64(MPD.maxBytes))
+        // This request's own hold on `data` goes first, or the entry counts as in use (RawFile closes once).
+        video.snapshot.file?.close()
+        guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, !e.pinned else { return }
+        var c = Evictor.Criteria()
+        c.keys = [video.key]
+        c.alone = true
+        _ = try? Evictor(store: store).evict(c, dryRun: false)
+    }
+
+    /// The stream in the catalog, as prefetch records it (Docs/dash.md): every init segment and
+    /// segment (a SegmentBase file) of every Representation joins the MPD's stream, so serve
+    /// checks each before storing it (`memberCheck`: an error page answered 200 is not kept) and
+    /// the stream is one unit to `ls`, `evict` and the cap. Best effort: the answer does not wait
+    /// on it, and a catalog that says no leaves the entries each on its own.
+    private func recordStream(_ mpd: MPD, key: String) {
+        let rules = readThrough.options.keyRules
+        let live = mpd.isDynamic ? DASHLiveClock(now: Date().timeIntervalSince1970) : nil
+        var members: [StreamRecord.Member] = [], seen = Set<String>()
+        for (p, _, rep) in mpd.representations {
+            let period = mpd.periods[p]
+            guard let plan = try? rep.plan(periodDuration: period.duration, live: live.map { ($0, mpd, period.start) }) else { continue }
+            // A SegmentBase file (its init, index and media one resource) is a segment, as prefetch has it.
+            let named: [(String?, StreamRole)] = plan.segments.map { ($0.url, .segment) } + [(plan.index?.url, .segment), (plan.initialization?.url, .initSection)]
+            for case (let url?, let role) in named where seen.insert(url).inserted {
+                members.append(.init(key: rules.key(for: url), role: role))
+            }
+        }
+        _ = try? readThrough.store.catalog.recordStream(root: key, format: "dash", members: members)
+    }
+
+    /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
+    /// that answered it, which its BaseURLs resolve against): an older copy is replaced by the
+    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request).
+    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, url: String) {
+        let store = readThrough.store, body = Array(fresh.body)
+        try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == body { return }
+        let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
+        readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
     }
 }

@@ -9,11 +9,14 @@ extension Proxy {
     /// How the entry `key` is checked before it is stored: a member of role segment, init section
     /// or key, as the first cached media playlist naming it says (`HLSMediaPlaylist.memberCheck`,
     /// as prefetch decides it). Nil for an entry of no stream, and for a member no playlist
-    /// cached whole names (its encryption is unknown).
+    /// cached whole names (its encryption is unknown). A segment or init segment of a DASH
+    /// stream (an MPD prefetch or serve recorded) is checked as prefetch checks it
+    /// (`.dashSegment`: fMP4, MPEG-TS, packed audio, WebVTT or TTML).
     func memberCheck(_ key: String) -> HLSMemberCheck? {
         let rules = readThrough.options.keyRules, store = readThrough.store
         guard let (role, playlists) = (try? store.catalog.playlists(naming: key)) ?? nil,
               role == .segment || role == .initSection || role == .key else { return nil }
+        if role != .key, playlists.contains(where: { ((try? store.catalog.streamFormat(root: $0)) ?? nil) == "dash" }) { return .dashSegment }
         for p in playlists {
             if case .media(let media)? = store.cachedPlaylist(key: p, keyRules: rules)?.playlist,
                let check = media.memberCheck(where: { rules.key(for: $0) == key }) {

@@ -104,7 +104,9 @@ public final class Proxy: Sendable {
         if let answer = control(request) { return answer }
         let origin: String
         switch ProxyURL.lookup(path: request.path) {
-        case .origin(let o): origin = o
+        // A query the player put on a folder-form URL (a DASH player's UrlQueryInfo, CMCD) is
+        // the origin's too, as sent; the `/v/` form names its whole origin URL in the token.
+        case .origin(let o): origin = request.path.hasPrefix("/d/") ? ProxyURL.appendingQuery(o, request.query) : o
         case .refused(let why): return finish(404, why, body: why)
         case .notOurs: return finish(404, "not a vcache proxy path (/v/ORIGIN/NAME)")
         }
@@ -126,7 +128,8 @@ public final class Proxy: Sendable {
         }
         /// The rewritten playlist, when `video` is one.
         func asPlaylist(_ video: ReadThrough.Video) -> HTTPServer.Response? {
-            guard let playlist = playlistAnswer(request, origin: origin, video: video) ?? mpdAnswer(request, origin: origin, video: video) else { return nil }
+            guard let playlist = playlistAnswer(request, origin: origin, video: video) ?? mpdAnswer(request, origin: origin, video: video)
+                    ?? remoteElementAnswer(request, origin: origin, video: video) else { return nil }
             // Not answered as a playlist (the origin's error, or one serve refuses): no part of
             // one is kept (the head `open` stored is no playlist a later answer could use).
             if playlist.cache == nil { forgetPartialPlaylist(video) }

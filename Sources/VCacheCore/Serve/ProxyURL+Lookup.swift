@@ -35,6 +35,13 @@ extension ProxyURL {
         return .origin(origin)
     }
 
+    /// `url` with a request's raw `query` added: after `?`, or after `&` when `url` has a query of
+    /// its own (the reference's, written `%3F` in the MPD); `url` itself when there is none.
+    public static func appendingQuery(_ url: String, _ query: String?) -> String {
+        guard let query, !query.isEmpty else { return url }
+        return url + (url.contains("?") ? "&" : "?") + query
+    }
+
     /// The proxy URL of the folder `folder` (an absolute http(s) URL ending in `/`), ending in `/`.
     public static func makeFolder(_ folder: String, base: String) -> String {
         "\(base)/d/\(base64url(folder))/"

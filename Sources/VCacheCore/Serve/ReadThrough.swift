@@ -288,6 +288,40 @@ public final class ReadThrough: Sendable {
         _ = Prefetcher(store: store, options: o).run([PrefetchItem(url: url, requests: [.head(limit)])])
     }
 
+    /// Stores `body`, a whole answer the origin just gave for `url` (an MPD serve answers), as the
+    /// entry's one version: the bytes served are the bytes kept, with no second request. Under
+    /// the entry's writer lock (never waiting behind another writer), after making room under the
+    /// limits in force as any store does; the old version is dropped first (rows, then a new
+    /// `data`: a reader holding the old file keeps its view), the bytes written and fsynced before
+    /// the one commit that claims them whole with their SHA-256 (invariant 1). Returns whether it
+    /// stored them (best effort: nothing when the entry is gone, busy, or does not fit).
+    @discardableResult
+    func keepWhole(_ body: [UInt8], url: String, validators: Validators, contentType: String?) -> Bool {
+        let key = options.keyRules.key(for: url), n = Int64(body.count)
+        guard n > 0, ((try? store.catalog.entry(key: key)) ?? nil) != nil else { return false }
+        if let room = room(for: key, wanted: n), room < n { return false }
+        guard let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
+        defer { lock.release() }
+        do {
+            let data = try store.dropVersion(key: key, validators: validators)
+            defer { data.close() }
+            try body.withUnsafeBytes { try data.write($0, toAbsoluteOffset: 0) }
+            try data.sync()
+            let digest = SHA256Digest(chunkSize: ChunkStates.size)
+            body.withUnsafeBytes { digest.update($0) }
+            let sha = digest.finalize()
+            var u = Catalog.Update(key: key, url: url, validators: validators, contentType: contentType)
+            u.added = RangeSet([ByteRange(0, n)])
+            u.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
+            u.sha256 = sha
+            u.chunkStates = ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: digest.chunkStates)
+            try store.catalog.commit(u)
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// Drops an entry's cached bytes (its version is gone from the origin): rows first, then a
     /// new `data`, under the entry's writer lock; nothing when another writer holds it now.
     /// Returns whether it dropped them.

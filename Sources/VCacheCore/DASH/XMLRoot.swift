@@ -1,0 +1,33 @@
+/// The root element of an XML document as its first bytes show it, read without parsing the
+/// document (recognising an MPD or a TTML file from a response's head): past a BOM, whitespace,
+/// the XML declaration and comments, the first start tag.
+enum XMLRoot {
+    /// The root's qualified name and the text of its whole start tag; nil when the bytes do not
+    /// reach the end of that tag, or do not start with one.
+    static func startTag<Bytes: Collection<UInt8>>(_ firstBytes: Bytes) -> (name: Substring, tag: Substring)? {
+        var head = Substring(String(decoding: firstBytes.prefix(4096), as: UTF8.self))
+        if head.hasPrefix("\u{FEFF}") { head = head.dropFirst() }
+        while true {
+            head = head.drop { $0.isWhitespace }
+            if head.hasPrefix("<?"), let end = head.range(of: "?>") { head = head[end.upperBound...]; continue }
+            if head.hasPrefix("<!--"), let end = head.range(of: "-->") { head = head[end.upperBound...]; continue }
+            break
+        }
+        guard head.hasPrefix("<"), let tagEnd = head.firstIndex(of: ">") else { return nil }
+        let tag = head[head.index(after: head.startIndex)..<tagEnd]
+        return (tag.prefix { !$0.isWhitespace && $0 != "/" }, tag)
+    }
+
+    /// The TTML namespace (W3C TTML1/TTML2, IMSC): a raw TTML sidecar's `tt` root is in it.
+    static let ttmlNamespace = "http://www.w3.org/ns/ttml"
+
+    /// Whether the bytes are a TTML document: its root `tt` (or `prefix:tt`) naming the TTML
+    /// namespace in its start tag; when `whole`, also well-formed with that root (`XMLTree`).
+    static func isTTML<Bytes: Collection<UInt8>>(_ bytes: Bytes, whole: Bool) -> Bool {
+        guard let (name, tag) = startTag(bytes), name == "tt" || name.hasSuffix(":tt"),
+              tag.contains("\"\(ttmlNamespace)\"") || tag.contains("'\(ttmlNamespace)'") else { return false }
+        guard whole else { return true }
+        guard let root = try? XMLTree.parse(Array(bytes)) else { return false }
+        return root.name == "tt" && root.namespace == ttmlNamespace
+    }
+}
