@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// `prefetch --connections N`: one entry's missing bytes over several ranged transfers into the
+/// same `data`, with the checkpoints, resume and response rules of one connection.
+@Suite struct ConnectionsTests {
+    let dir = TempDirectory("vcache-conn")
+    var cache: String { dir.file("cache") }
+
+    /// The byte ranges of `Range: bytes=A-B` headers, as half-open ranges (`A-`: to `length`).
+    static func ranges(_ specs: [String?], length: Int64) -> [ByteRange] {
+        specs.compactMap { spec in
+            guard let spec, spec.hasPrefix("bytes=") else { return nil }
+            let parts = spec.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            guard parts.count == 2, let a = Int64(parts[0]) else { return nil }
+            return ByteRange(a, parts[1].isEmpty ? length : (Int64(parts[1]) ?? length - 1) + 1)
+        }
+    }
+
+    @Test func fourConnectionsFetchAByteExactEntryInFourPieces() throws {
+        let nginx = try Nginx()
+        let body = TestBytes.make(40 << 20, seed: 41)
+        let url = try nginx.publish("big.mp4", body)
+        let r = try VCacheBinary.run(["prefetch", url, "--connections", "4"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        // The first request establishes the version and keeps the first 10 MiB; the other three
+        // pieces go out with If-Range, one each.
+        let asked = nginx.accessLog().filter { $0.path == "/big.mp4" }.map(\.range)
+        // (nginx logs each when it ends: the first, cut at 10 MiB, may come last.)
+        #expect(Set(asked.compactMap { $0 }) == ["bytes=0-", "bytes=10485760-20971519", "bytes=20971520-31457279", "bytes=31457280-41943039"],
+                "\(asked)")
+        #expect(asked.count == 4)
+
+        // With one connection (the default) nothing changes: one request for the whole video.
+        let one = try VCacheBinary.run(["prefetch", url], cacheDir: dir.file("one"))
+        #expect(one.status == 0)
+        #expect(nginx.accessLog().filter { $0.path == "/big.mp4" }.count == 5)
+    }
+
+    @Test func aHeadUnderTheMinimumPieceStaysOneRequest() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/h.mp4", .init(body: TestBytes.make(20 << 20, seed: 42), etag: "\"h\""))
+        let url = origin.url("/h.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, "--bytes", "2M", "--no-moov", "--connections", "8", "-q"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(origin.requests("/h.mp4") == ["bytes=0-2097151"])
+    }
+
+    @Test func connectionsDroppedMidRangeStillGiveAByteExactEntry() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(24 << 20, seed: 43)
+        origin.setResource("/cut.mp4", .init(body: body, etag: "\"cut\""))
+        var faults = TestOrigin.Faults()
+        faults.dropAfterBytes = 1 << 20  // the first three responses are cut after 1 MiB
+        faults.dropCount = 3
+        origin.setFaults("/cut.mp4", faults)
+        let url = origin.url("/cut.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, "--connections", "4"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        // The first connection and two others were cut, and each went on where it stopped.
+        let retries = r.stderrLines.filter { $0.hasPrefix("retry 1 in ") }
+        #expect(retries.count == 3, "\(r.stderr)")
+        #expect(retries.filter { $0.contains(": connection 2: ") || $0.contains(": connection 3: ") || $0.contains(": connection 4: ") }.count == 2)
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        // Each retry asks only for what its connection had not written.
+        #expect(origin.bytesServedTwice("/cut.mp4") == 0)
+        #expect(origin.requests("/cut.mp4").count >= 7)
+    }
+
+    @Test func aKillMidDownloadThenASecondRunAsksOnlyForTheGaps() throws {
+        let origin = try TestOrigin()
+        let length: Int64 = 40 << 20
+        let body = TestBytes.make(Int(length), seed: 44)
+        origin.setResource("/k.mp4", .init(body: body, etag: "\"k\""))
+        // The third piece (20-30 MiB) stops at 25 MiB; the others run to their end.
+        origin.hold("/k.mp4", at: 25 << 20)
+        let url = origin.url("/k.mp4")
+        let running = try VCacheBinary.start(["prefetch", url, "--connections", "4", "-q"], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/k.mp4", timeout: 60))
+        // Everything that arrived is claimed within a checkpoint interval or two (nothing says when).
+        let deadline = ContinuousClock.now + .seconds(60)
+        while (try? CacheInspector(directory: cache).entry(url)?.ranges.count) ?? 0 < length - (5 << 20), ContinuousClock.now < deadline {
+            usleep(20_000)  // polling the catalog: no event says a commit landed
+        }
+        running.kill(SIGKILL)
+        #expect(running.finish().signalled)
+        origin.release("/k.mp4")
+        let claimed = try #require(try CacheInspector(directory: cache).entry(url)).ranges
+        #expect(claimed == RangeSet([ByteRange(0, 25 << 20), ByteRange(30 << 20, length)]), "\(claimed)")
+        #expect(try CacheInspector(directory: cache).verifyClaims(url, origin: body).mismatch == nil)
+
+        let before = origin.requests("/k.mp4").count
+        let again = try VCacheBinary.run(["prefetch", url, "--connections", "4"], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        var gaps = RangeSet([ByteRange(0, length)])
+        for r in claimed.ranges { gaps.remove(r) }
+        let second = Self.ranges(Array(origin.requests("/k.mp4")[before...]), length: length)
+        // Only the gap, once (5 MiB is one piece: under two minimum pieces of 4 MiB).
+        #expect(second == gaps.ranges, "\(second)")
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
+    @Test func aWeakETagFallsBackToOneConnectionWithALineSayingSo() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(20 << 20, seed: 45)
+        origin.setResource("/w.mp4", .init(body: body, etag: "W/\"w\""))
+        let url = origin.url("/w.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, "--connections", "4"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let notes = r.stderrLines.filter { $0.hasPrefix("note: ") }
+        #expect(notes.count == 1, "\(r.stderr)")
+        #expect(notes.first == "note: \(url): the origin gives no strong validator (its ETag is weak, or it sends neither ETag nor Last-Modified), so pieces fetched apart cannot be proven one version: fetched over one connection, not 4", "\(r.stderr)")
+        #expect(origin.requests("/w.mp4") == ["bytes=0-"])
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+    }
+
+    @Test func anOriginThatChangesBetweenConnectionsIsCaughtAndTheVersionDropped() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(20 << 20, seed: 46)
+        // The first answer is version "a"; from the second on the origin has "b": a connection's
+        // If-Range "a" gets the whole of "b" (200).
+        origin.setResource("/v.mp4", .init(body: body, etag: "\"b\""))
+        var faults = TestOrigin.Faults()
+        faults.rotateETags = ["\"a\""] + Array(repeating: "\"b\"", count: 99)
+        origin.setFaults("/v.mp4", faults)
+        let url = origin.url("/v.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, "--connections", "4"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains(" note: \(url) changed on the origin ("), "\(r.stderr)")
+        #expect(origin.headers("/v.mp4").contains { $0["if-range"] == "\"a\"" })
+        let entry = try #require(try CacheInspector(directory: cache).entry(url))
+        #expect(entry.validators.etag == "\"b\"")
+        #expect(entry.sha256 == TestBytes.sha256(body))
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
+    @Test(arguments: ["0", "abc", "65", "-1", "nan", "9223372036854775808"])
+    func nonsenseConnectionCountsAreRefused(_ value: String) throws {
+        let r = try VCacheBinary.run(["prefetch", "http://127.0.0.1:9/a.mp4", "--connections", value], cacheDir: cache)
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: invalid count '\(value)' for --connections; use 1 to 64\n")
+    }
+
+    @Test func theConfigDefaultIsCheckedAndUsed() throws {
+        let bad = try VCacheBinary.run(["config", "set", "connections", "65"], cacheDir: cache)
+        #expect(bad.status == 2, "\(bad.stderr)")
+        #expect(try VCacheBinary.run(["config", "set", "connections", "2"], cacheDir: cache).status == 0)
+        let origin = try TestOrigin()
+        let body = TestBytes.make(16 << 20, seed: 47)
+        origin.setResource("/c.mp4", .init(body: body, etag: "\"c\""))
+        let url = origin.url("/c.mp4")
+        #expect(try VCacheBinary.run(["prefetch", url, "-q"], cacheDir: cache).status == 0)
+        #expect(origin.requests("/c.mp4") == ["bytes=0-", "bytes=8388608-16777215"])
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+    }
+}
