@@ -3,10 +3,10 @@
 /// The missing bytes (the gaps of what was asked, in order) are cut into at most N pieces of
 /// about the same number of bytes, none smaller than `minimumPiece`: a 2 MiB head stays one
 /// request, and 10 MiB over four connections is two pieces. A piece is a set of gaps (bytes
-/// consecutive among the missing ones), cut at a multiple of `alignment` where that stays inside
-/// the gap, so each connection's writes stay whole aligned blocks (`StagedWrite`).
+/// consecutive among the missing ones); each cut is moved up to a multiple of `alignment` (or the
+/// end of its gap), so each connection's writes stay whole aligned blocks (`StagedWrite`).
 enum ConnectionSplit {
-    /// No piece is smaller than this (Docs/performance.md, "Several connections").
+    /// No piece is smaller than this (Docs/performance.md, "Several connections for one file").
     static let minimumPiece: Int64 = 4 << 20
     static let alignment: Int64 = 64 << 10
 
@@ -15,38 +15,48 @@ enum ConnectionSplit {
     static func pieces(_ missing: [ByteRange], connections: Int, minimum: Int64 = minimumPiece) -> [RangeSet] {
         let gaps = missing.filter { !$0.isEmpty }
         guard !gaps.isEmpty else { return [] }
-        // Saturating: the sum of the gaps of one file never passes its length, itself below 2^63.
-        let total = gaps.reduce(Int64(0)) { $0 &+ $1.count }
-        let n = Int64(max(1, min(connections, Int(min(total / max(1, minimum), 64)))))
+        // Saturating: the gaps of one file never add up past its length, itself below 2^63.
+        let total = gaps.reduce(Int64(0)) { Int64.max - $0 < $1.count ? .max : $0 + $1.count }
+        // A cut moves up by less than `alignment`: each piece keeps at least `minimum`.
+        let n = Int64(max(1, min(connections, Int(min(total / (minimum + alignment), 64)))))
         guard n > 1 else { return [RangeSet(gaps)] }
-        var pieces: [RangeSet] = []
-        var piece = RangeSet()
-        var left = total / n + (total % n > 0 ? 1 : 0)  // bytes the current piece still takes
+        // Where each piece after the first begins, counted in missing bytes (the i-th of n equal
+        // shares, its file offset moved up to the alignment), strictly increasing.
+        let base = total / n, rest = total % n
+        var cuts: [Int64] = []
+        var before: Int64 = 0  // missing bytes in the gaps before `gap`
+        var i: Int64 = 1
         for gap in gaps {
-            var from = gap.lowerBound
-            while from < gap.upperBound {
-                if Int64(pieces.count) == n - 1 {
-                    // The last piece takes the rest.
-                    piece.insert(ByteRange(from, gap.upperBound))
-                    break
-                }
-                var cut = gap.upperBound - from <= left ? gap.upperBound : from + left
-                if cut < gap.upperBound {
-                    let aligned = cut - cut % alignment
-                    if aligned > from { cut = aligned }
-                }
-                piece.insert(ByteRange(from, cut))
-                left -= cut - from
-                from = cut
-                if left <= 0 || cut < gap.upperBound {
-                    pieces.append(piece)
-                    piece = RangeSet()
-                    let i = Int64(pieces.count)
-                    left = total / n + (total % n > i ? 1 : 0)
-                }
+            while i < n {
+                let share = base * i + min(i, rest)
+                guard share < before + gap.count else { break }
+                let at = gap.lowerBound + (share - before)
+                let up = at % alignment == 0 ? 0 : alignment - at % alignment
+                let cut = before + (min(at + min(up, gap.upperBound - at), gap.upperBound) - gap.lowerBound)
+                if cut > (cuts.last ?? 0) && cut < total { cuts.append(cut) }
+                i += 1
             }
+            before += gap.count
         }
-        if !piece.isEmpty { pieces.append(piece) }
+        var pieces: [RangeSet] = []
+        var from: Int64 = 0
+        for end in cuts + [total] {
+            pieces.append(slice(gaps, from, end))
+            from = end
+        }
         return pieces
+    }
+
+    /// The file ranges of missing bytes `from` to `to` (counted through `gaps`).
+    private static func slice(_ gaps: [ByteRange], _ from: Int64, _ to: Int64) -> RangeSet {
+        var out = RangeSet()
+        var before: Int64 = 0
+        for gap in gaps {
+            let a = max(from, before), b = min(to, before + gap.count)
+            if a < b { out.insert(ByteRange(gap.lowerBound + (a - before), gap.lowerBound + (b - before))) }
+            before += gap.count
+            if before >= to { break }
+        }
+        return out
     }
 }

@@ -7,7 +7,7 @@ extension PrefetchJob {
     func dropVersion(to new: Validators, reason: String, interrupting exchange: Exchange?, then: AfterDrop) {
         guard let writer else { preconditionFailure("prefetch job for \(item.url): a drop before the entry was opened") }
         enter(.droppingVersion(exchange, then: then))
-        detachLanes()
+        detachLanes(deferred: true)  // (a response head's callback may have called this)
         writer.discard()
         if let file = writer.fileID { options.onDrop?(file) }
         let store = self.store, key = self.key, old = writer.data

@@ -281,8 +281,9 @@ final class PrefetchJob: TransferDelegate {
     func removeLane(_ lane: RangeLane) { connections.lanes.removeAll { $0 === lane } }
 
     /// Stops every lane (their transfers, their writes); what they did not write is the job's again.
-    func detachLanes() {
-        for lane in connections.lanes { lane.detach() }
+    /// `deferred`: called inside a libcurl callback (`RangeLane.detach`).
+    func detachLanes(deferred: Bool = false) {
+        for lane in connections.lanes { lane.detach(deferred: deferred) }
         connections.lanes = []
         connections.waiting = false
     }

@@ -56,15 +56,16 @@ final class RangeLane: TransferDelegate {
         }
     }
 
-    /// Stops it for good: its transfer is removed (on the loop's next turn: this may run inside
-    /// a libcurl callback, where a handle cannot be removed), and nothing of it is written again.
-    func detach() {
+    /// Stops it for good: its transfer is removed, and nothing of it is written again.
+    /// `deferred`: on the loop's next turn (called inside a libcurl callback, where no handle
+    /// can be removed; the lane refuses its bytes meanwhile).
+    func detach(deferred: Bool) {
         guard !ended else { return }
         ended = true
         remaining = RangeSet()
         if let t = current?.transfer {
             let fetcher = job.fetcher
-            fetcher.after(0) { fetcher.cancel(t) }
+            if deferred { fetcher.after(0) { fetcher.cancel(t) } } else { fetcher.cancel(t) }
         }
         current = nil
     }
