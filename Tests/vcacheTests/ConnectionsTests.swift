@@ -110,6 +110,34 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
     }
 
+    @Test func theMaxTimeDeadlineStopsEveryConnectionAndARerunFillsEachGap() throws {
+        let origin = try TestOrigin()
+        let length: Int64 = 40 << 20
+        let body = TestBytes.make(Int(length), seed: 48)
+        origin.setResource("/t.mp4", .init(body: body, etag: "\"t\""))
+        origin.throttle("/t.mp4", to: 2 << 20)  // each response: about 2 MiB/s, so none ends in 2 s
+        let url = origin.url("/t.mp4")
+        let first = try VCacheBinary.run(["prefetch", url, "--connections", "4", "--max-time", "2s"], cacheDir: cache)
+        #expect(first.status == 3, "\(first.stderr)")
+        #expect(first.stderr.contains("stopped \(url) at the --max-time deadline: "), "\(first.stderr)")
+        // Every connection's bytes that arrived are claimed, each at its own piece's start, and true.
+        let claimed = try #require(try CacheInspector(directory: cache).entry(url)).ranges
+        #expect(claimed.ranges.map(\.lowerBound) == [0, 10 << 20, 20 << 20, 30 << 20], "\(claimed)")
+        #expect(try CacheInspector(directory: cache).verifyClaims(url, origin: body).mismatch == nil)
+
+        origin.throttle("/t.mp4", to: nil)
+        let before = origin.requests("/t.mp4").count
+        let again = try VCacheBinary.run(["prefetch", url, "--connections", "4"], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        var gaps = RangeSet([ByteRange(0, length)])
+        for r in claimed.ranges { gaps.remove(r) }
+        let second = RangeSet(Self.ranges(Array(origin.requests("/t.mp4")[before...]), length: length))
+        // (Bytes the origin had sent into a socket when the deadline came were never read: asked again.)
+        #expect(second == gaps, "\(second) against the gaps \(gaps)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
     @Test func aWeakETagFallsBackToOneConnectionWithALineSayingSo() throws {
         let origin = try TestOrigin()
         let body = TestBytes.make(20 << 20, seed: 45)

@@ -40,6 +40,10 @@ extension PrefetchJob {
     func splitAcrossConnections(_ x: inout Exchange, validators v: Validators) {
         guard options.connections > 1, connections.lanes.isEmpty, !connections.refused, options.sharedLock == nil,
               !x.closeDelimited, let length = v.length, let writer else { return }
+        // A manifest is read as one and stopped past its limit by the job's own transfer: never split.
+        let type = entry.contentType
+        guard !HLSPlaylist.looksLikePlaylist(firstBytes: [UInt8](), contentType: type),
+              !MPD.looksLikeMPD(firstBytes: [], contentType: type) else { return }
         let missing = plan.missing(length: length, held: writer.held, stop: stopPoint)
         let pieces = ConnectionSplit.pieces(missing, connections: options.connections)
         guard pieces.count > 1, let first = pieces[0].ranges.first, first.lowerBound == x.offset else { return }
