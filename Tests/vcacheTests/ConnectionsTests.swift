@@ -75,6 +75,27 @@ import VCacheTestSupport
         #expect(origin.requests("/cut.mp4").count >= 7)
     }
 
+    @Test func aConnectionRefusedForGoodHandsItsPieceBackToTheFirst() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(40 << 20, seed: 49)
+        origin.setResource("/r.mp4", .init(body: body, etag: "\"r\""))
+        var faults = TestOrigin.Faults()
+        faults.statuses = [(0, [:]), (404, [:]), (404, [:]), (404, [:])]  // the first answer, then three 404s
+        origin.setFaults("/r.mp4", faults)
+        let url = origin.url("/r.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, "--connections", "4", "-q"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        // The three pieces come back to the first connection (in one request, or as each is given
+        // back while it waits), each byte asked once, nothing split again.
+        let asked = origin.requests("/r.mp4")
+        #expect((5...7).contains(asked.count), "\(asked)")
+        let after = Self.ranges(Array(asked.dropFirst(4)), length: 40 << 20)
+        #expect(RangeSet(after) == RangeSet([ByteRange(10 << 20, 40 << 20)]), "\(asked)")
+        #expect(after.reduce(0) { $0 + $1.count } == 30 << 20, "\(asked)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+    }
+
     @Test func aKillMidDownloadThenASecondRunAsksOnlyForTheGaps() throws {
         let origin = try TestOrigin()
         let length: Int64 = 40 << 20
