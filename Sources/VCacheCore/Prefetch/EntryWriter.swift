@@ -43,7 +43,7 @@ final class EntryWriter {
 
     var hasAnyBytes: Bool { !pending.isEmpty || !checkpointer.durableOrPending.isEmpty }
 
-    var hasStaged: Bool { staging.indices.contains { !staging[$0].stage.isEmpty } }
+    var hasStaged: Bool { staging.contains { !$0.stage.isEmpty } }
 
     /// Stages `bytes`, which go at `offset`, in `lane` (what that lane staged elsewhere is written
     /// first, and each block as it fills): how many were staged, and the error that stopped it if one did.

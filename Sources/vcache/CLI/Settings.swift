@@ -1,7 +1,8 @@
 import VCacheCore
 
 /// Settings that can be stored once in the cache's config (`vcache config set NAME VALUE`) and
-/// overridden on the command line: the size cap and the key rules for signed URLs.
+/// overridden on the command line: the size cap, prefetch's connections per video and the key
+/// rules for signed URLs.
 enum Settings {
     struct Known: Sendable {
         var name: String
@@ -43,9 +44,10 @@ enum Settings {
         if let v = try c.config("key-strip-param") { options.keyRules.stripParameters.formUnion(v.split(separator: ",").map(String.init)) }
         if let v = try c.config("connections"), let n = Int(v), (1...64).contains(n) { options.connections = n }
         if let v = overrides.maxSize { options.maxSize = v }
-        if let v = overrides.connections { options.connections = v }
-        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency)
         if let v = overrides.minFree { options.minFree = v }
+        if let v = overrides.connections { options.connections = v }
+        // -j times --connections is at most 64 transfers (Docs/cli.md).
+        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency)
         if overrides.keyIgnoreQuery { options.keyRules.ignoreQuery = true }
         options.keyRules.stripParameters.formUnion(overrides.keyStripParameters)
     }
