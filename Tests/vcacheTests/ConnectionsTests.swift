@@ -82,13 +82,22 @@ import VCacheTestSupport
         var faults = TestOrigin.Faults()
         faults.statuses = [(0, [:]), (404, [:]), (404, [:]), (404, [:])]  // the first answer, then three 404s
         origin.setFaults("/r.mp4", faults)
+        // The first connection waits at 5 MiB until the other three have had their 404.
+        origin.hold("/r.mp4", at: 5 << 20)
         let url = origin.url("/r.mp4")
-        let r = try VCacheBinary.run(["prefetch", url, "--connections", "4", "-q"], cacheDir: cache)
+        let running = try VCacheBinary.start(["prefetch", url, "--connections", "4", "-q"], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/r.mp4", timeout: 60))
+        let deadline = ContinuousClock.now + .seconds(60)
+        while origin.requests("/r.mp4").count < 4, ContinuousClock.now < deadline {
+            usleep(10_000)  // polling the origin's log: nothing says a request was read
+        }
+        origin.release("/r.mp4")
+        let r = running.finish()
         #expect(r.status == 0, "\(r.stderr)")
-        // The three pieces come back to the first connection (in one request, or as each is given
-        // back while it waits), each byte asked once, nothing split again.
+        // The three pieces come back to the first connection once its own piece is done (in one
+        // request, or two when a 404 was read after that), each byte asked once, nothing split again.
         let asked = origin.requests("/r.mp4")
-        #expect((5...7).contains(asked.count), "\(asked)")
+        #expect((5...6).contains(asked.count), "\(asked)")
         let after = Self.ranges(Array(asked.dropFirst(4)), length: 40 << 20)
         #expect(RangeSet(after) == RangeSet([ByteRange(10 << 20, 40 << 20)]), "\(asked)")
         #expect(after.reduce(0) { $0 + $1.count } == 30 << 20, "\(asked)")
@@ -199,6 +208,18 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", "http://127.0.0.1:9/a.mp4", "--connections", value], cacheDir: cache)
         #expect(r.status == 2)
         #expect(r.stderr == "vcache: invalid count '\(value)' for --connections; use 1 to 64\n")
+    }
+
+    @Test func jobsTimesConnectionsIsCappedAt64Transfers() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(40 << 20, seed: 50)
+        origin.setResource("/j.mp4", .init(body: body, etag: "\"j\""))
+        let url = origin.url("/j.mp4")
+        // -j 32: at most 2 connections per video, whatever --connections asks.
+        let r = try VCacheBinary.run(["prefetch", url, "-j", "32", "--connections", "8", "-q"], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Set(origin.requests("/j.mp4").compactMap { $0 }) == ["bytes=0-", "bytes=20971520-41943039"])
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
     }
 
     @Test func theConfigDefaultIsCheckedAndUsed() throws {
