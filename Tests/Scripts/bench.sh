@@ -64,6 +64,25 @@ f() { cut -d' ' -f"$2" <<<"${R[$1]}"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 summary=()
 
+# Several connections for one file, against an nginx that sends each connection at most 20 MiB/s:
+# vcache --connections 4 against aria2's -x4 -s4 (BENCH_ONLY=connections runs only this one).
+connections_workload() {
+  echo; echo "== one ${SIZE_MB} MiB download over 4 connections, each limited to 20 MiB/s (median of $ROUNDS alternating rounds)"
+  race aria2-x4-s4 "aria2c -q -x4 -s4 -k4M -d '$work/out' -o big '$base/limited/big.bin'" \
+       vcache-c4 "env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q --connections 4 '$base/limited/big.bin'"
+  for l in aria2-x4-s4 vcache-c4; do row "$l"; done
+  V prefetch -q --connections 4 "$base/limited/big.bin"
+  [ "$(V ls --json | sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p' | head -1)" = "$(sha256sum "$work/www/big.bin" | cut -d' ' -f1)" ] \
+    || { echo "bench: --connections 4 did not cache big.bin byte-exact" >&2; exit 1; }
+  echo "  throughput vcache/aria2: $(ratio "$(f aria2-x4-s4 1)" "$(f vcache-c4 1)") (target >= 1.0)"
+  summary+=("| one ${SIZE_MB} MiB download, 4 connections of at most 20 MiB/s each, wall | aria2 -x4 -s4 $(f aria2-x4-s4 1) s | $(f vcache-c4 1) s | $(ratio "$(f aria2-x4-s4 1)" "$(f vcache-c4 1)")x aria2's throughput | >= 1.0 |")
+}
+if [ "${BENCH_ONLY:-}" = connections ]; then
+  connections_workload
+  printf '%s\n' "${summary[@]}"
+  exit 0
+fi
+
 echo; echo "== 1. one ${SIZE_MB} MiB download (median of $ROUNDS alternating rounds)"
 VC="env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q '$base/big.bin'"
 VCS="env VCACHE_DIR='$work/cache' '$VCACHE_SWITCHED' prefetch -q '$base/big.bin'"
@@ -215,6 +234,8 @@ kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
 read -r _ nw _ _ <<<"$(median < "$work/c.txt")"; read -r _ pw _ _ <<<"$(median < "$work/v.txt")"
 printf '  nginx wall %7.3fs, proxy wall %7.3fs: throughput proxy/nginx %s (target >= 0.9)\n' "$nw" "$pw" "$(ratio "$nw" "$pw")"
 summary+=("| HLS: the $SEGMENTS cached segments read in order through serve, wall | nginx $nw s | $pw s | $(ratio "$nw" "$pw")x nginx's throughput | >= 0.9 |")
+
+connections_workload
 
 echo; echo "== the table for Docs/performance.md"
 echo "| workload | peers | vcache | ratio | target |"

@@ -25,7 +25,9 @@ http {
   default_type application/octet-stream;
   sendfile on;
   keepalive_requests 100000;
-  server { listen 127.0.0.1:$ORIGIN_PORT; root $root; location = /.vcache-origin { access_log off; default_type text/plain; return 200 "$token"; } }
+  server { listen 127.0.0.1:$ORIGIN_PORT; root $root; location = /.vcache-origin { access_log off; default_type text/plain; return 200 "$token"; }
+    # An origin that limits each connection (a CDN's per-connection cap): --connections' workload.
+    location /limited/ { limit_rate 20m; alias $root/; } }
 }
 CONF
     "$nginx" -c "$dir/nginx.conf" -p "$dir" -e "$dir/error.log" &

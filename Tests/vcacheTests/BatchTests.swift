@@ -300,7 +300,7 @@ import VCacheTestSupport
         for i in 0..<4 { origin.setResource("/c\(i).mp4", .init(body: TestBytes.make(1 << 20, seed: UInt64(50 + i)))) }
         #expect(try VCacheBinary.run(["config", "set", "max-size", "2500K"], cacheDir: cache).status == 0)
         #expect(try VCacheBinary.run(["config", "get", "max-size"], cacheDir: cache).stdout == "max-size = 2500K\n")
-        #expect(try VCacheBinary.run(["config"], cacheDir: cache).stdout == "max-size = 2500K\nmin-free = (unset)\nkey-ignore-query = (unset)\nkey-strip-param = (unset)\n")
+        #expect(try VCacheBinary.run(["config"], cacheDir: cache).stdout == "max-size = 2500K\nmin-free = (unset)\nconnections = (unset)\nkey-ignore-query = (unset)\nkey-strip-param = (unset)\n")
         let typo = try VCacheBinary.run(["config", "set", "maxsize", "1G"], cacheDir: cache)
         #expect(typo.status == 2)
         #expect(typo.stderr == "vcache: unknown setting 'maxsize'; did you mean 'max-size'?\n")

@@ -98,6 +98,7 @@ public final class CurlTransfer {
             try set(vc_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate)), "CURLOPT_MAX_RECV_SPEED_LARGE")
         }
         if let range { try set(vc_easy_setopt_str(easy, CURLOPT_RANGE, range), "CURLOPT_RANGE") }
+        if options.ownConnection { try set(vc_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)), "CURLOPT_HTTP_VERSION") }
         if let ca = options.caFile { try set(vc_easy_setopt_str(easy, CURLOPT_CAINFO, ca), "CURLOPT_CAINFO") }
         if let proxy = options.proxy { try set(vc_easy_setopt_str(easy, CURLOPT_PROXY, proxy), "CURLOPT_PROXY") }
         if let v = options.ipVersion { try set(vc_easy_setopt_long(easy, CURLOPT_IPRESOLVE, v == 6 ? Int(CURL_IPRESOLVE_V6) : Int(CURL_IPRESOLVE_V4)), "CURLOPT_IPRESOLVE") }

@@ -24,6 +24,9 @@ public struct RequestOptions: Sendable, Equatable {
     public var resolve: [String] = []
     /// A .netrc file with credentials per host (`--netrc-file`).
     public var netrcFile: String?
+    /// The transfer gets a TCP connection of its own: HTTP/1.1, never an HTTP/2 stream multiplexed
+    /// onto another transfer's connection (`--connections`: an origin limits each connection).
+    public var ownConnection = false
 
     public init() {}
 }

@@ -10,7 +10,9 @@ final class EntryWriter {
     let checkpointer: Checkpointer
     private let onWrite: (@Sendable (_ file: FileID, _ range: ByteRange) -> Void)?
 
-    private var staging: StagedWrite
+    /// One per connection (lane 0: the job's own transfer; more with `--connections`).
+    private var staging: [Lane]
+    private let stageBytes: Int
     /// Every span written into `data` (claimed or not): what a failure gives back.
     private var written = RangeSet()
     /// Written to `data`, not yet handed to the checkpointer.
@@ -27,7 +29,8 @@ final class EntryWriter {
         fileID = try? data.identity()
         self.checkpointer = checkpointer
         onWrite = options.onWrite
-        staging = StagedWrite(capacity: options.stageBytes)
+        stageBytes = options.stageBytes
+        staging = [Lane(capacity: options.stageBytes)]
         deferredError = previous?.deferredError
     }
 
@@ -40,28 +43,38 @@ final class EntryWriter {
 
     var hasAnyBytes: Bool { !pending.isEmpty || !checkpointer.durableOrPending.isEmpty }
 
-    var hasStaged: Bool { !staging.isEmpty }
+    var hasStaged: Bool { staging.contains { !$0.stage.isEmpty } }
 
-    /// Stages `bytes`, which go at `offset` (what is staged elsewhere is written first, and each
-    /// block as it fills): how many were staged, and the error that stopped it if one did.
-    func stage(_ bytes: UnsafeRawBufferPointer, at offset: Int64) -> (staged: Int, error: PrefetchError?) {
-        if !staging.isEmpty && staging.end != offset, let e = writeStaged() { return (0, e) }
+    /// Stages `bytes`, which go at `offset`, in `lane` (what that lane staged elsewhere is written
+    /// first, and each block as it fills): how many were staged, and the error that stopped it if one did.
+    func stage(_ bytes: UnsafeRawBufferPointer, at offset: Int64, lane: Int = 0) -> (staged: Int, error: PrefetchError?) {
+        while staging.count <= lane { staging.append(Lane(capacity: stageBytes)) }
+        if !staging[lane].stage.isEmpty && staging[lane].stage.end != offset, let e = writeStaged(lane: lane) { return (0, e) }
         var rest = bytes
         var staged = 0
         while !rest.isEmpty {
-            let n = staging.append(rest, at: offset + Int64(staged))
+            let n = staging[lane].stage.append(rest, at: offset + Int64(staged))
             staged += n
             rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-            if staging.isDue, let e = writeStaged() { return (staged, e) }
+            if staging[lane].stage.isDue, let e = writeStaged(lane: lane) { return (staged, e) }
         }
         return (staged, nil)
     }
 
-    /// Writes the staged bytes (StagedWrite.swift) to `data`; from then on they are pending, to
-    /// be claimed by the next checkpoint. Returns the error when the write failed (those bytes
-    /// are then never claimed).
+    /// Writes every lane's staged bytes; the first error, if any.
     func writeStaged() -> PrefetchError? {
-        guard let (bytes, offset) = staging.take() else { return nil }
+        var first: PrefetchError?
+        for lane in staging.indices {
+            if let e = writeStaged(lane: lane), first == nil { first = e }
+        }
+        return first
+    }
+
+    /// Writes the staged bytes (StagedWrite.swift) of `lane` to `data`; from then on they are
+    /// pending, to be claimed by the next checkpoint. Returns the error when the write failed
+    /// (those bytes are then never claimed).
+    func writeStaged(lane: Int) -> PrefetchError? {
+        guard lane < staging.count, let (bytes, offset) = staging[lane].stage.take() else { return nil }
         let range = ByteRange(offset, offset + Int64(bytes.count))
         do {
             try data.write(bytes, toAbsoluteOffset: offset)
@@ -72,7 +85,9 @@ final class EntryWriter {
             return PrefetchError(error)
         }
         written.insert(range)
-        checkpointer.feedDigest(bytes, at: offset, written: written)
+        // Only the job's own transfer, which starts at the hashed prefix's end, feeds the running
+        // digest: the lanes' bytes lie beyond it and are read back once committed (`Checkpointer`).
+        if lane == 0 { checkpointer.feedDigest(bytes, at: offset, written: written) }
         pending.insert(range)
         pendingBytes += range.count
         if let fileID { onWrite?(fileID, range) }
@@ -114,7 +129,7 @@ final class EntryWriter {
 
     /// Forgets what is staged and pending, and stops the running digest: the version is dropped.
     func discard() {
-        staging.discard()
+        for lane in staging { lane.stage.discard() }
         pending = RangeSet()
         pendingBytes = 0
         checkpointer.streamDigest(false)
@@ -134,5 +149,13 @@ final class EntryWriter {
             }
         }
         data.close()
+    }
+}
+
+extension EntryWriter {
+    /// One connection's staging buffer (a noncopyable `StagedWrite` cannot sit in an array itself).
+    fileprivate final class Lane {
+        fileprivate var stage: StagedWrite
+        init(capacity: Int) { stage = StagedWrite(capacity: capacity) }
     }
 }

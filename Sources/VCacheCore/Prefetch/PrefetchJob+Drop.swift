@@ -7,6 +7,7 @@ extension PrefetchJob {
     func dropVersion(to new: Validators, reason: String, interrupting exchange: Exchange?, then: AfterDrop) {
         guard let writer else { preconditionFailure("prefetch job for \(item.url): a drop before the entry was opened") }
         enter(.droppingVersion(exchange, then: then))
+        detachLanes(deferred: true)  // (a response head's callback may have called this)
         writer.discard()
         if let file = writer.fileID { options.onDrop?(file) }
         let store = self.store, key = self.key, old = writer.data
@@ -40,6 +41,7 @@ extension PrefetchJob {
                 // Still held (a body is waiting): write it where the verdict said.
                 if case .fetching(var x) = phase {
                     beginWriting(&x, at: offset, limit: limit)
+                    splitAcrossConnections(&x, validators: version)
                     update(x)
                     fetcher.release(x.transfer)
                 }

@@ -20,9 +20,12 @@ extension PrefetchJob {
     /// Some byte of this entry is cached, on its way to the catalog, or just written.
     var hasAnyBytes: Bool { writer?.hasAnyBytes ?? false }
 
-    /// The next request to send, or nil when every wanted byte is held.
+    /// The next request to send, or nil when every wanted byte is held (or left to a lane:
+    /// `--connections`).
     func nextAsked() -> ResponseJudge.Asked? {
-        plan.next(length: entry.validators.length, held: writer?.held ?? RangeSet(), stop: stopPoint)
+        var held = writer?.held ?? RangeSet()
+        if !connections.lanes.isEmpty { held.formUnion(connections.reserved) }
+        return plan.next(length: entry.validators.length, held: held, stop: stopPoint)
     }
 
     /// The judge for the response to `asked`: where a 200's body may stop is the end of what is wanted.
@@ -34,10 +37,18 @@ extension PrefetchJob {
 
     /// Sends the next request, or, when every wanted byte is held, goes on to the MP4's next step.
     func nextRequest() {
-        guard !fetcher.isStopped, !isFinished else { return }
+        // (A retry's timer that fires after a lane's drop already sent the next request: nothing.)
+        guard !fetcher.isStopped, !isFinished, case .idle = phase else { return }
         // Once the length is known (the catalog's, or a response's), before anything is planned.
         if let length = entry.validators.length, let e = item.rangeOverrun(length: length) { return finish(e) }
-        guard let next = nextAsked() else { return advanceMP4() }
+        // Bytes a lane staged are held once written: never asked for again. (One connection has
+        // nothing staged here: every transfer's end wrote its bytes.)
+        if let writer, writer.hasStaged, let e = writer.writeStaged() { return finish(e) }
+        guard let next = nextAsked() else {
+            // The rest is the lanes': the entry completes once they are done (`laneEnded`).
+            if !connections.lanes.isEmpty { return waitForLanes() }
+            return advanceMP4()
+        }
         let ifRange = hasAnyBytes ? entry.validators.ifRange : nil
         trace("> GET Range: bytes=\(next.spec)" + (ifRange.map { " If-Range: \($0)" } ?? ""))
         do {

@@ -19,6 +19,7 @@ extension PrefetchJob {
             noteFinalURL(head.effectiveURL)
             x.closeDelimited = head.status == 200 && head.bodyEnd == .connectionClose && v.length == nil
             beginWriting(&x, at: offset, limit: limit)
+            splitAcrossConnections(&x, validators: v)
             update(x)
             return .proceed
         case .replace(let offset, let limit, let v, let reason):

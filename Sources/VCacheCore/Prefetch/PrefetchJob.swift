@@ -34,9 +34,10 @@ final class PrefetchJob: TransferDelegate {
     private(set) var entry = EntryFacts()
     private(set) var plan: EntryPlan
     private var tries = RetryPolicy.Count()
-    /// Body bytes received in this run (progress).
-    private(set) var fetched: Int64 = 0
-    private var lastProgress = ContinuousClock.now
+    /// Body bytes received in this run, and when progress was last reported.
+    private var progress = (fetched: Int64(0), reported: ContinuousClock.now)
+    /// Its extra connections (`--connections`; PrefetchJob+Connections.swift).
+    private(set) var connections = Connections()
 
     init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher,
          emit: @escaping (PrefetchEvent) -> Void, onFinish: @escaping (PrefetchJob) -> Void) {
@@ -56,6 +57,9 @@ final class PrefetchJob: TransferDelegate {
     }
 
     var isFinished: Bool { result != nil }
+
+    /// Body bytes received in this run, by every connection (progress).
+    var fetched: Int64 { progress.fetched }
 
     /// Changes the phase (the only way it changes); a change that cannot happen is a bug, and traps.
     func enter(_ next: Phase) {
@@ -164,6 +168,7 @@ final class PrefetchJob: TransferDelegate {
         if case .droppingVersion = phase { return }
         // Back-pressure: a transfer held because commits fell behind goes on once they caught up.
         if case .fetching(let x) = phase, x.transfer.held, !overCommitted { fetcher.release(x.transfer) }
+        if !connections.lanes.isEmpty, !overCommitted { releaseLanes() }
         // Readers in this process (serve) wait for bytes: they get them at every wake-up.
         if options.onWrite != nil, writer.hasStaged, let e = writer.writeStaged() { return abort(e) }
         let now = ContinuousClock.now
@@ -179,8 +184,10 @@ final class PrefetchJob: TransferDelegate {
     }
 
     private func emitProgressIfDue(_ now: ContinuousClock.Instant) {
-        if case .fetching = phase, now - lastProgress >= .milliseconds(200) {
-            lastProgress = now
+        var moving = !connections.lanes.isEmpty
+        if case .fetching = phase { moving = true }
+        if moving, now - progress.reported >= .milliseconds(200) {
+            progress.reported = now
             emitProgress()
         }
     }
@@ -194,6 +201,7 @@ final class PrefetchJob: TransferDelegate {
     /// (serve stopped as the player got it) leaves it whole, with its digest, not a partial entry.
     func abort(_ error: PrefetchError) {
         fetcher.preconditionOnLoop()
+        detachLanes()
         if let t = transferInFlight { fetcher.cancel(t) }
         if error == .interrupted || error == .deadline, completeOnStop() { return }
         finish(error)
@@ -266,7 +274,38 @@ final class PrefetchJob: TransferDelegate {
         return decision
     }
 
-    func received(_ bytes: Int) { fetched += Int64(bytes) }
+    func received(_ bytes: Int) { progress.fetched += Int64(bytes) }
+
+    func addLane(_ lane: RangeLane) { connections.lanes.append(lane) }
+
+    func removeLane(_ lane: RangeLane) { connections.lanes.removeAll { $0 === lane } }
+
+    /// Stops every lane (their transfers, their writes); what they did not write is the job's again.
+    /// `deferred`: called inside a libcurl callback (`RangeLane.detach`).
+    func detachLanes(deferred: Bool = false) {
+        for lane in connections.lanes { lane.detach(deferred: deferred) }
+        connections.lanes = []
+        connections.waiting = false
+    }
+
+    /// No piece is split off again in this run. `noting`: the version lacks a strong validator;
+    /// true the first time (the line saying so is due).
+    @discardableResult
+    func refuseConnections(noting: Bool) -> Bool {
+        connections.refused = true
+        guard noting, !connections.weakNoted else { return false }
+        connections.weakNoted = true
+        return true
+    }
+
+    /// Nothing is left for the job's own transfer but the lanes' bytes: it waits for them.
+    func waitForLanes() { connections.waiting = true }
+
+    /// The job stops waiting for its lanes; false when it was not waiting.
+    func stopWaitingForLanes() -> Bool {
+        defer { connections.waiting = false }
+        return connections.waiting
+    }
 
     /// The response of a new version names its type before the old version is dropped.
     func noteContentType(_ type: String) { entry.contentType = type }
@@ -315,6 +354,7 @@ final class PrefetchJob: TransferDelegate {
     /// `completed`: the entry was just completed (its digest stored).
     func finish(_ error: PrefetchError?, completed: Bool = false) {
         if isFinished { return }
+        detachLanes()
         if case .droppingVersion = phase {} else { checkpoint(wait: true) }
         let checkpointer = writer?.checkpointer
         checkpointer?.drain()

@@ -114,6 +114,17 @@ public struct PrefetchOptions: Sendable {
     public var coalesceGap: Int64 = 64 << 10
     /// Downloads running at once.
     public var concurrency = 4
+    /// Connections one entry's missing bytes may be fetched over at once (`--connections`): only
+    /// under a strong validator, in pieces of at least `ConnectionSplit.minimumPiece`. 1: one.
+    public var connections = 1
+    /// No run opens more transfers than this through `-j` times `--connections`.
+    public static let maxTotalConnections = 64
+
+    /// The connections per entry a run of `jobs` downloads at once may use when `asked` for:
+    /// lowered so that `jobs` times it stays within `maxTotalConnections` (at least 1).
+    public static func connectionsPerEntry(_ asked: Int, jobs: Int) -> Int {
+        max(1, min(asked, maxTotalConnections / max(1, jobs)))
+    }
     /// Total download rate across all downloads, bytes per second (nil: unlimited).
     public var maxRate: Int64?
     /// Seconds the whole run may take; at the deadline it checkpoints and stops.

@@ -1,7 +1,8 @@
 import VCacheCore
 
 /// Settings that can be stored once in the cache's config (`vcache config set NAME VALUE`) and
-/// overridden on the command line: the size cap and the key rules for signed URLs.
+/// overridden on the command line: the size cap, prefetch's connections per video and the key
+/// rules for signed URLs.
 enum Settings {
     struct Known: Sendable {
         var name: String
@@ -12,6 +13,7 @@ enum Settings {
     static let known: [Known] = [
         Known(name: "max-size", help: "default --max-size for prefetch (e.g. 20G)") { Units.parseSize($0) == nil ? "use a size such as 20G or 500M" : nil },
         Known(name: "min-free", help: "keep at least this much free on the cache's disk, evicting least recently used entries (e.g. 2G)") { Units.parseSize($0) == nil ? "use a size such as 2G or 500M" : nil },
+        Known(name: "connections", help: "default --connections for prefetch: connections one video's missing bytes are fetched over (1 to 64)") { Int($0).map { (1...64).contains($0) } == true ? nil : "use a whole number from 1 to 64" },
         Known(name: "key-ignore-query", help: "true: URLs differing only in their query are one entry") { ["true", "false"].contains($0) ? nil : "use true or false" },
         Known(name: "key-strip-param", help: "comma-separated query parameters ignored when keying (e.g. token,expires)") { $0.contains(" ") ? "use names separated by commas, no spaces" : nil },
     ]
@@ -20,12 +22,14 @@ enum Settings {
     struct Overrides {
         var maxSize: Int64?
         var minFree: Int64?
+        var connections: Int?
         var keyIgnoreQuery = false
         var keyStripParameters: [String] = []
 
-        init(maxSize: Int64? = nil, minFree: Int64? = nil, keys: ParsedArguments<KeyOptions>? = nil) {
+        init(maxSize: Int64? = nil, minFree: Int64? = nil, connections: Int? = nil, keys: ParsedArguments<KeyOptions>? = nil) {
             self.maxSize = maxSize
             self.minFree = minFree
+            self.connections = connections
             keyIgnoreQuery = keys?.keyIgnoreQuery ?? false
             keyStripParameters = keys?.keyStripParam ?? []
         }
@@ -38,8 +42,12 @@ enum Settings {
         if let v = try c.config("min-free") { options.minFree = Units.parseSize(v) }
         if try c.config("key-ignore-query") == "true" { options.keyRules.ignoreQuery = true }
         if let v = try c.config("key-strip-param") { options.keyRules.stripParameters.formUnion(v.split(separator: ",").map(String.init)) }
+        if let v = try c.config("connections"), let n = Int(v), (1...64).contains(n) { options.connections = n }
         if let v = overrides.maxSize { options.maxSize = v }
         if let v = overrides.minFree { options.minFree = v }
+        if let v = overrides.connections { options.connections = v }
+        // -j times --connections is at most 64 transfers (Docs/cli.md).
+        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency)
         if overrides.keyIgnoreQuery { options.keyRules.ignoreQuery = true }
         options.keyRules.stripParameters.formUnion(overrides.keyStripParameters)
     }

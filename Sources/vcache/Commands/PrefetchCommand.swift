@@ -34,6 +34,7 @@ enum PrefetchCommand: VCacheCommand {
         var input = Option("input", short: "i", .file, help: "read URLs from FILE (- for stdin): one per line, optionally followed by a size (2M) or seconds (10s) and checksums (md5=HEX)")
         var checksum = Repeated("checksum", .checksum, help: "the digest the whole video must have (md5, sha1, sha256, sha512; repeatable): checked when it completes; a mismatch is fetched once more, then exit 4")
         var jobs = Option("jobs", short: "j", .count(1...64), help: "parallel downloads (default 4)")
+        var connections = Option("connections", .count(1...64), help: "fetch one video's missing bytes over up to N connections at once, in pieces of at least 4 MiB, under a strong ETag or Last-Modified only (default 1, or config connections; -j times N is at most 64)")
         var header = Repeated("header", short: "H", .text("'NAME: VALUE'"), help: "extra request header, e.g. auth or cookie (repeatable); @FILE reads them from FILE")
         var userAgent = Option("user-agent", .headerValue("STRING"), help: "User-Agent header (default vcache/\(VCacheVersion.string))")
         var connectTimeout = Option("connect-timeout", .duration, help: "give up connecting after DURATION (default 15s)")
@@ -97,7 +98,7 @@ enum PrefetchCommand: VCacheCommand {
         for e in inputErrors { console.error(e, kind: "bad_input") }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         do {
-            try Settings.apply(store: store, Settings.Overrides(maxSize: args.maxSize, minFree: args.minFree, keys: args.keys), to: &options)
+            try Settings.apply(store: store, Settings.Overrides(maxSize: args.maxSize, minFree: args.minFree, connections: args.connections, keys: args.keys), to: &options)
         } catch {
             console.error(error)
             return 2

@@ -86,6 +86,7 @@ enum ServeCommand: VCacheCommand {
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         let overrides = Settings.Overrides(maxSize: args.maxSize)
         do { try Settings.apply(store: store, overrides, to: &options) } catch { console.error(error); return 2 }
+        options.connections = 1  // `config connections` is prefetch's: a player's span is one transfer
 
         // Signals: blocked before the server's threads start (they inherit the mask), then
         // waited for here. SIGPIPE from a player that left is ignored.
