@@ -28,8 +28,8 @@ extension Readiness {
         let own = Set([item.url, answered].compactMap { OriginTarget.of($0)?.host })
         let live = mpd.isDynamic ? DASHLiveClock(now: Date().timeIntervalSince1970) : nil
         // Counted as `info` counts a stream's members: entries (a byte-range file once), the MPD too.
-        var needed: Set<String> = [entry.key], notCached = Set<String>()
-        var notCachedURLs: [String: String] = [:]
+        var needed: Set<CacheKey> = [entry.key], notCached = Set<CacheKey>()
+        var notCachedURLs: [CacheKey: String] = [:]
         var missingBytes: Int64? = 0
         func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
         func need(_ url: String, _ span: MPD.ByteSpan?) {

@@ -22,11 +22,11 @@ extension Readiness {
         var plan = plan
         plan.seconds = seconds
         // Counted as `info` counts a stream's members: entries (a byte-range file once), the root too.
-        var needed: Set<String> = [entry.key], notCached = Set<String>()
+        var needed: Set<CacheKey> = [entry.key], notCached = Set<CacheKey>()
         // The stream's own hosts (as prefetch counts them): the URL asked for, and where each of
         // its playlists was answered from (after redirects, as the catalog recorded it).
         var own = Set([item.url].compactMap { OriginTarget.of($0)?.host })
-        var notCachedURLs: [String: String] = [:]
+        var notCachedURLs: [CacheKey: String] = [:]
         var missingBytes: Int64? = 0
         var problem: String?
         func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }

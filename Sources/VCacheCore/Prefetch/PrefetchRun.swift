@@ -38,7 +38,7 @@ struct PrefetchRun {
     /// Bytes downloaded by jobs that have ended.
     private(set) var finishedBytes: Int64 = 0
     /// The keys of every item of the run (each URL of a stream joins once).
-    private(set) var keys: Set<String>
+    private(set) var keys: Set<CacheKey>
     /// Per root of a stream: the hosts its playlists came from.
     private var streamHosts: [Int: Set<String>] = [:]
     /// Per root: members refused for their host, the first and how many; said once each, at the
@@ -56,7 +56,7 @@ struct PrefetchRun {
         keys = Set(given.map { keyRules.key(for: $0.url) })
     }
 
-    func key(of i: Int) -> String { keyRules.key(for: items[i].url) }
+    func key(of i: Int) -> CacheKey { keyRules.key(for: items[i].url) }
 
     /// The item given that item `i` came from (a stream's root; `i` itself for an item given).
     func root(of i: Int) -> Int {
@@ -278,7 +278,7 @@ struct PrefetchRun {
     /// Root `t` and all it named are not fetched further: every part without a result gets
     /// `error`, as does every part's result. Returns the keys this run stored that are given
     /// back (what was cached before stays) and the one event that says why.
-    mutating func refuse(_ t: Int, error: PrefetchError) -> (giveBack: Set<String>, said: PrefetchEvent) {
+    mutating func refuse(_ t: Int, error: PrefetchError) -> (giveBack: Set<CacheKey>, said: PrefetchEvent) {
         refused.insert(t)
         let parts = items.indices.filter { root(of: $0) == t }
         for i in parts where results[i] == nil {
