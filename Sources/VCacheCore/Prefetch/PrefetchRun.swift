@@ -141,12 +141,12 @@ struct PrefetchRun {
         again.append(i)
     }
 
-    /// What follows from an item whose end is known.
+    /// What follows from an item whose end is known, with the result it follows from.
     enum FollowUp: Equatable {
-        /// A SegmentBase file's index is cached: its subsegments join (`joined`), the same entry.
-        case dashIndex(DASHIndexFollowUp)
-        /// A playlist or MPD: the stream it names joins (`named`).
-        case stream
+        /// A SegmentBase file's index is cached: its subsegments join (`joinPart`), the same entry.
+        case dashIndex(DASHIndexFollowUp, PrefetchResult)
+        /// A playlist or MPD: the stream it names joins (`joinMember`).
+        case stream(PrefetchResult)
     }
 
     /// Item `i`'s end is known: `result` stands (a refetch's first bytes counted in), and what
@@ -170,8 +170,8 @@ struct PrefetchRun {
         }
         guard let r = result, r.succeeded else { return [] }
         var follow: [FollowUp] = []
-        if let index = items[i].dashIndex { follow.append(.dashIndex(index)) }
-        if r.isPlaylist, expandStreams { follow.append(.stream) }
+        if let index = items[i].dashIndex { follow.append(.dashIndex(index, r)) }
+        if r.isPlaylist, expandStreams { follow.append(.stream(r)) }
         return follow
     }
 

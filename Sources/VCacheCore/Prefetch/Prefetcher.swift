@@ -333,14 +333,13 @@ public final class Prefetcher {
             // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
             if done.entry.refusedManifest { forgetRefusedPlaylist(key: done.key) }
             for follow in run.settle(index, result, expandStreams: options.expandStreams) {
-                guard let r = result else { continue }
                 switch follow {
-                case .dashIndex(let sidx):
+                case .dashIndex(let sidx, let r):
                     // A DASH SegmentBase file's sidx is held: its subsegments join the run, the same entry.
                     let (more, error) = followDASHIndex(r, sidx)
                     if let error { run.followFailed(index, error) }
                     if let more { run.joinPart(more, of: index) }
-                case .stream:
+                case .stream(let r):
                     // The stream it names joins the run (each URL of it once).
                     let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
                     if let error { run.followFailed(index, error) }
