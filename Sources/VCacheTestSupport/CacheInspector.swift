@@ -37,7 +37,7 @@ public struct CacheInspector {
                 problems.append("member \($0.text(0)) of no stream (\($0.text(1)))")
             }
         }
-        let known = Set(try store.catalog.allEntries().map(\.key))
+        let known = Set(try store.catalog.allEntries().map(\.key.hex))
         let root = store.directory + "/entries"
         for shard in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
             for key in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard)) ?? [] where !known.contains(key) {

@@ -77,7 +77,7 @@ public func fuzzDecisions(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     if heldEnd > 0 { ranges.insert(ByteRange(0, heldEnd)) }
     let requests: [RangeRequest] = [.whole, .head(input.number(36, in: 1 ... .max)), .suffix(input.number(37, in: 1 ... .max)),
                                     RangeRequest(httpSpec: input.line(1)) ?? .span(first: 0, last: .max - 1)]
-    let entry = CacheEntry(key: "k", url: "http://o/v.mp4", latestURL: "http://o/v.mp4", length: anyLength, etag: nil, lastModified: nil,
+    let entry = CacheEntry(key: CacheKey(stored: "k"), url: "http://o/v.mp4", latestURL: "http://o/v.mp4", length: anyLength, etag: nil, lastModified: nil,
                            contentType: "video/mp4", created: Date(), lastUsed: Date(), completed: nil, sha256: nil, pinned: false,
                            cachedBytes: heldEnd, diskBytes: heldEnd, ranges: ranges)
     let zeros: MP4Walker.Read = { _, count in [UInt8](repeating: 0, count: max(0, min(count, 1 << 16))) }

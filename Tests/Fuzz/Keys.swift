@@ -13,7 +13,7 @@ public func fuzzKeys(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let strip = Set(input.line(1).split(separator: ",").map(String.init))
     let rules = CacheKeyRules(ignoreQuery: input.line(2).contains("?"), stripParameters: strip)
     let key = rules.key(for: text)
-    precondition(key.count == 64 && key.allSatisfy { $0.isHexDigit }, "key '\(key)'")
+    precondition(CacheKey(key.hex) == key, "key '\(key)' is not 64 lower-case hex digits")
     // The properties hold for the URLs vcache takes (http or https, what libcurl accepts): for
     // others Foundation's URL parsing has quirks (a host of percent escapes) that never reach a key.
     guard PrefetchItem.urlProblem(text) == nil, let url = URL(string: text) else { return 0 }

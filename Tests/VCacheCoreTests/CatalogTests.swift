@@ -7,7 +7,7 @@ import VCacheTestSupport
 @Suite struct CatalogTests {
     let dir = TempDirectory("vcache-catalog")
 
-    func update(_ key: String, _ ranges: [ByteRange], sha: String? = nil) -> Catalog.Update {
+    func update(_ key: CacheKey, _ ranges: [ByteRange], sha: String? = nil) -> Catalog.Update {
         var u = Catalog.Update(key: key, url: "http://h/\(key)", validators: Validators(length: 1000, etag: "\"e\"", lastModified: nil))
         u.added = RangeSet(ranges)
         u.sha256 = sha
@@ -57,7 +57,7 @@ import VCacheTestSupport
             for i in 0..<50 {
                 let r = ByteRange(Int64(i) * 10, Int64(i) * 10 + 5)
                 do {
-                    let all = try c.commit(update("k\(t)", [r]))
+                    let all = try c.commit(update(CacheKey(stored: "k\(t)"), [r]))
                     if !all.contains(r) { failures.withLock { $0.append("k\(t) \(i): \(all)") } }
                 } catch {
                     failures.withLock { $0.append("k\(t) \(i): \(error)") }
@@ -66,7 +66,7 @@ import VCacheTestSupport
         }
         #expect(failures.withLock { $0 }.isEmpty)
         for t in 0..<8 {
-            let e = try #require(try c.entry(key: "k\(t)"))
+            let e = try #require(try c.entry(key: CacheKey(stored: "k\(t)")))
             #expect(e.ranges.ranges.count == 50 && e.cachedBytes == 250)
         }
     }

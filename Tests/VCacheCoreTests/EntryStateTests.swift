@@ -290,7 +290,7 @@ import VCacheTestSupport
     @Test func aGiveBackPunchesNothingAnotherJobWrote() throws {
         let board = EntryBoard()
         let cache = try TestCache()
-        let key = String(repeating: "cd", count: 32)
+        let key = CacheKey(String(repeating: "cd", count: 32))!
         board.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
         var jobs: [EntryState.JobID] = []
         for p: Int64 in [0, 2 << 20] {
@@ -348,7 +348,7 @@ import VCacheTestSupport
     @Test func theShellRunsAHandedOverDropThenReleasesTheFlock() throws {
         struct DiskFailed: Error {}
         let cache = try TestCache()
-        let key = String(repeating: "ab", count: 32)
+        let key = CacheKey(String(repeating: "ab", count: 32))!
         let board = EntryBoard()
         board.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
         var jobs: [EntryState.JobID] = []

@@ -7,7 +7,7 @@ import Testing
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     /// An entry `name` of `disk` bytes last used `age` seconds ago.
-    static func row(_ name: String, disk: Int64 = 100, age: Double, pinned: Bool = false, complete: Bool = true) -> CacheEntry {
+    static func row(_ name: CacheKey, disk: Int64 = 100, age: Double, pinned: Bool = false, complete: Bool = true) -> CacheEntry {
         CacheEntry(key: name, url: "http://o/\(name)", latestURL: "http://o/\(name)", length: disk, etag: nil, lastModified: nil,
                    contentType: nil, created: now - age, lastUsed: now - age, completed: complete ? now - age : nil, sha256: nil,
                    pinned: pinned, cachedBytes: disk, diskBytes: disk, ranges: RangeSet())
@@ -21,9 +21,9 @@ import Testing
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String
         var criteria: Evictor.Criteria
-        var excluded: [String: String] = [:]
-        var victims: [String]
-        var skipped: [String] = []
+        var excluded: [CacheKey: String] = [:]
+        var victims: [CacheKey]
+        var skipped: [CacheKey] = []
         var usageAfter: Int64
         var testDescription: String { name }
     }
@@ -79,7 +79,7 @@ import Testing
     // entry x, but whose segment s2 was used after x.
     static let rows = [T.row("m", age: 60), T.row("p", age: 55), T.row("s1", age: 50), T.row("s2", age: 5), T.row("x", age: 30)]
     // s3: named by the stream, not cached yet.
-    static let streams = ["m": ["m"], "p": ["m"], "s1": ["m"], "s2": ["m"], "s3": ["m"]]
+    static let streams: [CacheKey: [CacheKey]] = ["m": ["m"], "p": ["m"], "s1": ["m"], "s2": ["m"], "s3": ["m"]]
     // 10 + 5 x 104 = 530.
     static let footprint = T.footprint
 
@@ -87,9 +87,9 @@ import Testing
         var name: String
         var rows: [CacheEntry] = StreamEvictionChoiceTests.rows
         var criteria: Evictor.Criteria
-        var excluded: [String: String] = [:]
-        var victims: [String]
-        var skipped: [String] = []
+        var excluded: [CacheKey: String] = [:]
+        var victims: [CacheKey]
+        var skipped: [CacheKey] = []
         var usageAfter: Int64
         var testDescription: String { name }
     }
@@ -120,7 +120,7 @@ import Testing
     /// and what both name goes with the last of them (never for the first).
     static let sharedRows = [T.row("m", age: 60), T.row("v1", age: 58), T.row("a", age: 57), T.row("a1", age: 56),
                              T.row("n", age: 40), T.row("v2", age: 39)]
-    static let shared = ["m": ["m"], "v1": ["m"], "a": ["m", "n"], "a1": ["m", "n"], "n": ["n"], "v2": ["n"], "s3": ["m"]]
+    static let shared: [CacheKey: [CacheKey]] = ["m": ["m"], "v1": ["m"], "a": ["m", "n"], "a1": ["m", "n"], "n": ["n"], "v2": ["n"], "s3": ["m"]]
 
     static let sharedCases: [Case] = [
         Case(name: "the older stream goes, what the other names stays", rows: sharedRows,

@@ -21,7 +21,7 @@ import VCacheTestSupport
         urls = list
     }
 
-    func key(_ i: Int) -> String { CacheKeyRules().key(for: URL(string: urls[i])!) }
+    func key(_ i: Int) -> CacheKey { CacheKeyRules().key(for: URL(string: urls[i])!) }
 
     /// Sets last use so that `order` runs from least to most recently used.
     func use(in order: [Int]) throws {
@@ -163,7 +163,7 @@ import VCacheTestSupport
         try data.seekToEnd()
         data.write(TestBytes.make(512 << 10, seed: 77))
         try data.close()
-        let orphan = cache.store.entryDirectory(String(repeating: "e", count: 64))
+        let orphan = cache.store.entryDirectory(CacheKey(String(repeating: "e", count: 64))!)
         try FileSystem.makeDirectories(orphan)
         try TestBytes.make(100_000, seed: 78).write(to: URL(fileURLWithPath: orphan + "/data"))
         try TestBytes.make(50_000, seed: 79).write(to: URL(fileURLWithPath: cache.store.directory + "/catalog.db.corrupt-20261124-000000"))
@@ -196,7 +196,7 @@ import VCacheTestSupport
     }
 
     @Test func orphanFoldersAreSweptButALockedOneIsLeft() throws {
-        let orphan = String(repeating: "0", count: 64), busy = String(repeating: "1", count: 64)
+        let orphan = CacheKey(String(repeating: "0", count: 64))!, busy = CacheKey(String(repeating: "1", count: 64))!
         for k in [orphan, busy] {
             try FileSystem.makeDirectories(cache.store.entryDirectory(k))
             #expect(FileManager.default.createFile(atPath: cache.store.dataPath(k), contents: Data("x".utf8)))

@@ -126,7 +126,8 @@ import Testing
         let root = run.nextToStart()!
         _ = run.nextToStart()
         #expect(run.jobEnded(root, fetched: 3, result: Self.result("http://h/master.m3u8", fetched: 3, playlist: true), stopping: false) == .settle)
-        #expect(run.settle(root, Self.result("http://h/master.m3u8", fetched: 3, playlist: true), expandStreams: true) == [.stream])
+        let master = Self.result("http://h/master.m3u8", fetched: 3, playlist: true)
+        #expect(run.settle(root, master, expandStreams: true) == [.stream(master)])
         #expect(run.streamHosts(of: root, answered: "http://cdn/master.m3u8") == ["h", "cdn"])
         #expect(run.joinMember(PrefetchItem(url: "http://h/s1.ts"), of: root, refusal: nil) == nil)
         #expect(run.joinMember(PrefetchItem(url: "http://h/s1.ts"), of: root, refusal: nil) == nil)  // once

@@ -14,7 +14,7 @@ import VCacheTestSupport
         origin.setResource("/r.mp4", .init(body: body, etag: "\"r1\""))
     }
 
-    func key(_ url: String) -> String { CacheKeyRules().key(for: URL(string: url)!) }
+    func key(_ url: String) -> CacheKey { CacheKeyRules().key(for: URL(string: url)!) }
 
     /// verify lists the entry partial; before it locks it, a prefetch completes it. The entry is
     /// judged as it is under the lock, so nothing is "fixed" and the completion stays.

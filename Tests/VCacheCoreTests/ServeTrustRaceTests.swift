@@ -203,7 +203,7 @@ import VCacheTestSupport
 
         // A player's request opens the video (its head fetched into `data`), then ends before any
         // byte is read (a 416, a HEAD answered from the catalog): the file is let go.
-        let (key, headFile, version): (String, FileID, Validators) = try {
+        let (key, headFile, version): (CacheKey, FileID, Validators) = try {
             let opened = try readThrough.open(url)
             #expect(!opened.fromCatalog)
             return (opened.key, try #require(opened.snapshot.fileID), opened.validators)

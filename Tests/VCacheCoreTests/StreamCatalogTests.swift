@@ -84,7 +84,7 @@ import VCacheTestSupport
 
     @Test func aLonePlaylistJoinsTheMasterThatNamesItAndAStreamGoesWithItsRoot() throws {
         let c = try Catalog(path: dir.file("s.db"))
-        for k in ["p1", "m"] { try c.commit(update(k)) }
+        for k: CacheKey in ["p1", "m"] { try c.commit(update(k)) }
         // The media playlist prefetched alone first: a stream of its own.
         try c.recordStream(root: "p1", format: "hls", members: [.init(key: "s1", role: .segment), .init(key: "s2", role: .segment)])
         #expect(try c.streams().map(\.root) == ["p1"])
@@ -100,7 +100,7 @@ import VCacheTestSupport
         #expect(try c.recordStream(root: "m", format: "hls", members: [.init(key: "p1", role: .playlist)]) == "m")
         // A member removed: its row stays (the stream still names it, not cached); the root
         // removed: its stream's rows go.
-        for k in ["s1"] { try c.commit(update(k)) }
+        for k: CacheKey in ["s1"] { try c.commit(update(k)) }
         let t = try #require(try c.entry(key: "s1")).lastUsed
         #expect(try c.removeEntries([("s1", t)], evenIfPinned: false) == ["s1"])
         #expect(try c.streams().first?.members.map(\.key) == ["m", "p1", "p2", "s1", "s2", "s3"])
@@ -114,7 +114,7 @@ import VCacheTestSupport
     /// recorded only for a root the catalog holds (one evicted meanwhile leaves no stream).
     @Test func anEntryTwoStreamsNameIsAMemberOfEachAndAStreamNeedsItsRoot() throws {
         let c = try Catalog(path: dir.file("shared.db"))
-        for k in ["m", "n"] { try c.commit(update(k)) }
+        for k: CacheKey in ["m", "n"] { try c.commit(update(k)) }
         try c.recordStream(root: "m", format: "hls", members: [.init(key: "v1", role: .playlist), .init(key: "a", role: .playlist)])
         try c.recordStream(root: "n", format: "hls", members: [.init(key: "v2", role: .playlist), .init(key: "a", role: .playlist)])
         // The audio playlist answered alone: what it names joins both.
@@ -159,7 +159,7 @@ import VCacheTestSupport
     /// A group (a stream's members) goes whole or not at all: one used since the choice keeps all.
     @Test func aGroupIsRemovedWholeOrNotAtAll() throws {
         let c = try Catalog(path: dir.file("g.db"))
-        for k in ["a", "b", "c"] { try c.commit(update(k)) }
+        for k: CacheKey in ["a", "b", "c"] { try c.commit(update(k)) }
         let t = try #require(try c.entry(key: "a")).lastUsed
         #expect(try c.removeEntries(groups: [[("a", t), ("b", t.addingTimeInterval(-60))], [("c", try #require(try c.entry(key: "c")).lastUsed)]], evenIfPinned: false) == ["c"])
         #expect(try c.allEntries().map(\.key).sorted() == ["a", "b"])
@@ -167,7 +167,7 @@ import VCacheTestSupport
 
     @Test func pinningARootPinsEveryCachedMember() throws {
         let c = try Catalog(path: dir.file("p.db"))
-        for k in ["m", "p", "s"] { try c.commit(update(k)) }
+        for k: CacheKey in ["m", "p", "s"] { try c.commit(update(k)) }
         try c.recordStream(root: "m", format: "hls", members: [.init(key: "p", role: .playlist), .init(key: "s", role: .segment)])
         #expect(try c.setPinned(key: "m", true))
         #expect(try c.allEntries().allSatisfy(\.pinned))
@@ -177,7 +177,7 @@ import VCacheTestSupport
 
     @Test func salvageKeepsTheStreamsOfRootsItKept() throws {
         let old = try Catalog(path: dir.file("old.db"))
-        for k in ["m", "s"] { try old.commit(update(k)) }
+        for k: CacheKey in ["m", "s"] { try old.commit(update(k)) }
         try old.recordStream(root: "m", format: "hls", members: [.init(key: "s", role: .segment), .init(key: "t", role: .segment)])
         try old.recordStream(root: "gone", format: "hls", members: [.init(key: "u", role: .segment)])
         let new = try Catalog(path: dir.file("new.db"))
@@ -190,7 +190,7 @@ import VCacheTestSupport
     /// same, complete when every member it names is cached complete.
     @Test func aStreamOfAnotherFormatFoldsTheSame() throws {
         let store = try CacheStore(directory: dir.file("cache"))
-        for k in ["mpd", "init", "s1", "x"] {
+        for k: CacheKey in ["mpd", "init", "s1", "x"] {
             var u = update(k)
             u.added = RangeSet([ByteRange(0, 10)])
             u.sha256 = "h"
@@ -207,7 +207,7 @@ import VCacheTestSupport
         #expect(try inventory.stream(root: "mpd")?.isComplete == false)
     }
 
-    func update(_ key: String) -> Catalog.Update {
+    func update(_ key: CacheKey) -> Catalog.Update {
         Catalog.Update(key: key, url: "http://h/\(key)", validators: Validators(length: 10, etag: nil, lastModified: nil))
     }
 }

@@ -21,7 +21,7 @@ import VCacheTestSupport
         }
     }
 
-    func key(_ name: String) -> String { CacheKeyRules().key(for: URL(string: origin.url("/\(name)"))!) }
+    func key(_ name: String) -> CacheKey { CacheKeyRules().key(for: URL(string: origin.url("/\(name)"))!) }
     func member(_ name: String, _ role: StreamRole = .segment) -> StreamRecord.Member { .init(key: key(name), role: role) }
     func cached() throws -> Set<String> {
         let keys = Set(try cache.store.catalog.allEntries().map(\.key))

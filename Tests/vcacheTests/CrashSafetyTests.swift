@@ -145,7 +145,7 @@ import VCacheTestSupport
     /// blocks: a new `data` is sparse), or 60 s pass: an event, not a guess at how long it takes.
     static func waitUntilWritten(_ url: String, cache: String, atLeast bytes: Int) -> Bool {
         let key = CacheKeyRules().key(for: URL(string: url)!)
-        let data = "\(cache)/entries/\(key.prefix(2))/\(key)/data"  // CacheStore.dataPath
+        let data = "\(cache)/entries/\(key.hex.prefix(2))/\(key.hex)/data"  // CacheStore.dataPath
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let st = FileSystem.status(data), Int(st.st_blocks) * 512 >= bytes { return true }

@@ -98,7 +98,7 @@ import VCacheTestSupport
         // One byte over: the least recently used unit goes, the whole ts stream; nothing of abr.
         let evict = try VCacheBinary.run(["evict", "--lru", "--max-size", "\(usage - 1)", "--json"], cacheDir: cache)
         #expect(evict.status == 0, "\(evict.stderr)")
-        let gone = Set(Self.events(evict).filter { $0["event"] as? String == "evicted" }.compactMap { $0["key"] as? String })
+        let gone = Set(Self.events(evict).filter { $0["event"] as? String == "evicted" }.compactMap { ($0["key"] as? String).flatMap(CacheKey.init) })
         #expect(gone == tsKeys, "\(evict.stdout)")
         let plainKey = try #require(all.first { $0.latestURL == plain }?.key)
         #expect(Set(try inspector.store.catalog.allEntries().map(\.key)) == abrKeys.union([plainKey]))

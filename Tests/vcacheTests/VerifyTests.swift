@@ -13,7 +13,7 @@ import VCacheTestSupport
 
     func vcache(_ args: [String]) throws -> VCacheRun { try VCacheBinary.run(args, cacheDir: cache) }
 
-    func cached(_ path: String, _ body: Data, _ extra: [String] = []) throws -> (url: String, key: String, data: String) {
+    func cached(_ path: String, _ body: Data, _ extra: [String] = []) throws -> (url: String, key: CacheKey, data: String) {
         origin.setResource(path, .init(body: body, etag: "\"\(path)\""))
         let url = origin.url(path)
         #expect(try vcache(["prefetch", "-q", url] + extra).status == 0)

@@ -2,7 +2,7 @@ import Foundation
 
 /// What the catalog knows of one video. `ranges` are the bytes durably present in `data`.
 public struct CacheEntry: Equatable, Sendable {
-    public var key: String
+    public var key: CacheKey
     /// The URL as the user first gave it.
     public var url: String
     /// The URL most recently used to fetch it (signed URLs change daily).

@@ -21,14 +21,14 @@ public struct DigestCheck: Equatable, Sendable {
 extension Catalog {
     /// The entry's expected digests, given ones first, by algorithm. A row that does not read as
     /// one (an unknown algorithm, a value of the wrong size: a hand-edited catalog) is skipped.
-    public func expectedDigests(key: String) throws -> [DigestCheck] {
+    public func expectedDigests(key: CacheKey) throws -> [DigestCheck] {
         try database.read { c in
             guard try Self.hasExpectedDigests(c) else { return [] }
             var out: [DigestCheck] = []
             try c.query("""
                 SELECT algorithm, value, source, matched, computed, given FROM expected_digests WHERE key = ?
                 ORDER BY given DESC, algorithm
-                """, .text(key)) { r in
+                """, .key(key)) { r in
                 if let check = Self.digestCheck(r) { out.append(check) }
             }
             return out
@@ -36,14 +36,14 @@ extension Catalog {
     }
 
     /// Every entry's expected digests, by key (for `ls`).
-    public func allExpectedDigests() throws -> [String: [DigestCheck]] {
+    public func allExpectedDigests() throws -> [CacheKey: [DigestCheck]] {
         try database.read { c in
             guard try Self.hasExpectedDigests(c) else { return [:] }
-            var out: [String: [DigestCheck]] = [:]
+            var out: [CacheKey: [DigestCheck]] = [:]
             try c.query("""
                 SELECT algorithm, value, source, matched, computed, given, key FROM expected_digests ORDER BY key, given DESC, algorithm
                 """) { r in
-                if let check = Self.digestCheck(r) { out[r.text(6), default: []].append(check) }
+                if let check = Self.digestCheck(r) { out[r.key(6), default: []].append(check) }
             }
             return out
         }
@@ -51,34 +51,34 @@ extension Catalog {
 
     /// Records the outcome of checks on the entry's bytes (upserting the rows), when the entry
     /// still has a row (a first fetch that failed before its first commit has none).
-    public func recordDigestChecks(key: String, _ checks: [DigestCheck]) throws {
+    public func recordDigestChecks(key: CacheKey, _ checks: [DigestCheck]) throws {
         try database.write { c in
             var exists = false
-            try c.query("SELECT 1 FROM entries WHERE key = ?", .text(key)) { _ in exists = true }
+            try c.query("SELECT 1 FROM entries WHERE key = ?", .key(key)) { _ in exists = true }
             guard exists else { return }
             for check in checks { try Self.insertExpectation(c, key: key, check) }
         }
     }
 
     /// Replaces every expected digest of the entry with `checks` (inside a commit).
-    static func replaceExpectations(_ c: Connection, key: String, _ checks: [DigestCheck]) throws {
-        try c.run("DELETE FROM expected_digests WHERE key = ?", .text(key))
+    static func replaceExpectations(_ c: Connection, key: CacheKey, _ checks: [DigestCheck]) throws {
+        try c.run("DELETE FROM expected_digests WHERE key = ?", .key(key))
         for check in checks { try insertExpectation(c, key: key, check) }
     }
 
-    private static func insertExpectation(_ c: Connection, key: String, _ check: DigestCheck) throws {
+    private static func insertExpectation(_ c: Connection, key: CacheKey, _ check: DigestCheck) throws {
         let e = check.expected
         try c.run("""
             INSERT OR REPLACE INTO expected_digests (key, given, algorithm, value, source, matched, computed)
             VALUES (?, ?, ?, ?, ?, ?, ?)
-            """, .text(key), .int(e.source.isGiven ? 1 : 0), .text(e.algorithm.rawValue), .text(e.hex), .text(e.source.description),
+            """, .key(key), .int(e.source.isGiven ? 1 : 0), .text(e.algorithm.rawValue), .text(e.hex), .text(e.source.description),
             .optional(check.matched.map { $0 ? Int64(1) : 0 }), .optional(check.computed))
     }
 
     /// The version changed: the origin's digests were of the old one, and no outcome stands.
-    static func forgetVersionDigests(_ c: Connection, key: String) throws {
-        try c.run("DELETE FROM expected_digests WHERE key = ? AND given = 0", .text(key))
-        try c.run("UPDATE expected_digests SET matched = NULL, computed = NULL WHERE key = ?", .text(key))
+    static func forgetVersionDigests(_ c: Connection, key: CacheKey) throws {
+        try c.run("DELETE FROM expected_digests WHERE key = ? AND given = 0", .key(key))
+        try c.run("UPDATE expected_digests SET matched = NULL, computed = NULL WHERE key = ?", .key(key))
     }
 
     /// A catalog opened read-only may predate the table.

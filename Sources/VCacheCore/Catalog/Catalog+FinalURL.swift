@@ -6,22 +6,22 @@ import Foundation
 extension Catalog {
     /// Records that `url` answered the entry `key` (after redirects). Nothing is written when the
     /// catalog already says so, or when the entry is gone (the row would go with it).
-    public func recordFinalURL(key: String, url: String) throws {
+    public func recordFinalURL(key: CacheKey, url: String) throws {
         guard schema >= Self.finalURLsSchema, try finalURL(of: key) != url else { return }
         try database.write { c in
             try c.run("""
                 INSERT INTO final_urls (key, url) SELECT key, ? FROM entries WHERE key = ?
                 ON CONFLICT(key) DO UPDATE SET url = excluded.url
-                """, .text(url), .text(key))
+                """, .text(url), .key(key))
         }
     }
 
     /// The URL that last answered `key` after redirects, when one was recorded.
-    public func finalURL(of key: String) throws -> String? {
+    public func finalURL(of key: CacheKey) throws -> String? {
         guard schema >= Self.finalURLsSchema else { return nil }
         return try database.read { c in
             var url: String?
-            try c.query("SELECT url FROM final_urls WHERE key = ?", .text(key)) { url = $0.text(0) }
+            try c.query("SELECT url FROM final_urls WHERE key = ?", .key(key)) { url = $0.text(0) }
             return url
         }
     }
@@ -35,16 +35,16 @@ extension Catalog {
 
     /// The keys of the streams `key` belongs to (several when streams share it): each root's and
     /// every member's, each once; empty when it belongs to none (or the catalog is older than streams).
-    public func streamKeys(containing key: String) throws -> [String] {
+    public func streamKeys(containing key: CacheKey) throws -> [CacheKey] {
         guard schema >= Self.streamsSchema else { return [] }
         return try database.read(snapshot: true) { c in
-            var roots: [String] = []
-            try c.query("SELECT root FROM stream_members WHERE key = ? ORDER BY root", .text(key)) { roots.append($0.text(0)) }
-            if roots.isEmpty { try c.query("SELECT root FROM streams WHERE root = ?", .text(key)) { roots.append($0.text(0)) } }
+            var roots: [CacheKey] = []
+            try c.query("SELECT root FROM stream_members WHERE key = ? ORDER BY root", .key(key)) { roots.append($0.key(0)) }
+            if roots.isEmpty { try c.query("SELECT root FROM streams WHERE root = ?", .key(key)) { roots.append($0.key(0)) } }
             var keys = roots
             for root in roots {
-                try c.query("SELECT key FROM stream_members WHERE root = ? AND key != root", .text(root)) { k in
-                    if !keys.contains(k.text(0)) { keys.append(k.text(0)) }
+                try c.query("SELECT key FROM stream_members WHERE root = ? AND key != root", .key(root)) { k in
+                    if !keys.contains(k.key(0)) { keys.append(k.key(0)) }
                 }
             }
             return keys

@@ -3,22 +3,22 @@ import Foundation
 /// One stream: the entries that are one thing to the user (Docs/cache-format.md, migrations 3 and 5).
 public struct StreamRecord: Equatable, Sendable {
     /// The key of the root manifest's entry (its URL names the stream).
-    public var root: String
+    public var root: CacheKey
     /// "hls" (a DASH manifest would be "dash").
     public var format: String
     /// Every member named, the root first, then in key order; some may not be cached (yet).
     public var members: [Member]
 
     public struct Member: Equatable, Sendable {
-        public var key: String
+        public var key: CacheKey
         public var role: StreamRole
-        public init(key: String, role: StreamRole) {
+        public init(key: CacheKey, role: StreamRole) {
             self.key = key
             self.role = role
         }
     }
 
-    public var keys: [String] { members.map(\.key) }
+    public var keys: [CacheKey] { members.map(\.key) }
 }
 
 /// Stream membership (Docs/cache-format.md, migrations 3 and 5): a stream is its root manifest
@@ -40,28 +40,28 @@ extension Catalog {
     /// `root`'s entry is not in the catalog (evicted meanwhile), and a stream is never recorded
     /// for a root it does not hold.
     @discardableResult
-    public func recordStream(root: String, format: String, members: [StreamRecord.Member], via: String? = nil) throws -> String? {
+    public func recordStream(root: CacheKey, format: String, members: [StreamRecord.Member], via: CacheKey? = nil) throws -> CacheKey? {
         let wanted = members.filter { $0.key != root }
-        func streams(_ c: Connection) throws -> [String] {
+        func streams(_ c: Connection) throws -> [CacheKey] {
             var owners = try Self.owners(c, key: root)
             if let via, via != root {
                 for o in try Self.owners(c, key: via) where o != root && !owners.contains(o) { owners.append(o) }
                 if !owners.isEmpty && !owners.contains(root) {
                     var isRoot = false
-                    try c.query("SELECT 1 FROM streams WHERE root = ?", .text(root)) { _ in isRoot = true }
+                    try c.query("SELECT 1 FROM streams WHERE root = ?", .key(root)) { _ in isRoot = true }
                     if isRoot { owners.insert(root, at: 0) }
                 }
             }
             return owners
         }
         // A read first: serve records on every playlist it answers, and most of the time nothing changed.
-        let known = try database.read { c -> String? in
+        let known = try database.read { c -> CacheKey? in
             let owners = try streams(c)
             for owner in owners.isEmpty ? [root] : owners {
-                var have: [String: String] = [:]
-                try c.query("SELECT key, role FROM stream_members WHERE root = ?", .text(owner)) { have[$0.text(0)] = $0.text(1) }
+                var have: [CacheKey: String] = [:]
+                try c.query("SELECT key, role FROM stream_members WHERE root = ?", .key(owner)) { have[$0.key(0)] = $0.text(1) }
                 var rootRow = false
-                try c.query("SELECT 1 FROM streams WHERE root = ?", .text(owner)) { _ in rootRow = true }
+                try c.query("SELECT 1 FROM streams WHERE root = ?", .key(owner)) { _ in rootRow = true }
                 let missing = wanted.contains { m in m.key != owner && have[m.key] != m.role.rawValue }
                 if !rootRow || have[owner] == nil || missing { return nil }
             }
@@ -69,14 +69,14 @@ extension Catalog {
         }
         if let known { return known }
         testPause("record-stream", root)
-        return try database.write { c -> String? in
+        return try database.write { c -> CacheKey? in
             var owners = try streams(c)
             if owners.isEmpty {
                 // Only a root the catalog holds: a playlist evicted meanwhile leaves no stream behind.
                 var held = false
-                try c.query("SELECT 1 FROM entries WHERE key = ?", .text(root)) { _ in held = true }
+                try c.query("SELECT 1 FROM entries WHERE key = ?", .key(root)) { _ in held = true }
                 guard held else { return nil }
-                try c.run("INSERT INTO streams (root, format) VALUES (?, ?) ON CONFLICT(root) DO NOTHING", .text(root), .text(format))
+                try c.run("INSERT INTO streams (root, format) VALUES (?, ?) ON CONFLICT(root) DO NOTHING", .key(root), .text(format))
                 try Self.setMember(c, key: root, root: root, role: .manifest)
                 owners = [root]
             }
@@ -84,12 +84,12 @@ extension Catalog {
                 for m in wanted where m.key != owner {
                     // A manifest recorded alone before now joins this stream with all it named.
                     var isRoot = false
-                    try c.query("SELECT 1 FROM streams WHERE root = ?", .text(m.key)) { _ in isRoot = true }
+                    try c.query("SELECT 1 FROM streams WHERE root = ?", .key(m.key)) { _ in isRoot = true }
                     if isRoot {
                         try c.run("""
                             INSERT INTO stream_members (key, root, role) SELECT key, ?1, role FROM stream_members WHERE root = ?2 AND key != ?2
                             ON CONFLICT(key, root) DO NOTHING
-                            """, .text(owner), .text(m.key))
+                            """, .key(owner), .key(m.key))
                     }
                     try Self.setMember(c, key: m.key, root: owner, role: m.role)
                 }
@@ -97,39 +97,39 @@ extension Catalog {
             // Absorbed lone streams go once every owner has their rows.
             for m in wanted {
                 var isRoot = false
-                try c.query("SELECT 1 FROM streams WHERE root = ?", .text(m.key)) { _ in isRoot = true }
+                try c.query("SELECT 1 FROM streams WHERE root = ?", .key(m.key)) { _ in isRoot = true }
                 guard isRoot, !owners.contains(m.key) else { continue }
-                try c.run("DELETE FROM stream_members WHERE root = ?", .text(m.key))
-                try c.run("DELETE FROM streams WHERE root = ?", .text(m.key))
+                try c.run("DELETE FROM stream_members WHERE root = ?", .key(m.key))
+                try c.run("DELETE FROM streams WHERE root = ?", .key(m.key))
             }
             return owners.first
         }
     }
 
     /// The roots of the streams `key` is a member (not the root) of, in key order.
-    private static func owners(_ c: Connection, key: String) throws -> [String] {
-        var found: [String] = []
-        try c.query("SELECT root FROM stream_members WHERE key = ? AND root != key ORDER BY root", .text(key)) { found.append($0.text(0)) }
+    private static func owners(_ c: Connection, key: CacheKey) throws -> [CacheKey] {
+        var found: [CacheKey] = []
+        try c.query("SELECT root FROM stream_members WHERE key = ? AND root != key ORDER BY root", .key(key)) { found.append($0.key(0)) }
         return found
     }
 
-    private static func setMember(_ c: Connection, key: String, root: String, role: StreamRole) throws {
+    private static func setMember(_ c: Connection, key: CacheKey, root: CacheKey, role: StreamRole) throws {
         try c.run("""
             INSERT INTO stream_members (key, root, role) VALUES (?, ?, ?)
             ON CONFLICT(key, root) DO UPDATE SET role = excluded.role
-            """, .text(key), .text(root), .text(role.rawValue))
+            """, .key(key), .key(root), .text(role.rawValue))
     }
 
     /// Every stream, with its members. Empty for a catalog older than streams (opened read-only).
     public func streams() throws -> [StreamRecord] {
         guard schema >= Catalog.streamsSchema else { return [] }
         return try database.read(snapshot: true) { c in
-            var formats: [(String, String)] = []
-            try c.query("SELECT root, format FROM streams ORDER BY root") { formats.append(($0.text(0), $0.text(1))) }
-            var members: [String: [StreamRecord.Member]] = [:]
+            var formats: [(CacheKey, String)] = []
+            try c.query("SELECT root, format FROM streams ORDER BY root") { formats.append(($0.key(0), $0.text(1))) }
+            var members: [CacheKey: [StreamRecord.Member]] = [:]
             try c.query("SELECT key, root, role FROM stream_members ORDER BY root, key") { r in
                 // An unknown role (a newer vcache's) reads as a segment: a member all the same.
-                members[r.text(1), default: []].append(.init(key: r.text(0), role: StreamRole(rawValue: r.text(2)) ?? .segment))
+                members[r.key(1), default: []].append(.init(key: r.key(0), role: StreamRole(rawValue: r.text(2)) ?? .segment))
             }
             return formats.map { root, format in
                 var m = members[root] ?? []
@@ -141,7 +141,7 @@ extension Catalog {
     }
 
     /// The stream whose root is `key`, or nil.
-    public func stream(root key: String) throws -> StreamRecord? {
+    public func stream(root key: CacheKey) throws -> StreamRecord? {
         try streams().first { $0.root == key }
     }
 
@@ -149,9 +149,9 @@ extension Catalog {
     /// stay entries of their own, and of the other streams naming them). A member's row stays:
     /// its stream still names it, now not cached (as `--seconds` leaves members named and not
     /// fetched), so `info`, `ls` and `check` count what the stream names, not what is left.
-    static func forgetMembership(_ c: Connection, key: String) throws {
-        if try c.run("DELETE FROM streams WHERE root = ?", .text(key)) > 0 {
-            try c.run("DELETE FROM stream_members WHERE root = ?", .text(key))
+    static func forgetMembership(_ c: Connection, key: CacheKey) throws {
+        if try c.run("DELETE FROM streams WHERE root = ?", .key(key)) > 0 {
+            try c.run("DELETE FROM stream_members WHERE root = ?", .key(key))
         }
     }
 
@@ -159,24 +159,24 @@ extension Catalog {
     /// another stream that stays: it then leaves `root`'s membership only (a shared audio
     /// rendition, subtitles or key stay for the other stream). Asked in the removing transaction:
     /// a stream recorded since the choice counts.
-    static func namedByAnotherStream(_ c: Connection, key: String, root: String) throws -> Bool {
+    static func namedByAnotherStream(_ c: Connection, key: CacheKey, root: CacheKey) throws -> Bool {
         var other = false
         try c.query("""
             SELECT 1 FROM stream_members m JOIN streams s ON s.root = m.root
             WHERE m.key = ? AND m.root != ? AND m.root != m.key LIMIT 1
-            """, .text(key), .text(root)) { _ in other = true }
+            """, .key(key), .key(root)) { _ in other = true }
         return other
     }
 }
 
 extension Catalog {
     /// The entries among `keys` that exist, each with its ranges, read in one snapshot.
-    public func entries(keys: [String]) throws -> [String: CacheEntry] {
+    public func entries(keys: [CacheKey]) throws -> [CacheKey: CacheEntry] {
         try database.read(snapshot: true) { c in
-            var out: [String: CacheEntry] = [:]
+            var out: [CacheKey: CacheEntry] = [:]
             for key in keys where out[key] == nil {
                 var found: CacheEntry?
-                try c.query("SELECT \(EntryColumn.list) FROM entries WHERE key = ?", .text(key)) { found = Self.entry(from: $0) }
+                try c.query("SELECT \(EntryColumn.list) FROM entries WHERE key = ?", .key(key)) { found = Self.entry(from: $0) }
                 if var e = found {
                     e.ranges = try Self.ranges(c, key: key)
                     out[key] = e
@@ -190,19 +190,19 @@ extension Catalog {
 extension Catalog {
     /// For a stream member `key` (not a root): its role, and the playlists of its streams that may
     /// name it (each root and its members of role `playlist`), roots first. Nil when it is no member.
-    public func playlists(naming key: String) throws -> (role: StreamRole, playlists: [String])? {
+    public func playlists(naming key: CacheKey) throws -> (role: StreamRole, playlists: [CacheKey])? {
         guard schema >= Self.streamsSchema else { return nil }
         return try database.read(snapshot: true) { c in
-            var found: [(root: String, role: StreamRole)] = []
-            try c.query("SELECT root, role FROM stream_members WHERE key = ? AND root != key ORDER BY root", .text(key)) {
-                found.append(($0.text(0), StreamRole(rawValue: $0.text(1)) ?? .segment))
+            var found: [(root: CacheKey, role: StreamRole)] = []
+            try c.query("SELECT root, role FROM stream_members WHERE key = ? AND root != key ORDER BY root", .key(key)) {
+                found.append(($0.key(0), StreamRole(rawValue: $0.text(1)) ?? .segment))
             }
             guard let first = found.first else { return nil }
             var playlists = found.map(\.root)
             for f in found {
                 try c.query("SELECT key FROM stream_members WHERE root = ? AND role = ? AND key != root ORDER BY key",
-                            .text(f.root), .text(StreamRole.playlist.rawValue)) { k in
-                    let p = k.text(0)
+                            .key(f.root), .text(StreamRole.playlist.rawValue)) { k in
+                    let p = k.key(0)
                     if !playlists.contains(p) { playlists.append(p) }
                 }
             }
@@ -211,21 +211,21 @@ extension Catalog {
     }
 
     /// The format of the stream whose root is `key` ("hls", "dash"), or nil when it is none.
-    public func streamFormat(root key: String) throws -> String? {
+    public func streamFormat(root key: CacheKey) throws -> String? {
         guard schema >= Self.streamsSchema else { return nil }
         return try database.read { c in
             var format: String?
-            try c.query("SELECT format FROM streams WHERE root = ?", .text(key)) { format = $0.text(0) }
+            try c.query("SELECT format FROM streams WHERE root = ?", .key(key)) { format = $0.text(0) }
             return format
         }
     }
 
     /// The role of `key` in the stream it belongs to, or nil (no stream, or a catalog older than streams).
-    public func streamRole(of key: String) throws -> StreamRole? {
+    public func streamRole(of key: CacheKey) throws -> StreamRole? {
         guard schema >= Catalog.streamsSchema else { return nil }
         return try database.read { c in
             var role: StreamRole?
-            try c.query("SELECT role FROM stream_members WHERE key = ? ORDER BY root LIMIT 1", .text(key)) { role = StreamRole(rawValue: $0.text(0)) ?? .segment }
+            try c.query("SELECT role FROM stream_members WHERE key = ? ORDER BY root LIMIT 1", .key(key)) { role = StreamRole(rawValue: $0.text(0)) ?? .segment }
             return role
         }
     }

@@ -180,7 +180,7 @@ public final class Catalog: Sendable {
         /// The entry's value for this column, as written.
         func value(of e: CacheEntry) -> SQLValue {
             switch self {
-            case .key: .text(e.key)
+            case .key: .key(e.key)
             case .url: .text(e.url)
             case .latest_url: .text(e.latestURL)
             case .length: .optional(e.length)
@@ -209,7 +209,7 @@ public final class Catalog: Sendable {
         // At most 2^46 (64 TiB) an entry: sums over a catalog (ls, evict, the cap) cannot overflow.
         func bytes(_ n: Int64) -> Int64 { min(max(0, n), 1 << 46) }
         return CacheEntry(
-            key: r.text(C.key.position), url: r.text(C.url.position), latestURL: r.text(C.latest_url.position),
+            key: r.key(C.key.position), url: r.text(C.url.position), latestURL: r.text(C.latest_url.position),
             length: r.optionalInt(C.length.position).flatMap { $0 >= 0 ? $0 : nil },
             etag: r.optionalText(C.etag.position), lastModified: r.optionalText(C.last_modified.position),
             contentType: r.optionalText(C.content_type.position),
@@ -219,9 +219,9 @@ public final class Catalog: Sendable {
             diskBytes: bytes(r.int(C.disk_bytes.position)), ranges: RangeSet())
     }
 
-    static func ranges(_ c: Connection, key: String) throws -> RangeSet {
+    static func ranges(_ c: Connection, key: CacheKey) throws -> RangeSet {
         var set = RangeSet()
-        try c.query("SELECT start, end FROM ranges WHERE key = ? ORDER BY start", .text(key)) { r in
+        try c.query("SELECT start, end FROM ranges WHERE key = ? ORDER BY start", .key(key)) { r in
             let start = r.int(0), end = r.int(1)
             if start >= 0 && start < end { set.insert(ByteRange(start, end)) }
         }
@@ -229,10 +229,10 @@ public final class Catalog: Sendable {
     }
 
     /// The entry with its ranges, read in one snapshot.
-    public func entry(key: String) throws -> CacheEntry? {
+    public func entry(key: CacheKey) throws -> CacheEntry? {
         try database.read(snapshot: true) { c in
             var found: CacheEntry?
-            try c.query("SELECT \(EntryColumn.list) FROM entries WHERE key = ?", .text(key)) { found = Self.entry(from: $0) }
+            try c.query("SELECT \(EntryColumn.list) FROM entries WHERE key = ?", .key(key)) { found = Self.entry(from: $0) }
             if found != nil { found!.ranges = try Self.ranges(c, key: key) }
             return found
         }
@@ -248,60 +248,60 @@ public final class Catalog: Sendable {
     }
 
     /// The entry's range rows exactly as stored (not normalised), for `verify`.
-    public func storedRanges(key: String) throws -> [(start: Int64, end: Int64)] {
+    public func storedRanges(key: CacheKey) throws -> [(start: Int64, end: Int64)] {
         try database.read { c in
             var rows: [(Int64, Int64)] = []
-            try c.query("SELECT start, end FROM ranges WHERE key = ? ORDER BY start", .text(key)) { rows.append(($0.int(0), $0.int(1))) }
+            try c.query("SELECT start, end FROM ranges WHERE key = ? ORDER BY start", .key(key)) { rows.append(($0.int(0), $0.int(1))) }
             return rows
         }
     }
 
     /// The entry's length column exactly as stored (nil: NULL, no length told), for `verify`:
     /// `entry(from:)` reads a negative one as unknown too.
-    public func storedLength(key: String) throws -> Int64? {
+    public func storedLength(key: CacheKey) throws -> Int64? {
         try database.read { c in
             var length: Int64?
-            try c.query("SELECT length FROM entries WHERE key = ?", .text(key)) { length = $0.optionalInt(0) }
+            try c.query("SELECT length FROM entries WHERE key = ?", .key(key)) { length = $0.optionalInt(0) }
             return length
         }
     }
 
     /// Replaces the entry's ranges with `set` (verify --fix); drops completion when not whole.
-    public func replaceRanges(key: String, with set: RangeSet, diskBytes: Int64, keepCompletion: Bool) throws {
+    public func replaceRanges(key: CacheKey, with set: RangeSet, diskBytes: Int64, keepCompletion: Bool) throws {
         try database.write { c in
-            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            try c.run("DELETE FROM ranges WHERE key = ?", .key(key))
             for r in set.ranges {
-                try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(key), .int(r.lowerBound), .int(r.upperBound))
+                try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .key(key), .int(r.lowerBound), .int(r.upperBound))
             }
-            try c.run("UPDATE entries SET cached_bytes = ?, disk_bytes = ? WHERE key = ?", .int(set.count), .int(diskBytes), .text(key))
+            try c.run("UPDATE entries SET cached_bytes = ?, disk_bytes = ? WHERE key = ?", .int(set.count), .int(diskBytes), .key(key))
             if !keepCompletion {
-                try c.run("UPDATE entries SET completed = NULL, sha256 = NULL WHERE key = ?", .text(key))
+                try c.run("UPDATE entries SET completed = NULL, sha256 = NULL WHERE key = ?", .key(key))
                 // No longer whole: what its checks found is of bytes no longer all there.
-                try c.run("UPDATE expected_digests SET matched = NULL, computed = NULL WHERE key = ?", .text(key))
+                try c.run("UPDATE expected_digests SET matched = NULL, computed = NULL WHERE key = ?", .key(key))
             }
         }
     }
 
     /// The chunk states kept with the entry's digest, when they are of its current digest.
-    public func chunkStates(key: String) throws -> ChunkStates? {
+    public func chunkStates(key: CacheKey) throws -> ChunkStates? {
         guard schema >= Self.chunkStatesSchema else { return nil }
         return try database.read { c in
             var found: ChunkStates?
             try c.query("""
                 SELECT s.sha256, s.chunk_size, s.states FROM chunk_states s JOIN entries e ON e.key = s.key
                 WHERE s.key = ? AND e.sha256 = s.sha256
-                """, .text(key)) { found = ChunkStates(sha256: $0.text(0), chunkSize: $0.int(1), states: $0.blob(2)) }
+                """, .key(key)) { found = ChunkStates(sha256: $0.text(0), chunkSize: $0.int(1), states: $0.blob(2)) }
             return found
         }
     }
 
     /// The digest kept for the entry's version, whether or not the entry is complete now (after
     /// `verify --fix` dropped damaged chunks, the bytes fetched again must lead to it).
-    public func keptDigest(key: String) throws -> ChunkStates? {
+    public func keptDigest(key: CacheKey) throws -> ChunkStates? {
         guard schema >= Self.chunkStatesSchema else { return nil }
         return try database.read { c in
             var found: ChunkStates?
-            try c.query("SELECT sha256, chunk_size, states FROM chunk_states WHERE key = ?", .text(key)) {
+            try c.query("SELECT sha256, chunk_size, states FROM chunk_states WHERE key = ?", .key(key)) {
                 found = ChunkStates(sha256: $0.text(0), chunkSize: $0.int(1), states: $0.blob(2))
             }
             return found
@@ -336,11 +336,11 @@ public final class Catalog: Sendable {
 
     /// Pins (or unpins) the entry and, when it is a stream's root, every member of the stream
     /// cached now (a member cached later counts as pinned: `EvictionChoice` keeps a stream whole).
-    public func setPinned(key: String, _ pinned: Bool) throws -> Bool {
+    public func setPinned(key: CacheKey, _ pinned: Bool) throws -> Bool {
         try database.write { c in
-            let n = try c.run("UPDATE entries SET pinned = ? WHERE key = ?", .int(pinned ? 1 : 0), .text(key))
+            let n = try c.run("UPDATE entries SET pinned = ? WHERE key = ?", .int(pinned ? 1 : 0), .key(key))
             if schema >= Self.streamsSchema {
-                try c.run("UPDATE entries SET pinned = ? WHERE key IN (SELECT key FROM stream_members WHERE root = ?)", .int(pinned ? 1 : 0), .text(key))
+                try c.run("UPDATE entries SET pinned = ? WHERE key IN (SELECT key FROM stream_members WHERE root = ?)", .int(pinned ? 1 : 0), .key(key))
             }
             return n > 0
         }
@@ -351,7 +351,7 @@ public final class Catalog: Sendable {
     /// What one checkpoint records about an entry: ranges now durably in `data` (the caller
     /// fsynced first), the validators those bytes belong to, and, at completion, the digest.
     public struct Update: Sendable {
-        public var key: String
+        public var key: CacheKey
         public var url: String
         public var validators: Validators
         public var contentType: String?
@@ -363,7 +363,7 @@ public final class Catalog: Sendable {
         /// The entry's expected digests, replacing those stored (nil: left as they are).
         public var expectations: [DigestCheck]?
 
-        public init(key: String, url: String, validators: Validators, contentType: String? = nil) {
+        public init(key: CacheKey, url: String, validators: Validators, contentType: String? = nil) {
             self.key = key
             self.url = url
             self.validators = validators
@@ -412,25 +412,25 @@ public final class Catalog: Sendable {
             VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
             ON CONFLICT(key) DO UPDATE SET latest_url = ?2, length = ?3, etag = ?4, last_modified = ?5,
                 content_type = COALESCE(?6, content_type), last_used = ?7
-            """, .text(u.key), .text(u.url), .optional(u.validators.length), .optional(u.validators.etag),
+            """, .key(u.key), .text(u.url), .optional(u.validators.length), .optional(u.validators.etag),
             .optional(u.validators.lastModified), .optional(u.contentType), .double(t))
         var set = try Self.ranges(c, key: u.key)
         if !u.added.isEmpty {
             set.formUnion(u.added)
-            try c.run("DELETE FROM ranges WHERE key = ?", .text(u.key))
+            try c.run("DELETE FROM ranges WHERE key = ?", .key(u.key))
             for r in set.ranges {
-                try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(u.key), .int(r.lowerBound), .int(r.upperBound))
+                try c.run("INSERT INTO ranges (key, start, end) VALUES (?, ?, ?)", .key(u.key), .int(r.lowerBound), .int(r.upperBound))
             }
-            try c.run("UPDATE entries SET cached_bytes = ? WHERE key = ?", .int(set.count), .text(u.key))
+            try c.run("UPDATE entries SET cached_bytes = ? WHERE key = ?", .int(set.count), .key(u.key))
         }
         if let disk = u.diskBytes {
-            try c.run("UPDATE entries SET disk_bytes = ? WHERE key = ?", .int(disk), .text(u.key))
+            try c.run("UPDATE entries SET disk_bytes = ? WHERE key = ?", .int(disk), .key(u.key))
         }
         if let sha = u.sha256 {
-            try c.run("UPDATE entries SET completed = ?, sha256 = ? WHERE key = ?", .double(t), .text(sha), .text(u.key))
+            try c.run("UPDATE entries SET completed = ?, sha256 = ? WHERE key = ?", .double(t), .text(sha), .key(u.key))
             if let cs = u.chunkStates, cs.sha256 == sha {
                 try c.run("INSERT OR REPLACE INTO chunk_states (key, sha256, chunk_size, states) VALUES (?, ?, ?, ?)",
-                          .text(u.key), .text(sha), .int(cs.chunkSize), .blob(cs.states))
+                          .key(u.key), .text(sha), .int(cs.chunkSize), .blob(cs.states))
             }
         }
         if let expectations = u.expectations { try Self.replaceExpectations(c, key: u.key, expectations) }
@@ -440,20 +440,20 @@ public final class Catalog: Sendable {
     /// The video changed (invariant 2): drops every cached range, the completion and the digest,
     /// and records the new validators. Only after this committed does the caller give the entry a
     /// new, empty `data` (`CacheStore.dropVersion` does both: the old file is unlinked, never truncated).
-    public func invalidate(key: String, validators: Validators) throws {
+    public func invalidate(key: CacheKey, validators: Validators) throws {
         try database.write { c in
-            try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+            try c.run("DELETE FROM ranges WHERE key = ?", .key(key))
             // Another version (or none trusted): the digest kept for the old one says nothing.
-            try c.run("DELETE FROM chunk_states WHERE key = ?", .text(key))
+            try c.run("DELETE FROM chunk_states WHERE key = ?", .key(key))
             try Self.forgetVersionDigests(c, key: key)
             try c.run("UPDATE entries SET cached_bytes = 0, disk_bytes = 0, completed = NULL, sha256 = NULL, length = ?, etag = ?, last_modified = ? WHERE key = ?",
-                      .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .text(key))
+                      .optional(validators.length), .optional(validators.etag), .optional(validators.lastModified), .key(key))
         }
     }
 
-    public func touch(key: String, now: Date = Date()) throws {
+    public func touch(key: CacheKey, now: Date = Date()) throws {
         try database.write { c in
-            try c.run("UPDATE entries SET last_used = ? WHERE key = ?", .double(now.timeIntervalSince1970), .text(key))
+            try c.run("UPDATE entries SET last_used = ? WHERE key = ?", .double(now.timeIntervalSince1970), .key(key))
         }
     }
 
@@ -481,10 +481,10 @@ public final class Catalog: Sendable {
         var out = Salvage()
         var rows: [(entry: CacheEntry, ranges: [(Int64, Int64)])] = []
         var settings: [(String, String)] = []
-        var streamRows: [(String, String)] = []
-        var memberRows: [(String, String, String)] = []
-        var finalRows: [(String, String)] = []
-        var digestRows: [(String, Int64, String, String, String, Int64?, String?)] = []
+        var streamRows: [(CacheKey, String)] = []
+        var memberRows: [(CacheKey, CacheKey, String)] = []
+        var finalRows: [(CacheKey, String)] = []
+        var digestRows: [(CacheKey, Int64, String, String, String, Int64?, String?)] = []
         // Read everything that reads, each statement on its own (no transaction spans the damaged
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
@@ -510,7 +510,7 @@ public final class Catalog: Sendable {
                     guard let entry else { continue }
                     var ranges: [(Int64, Int64)] = []
                     do {
-                        try c.query("SELECT start, end FROM old.ranges WHERE key = ? ORDER BY start", .text(entry.key)) { ranges.append(($0.int(0), $0.int(1))) }
+                        try c.query("SELECT start, end FROM old.ranges WHERE key = ? ORDER BY start", .key(entry.key)) { ranges.append(($0.int(0), $0.int(1))) }
                     } catch {
                         // The row reads but its ranges do not: a complete entry claims all of its
                         // length (its SHA-256 then decides, as verify checks every complete
@@ -525,11 +525,11 @@ public final class Catalog: Sendable {
             }
             try? c.query("SELECT name, value FROM old.config") { settings.append(($0.text(0), $0.text(1))) }
             // Streams as far as they read (none in a schema-1 catalog): rows of entries lost go below.
-            try? c.query("SELECT root, format FROM old.streams") { streamRows.append(($0.text(0), $0.text(1))) }
-            try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.text(0), $0.text(1), $0.text(2))) }
-            try? c.query("SELECT key, url FROM old.final_urls") { finalRows.append(($0.text(0), $0.text(1))) }
+            try? c.query("SELECT root, format FROM old.streams") { streamRows.append(($0.key(0), $0.text(1))) }
+            try? c.query("SELECT key, root, role FROM old.stream_members") { memberRows.append(($0.key(0), $0.key(1), $0.text(2))) }
+            try? c.query("SELECT key, url FROM old.final_urls") { finalRows.append(($0.key(0), $0.text(1))) }
             try? c.query("SELECT key, given, algorithm, value, source, matched, computed FROM old.expected_digests") {
-                digestRows.append(($0.text(0), $0.int(1), $0.text(2), $0.text(3), $0.text(4), $0.optionalInt(5), $0.optionalText(6)))
+                digestRows.append(($0.key(0), $0.int(1), $0.text(2), $0.text(3), $0.text(4), $0.optionalInt(5), $0.optionalText(6)))
             }
         }
         testPause("salvage-before-write", path)
@@ -542,7 +542,7 @@ public final class Catalog: Sendable {
                         """, EntryColumn.allCases.map { $0.value(of: e) })
                     guard added > 0 else { continue }
                     for (start, end) in ranges {
-                        try c.run("INSERT OR IGNORE INTO ranges (key, start, end) VALUES (?, ?, ?)", .text(e.key), .int(start), .int(end))
+                        try c.run("INSERT OR IGNORE INTO ranges (key, start, end) VALUES (?, ?, ?)", .key(e.key), .int(start), .int(end))
                     }
                     out.kept += 1
                 }
@@ -550,19 +550,19 @@ public final class Catalog: Sendable {
                 let kept = Set(rows.map(\.entry.key))
                 let roots = Set(streamRows.map(\.0).filter { kept.contains($0) })
                 for (root, format) in streamRows where roots.contains(root) {
-                    try c.run("INSERT OR IGNORE INTO streams (root, format) VALUES (?, ?)", .text(root), .text(format))
+                    try c.run("INSERT OR IGNORE INTO streams (root, format) VALUES (?, ?)", .key(root), .text(format))
                 }
                 for (key, root, role) in memberRows where roots.contains(root) {
-                    try c.run("INSERT OR IGNORE INTO stream_members (key, root, role) VALUES (?, ?, ?)", .text(key), .text(root), .text(role))
+                    try c.run("INSERT OR IGNORE INTO stream_members (key, root, role) VALUES (?, ?, ?)", .key(key), .key(root), .text(role))
                 }
                 for (key, url) in finalRows where kept.contains(key) {
-                    try c.run("INSERT OR IGNORE INTO final_urls (key, url) VALUES (?, ?)", .text(key), .text(url))
+                    try c.run("INSERT OR IGNORE INTO final_urls (key, url) VALUES (?, ?)", .key(key), .text(url))
                 }
                 // Expected digests as they read; the outcomes too (verify checks each kept entry again).
                 for (key, given, algorithm, value, source, matched, computed) in digestRows where kept.contains(key) {
                     try c.run("""
                         INSERT OR IGNORE INTO expected_digests (key, given, algorithm, value, source, matched, computed) VALUES (?, ?, ?, ?, ?, ?, ?)
-                        """, .text(key), .int(given), .text(algorithm), .text(value), .text(source), .optional(matched), .optional(computed))
+                        """, .key(key), .int(given), .text(algorithm), .text(value), .text(source), .optional(matched), .optional(computed))
                 }
             }
         } catch {
@@ -579,22 +579,22 @@ public final class Catalog: Sendable {
     /// `evenIfPinned`) and not used since its `lastUsed` (to the millisecond: a Date round trip
     /// may move the last bits). Checked in the statement that deletes the row (invariant 5), so a
     /// `pin` or a use landing after the choice wins. One transaction; returns the keys removed.
-    public func removeEntries(_ chosen: [(key: String, lastUsed: Date)], evenIfPinned: Bool) throws -> Set<String> {
+    public func removeEntries(_ chosen: [(key: CacheKey, lastUsed: Date)], evenIfPinned: Bool) throws -> Set<CacheKey> {
         try removeEntries(groups: chosen.map { [$0] }, evenIfPinned: evenIfPinned)
     }
 
     /// As `removeEntries`, each group whole or not at all (a stream's members: one of them pinned
     /// or used since the choice keeps all of them). One transaction, a savepoint a group.
-    public func removeEntries(groups: [[(key: String, lastUsed: Date)]], evenIfPinned: Bool) throws -> Set<String> {
+    public func removeEntries(groups: [[(key: CacheKey, lastUsed: Date)]], evenIfPinned: Bool) throws -> Set<CacheKey> {
         try removeEntries(groups: groups.map { RemovalGroup(root: nil, entries: $0) }, evenIfPinned: evenIfPinned).removed
     }
 
     /// Entries chosen to go together: a stream's (`root`: its root's key; the root first when it
     /// goes too), or one entry of no stream (`root` nil).
     public struct RemovalGroup: Sendable {
-        public var root: String?
-        public var entries: [(key: String, lastUsed: Date)]
-        public init(root: String?, entries: [(key: String, lastUsed: Date)]) {
+        public var root: CacheKey?
+        public var entries: [(key: CacheKey, lastUsed: Date)]
+        public init(root: CacheKey?, entries: [(key: CacheKey, lastUsed: Date)]) {
             self.root = root
             self.entries = entries
         }
@@ -603,22 +603,22 @@ public final class Catalog: Sendable {
     /// As above; a stream group's member that another stream (one that stays) names now is kept
     /// and leaves the group's stream only (`shared`): checked in the deleting transaction, so a
     /// stream that a player's playlist recorded after the choice keeps what it names.
-    public func removeEntries(groups: [RemovalGroup], evenIfPinned: Bool) throws -> (removed: Set<String>, shared: Set<String>) {
+    public func removeEntries(groups: [RemovalGroup], evenIfPinned: Bool) throws -> (removed: Set<CacheKey>, shared: Set<CacheKey>) {
         guard groups.contains(where: { !$0.entries.isEmpty }) else { return ([], []) }
         return try database.write { c in
-            var gone = Set<String>(), shared = Set<String>()
+            var gone = Set<CacheKey>(), shared = Set<CacheKey>()
             for group in groups where !group.entries.isEmpty {
                 try c.execute("SAVEPOINT evict_group")
-                var removed: [String] = [], kept: [String] = []
+                var removed: [CacheKey] = [], kept: [CacheKey] = []
                 for (key, lastUsed) in group.entries {
                     if let root = group.root, key != root, try Self.namedByAnotherStream(c, key: key, root: root) {
                         kept.append(key)
                         continue
                     }
                     let n = try c.run("DELETE FROM entries WHERE key = ? AND abs(last_used - ?) < 0.001 AND (pinned = 0 OR ?)",
-                                      .text(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
+                                      .key(key), .double(lastUsed.timeIntervalSince1970), .int(evenIfPinned ? 1 : 0))
                     guard n > 0 else { break }
-                    try c.run("DELETE FROM ranges WHERE key = ?", .text(key))
+                    try c.run("DELETE FROM ranges WHERE key = ?", .key(key))
                     try Self.forgetMembership(c, key: key)
                     removed.append(key)
                 }

@@ -321,6 +321,7 @@ public enum SQLValue: Sendable {
     case null, int(Int64), double(Double), text(String), blob([UInt8])
 
     public static func optional(_ s: String?) -> SQLValue { s.map { .text($0) } ?? .null }
+    public static func key(_ k: CacheKey) -> SQLValue { .text(k.hex) }
     public static func optional(_ i: Int64?) -> SQLValue { i.map { .int($0) } ?? .null }
     public static func optional(_ d: Double?) -> SQLValue { d.map { .double($0) } ?? .null }
 }
@@ -337,6 +338,8 @@ public struct Row {
         return String(cString: p)
     }
     public func optionalText(_ i: Int32) -> String? { isNull(i) ? nil : text(i) }
+    /// A key column (written by `SQLValue.key`).
+    public func key(_ i: Int32) -> CacheKey { CacheKey(stored: text(i)) }
     public func blob(_ i: Int32) -> [UInt8] {
         let n = Int(sqlite3_column_bytes(statement, i))
         guard n > 0, let p = sqlite3_column_blob(statement, i) else { return [] }

@@ -34,7 +34,7 @@ extension CacheStore {
     }
 
     /// The playlist entry `key` as cached (`cachedPlaylist(_:keyRules:complete:base:)`).
-    public func cachedPlaylist(key: String, keyRules: CacheKeyRules, complete: Bool = true) -> CachedPlaylist? {
+    public func cachedPlaylist(key: CacheKey, keyRules: CacheKeyRules, complete: Bool = true) -> CachedPlaylist? {
         guard let e = (try? catalog.entry(key: key)) ?? nil else { return nil }
         return cachedPlaylist(e, keyRules: keyRules, complete: complete)
     }

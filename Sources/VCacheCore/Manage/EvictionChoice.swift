@@ -7,12 +7,12 @@ import Foundation
 /// this chooses and asks again while anything could not go.
 public struct EvictionChoice: Equatable, Sendable {
     public struct Skip: Equatable, Sendable {
-        public var key: String
+        public var key: CacheKey
         public var reason: String
     }
 
     /// Keys to remove, in order.
-    public var victims: [String] { groups.flatMap(\.keys) }
+    public var victims: [CacheKey] { groups.flatMap(\.keys) }
     /// The victims as they go together: a stream's (its root's key; the root first when it goes),
     /// or one entry of no stream (root nil), in order.
     public var groups: [Group] = []
@@ -22,8 +22,8 @@ public struct EvictionChoice: Equatable, Sendable {
     public var usageAfter: Int64 = 0
 
     public struct Group: Equatable, Sendable {
-        public var root: String?
-        public var keys: [String]
+        public var root: CacheKey?
+        public var keys: [CacheKey]
     }
 
     /// - Parameters:
@@ -39,15 +39,15 @@ public struct EvictionChoice: Equatable, Sendable {
     ///     stream that stays names (they leave this stream only). Named (`keys`), its root takes
     ///     the whole stream; a member named alone goes alone.
     public static func choose(_ entries: [CacheEntry], _ c: Evictor.Criteria, footprint: Evictor.Footprint,
-                              excluded: [String: String] = [:], streams: [String: [String]] = [:], now: Date) -> EvictionChoice {
+                              excluded: [CacheKey: String] = [:], streams: [CacheKey: [CacheKey]] = [:], now: Date) -> EvictionChoice {
         var out = EvictionChoice()
         var usage = footprint.total(entries)
         let streams = c.alone ? [:] : streams
         // Streams a protected key belongs to (cached or not) are in use as a whole.
         let protectedRoots = Set(c.protected.flatMap { streams[$0] ?? [] })
         // Units removed so far (a shared member goes with the last of its streams), and keys chosen.
-        var goneRoots = Set<String>()
-        var chosen = Set<String>()
+        var goneRoots = Set<CacheKey>()
+        var chosen = Set<CacheKey>()
         for unit in units(entries, streams: streams) {
             if let cap = c.maxSize, usage <= cap { break }
             var members = unit.members.filter { !chosen.contains($0.key) }
@@ -63,7 +63,7 @@ public struct EvictionChoice: Equatable, Sendable {
             let going = isStream ? members.filter { e in
                 e.key == unit.root || (streams[e.key] ?? []).allSatisfy { $0 == unit.root || goneRoots.contains($0) }
             } : members
-            let reason: (key: String, why: String)? =
+            let reason: (key: CacheKey, why: String)? =
                 if let e = going.first(where: { excluded[$0.key] != nil }) { (e.key, excluded[e.key] ?? "") }
                 else if isStream, protectedRoots.contains(unit.root) { (members.first { c.protected.contains($0.key) }?.key ?? unit.root, "in use by this run") }
                 else if let e = going.first(where: { c.protected.contains($0.key) }) { (e.key, "in use by this run") }
@@ -87,7 +87,7 @@ public struct EvictionChoice: Equatable, Sendable {
 
     /// A stream's cached members, or one entry on its own.
     struct Unit {
-        var root: String
+        var root: CacheKey
         var isStream: Bool
         /// The root's entry first (when cached), then by key.
         var members: [CacheEntry]
@@ -95,8 +95,8 @@ public struct EvictionChoice: Equatable, Sendable {
     }
 
     /// The units in eviction order: least recently used first (by their most recent member), ties by root key.
-    static func units(_ entries: [CacheEntry], streams: [String: [String]]) -> [Unit] {
-        var byRoot: [String: Unit] = [:]
+    static func units(_ entries: [CacheEntry], streams: [CacheKey: [CacheKey]]) -> [Unit] {
+        var byRoot: [CacheKey: Unit] = [:]
         for e in entries {
             let roots = streams[e.key] ?? []
             for root in roots.isEmpty ? [e.key] : roots {

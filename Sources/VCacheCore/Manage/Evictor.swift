@@ -30,7 +30,7 @@ public struct Evictor {
         public var partialOnly = false
         /// Only these keys (an explicit request: pinned entries among them go too, unless
         /// `keepPinned`).
-        public var keys: Set<String>?
+        public var keys: Set<CacheKey>?
         /// With `keys`: pinned ones stay (prefetch giving back what it stored: a pin the user set
         /// meanwhile, from another process, wins).
         public var keepPinned = false
@@ -38,7 +38,7 @@ public struct Evictor {
         public var all = false
         public var includePinned = false
         /// Never these keys (e.g. the entries the running prefetch is filling).
-        public var protected: Set<String> = []
+        public var protected: Set<CacheKey> = []
         /// Each entry on its own, a stream's members too (a live playlist let go, its segments kept).
         public var alone = false
 
@@ -71,8 +71,8 @@ public struct Evictor {
         /// The catalog's journal now (counted in `fixed`).
         public var journal: Int64 = 0
         /// Entry folders measured, by key (folder and `data`).
-        public var measured: [String: Int64] = [:]
-        public init(fixed: Int64, perEntry: Int64, journal: Int64 = 0, measured: [String: Int64] = [:]) {
+        public var measured: [CacheKey: Int64] = [:]
+        public init(fixed: Int64, perEntry: Int64, journal: Int64 = 0, measured: [CacheKey: Int64] = [:]) {
             self.fixed = fixed
             self.perEntry = perEntry
             self.journal = journal
@@ -100,7 +100,7 @@ public struct Evictor {
         var fixed = blocks(store.directory) + blocks(root)
         for name in list(store.directory) where name != "entries" { fixed += blocks(store.directory + "/" + name) }
         var perEntry: Int64?
-        var measured: [String: Int64] = [:]
+        var measured: [CacheKey: Int64] = [:]
         for shard in list(root) {
             fixed += blocks(root + "/" + shard)
             let keys = exact ? list(root + "/" + shard) : Array(list(root + "/" + shard).prefix(1))
@@ -108,7 +108,7 @@ public struct Evictor {
                 let folder = root + "/" + shard + "/" + key
                 let own = blocks(folder)
                 if perEntry == nil { perEntry = own }
-                if exact { measured[key] = own + blocks(folder + "/data") }
+                if exact, let k = CacheKey(key) { measured[k] = own + blocks(folder + "/data") }
             }
         }
         // With no entry folder to measure, one the size of the entries folder (a fresh directory).
@@ -130,9 +130,9 @@ public struct Evictor {
         var footprint = footprint()
         out.usageBefore = footprint.total(entries)
         // Entries that could not go, and why; each skipped entry is named once, in the order met.
-        var excluded: [String: String] = [:]
-        var untouchable = Set<String>()  // keys a dry run found this user cannot remove
-        var named = Set<String>()
+        var excluded: [CacheKey: String] = [:]
+        var untouchable = Set<CacheKey>()  // keys a dry run found this user cannot remove
+        var named = Set<CacheKey>()
         func name(_ e: CacheEntry, _ reason: String) {
             if named.insert(e.key).inserted { out.skipped.append((e, reason)) }
         }
@@ -147,7 +147,7 @@ public struct Evictor {
             out.usageAfter = choice.usageAfter
             if dryRun {
                 // What the run would find: entries this user cannot remove, then entries in use.
-                var blocked: [String: String] = [:]
+                var blocked: [CacheKey: String] = [:]
                 for v in victims {
                     if let why = removalProblem(v.key) {
                         blocked[v.key] = why
@@ -200,13 +200,13 @@ public struct Evictor {
     }
 
     /// Member key to the roots of the streams naming it (a stream is evicted as one unit).
-    private func streamRoots() throws -> [String: [String]] {
-        var roots: [String: [String]] = [:]
+    private func streamRoots() throws -> [CacheKey: [CacheKey]] {
+        var roots: [CacheKey: [CacheKey]] = [:]
         for s in try store.catalog.streams() { for k in s.keys { roots[k, default: []].append(s.root) } }
         return roots
     }
 
-    typealias Group = (root: String?, entries: [CacheEntry])
+    typealias Group = (root: CacheKey?, entries: [CacheEntry])
 
     /// Chosen groups go together, one transaction for about 256 entries (each catalog commit is
     /// a durable fsync; 5,000 of them cost seconds); a stream's members always in one batch.
@@ -239,7 +239,7 @@ public struct Evictor {
 
     /// Why this process cannot remove the entry's files, or nil when it can: it must be able to
     /// unlink `data` (write on the entry folder) and remove the folder (write on the shard).
-    func removalProblem(_ key: String) -> String? {
+    func removalProblem(_ key: CacheKey) -> String? {
         let folder = store.entryDirectory(key)
         for dir in [folder, (folder as NSString).deletingLastPathComponent] where FileSystem.exists(dir) {
             if access(dir, W_OK | X_OK) != 0 { return "cannot remove its files: \(String(cString: strerror(errno))) on \(dir)" }
@@ -248,14 +248,14 @@ public struct Evictor {
     }
 
     /// True when a writer or reader holds the entry now.
-    func isInUse(_ key: String) -> Bool {
+    func isInUse(_ key: CacheKey) -> Bool {
         guard let locks = try? takeLocks(key) else { return true }
         locks.forEach { $0.close() }
         return false
     }
 
     /// LOCK_EX|LOCK_NB on the entry folder (the writer's lock) then on `data`; nil when either is held.
-    private func takeLocks(_ key: String) throws -> [RawFile]? {
+    private func takeLocks(_ key: CacheKey) throws -> [RawFile]? {
         var held: [RawFile] = []
         for path in [store.lockPath(key), store.dataPath(key)] {
             guard FileSystem.exists(store.entryDirectory(key)) else { return held }
@@ -338,15 +338,15 @@ public struct Evictor {
     /// Entry folders with no catalog row and no lock holder (left by a crash between a row's
     /// deletion and its files', or by a writer killed before its first checkpoint). Returns what went.
     @discardableResult
-    public func sweepOrphans() throws -> [String] {
+    public func sweepOrphans() throws -> [CacheKey] {
         // A catalog repair under way: a folder whose row is not copied back yet is no orphan.
         guard CacheStore.pendingRepair(directory: store.directory) == nil else { return [] }
         let known = Set(try store.catalog.allEntries().map(\.key))
-        var removed: [String] = []
+        var removed: [CacheKey] = []
         let root = store.directory + "/entries"
         for fan in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
-            for key in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + fan)) ?? [] where !known.contains(key) {
-                guard key.count == 64, key.hasPrefix(fan), let locks = try? takeLocks(key) else { continue }
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + fan)) ?? [] {
+                guard let key = CacheKey(name), !known.contains(key), name.hasPrefix(fan), let locks = try? takeLocks(key) else { continue }
                 defer { locks.forEach { $0.close() } }
                 testPause("sweep-before-recheck", key)
                 // Re-check under the locks: a writer may have committed its first checkpoint

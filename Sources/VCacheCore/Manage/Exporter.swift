@@ -62,8 +62,8 @@ public struct Exporter {
 
     /// Exports one entry. `destination` is a file path, or an existing folder (then the name
     /// comes from the URL).
-    public func export(key: String, to destination: String, force: Bool, link: Bool, faststart: Bool = false, mode: mode_t? = nil) throws -> Exported {
-        guard let e = try store.catalog.entry(key: key) else { throw ExportError.io(SystemError("find entry", path: key, errno: ENOENT)) }
+    public func export(key: CacheKey, to destination: String, force: Bool, link: Bool, faststart: Bool = false, mode: mode_t? = nil) throws -> Exported {
+        guard let e = try store.catalog.entry(key: key) else { throw ExportError.io(SystemError("find entry", path: key.hex, errno: ENOENT)) }
         guard e.isComplete, let length = e.length, let sha = e.sha256 else {
             throw ExportError.incomplete(url: e.latestURL, cached: e.cachedBytes, length: e.length)
         }
@@ -89,7 +89,7 @@ public struct Exporter {
         // The destination is the user's, not the cache's: a folder reached through a symlink is
         // still a folder to write into (the no-follow rule is for paths inside the cache only).
         if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) == S_IFDIR {
-            target = (destination as NSString).appendingPathComponent(Self.fileName(for: e.latestURL, key: e.key, contentType: e.contentType))
+            target = (destination as NSString).appendingPathComponent(Self.fileName(for: e.latestURL, key: e.key.hex, contentType: e.contentType))
         } else if destination.hasSuffix("/") {
             throw ExportError.missingFolder(destination)
         }

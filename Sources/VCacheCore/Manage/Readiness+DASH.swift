@@ -11,12 +11,8 @@ extension Readiness {
                                     allowedHosts: AllowedOrigins = AllowedOrigins()) -> Readiness? {
         guard entry.isComplete, let head = store.cachedBytes(of: entry, count: 4096),
               MPD.looksLikeMPD(firstBytes: head, contentType: entry.contentType) else { return nil }
-        let isSeconds: Bool = if case .seconds? = item.mp4 { true } else { false }
-        if item.mp4 == .moov || (!isSeconds && item.requests.contains(where: { $0 != .whole })) {
-            return .missing(bytes: nil, why: "a DASH MPD: --bytes and --range do not apply to a stream; give --seconds N, or neither for the whole presentation")
-        }
-        var seconds: Double?
-        if case .seconds(let s)? = item.mp4 { seconds = s }
+        let (seconds, notForAStream) = streamSeconds(item, format: "a DASH MPD", whole: "the whole presentation")
+        if let notForAStream { return notForAStream }
         guard let mpd = store.cachedMPD(entry)?.mpd else { return .missing(bytes: nil, why: "its MPD \(entry.latestURL) cannot be read from the cache") }
         let chosen: [DASHPlan.Chosen]
         do {
@@ -28,8 +24,8 @@ extension Readiness {
         let own = Set([item.url, answered].compactMap { OriginTarget.of($0)?.host })
         let live = mpd.isDynamic ? DASHLiveClock(now: Date().timeIntervalSince1970) : nil
         // Counted as `info` counts a stream's members: entries (a byte-range file once), the MPD too.
-        var needed: Set<String> = [entry.key], notCached = Set<String>()
-        var notCachedURLs: [String: String] = [:]
+        var needed: Set<CacheKey> = [entry.key], notCached = Set<CacheKey>()
+        var notCachedURLs: [CacheKey: String] = [:]
         var missingBytes: Int64? = 0
         func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }
         func need(_ url: String, _ span: MPD.ByteSpan?) {

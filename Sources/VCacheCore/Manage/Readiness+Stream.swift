@@ -1,6 +1,16 @@
 import Foundation
 
 extension Readiness {
+    /// What of a stream `item` asks for: `--seconds N` (its N), or neither (nil: all of it).
+    /// `--bytes`, `--range` and `--moov` are of a file, refused for a stream with one reason.
+    static func streamSeconds(_ item: PrefetchItem, format: String, whole: String) -> (seconds: Double?, refused: Readiness?) {
+        if case .seconds(let s)? = item.mp4 { return (s, nil) }
+        if item.mp4 == .moov || item.requests.contains(where: { $0 != .whole }) {
+            return (nil, .missing(bytes: nil, why: "\(format): --bytes and --range do not apply to a stream; give --seconds N, or neither for \(whole)"))
+        }
+        return (nil, nil)
+    }
+
     /// For a cached HLS playlist: whether what `vcache prefetch URL --seconds N` (or, without
     /// seconds, the whole stream) would fetch is all cached, read from the cached playlists alone
     /// (no network): the chosen variant's media playlists, renditions, init sections, keys and the
@@ -13,20 +23,16 @@ extension Readiness {
                                 allowedHosts: AllowedOrigins = AllowedOrigins()) -> Readiness? {
         guard entry.isComplete, let head = store.cachedBytes(of: entry, count: 16),
               HLSPlaylist.looksLikePlaylist(firstBytes: head, contentType: entry.contentType) else { return nil }
-        let isSeconds: Bool = if case .seconds? = item.mp4 { true } else { false }
-        if item.mp4 == .moov || (!isSeconds && item.requests.contains(where: { $0 != .whole })) {
-            return .missing(bytes: nil, why: "an HLS playlist: --bytes and --range do not apply to a stream; give --seconds N, or neither for the whole stream")
-        }
-        var seconds: Double?
-        if case .seconds(let s)? = item.mp4 { seconds = s }
+        let (seconds, notForAStream) = streamSeconds(item, format: "an HLS playlist", whole: "the whole stream")
+        if let notForAStream { return notForAStream }
         var plan = plan
         plan.seconds = seconds
         // Counted as `info` counts a stream's members: entries (a byte-range file once), the root too.
-        var needed: Set<String> = [entry.key], notCached = Set<String>()
+        var needed: Set<CacheKey> = [entry.key], notCached = Set<CacheKey>()
         // The stream's own hosts (as prefetch counts them): the URL asked for, and where each of
         // its playlists was answered from (after redirects, as the catalog recorded it).
         var own = Set([item.url].compactMap { OriginTarget.of($0)?.host })
-        var notCachedURLs: [String: String] = [:]
+        var notCachedURLs: [CacheKey: String] = [:]
         var missingBytes: Int64? = 0
         var problem: String?
         func cachedEntry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }

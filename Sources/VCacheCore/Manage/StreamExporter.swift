@@ -54,8 +54,8 @@ public struct StreamExporter {
 
     /// Exports the stream whose root manifest is the entry `key` into the folder `destination`
     /// (made when missing; its parent must exist).
-    public func export(root key: String, to destination: String, force: Bool) throws -> Exported {
-        guard let root = try store.catalog.entry(key: key) else { throw StreamExportError.notAStream(key) }
+    public func export(root key: CacheKey, to destination: String, force: Bool) throws -> Exported {
+        guard let root = try store.catalog.entry(key: key) else { throw StreamExportError.notAStream(key.hex) }
         if (try? store.catalog.stream(root: key))??.format == "dash" { return try exportDASH(root, to: destination, force: force) }
         guard let playlist = parse(root) else { throw StreamExportError.notAStream(root.latestURL) }
         let master = destination + "/master.m3u8"
@@ -231,7 +231,7 @@ public struct StreamExporter {
     }
 
     /// The cached playlist's text with every URI through `local`.
-    private func rewrite(key: String, keep: @escaping @Sendable (String) -> Bool = { _ in true },
+    private func rewrite(key: CacheKey, keep: @escaping @Sendable (String) -> Bool = { _ in true },
                          _ local: @escaping @Sendable (String) -> String) -> String {
         guard let copy = store.cachedPlaylist(key: key, keyRules: keyRules, complete: false) else { return "" }
         // Resolved as the plan was (after redirects), so every URI finds its local name.

@@ -5,7 +5,7 @@ extension StreamInventory {
     /// the segments and seconds cached (Docs/dash.md): video ones are `variant`s, the others
     /// `audio` or `text`. A SegmentBase file counts its subsegments when its sidx is cached,
     /// else it is one segment.
-    func dashRepresentations(_ s: StreamSummary, _ byKey: [String: CacheEntry]) -> [StreamSummary.Playlist] {
+    func dashRepresentations(_ s: StreamSummary, _ byKey: [CacheKey: CacheEntry]) -> [StreamSummary.Playlist] {
         guard let root = s.rootEntry, let mpd = parseMPD(root) else { return [] }
         var entries: [String: CacheEntry?] = [:]
         func entry(_ url: String) -> CacheEntry? {

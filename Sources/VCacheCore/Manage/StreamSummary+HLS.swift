@@ -3,7 +3,7 @@ import Foundation
 extension StreamInventory {
     /// An HLS stream's media playlists as its cached root names them (a master's variants and
     /// renditions; a lone media playlist itself), each with the segments and seconds cached.
-    func hlsPlaylists(_ s: StreamSummary, _ byKey: [String: CacheEntry]) -> [StreamSummary.Playlist] {
+    func hlsPlaylists(_ s: StreamSummary, _ byKey: [CacheKey: CacheEntry]) -> [StreamSummary.Playlist] {
         guard let root = s.rootEntry, let playlist = parse(root) else { return [] }
         switch playlist {
         case .media(let media):
@@ -53,8 +53,8 @@ extension StreamInventory {
     /// URL: `byKey`'s, the rest in one read of the catalog (a member cached outside the stream's
     /// record, or not at all). One read, not one a member: a playlist of 150,000 segments was as
     /// many transactions. A URL is keyed once however often it is named (an init section).
-    private func memberEntries(_ media: HLSMediaPlaylist, _ byKey: [String: CacheEntry]) -> [String: CacheEntry?] {
-        var keyOf: [String: String] = [:]
+    private func memberEntries(_ media: HLSMediaPlaylist, _ byKey: [CacheKey: CacheEntry]) -> [String: CacheEntry?] {
+        var keyOf: [String: CacheKey] = [:]
         func note(_ url: String) { if keyOf[url] == nil { keyOf[url] = keyRules.key(for: url) } }
         for seg in media.segments {
             note(seg.uri)
@@ -74,7 +74,7 @@ extension StreamInventory {
         return e.isComplete
     }
 
-    private func count(_ media: HLSMediaPlaylist, into p: inout StreamSummary.Playlist, _ byKey: [String: CacheEntry]) {
+    private func count(_ media: HLSMediaPlaylist, into p: inout StreamSummary.Playlist, _ byKey: [CacheKey: CacheEntry]) {
         let entries = memberEntries(media, byKey)
         func holds(_ url: String, _ range: ByteRange?) -> Bool { Self.holds(url, range, entries) }
         var leading = true

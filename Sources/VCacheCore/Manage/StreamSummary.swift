@@ -12,7 +12,7 @@ public struct StreamSummary: Sendable {
 
     public struct Playlist: Sendable, Equatable {
         public var url: String
-        public var key: String
+        public var key: CacheKey
         /// "variant" or the rendition's type ("audio", "subtitles", ...); "playlist" for a lone one.
         public var kind: String
         /// What the manifest says of it: bandwidth and resolution, or the rendition's name and language.
@@ -30,9 +30,9 @@ public struct StreamSummary: Sendable {
         public var isWhole: Bool { cached && segments > 0 && segmentsPlaying == segments }
     }
 
-    public var root: String { record.root }
+    public var root: CacheKey { record.root }
     public var rootEntry: CacheEntry? { entries.first { $0.key == record.root } }
-    public var url: String { rootEntry?.latestURL ?? record.root }
+    public var url: String { rootEntry?.latestURL ?? record.root.hex }
     public var cachedBytes: Int64 { entries.reduce(0) { $0 + $1.cachedBytes } }
     public var diskBytes: Int64 { entries.reduce(0) { $0 + $1.diskBytes } }
     public var lastUsed: Date { entries.map(\.lastUsed).max() ?? .distantPast }
@@ -72,7 +72,7 @@ public struct StreamInventory {
     /// Every stream with a cached member, most recently used first, and the entries of no stream.
     public func fold(_ entries: [CacheEntry]) throws -> (streams: [StreamSummary], alone: [CacheEntry]) {
         let records = try store.catalog.streams()
-        var inStream = Set<String>()
+        var inStream = Set<CacheKey>()
         var streams: [StreamSummary] = []
         let present = Set(entries.map(\.key))
         for r in records {
@@ -86,7 +86,7 @@ public struct StreamInventory {
     }
 
     /// The stream `key` is the root of, or nil.
-    public func stream(root key: String) throws -> StreamSummary? {
+    public func stream(root key: CacheKey) throws -> StreamSummary? {
         try store.catalog.stream(root: key).map(summary)
     }
 

@@ -26,7 +26,7 @@ public struct Verifier {
 
     public struct EntryReport: Sendable {
         public enum State: String, Sendable { case ok, problem, fixed, skipped }
-        public var key: String
+        public var key: CacheKey
         public var url: String
         public var state: State
         public var problems: [String]
@@ -44,7 +44,7 @@ public struct Verifier {
     }
 
     /// Verifies `keys` (all entries when nil).
-    public func verify(keys: [String]?, options: Options) throws -> [EntryReport] {
+    public func verify(keys: [CacheKey]?, options: Options) throws -> [EntryReport] {
         var entries = try store.catalog.allEntries()
         if let keys {
             // A stream's root stands for every member of the stream.
@@ -52,7 +52,7 @@ public struct Verifier {
             for s in try store.catalog.streams() where wanted.contains(s.root) { wanted.formUnion(s.keys) }
             entries = entries.filter { wanted.contains($0.key) }
         }
-        var originAnswers: [String: OriginProbe.Answer] = [:]
+        var originAnswers: [CacheKey: OriginProbe.Answer] = [:]
         if options.checkOrigin {
             let answers = OriginProbe.probe(entries.map(\.latestURL), known: entries.map(\.validators), options: options.request)
             for (e, a) in zip(entries, answers) { originAnswers[e.key] = a }

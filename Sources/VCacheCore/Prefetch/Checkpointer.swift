@@ -32,7 +32,7 @@ final class Checkpointer: @unchecked Sendable {
     static let feedBuffers = 16
     static let feedBufferSize = 64 << 10
     private let catalog: Catalog
-    let key: String
+    let key: CacheKey
     private let url: String
     private let data: RawFile
     private struct State {
@@ -83,7 +83,7 @@ final class Checkpointer: @unchecked Sendable {
     /// Called on the queue after each commit (wakes the fetch loop: a held transfer may go on).
     private let onCommit: @Sendable () -> Void
 
-    init(catalog: Catalog, key: String, url: String, data: RawFile, committed: RangeSet, carrying previous: Checkpointer? = nil,
+    init(catalog: Catalog, key: CacheKey, url: String, data: RawFile, committed: RangeSet, carrying previous: Checkpointer? = nil,
          onCommit: @escaping @Sendable () -> Void = {}) {
         self.onCommit = onCommit
         self.catalog = catalog

@@ -5,7 +5,7 @@ import Foundation
 extension PrefetchJob {
     /// Opens the locked entry's `data` and reads its row, dropping claims beyond what `data`
     /// holds (invariant 1). Read only now, under the lock: another writer may have filled it.
-    static func open(store: CacheStore, key: String) throws -> (data: RawFile, entry: CacheEntry?) {
+    static func open(store: CacheStore, key: CacheKey) throws -> (data: RawFile, entry: CacheEntry?) {
         let data = try store.openDataForWriting(key: key)
         do {
             var entry = try store.catalog.entry(key: key)

@@ -23,7 +23,7 @@ final class PrefetchJob: TransferDelegate {
     let fetcher: Fetcher
     let emit: (PrefetchEvent) -> Void
     let onFinish: (PrefetchJob) -> Void
-    let key: String
+    let key: CacheKey
     private let startTime = ContinuousClock.now
     private let policy: RetryPolicy
 

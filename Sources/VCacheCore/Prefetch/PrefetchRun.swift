@@ -17,7 +17,7 @@ struct PrefetchRun {
     private var parent: [Int: Int] = [:]
     /// The item of each key (its first); a stream naming a key already in the run adds itself to
     /// that item's `alsoNamedBy`, so the item's end counts for that stream too (`outcome`).
-    private var itemOfKey: [String: Int] = [:]
+    private var itemOfKey: [CacheKey: Int] = [:]
     /// Per item: the other items whose streams name it (a segment two playlists share, a media
     /// playlist given and also named by a master).
     private var alsoNamedBy: [Int: Set<Int>] = [:]
@@ -53,7 +53,7 @@ struct PrefetchRun {
     /// Bytes downloaded by jobs that have ended.
     private(set) var finishedBytes: Int64 = 0
     /// The keys of every item of the run (each URL of a stream joins once).
-    private(set) var keys: Set<String>
+    private(set) var keys: Set<CacheKey>
     /// Per root of a stream: the hosts its playlists came from.
     private var streamHosts: [Int: Set<String>] = [:]
     /// Per root: members refused for their host, the first and how many; said once each, at the
@@ -72,7 +72,7 @@ struct PrefetchRun {
         for i in given.indices.reversed() { itemOfKey[keyRules.key(for: given[i].url)] = i }
     }
 
-    func key(of i: Int) -> String { keyRules.key(for: items[i].url) }
+    func key(of i: Int) -> CacheKey { keyRules.key(for: items[i].url) }
 
     /// The item given that item `i` came from (a stream's root; `i` itself for an item given).
     func root(of i: Int) -> Int {
@@ -169,12 +169,12 @@ struct PrefetchRun {
         again.append(i)
     }
 
-    /// What follows from an item whose end is known.
+    /// What follows from an item whose end is known, with the result it follows from.
     enum FollowUp: Equatable {
-        /// A SegmentBase file's index is cached: its subsegments join (`joined`), the same entry.
-        case dashIndex(DASHIndexFollowUp)
-        /// A playlist or MPD: the stream it names joins (`named`).
-        case stream
+        /// A SegmentBase file's index is cached: its subsegments join (`joinPart`), the same entry.
+        case dashIndex(DASHIndexFollowUp, PrefetchResult)
+        /// A playlist or MPD: the stream it names joins (`joinMember`).
+        case stream(PrefetchResult)
     }
 
     /// Item `i`'s end is known: `result` stands (a refetch's first bytes counted in), and what
@@ -205,8 +205,8 @@ struct PrefetchRun {
         }
         guard let r = result, r.succeeded else { return [] }
         var follow: [FollowUp] = []
-        if let index = items[i].dashIndex { follow.append(.dashIndex(index)) }
-        if r.isPlaylist, expandStreams { follow.append(.stream) }
+        if let index = items[i].dashIndex { follow.append(.dashIndex(index, r)) }
+        if r.isPlaylist, expandStreams { follow.append(.stream(r)) }
         return follow
     }
 
@@ -345,7 +345,7 @@ struct PrefetchRun {
     /// Root `t` and all it named are not fetched further: every part without a result gets
     /// `error`, as does every part's result. Returns the keys this run stored that are given
     /// back (what was cached before stays) and the one event that says why.
-    mutating func refuse(_ t: Int, error: PrefetchError) -> (giveBack: Set<String>, said: PrefetchEvent) {
+    mutating func refuse(_ t: Int, error: PrefetchError) -> (giveBack: Set<CacheKey>, said: PrefetchEvent) {
         refused.insert(t)
         let parts = items.indices.filter { root(of: $0) == t }
         for i in parts where results[i] == nil {

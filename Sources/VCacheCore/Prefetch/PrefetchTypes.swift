@@ -365,7 +365,7 @@ extension PrefetchResult {
 
 public struct PrefetchResult: Equatable, Sendable {
     public var url: String
-    public var key: String
+    public var key: CacheKey
     public var length: Int64?
     /// Bytes this run downloaded and stored in the catalog (a byte that arrived but could not be
     /// committed, or a cached byte fetched again as part of a coalesced request, is not counted).
@@ -393,7 +393,7 @@ public struct PrefetchResult: Equatable, Sendable {
 
 /// What a prefetch tells its caller while it runs; delivered on the fetch loop's thread.
 public enum PrefetchEvent: Sendable {
-    case started(url: String, key: String, length: Int64?, alreadyCached: Int64, toFetch: Int64?)
+    case started(url: String, key: CacheKey, length: Int64?, alreadyCached: Int64, toFetch: Int64?)
     case waitingForLock(url: String)
     case progress(url: String, fetched: Int64, toFetch: Int64?)
     case videoChanged(url: String, reason: String)

@@ -8,7 +8,7 @@ import Foundation
 /// then the subsegments the sidx gives (`followDASHIndex`), byte ranges of the one entry.
 extension Prefetcher {
     /// The items an MPD names, as `expand` returns them for a playlist.
-    func expandDASH(_ r: PrefetchResult, item: PrefetchItem, root: String, entry e: CacheEntry, bytes: [UInt8],
+    func expandDASH(_ r: PrefetchResult, item: PrefetchItem, root: CacheKey, entry e: CacheEntry, bytes: [UInt8],
                     seconds: Double?) -> (items: [PrefetchItem], error: PrefetchError?) {
         func refuse(_ e: PrefetchError) -> (items: [PrefetchItem], error: PrefetchError?) {
             forgetRefusedPlaylist(key: r.key)

@@ -7,7 +7,7 @@ extension Prefetcher {
     /// A stream's root (its stream recorded from an earlier copy) and a pinned entry stay.
     /// A catalog that cannot be read keeps the entry: a failed read is no answer ("no stream")
     /// (it took a stream's root for a plain entry and evicted it: found by a hostile review).
-    func forgetRefusedPlaylist(key: String) {
+    func forgetRefusedPlaylist(key: CacheKey) {
         let found: (entry: CacheEntry?, stream: Bool)
         do {
             found = (try store.catalog.entry(key: key), try store.catalog.stream(root: key) != nil)

@@ -11,7 +11,7 @@ public final class Prefetcher {
     private let fetcher: Fetcher
     /// Streams of live playlists let go before their run fetched them again, by root key; used
     /// on the loop's thread only.
-    private var letGoStreams: [String: StreamRecord] = [:]
+    private var letGoStreams: [CacheKey: StreamRecord] = [:]
 
     public init(store: CacheStore, options: PrefetchOptions, stopFlag: Fetcher.StopFlag = .init(),
                 events: @escaping (PrefetchEvent) -> Void = { _ in }) {
@@ -43,7 +43,7 @@ public final class Prefetcher {
     /// wins), and the URLs folded into each.
     public func distinct(_ items: [PrefetchItem]) -> [(item: PrefetchItem, merged: [String])] {
         var unique: [(item: PrefetchItem, merged: [String])] = []
-        var indexByKey: [String: Int] = [:]
+        var indexByKey: [CacheKey: Int] = [:]
         for item in items {
             let key = options.keyRules.key(for: item.url)
             if let i = indexByKey[key] {
@@ -69,7 +69,7 @@ public final class Prefetcher {
     /// `allowance`: bytes of this run's items not decided yet (`ItemFit`) that may stand over the
     /// cap meanwhile: nothing is evicted for them before it is known they can fit.
     @discardableResult
-    private func keepUnderCap(protecting keys: Set<String>, final: Bool = false, allowance: Int64 = 0) -> Int64? {
+    private func keepUnderCap(protecting keys: Set<CacheKey>, final: Bool = false, allowance: Int64 = 0) -> Int64? {
         guard let limit = limit() else { return nil }
         let cap = SpaceBudget.evictionCap(limit: limit, allowance: allowance)
         var c = Evictor.Criteria()
@@ -110,7 +110,7 @@ public final class Prefetcher {
     /// The disk filled during an item: least recently used entries outside the run go to free
     /// room for it (an eighth of the file system, at most 64 MiB; the item runs again and may
     /// ask again). True when something was freed.
-    private func makeRoom(protecting keys: Set<String>) -> Bool {
+    private func makeRoom(protecting keys: Set<CacheKey>) -> Bool {
         guard let entries = try? store.catalog.allEntries() else { return false }
         let evictor = Evictor(store: store)
         let chunk = SpaceBudget.fullDiskChunk(fileSystemSize: FileSystem.space(store.directory)?.size)
@@ -152,7 +152,7 @@ public final class Prefetcher {
     /// for a media playlist, the segments (the first `--seconds` of them, or all), their init
     /// sections and keys, byte ranges merged. Each carries the stream's `--seconds`.
     /// `root`: the key of the item the run was given (the stream's root manifest).
-    func expand(_ r: PrefetchResult, item: PrefetchItem, root: String) -> (items: [PrefetchItem], error: PrefetchError?) {
+    func expand(_ r: PrefetchResult, item: PrefetchItem, root: CacheKey) -> (items: [PrefetchItem], error: PrefetchError?) {
         // Refused before its stream is recorded: the playlist is not kept as an entry of its own.
         func refuse(_ e: PrefetchError) -> (items: [PrefetchItem], error: PrefetchError?) {
             forgetRefusedPlaylist(key: r.key)
@@ -344,14 +344,13 @@ public final class Prefetcher {
             // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
             if done.entry.refusedManifest { forgetRefusedPlaylist(key: done.key) }
             for follow in run.settle(index, result, expandStreams: options.expandStreams) {
-                guard let r = result else { continue }
                 switch follow {
-                case .dashIndex(let sidx):
+                case .dashIndex(let sidx, let r):
                     // A DASH SegmentBase file's sidx is held: its subsegments join the run, the same entry.
                     let (more, error) = followDASHIndex(r, sidx)
                     if let error { run.followFailed(index, error) }
                     if let more { run.joinPart(more, of: index) }
-                case .stream:
+                case .stream(let r):
                     // The stream it names joins the run (each URL of it once).
                     let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
                     if let error { run.followFailed(index, error) }

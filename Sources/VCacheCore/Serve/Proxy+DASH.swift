@@ -123,7 +123,7 @@ extension Proxy {
     /// checks each before storing it (`memberCheck`: an error page answered 200 is not kept) and
     /// the stream is one unit to `ls`, `evict` and the cap. Best effort: the answer does not wait
     /// on it, and a catalog that says no leaves the entries each on its own.
-    private func recordStream(_ mpd: MPD, key: String) {
+    private func recordStream(_ mpd: MPD, key: CacheKey) {
         let rules = readThrough.options.keyRules
         let live = mpd.isDynamic ? DASHLiveClock(now: Date().timeIntervalSince1970) : nil
         var members: [StreamRecord.Member] = [], seen = Set<String>()

@@ -112,10 +112,10 @@ extension Proxy {
         guard case .media(let fresh)? = now, !fresh.isLive,
               let old = readThrough.store.cachedPlaylist(key: video.key, keyRules: rules, complete: false), old.bytes != Array(body),
               case .media(let was)? = old.playlist, !was.isLive else { return }
-        let key = { (u: String) in rules.key(for: u) }
+        let key = { (u: String) in rules.key(for: u).hex }
         guard was.shape(key: key) != fresh.shape(key: key) else { return }
-        let named = Set(HLSPlaylist.media(fresh).members.map { key($0.url) })
-        for k in Set(HLSPlaylist.media(was).members.map { key($0.url) }) where named.contains(k) {
+        let named = Set(HLSPlaylist.media(fresh).members.map { rules.key(for: $0.url) })
+        for k in Set(HLSPlaylist.media(was).members.map { rules.key(for: $0.url) }) where named.contains(k) {
             readThrough.dropCachedBytes(key: k)
         }
         if readThrough.dropCachedBytes(key: video.key) {
@@ -126,7 +126,7 @@ extension Proxy {
     /// The stream in the catalog (Docs/hls.md): what the playlist names joins the stream of the
     /// playlist's own (a master's, once a player came through it). Best effort: the answer
     /// does not wait on it, and a catalog that says no leaves the entries each on its own.
-    private func recordStream(_ playlist: HLSPlaylist, key: String) {
+    private func recordStream(_ playlist: HLSPlaylist, key: CacheKey) {
         let rules = readThrough.options.keyRules
         let members = playlist.members.map { StreamRecord.Member(key: rules.key(for: $0.url), role: $0.role) }
         _ = try? readThrough.store.catalog.recordStream(root: key, format: "hls", members: members)

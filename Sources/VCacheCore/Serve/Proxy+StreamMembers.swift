@@ -12,7 +12,7 @@ extension Proxy {
     /// cached whole names (its encryption is unknown). A segment or init segment of a DASH
     /// stream (an MPD prefetch or serve recorded) is checked as prefetch checks it
     /// (`.dashSegment`: fMP4, MPEG-TS, packed audio, WebVTT or TTML).
-    func memberCheck(_ key: String) -> HLSMemberCheck? {
+    func memberCheck(_ key: CacheKey) -> HLSMemberCheck? {
         let rules = readThrough.options.keyRules, store = readThrough.store
         guard let (role, playlists) = (try? store.catalog.playlists(naming: key)) ?? nil,
               role == .segment || role == .initSection || role == .key else { return nil }
@@ -27,7 +27,7 @@ extension Proxy {
     }
 
     /// Whether the entry `key` is a stream's segment, init section or key (a playlist named it).
-    func isMember(_ key: String) -> Bool {
+    func isMember(_ key: CacheKey) -> Bool {
         guard let (role, _) = (try? readThrough.store.catalog.playlists(naming: key)) ?? nil else { return false }
         return role != .playlist
     }
@@ -42,7 +42,7 @@ extension Proxy {
         guard let (role, playlists) = (try? catalog.playlists(naming: key)) ?? nil, role != .playlist else { return nil }
         let named = { (u: String) in rules.key(for: u) == key }
         // Those whose cached copy names it first; a master's copy names no segment: never asked.
-        var naming: [String] = [], unknown: [String] = []
+        var naming: [CacheKey] = [], unknown: [CacheKey] = []
         for p in playlists {
             switch readThrough.store.cachedPlaylist(key: p, keyRules: rules)?.playlist {
             case .media(let m)?: if HLSPlaylist.media(m).members.contains(where: { named($0.url) }) { naming.append(p) }

@@ -32,7 +32,7 @@ public enum ProxyURL {
         if let lm = video.validators.lastModified {
             return "\"vcache-\(SHA256Digest.hash("\(video.key) \(video.length) \(lm)").prefix(16))\""
         }
-        return "W/\"vcache-\(video.key.prefix(16))-\(video.length)\""
+        return "W/\"vcache-\(video.key.hex.prefix(16))-\(video.length)\""
     }
 
     /// What the proxy passes on as Content-Type: media, playlists, subtitles and plain data pass;

@@ -27,8 +27,8 @@ public final class ReadThrough: Sendable {
     /// The size cap and the free space kept on the disk; `options.maxSize` and `options.minFree`
     /// at start, changed by `setLimits` (serve's SIGHUP).
     private let limits: Locked<(cap: Int64?, minFree: Int64?)>
-    private let boards = Locked<[String: EntryBoard]>([:])
-    private let touched = Locked<[String: ContinuousClock.Instant]>([:])
+    private let boards = Locked<[CacheKey: EntryBoard]>([:])
+    private let touched = Locked<[CacheKey: ContinuousClock.Instant]>([:])
     private let touchQueue = DispatchQueue(label: "vcache.serve.touch")
     /// Idle boards kept (what this process wrote stays known for a while: a weak-ETag video it
     /// stored itself can be resumed); beyond this the least recently used are forgotten.
@@ -36,7 +36,7 @@ public final class ReadThrough: Sendable {
 
     /// Serving is use: the entry's last use is set, off the request's path and at most every 30 s
     /// per entry (a durable catalog write per request would cost a millisecond of latency each).
-    public func markUsed(_ key: String) {
+    public func markUsed(_ key: CacheKey) {
         let now = ContinuousClock.now
         let due = touched.withLock { t -> Bool in
             if let last = t[key], now - last < .seconds(30) { return false }
@@ -100,7 +100,7 @@ public final class ReadThrough: Sendable {
     public var boardCount: Int { boards.withLock { $0.count } }
 
     public struct Video: Sendable {
-        public var key: String
+        public var key: CacheKey
         public var url: String
         public var length: Int64
         public var validators: Validators
@@ -144,7 +144,7 @@ public final class ReadThrough: Sendable {
     /// names the opened file: the claims read are then about that file. Tried a few times when
     /// another process replaces `data` in between. `promised`: the version a response already
     /// promised; claims of any other version are not about its bytes, and are left out.
-    func snapshot(_ key: String, promised: Validators? = nil) -> Snapshot {
+    func snapshot(_ key: CacheKey, promised: Validators? = nil) -> Snapshot {
         var s = Snapshot()
         let path = store.dataPath(key)
         for _ in 0..<4 {
@@ -201,7 +201,7 @@ public final class ReadThrough: Sendable {
     public static let headDeadline: Double = 5
 
     /// `open`, as the entry's only opener.
-    private func open(_ url: String, key: String, board: EntryBoard, memberCheck: () -> HLSMemberCheck?, isMember: () -> Bool) throws(OpenError) -> Video {
+    private func open(_ url: String, key: CacheKey, board: EntryBoard, memberCheck: () -> HLSMemberCheck?, isMember: () -> Bool) throws(OpenError) -> Video {
         var snap = snapshot(key)
         if let e = snap.entry, let length = e.length {
             var video = Video(key: key, url: url, length: length, validators: e.validators, contentType: e.contentType, fromCatalog: true, snapshot: snap)
@@ -326,7 +326,7 @@ public final class ReadThrough: Sendable {
     /// new `data`, under the entry's writer lock; nothing when another writer holds it now.
     /// Returns whether it dropped them.
     @discardableResult
-    func dropCachedBytes(key: String) -> Bool {
+    func dropCachedBytes(key: CacheKey) -> Bool {
         guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
         defer { lock.release() }
         do {
@@ -336,7 +336,7 @@ public final class ReadThrough: Sendable {
     }
 
     /// The entry's board, made when missing (and counted in use until `release`).
-    func board(_ key: String) -> EntryBoard {
+    func board(_ key: CacheKey) -> EntryBoard {
         boards.withLock { b in
             if let x = b[key] {
                 x.retain()
@@ -355,8 +355,8 @@ public final class ReadThrough: Sendable {
     func release(_ board: EntryBoard) { board.release() }
 
     /// Forgets idle boards (no reader, opener or job), least recently used first, down to `idleBoards`.
-    private func prune(_ b: inout [String: EntryBoard]) {
-        var idle: [(String, ContinuousClock.Instant)] = []
+    private func prune(_ b: inout [CacheKey: EntryBoard]) {
+        var idle: [(CacheKey, ContinuousClock.Instant)] = []
         for (key, board) in b {
             if let since = board.idleSince { idle.append((key, since)) }
         }
@@ -418,7 +418,7 @@ public final class ReadThrough: Sendable {
     /// (nil: neither is set), after evicting least recently used entries other than `key` to make
     /// room for `wanted` of them (the video being played is the most recently used; an entry
     /// being served is never evicted: its readers hold `data` open).
-    func room(for key: String, wanted: Int64) -> Int64? {
+    func room(for key: CacheKey, wanted: Int64) -> Int64? {
         let (maxSize, minFree) = limits.withLock { $0 }
         let evictor = Evictor(store: store)
         // min-free: the cache may grow only by what the disk has beyond it (what is missing
@@ -440,7 +440,7 @@ public final class ReadThrough: Sendable {
     /// The disk filled while storing: least recently used entries other than `key` (never one in
     /// use) are evicted to free `wanted` bytes, the cap's rules without a cap. True when some
     /// space was freed (a new job may then try again).
-    func makeRoom(for key: String, wanted: Int64) -> Bool {
+    func makeRoom(for key: CacheKey, wanted: Int64) -> Bool {
         // A span larger than the whole file system never fits: evicting for it would only lose videos.
         guard SpaceBudget.fullDiskMayFit(wanted: wanted, fileSystemSize: FileSystem.space(store.directory)?.size) else { return false }
         let evictor = Evictor(store: store)
@@ -522,7 +522,7 @@ public final class ReadThrough: Sendable {
 
     /// A storing job, on its own thread (`startJob`).
     private func runJob(_ item: PrefetchItem, options: PrefetchOptions, flag: Fetcher.StopFlag, board: EntryBoard, job: EntryState.JobID,
-                        key: String, span: ByteRange) {
+                        key: CacheKey, span: ByteRange) {
         let result: PrefetchResult
         do {
             let prefetcher = Prefetcher(store: store, options: options, stopFlag: flag) { event in

@@ -47,13 +47,33 @@ public struct CacheKeyRules: Equatable, Sendable {
         return kept.isEmpty ? String(base) : base + "?" + kept.joined(separator: "&")
     }
 
-    public func key(for url: URL) -> String {
-        SHA256Digest.hash(normalise(url))
+    public func key(for url: URL) -> CacheKey {
+        CacheKey(stored: SHA256Digest.hash(normalise(url)))
     }
 
     /// The key of a URL as given: normalised when it parses, else the hash of the text itself
     /// (such a URL is refused before any request, but still has one stable key).
-    public func key(for url: String) -> String {
-        URL(string: url).map { key(for: $0) } ?? SHA256Digest.hash(url)
+    public func key(for url: String) -> CacheKey {
+        URL(string: url).map { key(for: $0) } ?? CacheKey(stored: SHA256Digest.hash(url))
     }
+}
+
+/// One entry's key: the SHA-256 of its normalised URL in 64 lower-case hex digits, which also
+/// names its folder (`entries/<first two>/<key>`). Made by `CacheKeyRules` from a URL, read back
+/// from the catalog, or taken from a user's argument only when it has a key's shape, so a text
+/// that is a URL, a path or a name is never used as a key by mistake.
+public struct CacheKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let hex: String
+
+    /// A key as the catalog stores it (written by this type, so not checked again).
+    init(stored: String) { hex = stored }
+
+    /// A user's text when it has a key's shape (64 lower-case hex digits), else nil.
+    public init?(_ text: String) {
+        guard text.utf8.count == 64, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }) else { return nil }
+        hex = text
+    }
+
+    public var description: String { hex }
+    public static func < (a: CacheKey, b: CacheKey) -> Bool { a.hex < b.hex }
 }

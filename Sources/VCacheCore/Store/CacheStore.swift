@@ -251,18 +251,18 @@ public final class CacheStore: Sendable {
         try FileSystem.syncFolder(directory)
     }
 
-    public func entryDirectory(_ key: String) -> String { "\(directory)/entries/\(key.prefix(2))/\(key)" }
-    public func dataPath(_ key: String) -> String { entryDirectory(key) + "/data" }
+    public func entryDirectory(_ key: CacheKey) -> String { "\(directory)/entries/\(key.hex.prefix(2))/\(key.hex)" }
+    public func dataPath(_ key: CacheKey) -> String { entryDirectory(key) + "/data" }
     /// The writer's lock target: the entry folder itself.
-    public func lockPath(_ key: String) -> String { entryDirectory(key) }
+    public func lockPath(_ key: CacheKey) -> String { entryDirectory(key) }
 
     /// Allocated bytes of an entry's `data` (0 when there is none).
-    public func diskUsage(key: String) -> Int64 {
+    public func diskUsage(key: CacheKey) -> Int64 {
         FileSystem.status(dataPath(key)).map(FileSystem.allocatedBytes) ?? 0
     }
 
     /// Tries once to become the entry's writer. nil when another process or thread holds it.
-    public func tryLockWriter(key: String) throws -> EntryLock? {
+    public func tryLockWriter(key: CacheKey) throws -> EntryLock? {
         let dir = entryDirectory(key)
         try FileSystem.makeDirectories(dir, mode: sharing.folderMode)
         if let st = FileSystem.status(dir), (st.st_mode & S_IFMT) != S_IFDIR {
@@ -291,7 +291,7 @@ public final class CacheStore: Sendable {
     /// Removes an entry's files (the caller holds its writer lock and the catalog has no rows).
     /// True when `data` is gone (removed now, or not there).
     @discardableResult
-    public func removeFiles(key: String) -> Bool {
+    public func removeFiles(key: CacheKey) -> Bool {
         let gone = unlink(dataPath(key)) == 0 || errno == ENOENT
         rmdir(entryDirectory(key))
         rmdir((entryDirectory(key) as NSString).deletingLastPathComponent)  // the shard, when now empty
@@ -300,7 +300,7 @@ public final class CacheStore: Sendable {
 
     /// The writer's `data`: opened for reading and writing, created when missing (only the writer,
     /// holding the entry's lock, ever creates it), with LOCK_SH held while open so eviction skips it.
-    public func openDataForWriting(key: String) throws -> RawFile {
+    public func openDataForWriting(key: CacheKey) throws -> RawFile {
         let file = try RawFile.open(dataPath(key), flags: O_RDWR | O_CREAT, mode: sharing.fileMode)
         // Exactly the cache's mode (the umask would narrow a group's); another user's file keeps its own.
         if sharing == .group, let st = try? file.status(), st.st_uid == geteuid(), st.st_mode & 0o777 != sharing.fileMode { fchmod(file.fd, sharing.fileMode) }
@@ -321,7 +321,7 @@ public final class CacheStore: Sendable {
     /// A reader's `data` (export, verify, info): read-only and never created, so a reader racing
     /// an eviction cannot leave an empty file behind. LOCK_SH is held while open. Throws ENOENT
     /// when there is no `data`.
-    public func openDataForReading(key: String) throws -> RawFile {
+    public func openDataForReading(key: CacheKey) throws -> RawFile {
         let file = try RawFile.open(dataPath(key), flags: O_RDONLY)
         _ = try file.lock(exclusive: false, nonBlocking: false)
         return file
@@ -335,7 +335,7 @@ public final class CacheStore: Sendable {
     /// caller's own open `data`, if any) is closed once it is unlinked. A reader holding the old
     /// file keeps a consistent view of it, and no writer, holding no byte now, can put another
     /// version into that file. `pausePoint` names the debug pause between the rows and the file.
-    public func dropVersion(key: String, validators: Validators, closing old: RawFile? = nil,
+    public func dropVersion(key: CacheKey, validators: Validators, closing old: RawFile? = nil,
                             pausePoint: String = "drop-all-after-invalidate") throws -> RawFile {
         try catalog.invalidate(key: key, validators: validators)
         testPause(pausePoint, key)
@@ -353,7 +353,7 @@ public final class CacheStore: Sendable {
     /// back under claims of the new version where a file system does not commit a new file's name
     /// with its fsync, as POSIX allows; ext4 and XFS do). A version is dropped rarely: the cost
     /// (about a millisecond) is not on the path of every download.
-    func replaceData(key: String, closing old: RawFile?) throws -> RawFile {
+    func replaceData(key: CacheKey, closing old: RawFile?) throws -> RawFile {
         if unlink(dataPath(key)) != 0 && errno != ENOENT {
             throw SystemError("remove", path: dataPath(key), errno: errno)
         }

@@ -126,6 +126,7 @@ enum JSONLines {
         switch v {
         case let b as Bool: out += b ? "true" : "false"
         case let s as String: string(s, into: &out)
+        case let k as CacheKey: string(k.hex, into: &out)
         case let i as Int: out += String(i)
         case let i as Int64: out += String(i)
         case let i as Int32: out += String(i)

@@ -73,7 +73,7 @@ enum EvictCommand: VCacheCommand {
         let handled = Set(out.evicted.map(\.key) + out.skipped.map(\.entry.key))
         let unmatched = (c.keys ?? []).subtracting(handled)
         for key in unmatched.sorted() {
-            let url = ((try? store.catalog.entry(key: key)) ?? nil)?.latestURL ?? key
+            let url = ((try? store.catalog.entry(key: key)) ?? nil)?.latestURL ?? key.hex
             console.err("kept \(url): it does not match the other filters given\n")
         }
         let exitCode: Int32 = overByEntries || (!args.positionals.isEmpty && (!out.skipped.isEmpty || !unmatched.isEmpty)) || out.untouchable > 0 ? 1 : 0
@@ -115,11 +115,11 @@ enum EvictCommand: VCacheCommand {
     static func lines(_ evicted: [CacheEntry], streams: [StreamRecord]) -> [(url: String, diskBytes: Int64, lastUsed: Date)] {
         let gone = Set(evicted.map(\.key))
         // A member several streams name went with one of them whose root went too.
-        var rootOf: [String: StreamRecord] = [:]
+        var rootOf: [CacheKey: StreamRecord] = [:]
         for s in streams where gone.contains(s.root) { for m in s.members where rootOf[m.key] == nil { rootOf[m.key] = s } }
         var out: [(url: String, diskBytes: Int64, lastUsed: Date)] = []
-        var folded: [String: Int] = [:]  // root key -> index in out
-        var counts: [String: Int] = [:]
+        var folded: [CacheKey: Int] = [:]  // root key -> index in out
+        var counts: [CacheKey: Int] = [:]
         for e in evicted {
             guard let s = rootOf[e.key], gone.contains(s.root), let root = evicted.first(where: { $0.key == s.root }) else {
                 out.append((e.latestURL, e.diskBytes, e.lastUsed))

@@ -3,7 +3,7 @@ import VCacheCore
 
 extension ExportCommand {
     /// `vcache export STREAM DIR`: the stream whose root is `key` as a folder that plays from disk.
-    static func exportStream(_ key: String, to dir: String, args: ParsedArguments<Options>, store: CacheStore, console: Console) -> Int32 {
+    static func exportStream(_ key: CacheKey, to dir: String, args: ParsedArguments<Options>, store: CacheStore, console: Console) -> Int32 {
         if args.link || args.faststart {
             console.usage("--link and --faststart apply to one video, not to a stream")
             return 2

@@ -50,7 +50,7 @@ enum ExportCommand: VCacheCommand {
             SignalTrap.die(by: sig)
         }
         defer { withExtendedLifetime(trap) {} }
-        var jobs: [(key: String, dest: String)] = []
+        var jobs: [(key: CacheKey, dest: String)] = []
         if all {
             // The user's folder, reached through a symlink or not.
             guard let st = FileSystem.followingStatus(p[0]), (st.st_mode & S_IFMT) == S_IFDIR else {
@@ -60,10 +60,10 @@ enum ExportCommand: VCacheCommand {
             do {
                 var used = Set<String>()
                 for e in try store.catalog.allEntries() where e.isComplete {
-                    var name = Exporter.fileName(for: e.latestURL, key: e.key, contentType: e.contentType)
+                    var name = Exporter.fileName(for: e.latestURL, key: e.key.hex, contentType: e.contentType)
                     if used.contains(name) {
                         let ext = (name as NSString).pathExtension
-                        name = (name as NSString).deletingPathExtension + "-" + e.key.prefix(8) + (ext.isEmpty ? "" : "." + ext)
+                        name = (name as NSString).deletingPathExtension + "-" + e.key.hex.prefix(8) + (ext.isEmpty ? "" : "." + ext)
                     }
                     used.insert(name)
                     jobs.append((e.key, (p[0] as NSString).appendingPathComponent(name)))

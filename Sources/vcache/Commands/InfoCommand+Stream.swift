@@ -22,7 +22,7 @@ extension InfoCommand {
         let named = s.record.members.count
         var rows: [(String, String)] = [
             ("url", s.url),
-            ("key", s.root),
+            ("key", s.root.hex),
             ("format", s.record.format.uppercased()),
             ("state", (s.isComplete ? "complete" : "partial") + (s.pinned ? ", pinned" : "")),
             ("members", "\(s.entries.count) of the \(named) it names cached"),

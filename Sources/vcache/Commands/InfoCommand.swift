@@ -73,7 +73,7 @@ enum InfoCommand: VCacheCommand {
         var rows: [(String, String)] = [
             ("url", e.url),
             ("latest url", e.latestURL),
-            ("key", e.key),
+            ("key", e.key.hex),
             ("state", (e.isComplete ? "complete" : "partial") + (e.pinned ? ", pinned" : "")),
             ("length", e.length.map { "\($0) bytes (\(Units.formatSize($0)))" } ?? "unknown"),
             ("cached", "\(e.cachedBytes) bytes\(percent) in \(e.ranges.ranges.count) \(e.ranges.ranges.count == 1 ? "range" : "ranges")"),

@@ -57,7 +57,7 @@ enum ListCommand: VCacheCommand {
         case .lru: listed.sort { ($0.lastUsed, $1.key) > ($1.lastUsed, $0.key) }  // as the catalog orders entries
         }
         // Each entry once: a member several streams name is in each of their rows.
-        var counted = Set<String>()
+        var counted = Set<CacheKey>()
         var disk: Int64 = 0, cached: Int64 = 0
         for row in listed {
             let members: [CacheEntry] = switch row {

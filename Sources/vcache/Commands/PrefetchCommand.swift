@@ -281,8 +281,8 @@ enum PrefetchCommand: VCacheCommand {
 
     /// `items` without those giving a video (the same key) another value for an algorithm than
     /// an earlier item did, and a line naming each one skipped (`FILE:N: ...; line skipped`).
-    static func conflictingChecksums(_ items: [PrefetchItem], list: String, key: (String) -> String) -> (items: [PrefetchItem], errors: [String]) {
-        var first: [String: [ExpectedDigest]] = [:]
+    static func conflictingChecksums(_ items: [PrefetchItem], list: String, key: (String) -> CacheKey) -> (items: [PrefetchItem], errors: [String]) {
+        var first: [CacheKey: [ExpectedDigest]] = [:]
         var kept: [PrefetchItem] = [], errors: [String] = []
         for item in items {
             let k = key(item.url)

@@ -92,7 +92,7 @@ enum VerifyCommand: VCacheCommand {
             console.error(failure)
             return failure.exitCode
         }
-        var keys: [String]?
+        var keys: [CacheKey]?
         if !args.positionals.isEmpty {
             switch EntryLookup.keys(for: args.positionals, store: store) {
             case .success(let k): keys = k
@@ -103,7 +103,7 @@ enum VerifyCommand: VCacheCommand {
         options.fix = fix
         options.checkOrigin = args.origin
         let reports: [Verifier.EntryReport]
-        var orphans: [String] = []
+        var orphans: [CacheKey] = []
         do {
             reports = try Verifier(store: store).verify(keys: keys, options: options)
             if fix && keys == nil { orphans = try Evictor(store: store).sweepOrphans() }

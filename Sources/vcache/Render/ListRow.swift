@@ -6,7 +6,7 @@ enum ListRow {
     case entry(CacheEntry)
     case stream(StreamSummary)
 
-    var key: String {
+    var key: CacheKey {
         switch self {
         case .entry(let e): e.key
         case .stream(let s): s.root
