@@ -7,7 +7,7 @@ SWIFT       ?= swift
 CONFIG      ?= debug
 BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libxml2-dev pkg-config
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2 gcc libc6-dev util-linux systemd python3 zsh fish
-BENCH_DEPS  := time aria2
+BENCH_DEPS  := time aria2 binutils
 
 .PHONY: all build test test-fast class-audit stress powercut demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address
 
@@ -157,11 +157,11 @@ bench-quick: deps-test
 FUZZ_SECONDS ?= 60
 FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift \
                 Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift \
-                Sources/VCacheCore/Support/BenchSwitches.swift Sources/VCacheCore/Support/Checked.swift
-FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift Sources/VCacheCore/Catalog/StreamRole.swift Sources/VCacheCore/Support/Checked.swift
+                Sources/VCacheCore/Support/BenchSwitches.swift Sources/VCacheCore/Support/Checked.swift Sources/VCacheCore/Support/PathText.swift
+FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift Sources/VCacheCore/Catalog/StreamRole.swift Sources/VCacheCore/Support/Checked.swift Sources/VCacheCore/Support/String+Trimming.swift
 FUZZ_CORE_TARGETS = Ranges Judge ProxyRules Keys Units Decisions MPD
 FUZZ_TARGETS  = Walker Mapper Playlist $(FUZZ_CORE_TARGETS)
-FUZZ_FLAGS    = -sanitize=fuzzer,address -parse-as-library -O
+FUZZ_FLAGS    = -sanitize=fuzzer,address -parse-as-library -O -package-name vcache
 FUZZ_C_MODULES = -I Sources/CCurl -I Sources/CSQLite -I Sources/CCrypto -I Sources/CMicroHTTPD -I Sources/CLibXML2 $(shell pkg-config --cflags-only-I libxml-2.0 | sed 's/-I/-Xcc -I/g')
 FUZZ_CORE_LIB = .build/fuzz/lib/libVCacheCore.a
 $(FUZZ_CORE_LIB): $(shell find Sources/VCacheCore -name '*.swift')

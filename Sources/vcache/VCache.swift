@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import VCacheCore
 
 /// The entrypoint: pick the command, parse its arguments from its declaration, run it, exit.
@@ -102,7 +111,7 @@ struct VCache {
                      "usage: vcache COMMAND [options]", "", "commands:"]
         let width = commands.map { $0.spec.name.count }.max() ?? 0
         for c in commands {
-            lines.append("  " + c.spec.name.padding(toLength: width + 2, withPad: " ", startingAt: 0) + c.spec.abstract)
+            lines.append("  " + c.spec.name.padded(toLength: width + 2) + c.spec.abstract)
         }
         lines += ["", "'vcache help COMMAND' or 'vcache COMMAND --help' for a command's options."] + ExitStatus.overview
         return lines.joined(separator: "\n") + "\n"

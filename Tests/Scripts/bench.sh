@@ -82,6 +82,13 @@ if [ "${BENCH_ONLY:-}" = connections ]; then
   printf '%s\n' "${summary[@]}"
   exit 0
 fi
+echo; echo "== 0. the binary (target: <= 20 MB stripped; Docs/performance.md, A lean binary)"
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+strip -o "$work/vcache.stripped" "$VCACHE"
+deb=$(bash "$here/deb.sh" "$VCACHE" "$work/deb" | head -1)
+bin_size=$(stat -c %s "$VCACHE"); stripped_size=$(stat -c %s "$work/vcache.stripped"); deb_size=$(stat -c %s "$deb")
+printf '  %-26s %s\n' "binary" "$(mib "$bin_size")" "stripped" "$(mib "$stripped_size")" ".deb" "$(mib "$deb_size")"
+summary+=("| binary / stripped / .deb | | $(mib "$bin_size") / $(mib "$stripped_size") / $(mib "$deb_size") | | <= 20 MB stripped |")
 
 echo; echo "== 1. one ${SIZE_MB} MiB download (median of $ROUNDS alternating rounds)"
 VC="env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q '$base/big.bin'"

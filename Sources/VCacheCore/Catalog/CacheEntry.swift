@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What the catalog knows of one video. `ranges` are the bytes durably present in `data`.
 public struct CacheEntry: Equatable, Sendable {

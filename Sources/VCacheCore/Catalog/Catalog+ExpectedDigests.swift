@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An expected digest as the catalog keeps it: what was expected, and what the complete entry's
 /// bytes gave (`matched` nil: not checked yet, since it was given or since the version changed).

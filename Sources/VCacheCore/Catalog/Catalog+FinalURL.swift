@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The URL that last answered a playlist, after redirects (migration 4): RFC 8216 §4.1 resolves
 /// its relative URIs against it, so a cached copy read offline resolves to the same keys its

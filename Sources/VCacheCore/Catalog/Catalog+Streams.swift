@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One stream: the entries that are one thing to the user (Docs/cache-format.md, migrations 3 and 5).
 public struct StreamRecord: Equatable, Sendable {

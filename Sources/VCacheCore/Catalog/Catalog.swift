@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// The catalog: one SQLite database holding every entry, its cached ranges and the config.
@@ -326,7 +335,7 @@ public final class Catalog: Sendable {
     /// tables), rebuilds them with REINDEX and checks again. True when the catalog is sound now.
     public func repairIndexes(problem: String) throws -> Bool {
         let onlyIndexes = problem.split(separator: ";").allSatisfy {
-            let line = $0.trimmingCharacters(in: .whitespaces)
+            let line = $0.trimming(.whitespaces)
             return line.hasPrefix("wrong # of entries in index") || (line.hasPrefix("row ") && line.contains("missing from index"))
         }
         guard onlyIndexes else { return false }
@@ -488,7 +497,7 @@ public final class Catalog: Sendable {
         // Read everything that reads, each statement on its own (no transaction spans the damaged
         // file: its commit would fail on the damage), then write it here in one transaction.
         try database.locked { c, _ in
-            let quoted = path.replacingOccurrences(of: "'", with: "''")
+            let quoted = path.replacing("'", with: "''")
             // A damaged schema page must not hide the tables: with writable_schema on, SQLite
             // reads what it can of the schema instead of refusing the whole file.
             try c.execute("PRAGMA writable_schema=ON")

@@ -4,7 +4,11 @@ import Glibc
 import Darwin
 #endif
 import CSQLite
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// An error from SQLite: its result code, `sqlite3_errmsg`, and what vcache was doing.
@@ -111,7 +115,7 @@ public final class Database: Sendable {
     public init(readOnlyPath path: String, busyTimeout: Duration = Database.defaultBusyTimeout) throws {
         self.busyTimeout = busyTimeout
         self.path = path
-        let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+        let encoded = PercentCoding.encode(path, allowed: PercentCoding.urlPathAllowed)
         var opened: OpaquePointer?
         var lastError = DatabaseError(code: SQLITE_CANTOPEN, message: "unable to open database file", context: "open \(path)")
         for query in ["mode=ro", "immutable=1"] {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What an entry is to the stream it belongs to. Nothing here is HLS-only: a DASH manifest
 /// would be a `manifest` with `segment` and `init` members too.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The digests a video may be checked against: those `--checksum`, a list line or the origin's
 /// headers name. SHA-256 is also the one vcache keeps of every complete entry.
@@ -109,7 +113,7 @@ public struct ExpectedDigest: Equatable, Sendable {
               text.utf8.allSatisfy({ c in (0x41...0x5A).contains(c) || (0x61...0x7A).contains(c) || (0x30...0x39).contains(c)
                   || c == UInt8(ascii: "+") || c == UInt8(ascii: "/") || c == UInt8(ascii: "-") || c == UInt8(ascii: "_") || c == UInt8(ascii: "=") })
         else { return nil }
-        let standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        let standard = String(text).replacing("-", with: "+").replacing("_", with: "/")
         return Data(base64Encoded: standard).map { Array($0) }
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The digests an origin's response head says the whole representation has (pure): RFC 9530's
 /// `Repr-Digest` (`sha-256=:BASE64:`), RFC 3230's `Digest` (`SHA-256=BASE64`: on a response whose
@@ -20,12 +24,12 @@ public enum OriginDigests {
 
     public static func parse(_ head: ResponseHead) -> [ExpectedDigest] {
         func values(_ name: String) -> [String]? {
-            let all = head.headers.filter { $0.0.caseInsensitiveCompare(name) == .orderedSame }.map(\.1)
+            let all = head.headers.filter { $0.0.lowercased() == name.lowercased() }.map(\.1)
             return all.contains { $0.utf8.count > maxValueLength } ? nil : all
         }
         func isIdentity(_ coding: [String]?) -> Bool {
             (coding ?? []).allSatisfy { v in
-                v.split(separator: ",").allSatisfy { $0.trimmingCharacters(in: .whitespaces).lowercased() == "identity" }
+                v.split(separator: ",").allSatisfy { $0.trimming(.whitespaces).lowercased() == "identity" }
             }
         }
         guard isIdentity(values("Content-Encoding")) else { return [] }
@@ -38,8 +42,8 @@ public enum OriginDigests {
                 // Parameters (`;...`) of a structured field member are not part of the value.
                 let member = m.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? m
                 guard let eq = member.firstIndex(of: "=") else { continue }
-                let name = member[..<eq].trimmingCharacters(in: .whitespaces)
-                var value = member[member.index(after: eq)...].trimmingCharacters(in: .whitespaces)[...]
+                let name = member[..<eq].trimming(.whitespaces)
+                var value = member[member.index(after: eq)...].trimming(.whitespaces)[...]
                 guard let algorithm = DigestAlgorithm(name: name), algorithm != .sha1, only.map({ $0 == algorithm }) ?? true else { continue }
                 if colons {
                     guard value.count >= 2, value.hasPrefix(":"), value.hasSuffix(":") else { continue }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What of a presentation plays from the cache (Docs/dash.md, "Offline"), for `export` and for
 /// serve's offline MPD alike. Per Representation (of the AdaptationSets players use): its init and

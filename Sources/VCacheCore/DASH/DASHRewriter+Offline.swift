@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Offline (the origin unreachable), the MPD serve answers lists only what plays from the cache
 /// (`DASHPlayable`), so a player's ABR cannot pick a Representation that was never warmed and
@@ -55,5 +59,5 @@ extension DASHRewriter {
         }
     }
 
-    static func seconds(_ s: Double) -> String { String(format: "PT%.3fS", max(0, s)) }
+    static func seconds(_ s: Double) -> String { String(cFormat: "PT%.3fS", max(0, s)) }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An MPD as serve answers it (Docs/dash.md, "Through serve"): every URL a player can form from
 /// it resolves to the proxy. Each BaseURL (MPD, Period, AdaptationSet, Representation level) is
@@ -29,7 +33,7 @@ public struct DASHRewriter {
             edit(root)
             for name in ["Location", "PatchLocation"] {
                 for e in root.children(name) {
-                    let target = HLSURI.resolve(e.text.trimmingCharacters(in: .whitespacesAndNewlines), against: url)
+                    let target = HLSURI.resolve(e.text.trimming(.whitespacesAndNewlines), against: url)
                     if HLSURI.isHTTP(target) { e.setText(ProxyURL.make(origin: target, base: proxy)) }
                 }
             }
@@ -100,7 +104,7 @@ public struct DASHRewriter {
         let bases = e.children("BaseURL")
         var first: String?
         for b in bases {
-            let text = b.text.trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = b.text.trimming(.whitespacesAndNewlines)
             let resolved = HLSURI.resolve(text, against: parent)
             if first == nil { first = resolved }
             if remote {
@@ -175,7 +179,7 @@ public struct DASHRewriter {
         guard !plain, pieces.count % 2 == 1, pieces.enumerated().contains(where: { $0.offset % 2 == 1 && $0.element == "RepresentationID" }) else { return template }
         var out = ""
         for (i, p) in pieces.enumerated() {
-            if i % 2 == 0 { out += p } else if p == "RepresentationID" { out += id.replacingOccurrences(of: "$", with: "$$") } else { out += "$" + p + "$" }
+            if i % 2 == 0 { out += p } else if p == "RepresentationID" { out += id.replacing("$", with: "$$") } else { out += "$" + p + "$" }
         }
         return out
     }
@@ -207,7 +211,7 @@ public struct DASHRewriter {
     /// `reference` made absolute to the proxy when a player's relative resolution against the
     /// rewritten BaseURL would not name it exactly; nil when it does (left as it is).
     func fixed(_ reference: String, base: String) -> String? {
-        let r = reference.trimmingCharacters(in: .whitespacesAndNewlines)
+        let r = reference.trimming(.whitespacesAndNewlines)
         let parts = HLSURI.Parts(r)
         let segments = parts.path.split(separator: "/", omittingEmptySubsequences: false)
         // A `%` of an identifier's format (`$Number%05d$`) is the player's, not the URL's.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One media segment (or SegmentBase subsegment) of a Representation: where it is, and when it
 /// plays, in seconds from its Period's start (after `@presentationTimeOffset`).

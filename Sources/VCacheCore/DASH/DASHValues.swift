@@ -1,18 +1,22 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The value types of MPD attributes, read strictly: numbers that do not fit, negative ones where
 /// the schema says unsigned, NaN and infinities are errors, never a trap or a wrapped value.
 enum DASHValues {
     /// An `xs:unsignedInt`/`xs:unsignedLong` that fits in Int64 (0 to 2^63-1).
     static func unsigned(_ s: String) -> Int64? {
-        let t = s.trimmingCharacters(in: .whitespaces)
+        let t = s.trimming(.whitespaces)
         guard !t.isEmpty, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int64(t)
     }
 
     /// An `xs:integer` that fits in Int64 (`S@r` may be -1).
     static func integer(_ s: String) -> Int64? {
-        let t = s.trimmingCharacters(in: .whitespaces)
+        let t = s.trimming(.whitespaces)
         if t.hasPrefix("-") { return unsigned(String(t.dropFirst())).flatMap { $0 == 0 ? 0 : -$0 } }
         return unsigned(t)
     }
@@ -20,7 +24,7 @@ enum DASHValues {
     /// An `xs:duration` in seconds (`PT1H2M3.5S`, `P1DT2H`). Years and months have no fixed
     /// length: refused. Nil for anything else, negative, or not finite.
     static func duration(_ s: String) -> Double? {
-        var t = Substring(s.trimmingCharacters(in: .whitespaces))
+        var t = Substring(s.trimming(.whitespaces))
         guard t.hasPrefix("P") else { return nil }
         t = t.dropFirst()
         var seconds = 0.0
@@ -57,7 +61,7 @@ enum DASHValues {
 
     /// An `xs:dateTime` (`2026-11-28T03:00:00Z`, `...00.5+01:00`; no zone: UTC) in seconds since 1970.
     static func dateTime(_ s: String) -> Double? {
-        let u = Array(s.trimmingCharacters(in: .whitespaces).utf8)
+        let u = Array(s.trimming(.whitespaces).utf8)
         func num(_ from: Int, _ count: Int) -> Int? {
             guard from + count <= u.count else { return nil }
             var v = 0

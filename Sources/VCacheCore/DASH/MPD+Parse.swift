@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Reading an MPD (ISO/IEC 23009-1 §5.3) into `MPD`: inheritance resolved (a lower level's
 /// SegmentBase, SegmentList or SegmentTemplate overrides per attribute and inherits the rest,
@@ -12,7 +16,7 @@ extension MPD {
     /// Whether the first bytes of a response, or its Content-Type, say it is an MPD: the type
     /// `application/dash+xml`, or an `<MPD` root element in the DASH namespace (never the URL).
     public static func looksLikeMPD(firstBytes: [UInt8], contentType: String?) -> Bool {
-        if let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
+        if let type = contentType?.split(separator: ";").first?.trimming(.whitespaces).lowercased(),
            type == "application/dash+xml" { return true }
         // Past a BOM, whitespace, the XML declaration and comments, the first element is the
         // root: `<MPD` or `<prefix:MPD`, whose start tag names the DASH namespace.
@@ -91,7 +95,7 @@ extension MPD {
 
         /// The BaseURLs of `e`, each resolved against the first of its parent's; none: the parent's.
         func baseURLs(_ e: XMLElement, parents: [String]) throws(DASHError) -> [String] {
-            let own = e.children("BaseURL").map { $0.text.trimmingCharacters(in: .whitespacesAndNewlines) }
+            let own = e.children("BaseURL").map { $0.text.trimming(.whitespacesAndNewlines) }
             guard !own.isEmpty else { return parents }
             let parent = parents.first ?? ""
             var out: [String] = []
@@ -267,7 +271,7 @@ extension MPD {
         }
 
         func resolve(_ reference: String, _ rep: Representation) throws(DASHError) -> String {
-            let url = HLSURI.resolve(reference.trimmingCharacters(in: .whitespacesAndNewlines), against: rep.baseURL)
+            let url = HLSURI.resolve(reference.trimming(.whitespacesAndNewlines), against: rep.baseURL)
             guard HLSURI.isHTTP(url) else { throw .badURL("'\(reference.prefix(80))' resolves to '\(url.prefix(80))', not an http or https URL") }
             return url
         }

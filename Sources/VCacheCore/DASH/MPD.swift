@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A DASH Media Presentation Description as vcache reads it (ISO/IEC 23009-1 §5.3): what to
 /// fetch, not everything it says. Built by `MPD.parse` with every inherited attribute and

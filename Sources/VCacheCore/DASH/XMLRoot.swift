@@ -9,8 +9,8 @@ enum XMLRoot {
         if head.hasPrefix("\u{FEFF}") { head = head.dropFirst() }
         while true {
             head = head.drop { $0.isWhitespace }
-            if head.hasPrefix("<?"), let end = head.range(of: "?>") { head = head[end.upperBound...]; continue }
-            if head.hasPrefix("<!--"), let end = head.range(of: "-->") { head = head[end.upperBound...]; continue }
+            if head.hasPrefix("<?"), let end = head.firstRange(of: "?>") { head = head[end.upperBound...]; continue }
+            if head.hasPrefix("<!--"), let end = head.firstRange(of: "-->") { head = head[end.upperBound...]; continue }
             break
         }
         guard head.hasPrefix("<"), let tagEnd = head.firstIndex(of: ">") else { return nil }

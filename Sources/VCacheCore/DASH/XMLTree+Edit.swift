@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import CLibXML2
 
 /// One element of a document being edited by `XMLTree.edit` (libxml2's tree, `xmlReadMemory`):

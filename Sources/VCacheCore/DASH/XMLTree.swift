@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import CLibXML2
 
 /// One element of an XML document read by `XMLTree.parse`: its namespace-qualified name, its
@@ -105,7 +109,7 @@ public enum XMLTree {
             let sink = Unmanaged<ErrorSink>.fromOpaque(context).takeUnretainedValue()
             guard sink.first == nil, error.pointee.level.rawValue >= XML_ERR_ERROR.rawValue else { return }
             let message = error.pointee.message.map { String(cString: $0) } ?? "error \(error.pointee.code)"
-            sink.first = (Int(error.pointee.line), message.trimmingCharacters(in: .whitespacesAndNewlines))
+            sink.first = (Int(error.pointee.line), message.trimming(.whitespacesAndNewlines))
         }, context)
 
         // Open elements, innermost last; a closed one joins its parent's children.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension HLSPlaylist {
     /// What this playlist names, as members of a stream (`StreamRole`), each absolute URL once in

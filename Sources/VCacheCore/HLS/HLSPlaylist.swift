@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An HLS playlist (RFC 8216), master or media, read from its text. Recognised by its content
 /// (or its Content-Type), never by its URL: `.../getM3u8?id=1` is a playlist too.
@@ -34,7 +38,7 @@ public enum HLSPlaylist: Equatable, Sendable {
     /// The URL's extension plays no part. Parsing still checks the first line.
     public static func looksLikePlaylist<Bytes: Collection<UInt8>>(firstBytes: Bytes, contentType: String?) -> Bool {
         if let type = contentType?.split(separator: ";", omittingEmptySubsequences: false).first {
-            let t = type.trimmingCharacters(in: .whitespaces).lowercased()
+            let t = type.trimming(.whitespaces).lowercased()
             if contentTypes.contains(t) { return true }
         }
         var bytes = firstBytes[...]

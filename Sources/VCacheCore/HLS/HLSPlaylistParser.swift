@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The line loop behind `HLSPlaylist.parse`: one pass that collects master and media tags both,
 /// then decides the kind (a playlist with both is an error, RFC 8216 §4.3.4).
@@ -138,7 +142,7 @@ struct HLSPlaylistParser {
             if let i = pendingInf { throw HLSParseError(line: i.line, tag: tag, .tagWithoutURI) }
             let v = try need()
             let comma = v.firstIndex(of: ",")
-            let number = v[..<(comma ?? v.endIndex)].trimmingCharacters(in: .whitespaces)
+            let number = v[..<(comma ?? v.endIndex)].trimming(.whitespaces)
             guard let d = HLSAttributeList.decimalFloat(number) else {
                 throw HLSParseError(line: line, tag: tag, .badValue("duration '\(number)' is not a non-negative decimal"))
             }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Rewrites a playlist's text so a player asks the proxy for everything it names: every URI line
 /// and every `URI="..."` attribute of every tag (EXT-X-KEY, EXT-X-MAP, EXT-X-MEDIA,
@@ -178,8 +182,8 @@ public struct HLSRewriter: Sendable {
             let hi = rest.index(rest.startIndex, offsetBy: value.distance(from: value.startIndex, to: r.upperBound))
             rest.replaceSubrange(lo..<hi, with: "")
         }
-        let unread = rest.uppercased().replacingOccurrences(of: "URI=\"\"", with: "")
-        if unread.range(of: #"URI\s*="#, options: .regularExpression) != nil { return "" }
+        let unread = rest.uppercased().replacing("URI=\"\"", with: "")
+        if Self.hasURIAssignment(unread) { return "" }
         for r in quoted.reversed() {
             guard let proxied = proxied(String(value[r]), attribute: true, context: context) else { continue }
             let lo = out.index(out.startIndex, offsetBy: offset + value.distance(from: value.startIndex, to: r.lowerBound))
@@ -189,11 +193,27 @@ public struct HLSRewriter: Sendable {
         return out
     }
 
+    /// `text` holds `URI`, white space (Unicode's White_Space) and `=`: the regular expression
+    /// `URI\s*=` of Foundation, which needs ICU.
+    static func hasURIAssignment(_ text: String) -> Bool {
+        let s = Array(text.unicodeScalars)
+        var i = 0
+        while i + 2 < s.count {
+            if s[i] == "U" && s[i + 1] == "R" && s[i + 2] == "I" {
+                var j = i + 3
+                while j < s.count && s[j].properties.isWhitespace { j += 1 }
+                if j < s.count && s[j] == "=" { return true }
+            }
+            i += 1
+        }
+        return false
+    }
+
     /// The ranges of the values of quoted `URI="..."` attributes (at the start or after a comma).
     static func quotedURIs(in value: Substring) -> [Range<Substring.Index>] {
         var found: [Range<Substring.Index>] = []
         var search = value.startIndex
-        while let m = value[search...].range(of: "URI=\"") {
+        while let m = value[search...].firstRange(of: "URI=\"") {
             let atStart = m.lowerBound == value.startIndex || value[value.index(before: m.lowerBound)] == ","
             guard let close = value[m.upperBound...].firstIndex(of: "\"") else { break }
             if atStart { found.append(m.upperBound..<close) }

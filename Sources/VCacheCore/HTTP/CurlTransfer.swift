@@ -1,5 +1,14 @@
 import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What a transfer's owner hears, always on the thread running `Fetcher.run`.
 public protocol TransferDelegate: AnyObject {
@@ -164,7 +173,7 @@ public final class CurlTransfer {
 
     private func receiveHeaderLine(_ raw: UnsafeRawBufferPointer) {
         lastActivity = ContinuousClock.now
-        let line = String(decoding: raw, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = String(decoding: raw, as: UTF8.self).trimming(.whitespacesAndNewlines)
         // Each response (1xx, redirects, the final one) starts with a status line: keep only the last.
         if line.hasPrefix("HTTP/") { headerLines = [] }
         if !line.isEmpty { headerLines.append(line) }
@@ -187,7 +196,7 @@ public final class CurlTransfer {
                 continue
             }
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimming(.whitespaces)))
         }
         if reason.isEmpty { reason = HTTPStatus.reason(code) }
         var head = ResponseHead(status: code, reason: reason, headers: headers, effectiveURL: effective.map { String(cString: $0) } ?? url)

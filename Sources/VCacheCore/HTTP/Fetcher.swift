@@ -1,6 +1,10 @@
 import CCurl
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// The event loop: one libcurl multi handle (shared connection pool) driving every transfer of a

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Asks origins whether each video is still the version cached, for `verify --origin`: a
 /// conditional request (`If-None-Match` with the stored ETag, else `If-Modified-Since`) for one

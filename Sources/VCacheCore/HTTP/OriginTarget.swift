@@ -1,5 +1,9 @@
 import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The host and port libcurl will actually contact for a URL, read by libcurl's own URL parser
 /// (`curl_url`), so an allow-list is checked on exactly what the transfer uses, never on another
@@ -39,7 +43,7 @@ public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
     /// space. libcurl reads a C string, so a NUL would end the URL it contacts early. Nil when clean.
     public static func controlProblem(_ url: String) -> String? {
         for u in url.unicodeScalars where u.value < 0x21 || (0x7F...0x9F).contains(u.value) {
-            return String(format: "contains the character U+%04X, which a URL must not hold raw", u.value)
+            return String(cFormat: "contains the character U+%04X, which a URL must not hold raw", u.value)
         }
         return nil
     }
@@ -76,7 +80,7 @@ public struct OriginTarget: Equatable, Sendable, CustomStringConvertible {
         // Credentials that decode to control characters (`%00`) are refused too: libcurl would
         // fail on them later, after the check; better a clear refusal now.
         for p in [CURLUPART_USER, CURLUPART_PASSWORD] where part(p, 0) != nil {
-            guard let v = part(p, 64), controlProblem(v.replacingOccurrences(of: " ", with: "_")) == nil else { return nil }  // 64: CURLU_URLDECODE
+            guard let v = part(p, 64), controlProblem(v.replacing(" ", with: "_")) == nil else { return nil }  // 64: CURLU_URLDECODE
         }
         guard let host = part(CURLUPART_HOST, 0), !host.isEmpty,
               let port = part(CURLUPART_PORT, 1).flatMap({ Int($0) }) else { return nil }  // 1: CURLU_DEFAULT_PORT
@@ -102,7 +106,7 @@ public struct AllowedOrigins: Sendable, Equatable {
     /// Parses `HOST`, `HOST:PORT`, `[V6]`, `[V6]:PORT`, and `*.DOMAIN[:PORT]` (every name under
     /// DOMAIN, not DOMAIN itself: a CDN's edges); nil when malformed.
     public static func rule(_ text: String) -> (host: String, port: Int?)? {
-        let t = text.trimmingCharacters(in: .whitespaces)
+        let t = text.trimming(.whitespaces)
         guard !t.isEmpty, OriginTarget.controlProblem(t) == nil, !t.contains("/"), !t.contains("@") else { return nil }
         // `*` only as the whole first label, before a domain of at least one label.
         if t.contains("*") {

@@ -21,7 +21,7 @@ public struct ResponseHead: Equatable, Sendable {
 
     /// The last value of a header, matched case-insensitively.
     public func header(_ name: String) -> String? {
-        headers.last { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+        headers.last { $0.0.lowercased() == name.lowercased() }?.1
     }
 
     /// nil when absent or not a length (a negative number is not one).
@@ -39,7 +39,7 @@ public struct ResponseHead: Equatable, Sendable {
 
     public var bodyEnd: BodyEnd {
         if !version.hasPrefix("HTTP/1") && !version.hasPrefix("HTTP/0") { return .stream }
-        if let te = header("Transfer-Encoding"), te.split(separator: ",").last?.trimmingCharacters(in: .whitespaces).lowercased() == "chunked" {
+        if let te = header("Transfer-Encoding"), te.split(separator: ",").last?.trimming(.whitespaces).lowercased() == "chunked" {
             return .chunked
         }
         return header("Content-Length") != nil ? .length : .connectionClose
@@ -50,13 +50,17 @@ public struct ResponseHead: Equatable, Sendable {
     /// anything else `Double` would take (`nan`, `inf`, `-5`, `1e308`, `0x1p3`), is treated as
     /// absent; a run of digits too long for a Double is a day (the caller caps the wait anyway).
     public var retryAfter: Double? {
-        guard let v = header("Retry-After")?.trimmingCharacters(in: .whitespaces), !v.isEmpty,
+        guard let v = header("Retry-After")?.trimming(.whitespaces), !v.isEmpty,
               v.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
         return min(Double(v) ?? 86_400, 86_400)
     }
 }
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `Content-Range: bytes first-last/complete` (RFC 9110 §14.4); `complete` may be `*`.
 public struct ContentRange: Equatable, Sendable {
@@ -71,9 +75,9 @@ public struct ContentRange: Equatable, Sendable {
     }
 
     public init?(_ text: String) {
-        let t = text.trimmingCharacters(in: .whitespaces)
+        let t = text.trimming(.whitespaces)
         guard t.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = t.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let spec = t.dropFirst(6).trimming(.whitespaces)
         let halves = spec.split(separator: "/", maxSplits: 1).map(String.init)
         guard halves.count == 2 else { return nil }
         let ends = halves[0].split(separator: "-", maxSplits: 1).map(String.init)

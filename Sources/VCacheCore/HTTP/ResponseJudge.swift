@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 /// The response rules, in one pure value (invariants 2 and 3 of Docs/cache-format.md; RFC 9110 §13.1.5,
 /// §14.4, §15.3.7): given what was asked, the validators of the bytes already held and a
 /// response head, says where the response's body goes, or why none of it may be kept.
@@ -99,7 +103,7 @@ public struct ResponseJudge: Equatable, Sendable {
     private func judgeVersionless(_ head: ResponseHead) -> Verdict {
         if head.status == 200 || head.status == 206 {
             // Byte offsets are the video's own: an encoded body is never stored as it.
-            if let enc = head.header("Content-Encoding")?.trimmingCharacters(in: .whitespaces).lowercased(), !enc.isEmpty, enc != "identity" {
+            if let enc = head.header("Content-Encoding")?.trimming(.whitespaces).lowercased(), !enc.isEmpty, enc != "identity" {
                 return .reject(.notTheVideo("origin sent the body encoded (Content-Encoding: \(enc)), not the video's own bytes"))
             }
             if let why = Self.notMedia(head) { return .reject(.notTheVideo(why)) }
@@ -151,7 +155,7 @@ public struct ResponseJudge: Equatable, Sendable {
     static let mediaExtensions: Set<String> = ["mp4", "m4v", "m4a", "mov", "3gp", "webm", "mkv", "ts", "m4s", "mp3", "aac", "flac", "ogg", "ogv", "avi", "m3u8", "m3u"]
 
     static func notMedia(_ head: ResponseHead) -> String? {
-        guard let type = head.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased(),
+        guard let type = head.contentType?.split(separator: ";").first?.trimming(.whitespaces).lowercased(),
               type == "text/html" || type == "application/xhtml+xml" else { return nil }
         let path = URL(string: head.effectiveURL)?.path ?? head.effectiveURL
         let ext = path.fileExtension.lowercased()
@@ -182,7 +186,7 @@ public struct ResponseJudge: Equatable, Sendable {
 
     /// The N of `Content-Range: bytes */N` (a 416's way of telling the length).
     public static func unsatisfiedLength(_ value: String) -> Int64? {
-        let t = value.trimmingCharacters(in: .whitespaces)
+        let t = value.trimming(.whitespaces)
         guard t.hasPrefix("bytes */"), let n = Int64(t.dropFirst(8)), n >= 0 else { return nil }
         return n
     }

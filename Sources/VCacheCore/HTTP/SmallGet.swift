@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One GET of a small body (at most `limit` bytes): `vcache status` asking a running serve for its
 /// counters (no proxy, no redirects), serve fetching a playlist fresh. Nil when nothing answered
@@ -63,7 +67,7 @@ public enum SmallGet {
 
         func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
             self.head = head
-            if let n = head.header("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), n > Int64(limit) {
+            if let n = head.header("content-length").flatMap({ Int64($0.trimming(.whitespaces)) }), n > Int64(limit) {
                 overLimit = true
                 return .stop
             }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension CacheStore {
     /// What a cached playlist's relative URIs resolve against (RFC 8216 §4.1: the URL that

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A playlist read back from the cache: the entry, its bytes (every one claimed by the catalog),
 /// and the URL its relative URIs resolve against (`CacheStore.playlistBase`: the URL that

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Which entries an eviction removes, decided without I/O: least recently used first (ties by
 /// key), those matching every filter, and with a cap only until the cache would fit. A stream

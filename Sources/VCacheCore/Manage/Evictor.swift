@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Removes entries: least recently used first under a size cap, or by age, state or name
 /// (ExoPlayer's `LeastRecentlyUsedCacheEvictor`, for a cache shared between processes).
@@ -241,7 +245,7 @@ public struct Evictor {
     /// unlink `data` (write on the entry folder) and remove the folder (write on the shard).
     func removalProblem(_ key: CacheKey) -> String? {
         let folder = store.entryDirectory(key)
-        for dir in [folder, (folder as NSString).deletingLastPathComponent] where FileSystem.exists(dir) {
+        for dir in [folder, PathText.deletingLastPathComponent(folder)] where FileSystem.exists(dir) {
             if access(dir, W_OK | X_OK) != 0 { return "cannot remove its files: \(String(cString: strerror(errno))) on \(dir)" }
         }
         return nil

@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Hands complete videos on as ordinary files. Invariant 6 (Docs/cache-format.md): only complete entries
@@ -89,11 +93,11 @@ public struct Exporter {
         // The destination is the user's, not the cache's: a folder reached through a symlink is
         // still a folder to write into (the no-follow rule is for paths inside the cache only).
         if let st = FileSystem.followingStatus(destination), (st.st_mode & S_IFMT) == S_IFDIR {
-            target = (destination as NSString).appendingPathComponent(Self.fileName(for: e.latestURL, key: e.key.hex, contentType: e.contentType))
+            target = PathText.appendingPathComponent(destination, Self.fileName(for: e.latestURL, key: e.key.hex, contentType: e.contentType))
         } else if destination.hasSuffix("/") {
             throw ExportError.missingFolder(destination)
         }
-        let folder = (target as NSString).deletingLastPathComponent.isEmpty ? "." : (target as NSString).deletingLastPathComponent
+        let folder = PathText.deletingLastPathComponent(target).isEmpty ? "." : PathText.deletingLastPathComponent(target)
         guard let fst = FileSystem.followingStatus(folder), (fst.st_mode & S_IFMT) == S_IFDIR else { throw ExportError.missingFolder(folder) }
         if let st = FileSystem.status(target) {
             let kind = st.st_mode & S_IFMT
@@ -105,7 +109,7 @@ public struct Exporter {
         do { data = try store.openDataForReading(key: key) } catch let s as SystemError { throw ExportError.io(s) }
         var movedMoov: Bool?
         defer { data.close() }
-        let temp = folder + "/." + (target as NSString).lastPathComponent.prefix(100) + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let temp = folder + "/." + PathText.lastPathComponent(target).prefix(100) + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         Self.temporaries.withLock { _ = $0.insert(temp) }
         defer { Self.temporaries.withLock { _ = $0.remove(temp) } }
         do {
@@ -276,7 +280,7 @@ public struct Exporter {
     /// characters), before one is chosen for it.
     static func fileNameParts(for url: String, key: String) -> (stem: String, ext: String) {
         let rawLast = URLComponents(string: url)?.percentEncodedPath.split(separator: "/").last.map(String.init) ?? ""
-        var name = (rawLast.removingPercentEncoding ?? rawLast)
+        var name = (PercentCoding.decode(rawLast) ?? rawLast)
         name = String(name.unicodeScalars.map { s -> Character in
             if s == "/" || s == "\\" || s.value < 0x20 || s.value == 0x7f || s == ":" { return "_" }
             return Character(s)
@@ -284,7 +288,7 @@ public struct Exporter {
         name = name.trimmingBlanks
         // A name that is only an extension (`.mp4`, ` .mp4` from `/%20.mp4`) keeps it: "x" stands
         // in for the missing stem, since a leading dot hides the extension from pathExtension.
-        var ext = ("x" + name as NSString).pathExtension
+        var ext = PathText.pathExtension("x" + name)
         if ext.count > 8 { ext = "" }
         var stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
         // Never a hidden file: no leading dot, whatever blanks stood before or between the dots.

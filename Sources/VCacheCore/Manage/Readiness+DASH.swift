@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Readiness {
     /// For a cached DASH MPD: whether what `vcache prefetch URL --seconds N` (or, without

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Readiness {
     /// What of a stream `item` asks for: `--seconds N` (its N), or neither (nil: all of it).

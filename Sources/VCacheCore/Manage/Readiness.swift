@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Whether everything a prefetch item asks for is in the cache now (`vcache check`: "is
 /// tomorrow's playlist ready?"): the bytes of its requests and, for an MP4 goal (`--seconds N`,

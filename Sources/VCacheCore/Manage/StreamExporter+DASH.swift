@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// `export STREAM DIR` of a DASH stream (Docs/dash.md): a folder with `manifest.mpd` and each
 /// Representation that plays from the cache in a folder of its own (`r1/`, `r2/`...): its init
@@ -62,7 +71,7 @@ extension StreamExporter {
         var written: Int64 = 0
         var xml = """
             <?xml version="1.0" encoding="utf-8"?>
-            <!-- exported by vcache from \(Self.escape(root.latestURL).replacingOccurrences(of: "--", with: "%2D%2D")) -->
+            <!-- exported by vcache from \(Self.escape(root.latestURL).replacing("--", with: "%2D%2D")) -->
             <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" minBufferTime="PT2S" mediaPresentationDuration="\(Self.duration(periods.reduce(0) { $0 + $1.duration }))">
 
             """
@@ -130,7 +139,7 @@ extension StreamExporter {
     /// A member's bytes to `path`: the whole resource, or the one range (a SegmentList
     /// `@mediaRange`) as a file of its own.
     private func copyMember(_ url: String, _ range: MPD.ByteSpan?, to path: String, force: Bool) throws -> Int64 {
-        try makeFolder((path as NSString).deletingLastPathComponent)
+        try makeFolder(PathText.deletingLastPathComponent(path))
         guard let range else { return try copy(url, to: path, ranges: nil, force: force, mode: nil) }
         guard let e = entry(url), let bytes = store.cachedBytes(of: e, at: range.first, count: range.count), Int64(bytes.count) == range.count else {
             throw StreamExportError.notPlayable(url: url, why: "bytes \(range.first)-\(range.last) are not cached")
@@ -140,11 +149,11 @@ extension StreamExporter {
     }
 
     /// `PT<seconds>S`, to the millisecond.
-    static func duration(_ seconds: Double) -> String { String(format: "PT%.3fS", max(0, seconds)) }
+    static func duration(_ seconds: Double) -> String { String(cFormat: "PT%.3fS", max(0, seconds)) }
 
     static func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        s.replacing("&", with: "&amp;").replacing("<", with: "&lt;")
+            .replacing(">", with: "&gt;").replacing("\"", with: "&quot;")
     }
 
     /// The extension of the URL's last path segment (`.m4s`), when it is a short plain one.

@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Writes a cached HLS stream out as a self-contained folder that plays from disk
 /// (`ffmpeg -i DIR/master.m3u8`): the root playlist as `master.m3u8`, each media playlist that
@@ -102,7 +106,7 @@ public struct StreamExporter {
         // Resources first, then the media playlists, then the master.
         for r in plan.resources {
             let path = destination + "/" + r.path
-            try makeFolder((path as NSString).deletingLastPathComponent)
+            try makeFolder(PathText.deletingLastPathComponent(path))
             // A key stays readable by its owner only, as in the cache, from the moment it has its name.
             bytes += try copy(r.url, to: path, ranges: r.ranges, force: force, mode: r.isKey ? 0o600 : nil)
             files += 1
@@ -115,14 +119,14 @@ public struct StreamExporter {
                 return Self.relative(local, from: folder)
             }
             let path = destination + "/" + (folder.isEmpty ? "master.m3u8" : folder + "/index.m3u8")
-            try makeFolder((path as NSString).deletingLastPathComponent)
+            try makeFolder(PathText.deletingLastPathComponent(path))
             try write(Array(text.utf8), to: path, force: force)
             bytes += Int64(text.utf8.count)
             files += 1
         }
         // Every name made durable before the master's (for a media playlist, after its own): a
         // folder that has its master.m3u8 after a power cut plays whole, on any file system.
-        let folders = Set(plan.resources.map { (destination + "/" + $0.path as NSString).deletingLastPathComponent })
+        let folders = Set(plan.resources.map { PathText.deletingLastPathComponent(destination + "/" + $0.path) })
             .union(plan.playlists.map { $0.folder.isEmpty ? destination : destination + "/" + $0.folder })
         try syncFolders(folders)
         if case .master = playlist {
@@ -156,7 +160,7 @@ public struct StreamExporter {
         mutating func uniqueFolder(for url: String) -> String {
             let parts = (URL(string: url)?.path ?? "").split(separator: "/")
             var base = parts.count >= 2 ? Exporter.fileName(for: "http://x/" + parts[parts.count - 2], key: "p", contentType: nil) : "p"
-            base = (base as NSString).deletingPathExtension
+            base = PathText.deletingPathExtension(base)
             if base.isEmpty || base == "master" { base = "p" }
             var name = base
             var n = 2
@@ -181,7 +185,7 @@ public struct StreamExporter {
                 var path = prefix + name
                 var n = 2
                 while usedPaths.contains(path) {
-                    path = prefix + (name as NSString).deletingPathExtension + "-\(n)." + (name as NSString).pathExtension
+                    path = prefix + PathText.deletingPathExtension(name) + "-\(n)." + PathText.pathExtension(name)
                     n += 1
                 }
                 usedPaths.insert(path)
@@ -244,7 +248,7 @@ public struct StreamExporter {
             guard (st.st_mode & S_IFMT) == S_IFDIR else { throw StreamExportError.notAFolder(path) }
             return
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.deletingLastPathComponent(path)
         guard parent.isEmpty || FileSystem.followingStatus(parent).map({ ($0.st_mode & S_IFMT) == S_IFDIR }) == true else {
             throw StreamExportError.missingFolder(parent)
         }
@@ -322,8 +326,8 @@ public struct StreamExporter {
     /// A hidden temp file beside `path`, as `Exporter` names them, registered so that a signal
     /// removes it before the process dies (no partial file stays behind).
     private static func temporary(for path: String) -> String {
-        let folder = (path as NSString).deletingLastPathComponent
-        let temp = (folder.isEmpty ? "." : folder) + "/." + (path as NSString).lastPathComponent.prefix(100)
+        let folder = PathText.deletingLastPathComponent(path)
+        let temp = (folder.isEmpty ? "." : folder) + "/." + PathText.lastPathComponent(path).prefix(100)
             + ".vcache-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         Exporter.temporaries.withLock { _ = $0.insert(temp) }
         return temp

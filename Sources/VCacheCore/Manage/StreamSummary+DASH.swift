@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension StreamInventory {
     /// A DASH stream's Representations as its cached MPD names them, Period by Period, each with

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension StreamInventory {
     /// An HLS stream's media playlists as its cached root names them (a master's variants and

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A stream as one thing to the user (`ls`, `info`, `verify`, `export`): its members folded,
 /// what of it is cached. Format-neutral; what a manifest says of its playlists and seconds comes

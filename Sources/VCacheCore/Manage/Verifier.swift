@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 // lseek whence values for sparse files (glibc hides them behind _GNU_SOURCE).
 #if os(Linux)

@@ -1,5 +1,9 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Makes one entry's written bytes durable off the fetch loop: fsync `data`, then commit the
@@ -24,7 +28,7 @@ final class Checkpointer: @unchecked Sendable {
     /// Buffers for the copies handed to the hasher: at most `feedBuffers` of `feedBufferSize`,
     /// allocated as needed and reused (no allocation per block), so a slow hasher costs a
     /// read-back later rather than memory now.
-    private let feedLock = NSLock()
+    private let feedLock = MonotonicCondition()
     // Guarded by `feedLock`.
     private var feedFree: [UnsafeMutableRawBufferPointer] = []
     private var feedAllocated = 0

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Whether an item of a prefetch run (a video, or a stream with everything it names) can fit
 /// under the cache's limit, decided before anything is evicted for it: evicting other videos

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What `PrefetchJob` asks for: opening the entry, the next request (`EntryPlan`), the judge of
 /// its response, and what it reports of them.

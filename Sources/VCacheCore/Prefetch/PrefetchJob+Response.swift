@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `ResponseJudge`'s verdict on a response head (a version promised to serve's readers, and the
 /// origin's digests held, narrow it there), its `--verbose` trace, and the check of an MP4's first bytes.

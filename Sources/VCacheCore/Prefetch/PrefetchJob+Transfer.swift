@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The transfer side of `PrefetchJob`: carrying out `ResponseJudge`'s verdict on a response head,
 /// writing the body through the `EntryWriter`, and handing a transfer that ended to `RetryPolicy`.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Fills one entry, as a driver over pure parts: `EntryPlan` says what to request next,
 /// `ResponseJudge` what a response head allows, `RetryPolicy` what follows a transfer that ended,

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One URL to prefetch and the parts of it wanted (empty: the whole video), plus, for an MP4,
 /// what its structure makes necessary (`mp4`: the moov wherever it is, or the first seconds).
@@ -320,7 +329,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .invalidURL(let why): why
-        case .http(let status, let reason): "origin answered \(status) \(reason)".trimmingCharacters(in: .whitespaces)
+        case .http(let status, let reason): "origin answered \(status) \(reason)".trimming(.whitespaces)
         case .transport(let t): t.description
         case .badContentRange(let asked, let got): "origin answered Content-Range '\(got)' to a request for bytes=\(asked); nothing from that response was kept"
         case .missingLength: "origin did not say the video's length (no Content-Range total or Content-Length)"

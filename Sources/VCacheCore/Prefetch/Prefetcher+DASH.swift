@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The DASH side of a prefetch run (Docs/dash.md): an MPD, recognised by its content or its
 /// Content-Type, names the segments of the Representations `DASHPlan` chooses; they join the run

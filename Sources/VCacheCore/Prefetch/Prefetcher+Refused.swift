@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Prefetcher {
     /// A playlist prefetch refused before recording its stream (too big to read as one, not one

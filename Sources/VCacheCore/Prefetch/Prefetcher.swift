@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Runs prefetch jobs on one fetch loop, at most `options.concurrency` at a time (ExoPlayer's
 /// `CacheWriter`, for many URLs). The core never prints: it reports through `events`, on the

@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What follows a transfer that ended: retry it after a backoff, go on to the next request, or
 /// give the item up. Pure: the job carries the decision out (a timer, `nextRequest`, `finish`).

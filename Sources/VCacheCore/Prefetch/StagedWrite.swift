@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Received bytes collected into one large, aligned write. libcurl hands over at most 16 KiB per
 /// callback, at whatever offsets the response's framing gives: one `pwrite` each meant 65,536

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A span of a video straight from the origin to a player, not stored: for a reader whose entry
 /// is being written elsewhere. Its response is judged like any other (`ResponseJudge`): only a

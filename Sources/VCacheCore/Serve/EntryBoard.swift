@@ -1,4 +1,14 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// The shell around one served entry's `EntryState`: it takes `cond`, runs a transition, lets go,
@@ -13,7 +23,7 @@ final class EntryBoard: @unchecked Sendable {
     // @unchecked: every var is private and read and written with `cond` locked; `holders` is atomic.
     private let cond = MonotonicCondition()
     /// Held while a video's head is fetched to open it (one opener per entry).
-    private let opening = NSLock()
+    private let opening = MonotonicCondition()
     private var state = EntryState()
     /// Handles of what the state names: each running job's stop, the flock while it is held, and
     /// a drop handed over to the last job to leave.

@@ -4,7 +4,11 @@ import Glibc
 import Darwin
 #endif
 import CMicroHTTPD
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// The HTTP/1.1 server of `serve`: libmicrohttpd in thread-per-connection mode, behind this one
@@ -122,7 +126,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// Given to libmicrohttpd as its logger's context; freed once the daemon is stopped.
     private let logger = UnsafeMutablePointer<vc_mhd_logger>.allocate(capacity: 1)
     private var daemon: OpaquePointer?
-    private let stopLock = NSLock()
+    private let stopLock = MonotonicCondition()
     public private(set) var port: Int = 0
 
     public enum StartError: Error, CustomStringConvertible {
@@ -322,7 +326,7 @@ private func headProblem(_ connection: OpaquePointer, version: String, headers: 
         return "more than one \(name) header"
     }
     if version.hasPrefix("HTTP/1.") && version != "HTTP/1.0" && headers["host"] == nil { return "an \(version) request without a Host header" }
-    if let host = headers["host"], host.trimmingCharacters(in: .whitespaces).isEmpty { return "an empty Host header" }
+    if let host = headers["host"], host.trimming(.whitespaces).isEmpty { return "an empty Host header" }
     return nil
 }
 
@@ -444,9 +448,7 @@ final class HeadDeadlines: @unchecked Sendable {
     init(head: Duration, next: Duration) {
         self.head = head
         self.next = next
-        let thread = Thread { [self] in watch() }
-        thread.name = "vcache-head-deadlines"
-        thread.start()
+        DetachedThread.start(name: "vcache-head-deadlines") { [self] in watch() }
     }
 
     var cut: Int { condition.lock(); defer { condition.unlock() }; return cutCount }

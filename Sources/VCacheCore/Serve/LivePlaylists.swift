@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Playlists serve fetches from the origin: one fetch per URL at a time, shared by every player
@@ -29,7 +33,7 @@ public final class LivePlaylists: Sendable {
 
     /// One fetch in progress: the callers waiting for it sleep on `done` until `result` is set.
     final class Flight: @unchecked Sendable {  // `result` is read and written only under `done`
-        private let done = NSCondition()
+        private let done = MonotonicCondition()
         private var result: (SmallGet.Outcome, HLSPlaylist?)?
 
         func finish(_ r: (SmallGet.Outcome, HLSPlaylist?)) {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// DASH through the proxy (Docs/dash.md, "Through serve"): an MPD is answered rewritten
 /// (`DASHRewriter`), every URL a player can form from it resolving to the proxy, so segments go

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// HLS through the proxy (Docs/hls.md): a playlist is answered rewritten, every URI in it (URI
 /// lines, and `URI="..."` of keys, maps, renditions, I-frame streams) pointing at the proxy, so a

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Serve's care of a stream's members (Docs/hls.md), known from the stream tables prefetch and
 /// serve record: a segment, init section or key is stored only when it passes the check prefetch

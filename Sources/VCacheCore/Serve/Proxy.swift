@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// What `serve` answers a player: the HTTP rules of the issue in one place, in front of
@@ -158,7 +162,7 @@ public final class Proxy: Sendable {
             }
         }
         if let answer = asPlaylist(video) { return answer }
-        let name = (request.path as NSString).lastPathComponent.removingPercentEncoding ?? ""
+        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
         let etag = ProxyURL.etag(video)
         var headers: [(String, String)] = [
             ("Accept-Ranges", "bytes"),
@@ -304,7 +308,7 @@ public struct ServerNames: Sendable, Equatable {
 
     /// Whether a Host header names this proxy (a missing port means 80).
     public func accepts(_ host: String) -> Bool {
-        let h = host.trimmingCharacters(in: .whitespaces)
+        let h = host.trimming(.whitespaces)
         var name = h
         var port = 80
         if h.hasPrefix("[") {
@@ -328,7 +332,7 @@ public struct ServerNames: Sendable, Equatable {
 /// when it is exactly the Last-Modified sent.
 public enum IfRange {
     public static func matches(_ value: String, etag: String?, lastModified: String?) -> Bool {
-        let v = value.trimmingCharacters(in: .whitespaces)
+        let v = value.trimming(.whitespaces)
         if v.hasPrefix("\"") || v.hasPrefix("W/") {
             guard let etag, !v.hasPrefix("W/"), !etag.hasPrefix("W/") else { return false }
             return v == etag

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What a request path names (Docs/serve.md, "Proxy URLs"): exactly one origin URL, or nothing.
 /// Two forms:
@@ -29,7 +33,7 @@ extension ProxyURL {
         guard path.hasPrefix("/v/") else { return .notOurs }
         guard let origin = origin(path: path) else { return .refused("not a vcache proxy path (/v/ORIGIN/NAME)") }
         let name = String(path.split(separator: "/", omittingEmptySubsequences: true).last ?? "")
-        guard nameFits(name, origin: origin) || nameFits(name.removingPercentEncoding ?? name, origin: origin) else {
+        guard nameFits(name, origin: origin) || nameFits(PercentCoding.decode(name) ?? name, origin: origin) else {
             return .refused("'\(name)' is not the name of \(origin) (a URL resolved against a proxy URL names another resource: not served)")
         }
         return .origin(origin)
@@ -115,7 +119,7 @@ extension ProxyURL {
     }
 
     static func decode(_ token: Substring) -> String? {
-        var b64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var b64 = String(token).replacing("-", with: "+").replacing("_", with: "/")
         while b64.count % 4 != 0 { b64 += "=" }
         guard b64.count <= 16 << 10, let data = Data(base64Encoded: b64) else { return nil }
         return String(data: data, encoding: .utf8)

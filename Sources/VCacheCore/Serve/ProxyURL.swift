@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The proxy's URL scheme: `/v/<origin URL, base64url>/<file name>`. The origin URL travels in the
 /// path (no server-side table: any vcache serving the same cache understands it, and an HLS
@@ -10,7 +14,7 @@ public enum ProxyURL {
     public static func make(origin: String, base: String, name: String? = nil) -> String {
         let encoded = base64url(origin)
         let name = name ?? Exporter.fileName(for: origin, key: "video", contentType: nil)
-        let safeName = name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#;"))) ?? "video.mp4"
+        let safeName = PercentCoding.encode(name, allowed: PercentCoding.urlPathAllowed.subtracting("/?#;".utf8))
         return "\(base)/v/\(encoded)/\(safeName)"
     }
 
@@ -18,7 +22,7 @@ public enum ProxyURL {
     public static func origin(path: String) -> String? {
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         guard parts.count == 3, parts[0] == "v" else { return nil }
-        var b64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var b64 = String(parts[1]).replacing("-", with: "+").replacing("_", with: "/")
         while b64.count % 4 != 0 { b64 += "=" }
         guard b64.count <= 16 << 10, let data = Data(base64Encoded: b64), let url = String(data: data, encoding: .utf8) else { return nil }
         return url
@@ -39,7 +43,7 @@ public enum ProxyURL {
     /// anything a browser would run or render as a document (HTML, SVG, XML, script) goes out as
     /// application/octet-stream.
     public static func safeContentType(_ type: String) -> String {
-        let base = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let base = type.split(separator: ";").first.map { $0.trimming(.whitespaces).lowercased() } ?? ""
         let passed: Set<String> = ["application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
                                    "application/dash+xml", "application/mp4", "application/octet-stream", "text/vtt", "application/ttml+xml"]
         if passed.contains(base) { return type }
@@ -83,7 +87,7 @@ public enum RangeHeader: Equatable, Sendable {
         var spans: [ByteRange] = []
         var parsed = 0
         for part in header.dropFirst(6).split(separator: ",", omittingEmptySubsequences: false) {
-            let t = part.trimmingCharacters(in: .whitespaces)
+            let t = part.trimming(.whitespaces)
             if t.isEmpty { continue }  // list syntax allows empty elements
             let ends = t.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
             guard ends.count == 2 else { self = .whole; return }

@@ -3,7 +3,12 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
 import Synchronization
 
 /// Any byte range of a video, read through the cache: cached spans straight from `data`, missing
@@ -511,7 +516,7 @@ public final class ReadThrough: Sendable {
         let item = PrefetchItem(url: video.url, requests: [.span(first: span.lowerBound, last: span.upperBound - 1)], checkSegment: video.checkSegment)
         let options = o
         board.retain()  // the job's; released when it ends
-        Thread.detachNewThread { [self] in
+        DetachedThread.start { [self] in
             // Counted until all is let go: its lock, its `data`, and its fetch loop's handles
             // and connections (the prefetcher, released with this function's scope).
             defer { jobThreads.remove() }

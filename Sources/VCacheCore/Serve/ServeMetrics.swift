@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// What the cache held of a response's span when it began: nginx's `$upstream_cache_status` as
@@ -120,7 +124,7 @@ public final class ServeMetrics: Sendable {
         metric("vcache_cache_entries", "gauge", "Entries in the cache, by state.",
                [("state=\"complete\"", "\(g.completeEntries)"), ("state=\"partial\"", "\(g.partialEntries)")])
         if let free = g.diskFreeBytes { metric("vcache_disk_free_bytes", "gauge", "Free space on the cache's file system.", [("", "\(free)")]) }
-        metric("vcache_start_time_seconds", "gauge", "When serve started (Unix time).", [("", String(format: "%.3f", started.timeIntervalSince1970))])
+        metric("vcache_start_time_seconds", "gauge", "When serve started (Unix time).", [("", String(cFormat: "%.3f", started.timeIntervalSince1970))])
         return out
     }
 
@@ -135,11 +139,11 @@ public final class ServeMetrics: Sendable {
             "origin_errors": c.originErrors,
             "storing_jobs": g.storingJobs, "open_connections": g.openConnections,
             "cache_bytes": g.cacheBytes, "complete_entries": g.completeEntries, "partial_entries": g.partialEntries,
-            "started": ISO8601DateFormatter().string(from: started),
+            "started": UTCTime.iso8601(started),
         ]
         if let r = c.byteHitRatio { o["byte_hit_ratio"] = r }
         if let cap = g.capBytes { o["cap_bytes"] = cap }
         if let free = g.diskFreeBytes { o["disk_free_bytes"] = free }
-        return (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return Data(JSONText.sortedObject(o).utf8)
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What serve logs of libmicrohttpd's own messages: those about a player it could not take
 /// (`accept` failing, the connection limit reached, no thread for it), which would otherwise go
@@ -19,7 +23,7 @@ struct ServerErrorLog {
     /// The line to log for `message` (libmicrohttpd's, a newline at its end), or nil.
     mutating func admit(_ message: String, at now: ContinuousClock.Instant) -> String? {
         guard let kind = Self.kinds.first(where: { message.hasPrefix($0) }) else { return nil }
-        let text = message.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = message.trimming(.whitespacesAndNewlines)
         if let seen = last[kind], now - seen.at < window {
             last[kind]?.skipped += 1
             return nil

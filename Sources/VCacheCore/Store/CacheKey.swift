@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// How a URL becomes an entry key: SHA-256 hex of the normalised URL after the user's key rules
 /// (ExoPlayer's `CacheKeyFactory`). Signed URLs carry expiring tokens in the query, so the rules
@@ -38,7 +42,7 @@ public struct CacheKeyRules: Equatable, Sendable {
     func normaliseText(_ text: String) -> String {
         var s = Substring(text)
         if let hash = s.firstIndex(of: "#") { s = s[..<hash] }
-        if let colon = s.range(of: "://") { s = s[..<colon.lowerBound].lowercased() + s[colon.lowerBound...] }
+        if let colon = s.firstRange(of: "://") { s = s[..<colon.lowerBound].lowercased() + s[colon.lowerBound...] }
         guard let mark = s.firstIndex(of: "?") else { return String(s) }
         let base = s[..<mark]
         if ignoreQuery { return String(base) }

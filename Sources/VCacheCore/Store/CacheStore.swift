@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The cache directory: the catalog and one folder per entry.
 ///
@@ -158,7 +162,7 @@ public final class CacheStore: Sendable {
         } catch let e as DatabaseError where e.isDiskFull || e.isIOError {
             // Only a full disk is what the reserve is for (a folder named catalog.db, or one this
             // user cannot open, must not cost it).
-            let full = e.isDiskFull || (FileSystem.space((path as NSString).deletingLastPathComponent).map { $0.free < Int64(reserveBytes) } ?? false)
+            let full = e.isDiskFull || (FileSystem.space(PathText.deletingLastPathComponent(path)).map { $0.free < Int64(reserveBytes) } ?? false)
             guard full, unlink(reserve) == 0 else { throw e }
             return try Catalog(path: path, mode: mode)
         }
@@ -195,10 +199,7 @@ public final class CacheStore: Sendable {
             if !FileSystem.exists(aside) { try move(path, to: aside, directory: directory) }
             return aside
         }
-        let f = DateFormatter()
-        f.dateFormat = "yyyyMMdd-HHmmss"
-        f.timeZone = TimeZone(identifier: "UTC")
-        let aside = path + ".corrupt-" + f.string(from: now)
+        let aside = path + ".corrupt-" + UTCTime.compact(now)
         let mark = directory + "/" + repairMarkName
         let temp = mark + ".tmp"
         do {
@@ -209,7 +210,7 @@ public final class CacheStore: Sendable {
             let file = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
             defer { file.close() }
             fchmod(file.fd, mode)
-            try Array((aside as NSString).lastPathComponent.utf8).withUnsafeBytes { try file.write($0, toAbsoluteOffset: 0) }
+            try Array(PathText.lastPathComponent(aside).utf8).withUnsafeBytes { try file.write($0, toAbsoluteOffset: 0) }
             try file.sync()
         }
         guard rename(temp, mark) == 0 else { throw SystemError("rename", path: mark, errno: errno) }
@@ -294,7 +295,7 @@ public final class CacheStore: Sendable {
     public func removeFiles(key: CacheKey) -> Bool {
         let gone = unlink(dataPath(key)) == 0 || errno == ENOENT
         rmdir(entryDirectory(key))
-        rmdir((entryDirectory(key) as NSString).deletingLastPathComponent)  // the shard, when now empty
+        rmdir(PathText.deletingLastPathComponent(entryDirectory(key)))  // the shard, when now empty
         return gone
     }
 

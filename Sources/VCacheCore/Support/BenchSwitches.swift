@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `make bench` measures what durability and the digest cost inside a download by switching
 /// each off with an environment variable. They exist for that measurement only: a cache written

@@ -3,7 +3,11 @@ import CommonCrypto
 #else
 import CCrypto
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Incremental MD5, SHA-1, SHA-256 or SHA-512 for expected checksums (`ExpectedDigest`), from
 /// the same crypto library as `SHA256Digest`: libcrypto's EVP on Linux, CommonCrypto on macOS.

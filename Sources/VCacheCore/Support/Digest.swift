@@ -3,7 +3,11 @@ import CommonCrypto
 #else
 import CCrypto
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Incremental SHA-256 over the system's crypto library: libcrypto on Linux (the CPU's SHA
 /// extensions), CommonCrypto on macOS. Not thread-safe; one owner at a time.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Text from outside (a URL, a header, a name an MPD or playlist gives) made safe for one log
 /// line: every message that embeds origin-controlled text goes through `escaped` before it is
@@ -16,11 +20,11 @@ public enum LogText {
             if keepBackslashes && u == "\\" {
                 out.unicodeScalars.append(u)
             } else if u.value < 0x20 || u.value == 0x7F || u == "\\" || (0x80...0x9F).contains(u.value) {
-                out += String(format: "\\x%02X", u.value)
+                out += String(cFormat: "\\x%02X", u.value)
             } else if needsEscape(u) {
                 // Bidirectional controls would reorder what a terminal shows of the line; zero-width
                 // characters and a stray byte-order mark would hide in it.
-                out += String(format: "\\u%04X", u.value)
+                out += String(cFormat: "\\u%04X", u.value)
             } else {
                 out.unicodeScalars.append(u)
             }

@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// A thin, typed wrapper over one file descriptor (swift-system's spirit): each method names the
@@ -275,7 +279,7 @@ public enum FileSystem {
     public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws {
         if makeDirectory(path, mode) || errno == EEXIST { return }
         guard errno == ENOENT else { throw SystemError("create folder", path: path, errno: errno) }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.deletingLastPathComponent(path)
         // A few tries: another process may remove an empty parent (a shard) between the two mkdirs.
         for attempt in 0..<3 {
             if !parent.isEmpty && parent != path { try makeDirectories(parent, mode: mode) }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension String {
     /// The extension of the path's last component (`mp4` for `/a/b.mp4`), as NSString's
@@ -7,6 +11,6 @@ extension String {
     /// fuzzer, through a percent-encoded file name of a proxy URL).
     var fileExtension: String {
         let last = split(separator: "/").last.map(String.init) ?? ""
-        return (last as NSString).pathExtension
+        return PathText.pathExtension(last)
     }
 }

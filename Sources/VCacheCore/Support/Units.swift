@@ -1,11 +1,15 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Sizes and durations as the command line writes them (Docs/cli.md).
 public enum Units {
     /// `512K`, `2M`, `1.5G`, `1T` are binary (KiB, MiB, ...); `2KB`, `2MB` are decimal; a bare number
     /// (optionally with `B`) is bytes. `KiB`/`MiB` spellings are binary too. Case-insensitive.
     public static func parseSize(_ text: String) -> Int64? {
-        let s = text.trimmingCharacters(in: .whitespaces)
+        let s = text.trimming(.whitespaces)
         guard !s.isEmpty else { return nil }
         var numberEnd = s.startIndex
         while numberEnd < s.endIndex, s[numberEnd].isNumber || s[numberEnd] == "." { numberEnd = s.index(after: numberEnd) }
@@ -42,7 +46,7 @@ public enum Units {
     }
 
     private static func parseAnyDuration(_ text: String) -> Double? {
-        let s = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let s = text.trimming(.whitespaces).lowercased()
         guard !s.isEmpty else { return nil }
         // `-0` is 0 (not -0.0, which formats as "-0.0s"; found by the Units fuzzer).
         if let plain = Double(s) { return plain >= 0 && plain.isFinite ? abs(plain) : nil }
@@ -77,18 +81,18 @@ public enum Units {
         // What would show as 1024 of a unit (1,048,575 B: "1024 KiB") is 1.0 of the next.
         // (Never into PiB from below it: the command line takes sizes up to TiB.)
         if abs(value) >= 1023.5 && i < units.count - 2 { value /= 1024; i += 1 }
-        return String(format: value >= 100 ? "%.0f %@" : "%.1f %@", value, units[i])
+        return String(cFormat: value >= 100 ? "%.0f " : "%.1f ", value) + units[i]
     }
 
     /// `0.4s`, `12s`, `3m05s`, `2h10m`.
     public static func formatDuration(_ seconds: Double) -> String {
         guard !seconds.isNaN else { return "?" }
-        if seconds < 10 { return String(format: "%.1fs", max(0, seconds)) }
+        if seconds < 10 { return String(cFormat: "%.1fs", max(0, seconds)) }
         // Past 10^6 days (an ETA from a length near 2^63) the figure says nothing more.
         guard let s = Checked.int(seconds.rounded()), s < 86_400 * 1_000_000 else { return ">1000000d" }
         if s < 60 { return "\(s)s" }
-        if s < 3600 { return String(format: "%dm%02ds", s / 60, s % 60) }
-        if s < 86400 { return String(format: "%dh%02dm", s / 3600, (s % 3600) / 60) }
-        return String(format: "%dd%02dh", s / 86400, (s % 86400) / 3600)
+        if s < 3600 { return String(cFormat: "%ldm%02lds", s / 60, s % 60) }
+        if s < 86400 { return String(cFormat: "%ldh%02ldm", s / 3600, (s % 3600) / 60) }
+        return String(cFormat: "%ldd%02ldh", s / 86400, (s % 86400) / 3600)
     }
 }

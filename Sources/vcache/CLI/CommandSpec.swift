@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What a command is, declared once with its options (an `OptionGroup`): parsing, `--help`, the
 /// man page, the shell completions and the usage errors all come from it (swift-argument-parser's
@@ -71,7 +75,7 @@ struct CommandSpec: Sendable {
         lines += ["", "options:"]
         let width = allOptions.map(\.synopsis.count).max() ?? 0
         for o in allOptions {
-            lines.append("  " + o.synopsis.padding(toLength: width + 2, withPad: " ", startingAt: 0) + o.help)
+            lines.append("  " + o.synopsis.padded(toLength: width + 2) + o.help)
         }
         return lines.joined(separator: "\n") + "\n"
     }

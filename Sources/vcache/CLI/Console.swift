@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 import Synchronization
 
@@ -101,6 +105,9 @@ struct Console: Sendable {
     }
 }
 
+/// JSON's null in a `[String: Any]` for `JSONLines` (Foundation's NSNull is not in FoundationEssentials).
+struct JSONNull {}
+
 /// A JSON-lines writer: one object per line on stdout, keys sorted (by their UTF-8 bytes) for
 /// stable output. Written by hand: JSONSerialization's sorted keys compare with ICU collation,
 /// which made `ls --json` over 10,000 entries take 1.9 s.
@@ -113,16 +120,6 @@ enum JSONLines {
     }
 
     private static func value(_ v: Any, into out: inout String) {
-        // A number parsed by JSONSerialization (serve's /status) is an NSNumber, which `as? Bool`
-        // also matches when it is 0 or 1: its own type decides.
-        if type(of: v) is NSNumber.Type, let n = v as? NSNumber {
-            switch String(cString: n.objCType) {
-            case "c", "B": out += n.boolValue ? "true" : "false"
-            case "d", "f": out += n.doubleValue.isFinite ? String(n.doubleValue) : "null"
-            default: out += String(n.int64Value)
-            }
-            return
-        }
         switch v {
         case let b as Bool: out += b ? "true" : "false"
         case let s as String: string(s, into: &out)

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// `URL|KEY` arguments: a 64-hex-digit key of an existing entry, else a URL keyed by the config's rules.

@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Tells systemd how a `Type=notify` service is doing (sd_notify(3) without libsystemd): one
 /// datagram to the socket named by `$NOTIFY_SOCKET` ("@name" is in the abstract namespace).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 // The values of the network options (addresses, hosts, rules), each parsed with its usage error.
@@ -7,7 +11,7 @@ extension ValueParser where Value == String {
     /// `--proxy [SCHEME://]HOST[:PORT]`, with a scheme libcurl speaks to proxies (empty: none).
     static var proxyURL: ValueParser {
         ValueParser(valueName: "URL") { p, option in
-            if let range = p.range(of: "://") {
+            if let range = p.firstRange(of: "://") {
                 let scheme = p[..<range.lowerBound].lowercased()
                 guard ["http", "https", "socks4", "socks4a", "socks5", "socks5h"].contains(scheme), !p[range.upperBound...].isEmpty else {
                     throw UsageError("invalid proxy '\(Console.escaped(p))' for \(option); use [http|https|socks5h://]HOST[:PORT], e.g. http://proxy.lan:3128")
@@ -56,7 +60,7 @@ extension ValueParser where Value == HostPort {
             guard let colon = l.lastIndex(of: ":"), let n = UInt16(l[l.index(after: colon)...]) else {
                 throw UsageError("invalid address '\(l)' for \(option); use ADDR:PORT, e.g. 0.0.0.0:\(ServeCommand.defaultPort)")
             }
-            return HostPort(host: String(l[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: n)
+            return HostPort(host: String(String(l[..<colon]).drop { $0 == "[" || $0 == "]" }.reversed().drop { $0 == "[" || $0 == "]" }.reversed()), port: n)
         }
     }
 

@@ -6,7 +6,7 @@ enum ConfigCommand: VCacheCommand {
         name: "config",
         abstract: "show or set defaults stored in the cache (max-size, key rules)",
         usage: "config [get [NAME]] | config set NAME VALUE | config unset NAME",
-        discussion: "settings:\n" + Settings.known.map { "  \($0.name.padding(toLength: 18, withPad: " ", startingAt: 0))\($0.help)" }.joined(separator: "\n"),
+        discussion: "settings:\n" + Settings.known.map { "  \($0.name.padded(toLength: 18))\($0.help)" }.joined(separator: "\n"),
         minPositionals: 0, maxPositionals: 3)
 
     /// The first word (the completion offers these).

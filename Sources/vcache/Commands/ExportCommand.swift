@@ -1,4 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import VCacheCore
 
 /// `vcache export URL|KEY DEST`, `vcache export --all DIR`: complete videos out as .mp4 files;
@@ -62,11 +71,11 @@ enum ExportCommand: VCacheCommand {
                 for e in try store.catalog.allEntries() where e.isComplete {
                     var name = Exporter.fileName(for: e.latestURL, key: e.key.hex, contentType: e.contentType)
                     if used.contains(name) {
-                        let ext = (name as NSString).pathExtension
-                        name = (name as NSString).deletingPathExtension + "-" + e.key.hex.prefix(8) + (ext.isEmpty ? "" : "." + ext)
+                        let ext = PathText.pathExtension(name)
+                        name = PathText.deletingPathExtension(name) + "-" + e.key.hex.prefix(8) + (ext.isEmpty ? "" : "." + ext)
                     }
                     used.insert(name)
-                    jobs.append((e.key, (p[0] as NSString).appendingPathComponent(name)))
+                    jobs.append((e.key, PathText.appendingPathComponent(p[0], name)))
                 }
             } catch {
                 return console.fail(error, context: "cannot list \(store.directory)")

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 extension InfoCommand {
@@ -29,7 +33,7 @@ extension InfoCommand {
             ("cached", "\(s.cachedBytes) bytes (\(Units.formatSize(s.cachedBytes)))"),
             ("disk usage", Units.formatSize(s.diskBytes)),
             ("last used", Timestamp.iso8601(s.lastUsed)),
-            ("plays offline", String(format: "%.1f of %.1f s", s.secondsCached, s.seconds)),
+            ("plays offline", String(cFormat: "%.1f of %.1f s", s.secondsCached, s.seconds)),
         ]
         // Members by role: entries, as "members" counts them; segments as `ls` counts them (each
         // segment the cached media playlists list, a byte range of one file each) when the
@@ -46,13 +50,13 @@ extension InfoCommand {
         }
         for p in s.playlists {
             let what = p.cached
-                ? "\(p.segmentsCached)/\(p.segments) segments, " + String(format: "%.1f of %.1f s", p.secondsCached, p.seconds)
+                ? "\(p.segmentsCached)/\(p.segments) segments, " + String(cFormat: "%.1f of %.1f s", p.secondsCached, p.seconds)
                 : "not cached"
             rows.append((p.kind, [p.label, what, p.url].filter { !$0.isEmpty }.joined(separator: "; ")))
         }
         let width = rows.map(\.0.count).max() ?? 0
         // Labels and URLs come from the manifest: one line each, whatever it holds.
-        for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + Console.escaped(v) + "\n") }
+        for (k, v) in rows { console.out(k.padded(toLength: width + 2) + Console.escaped(v) + "\n") }
         return 0
     }
 }

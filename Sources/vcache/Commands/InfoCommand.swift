@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// `vcache info URL|KEY`: everything the catalog knows of one entry, or of one stream.
@@ -103,12 +107,12 @@ enum InfoCommand: VCacheCommand {
         if let facts { rows += mp4Rows(facts) }
         if let playable, let d = facts?.duration, d > 0 {
             // Tenths as computed: a rounded-up figure would claim more than plays.
-            rows.append(("plays offline", playable >= d ? "all \(Units.formatDuration(d)) from the cache" : "the first \(String(format: "%.1fs", playable)) of \(Units.formatDuration(d)) from the cache"))
+            rows.append(("plays offline", playable >= d ? "all \(Units.formatDuration(d)) from the cache" : "the first \(String(cFormat: "%.1fs", playable)) of \(Units.formatDuration(d)) from the cache"))
         } else if facts?.fragmented == true {
-            rows.append(("plays offline", e.isComplete ? "all of it from the cache" : "the first \(String(format: "%.1fs", playable ?? 0)) from the cache (fragmented: its moov does not say its duration)"))
+            rows.append(("plays offline", e.isComplete ? "all of it from the cache" : "the first \(String(cFormat: "%.1fs", playable ?? 0)) from the cache (fragmented: its moov does not say its duration)"))
         }
         let width = rows.map(\.0.count).max() ?? 0
-        for (k, v) in rows { console.out(k.padding(toLength: width + 2, withPad: " ", startingAt: 0) + v + "\n") }
+        for (k, v) in rows { console.out(k.padded(toLength: width + 2) + v + "\n") }
         return 0
     }
 
@@ -133,7 +137,7 @@ enum InfoCommand: VCacheCommand {
         var rows: [(String, String)] = []
         if let moov = f.moov { rows.append(("moov", "\(Units.formatSize(moov.size)) at offset \(moov.offset)")) }
         if let fragmented = f.fragmented { rows.append(("fragmented", fragmented ? "yes (moof/mdat pairs)" : "no")) }
-        if let d = f.duration, d > 0 { rows.append(("duration", String(format: "%.3f s", d))) }
+        if let d = f.duration, d > 0 { rows.append(("duration", String(cFormat: "%.3f s", d))) }
         for t in f.tracks {
             let rate = t.bitrate > 0 ? ", \(t.bitrate / 1000) kbit/s" : ""
             rows.append(("track \(t.id)", "\(t.kind) \(t.codec), timescale \(t.timescale), \(t.samples) samples\(rate)"))
@@ -152,7 +156,7 @@ enum InfoCommand: VCacheCommand {
         if let v = f.duration { o["duration_seconds"] = v }
         o["tracks"] = f.tracks.map { ["id": Int($0.id), "kind": $0.kind, "codec": $0.codec, "timescale": Int($0.timescale), "samples": $0.samples, "bitrate_bps": $0.bitrate] as [String: Any] }
         var need: [String: Any] = [:]
-        for (s, b) in f.bytesForSeconds { need["\(Int(s))"] = b ?? NSNull() }
+        for (s, b) in f.bytesForSeconds { need["\(Int(s))"] = b ?? JSONNull() }
         o["bytes_for_seconds"] = need
         if let p = f.problem { o["problem"] = p }
         return o

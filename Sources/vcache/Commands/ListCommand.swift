@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// `vcache ls`: what is cached, how much of each, most recently used first.
@@ -156,7 +160,7 @@ func entryJSON(_ e: CacheEntry) -> [String: Any] {
 func checksumsJSON(_ checks: [DigestCheck]) -> [[String: Any]] {
     checks.map { c in
         var o: [String: Any] = ["algorithm": c.expected.algorithm.rawValue, "value": c.expected.hex,
-                                "source": c.expected.source.description, "matched": c.matched.map { $0 as Any } ?? NSNull()]
+                                "source": c.expected.source.description, "matched": c.matched.map { $0 as Any } ?? JSONNull()]
         if let v = c.computed { o["computed"] = v }
         return o
     }

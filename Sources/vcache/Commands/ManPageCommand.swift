@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// `vcache manpage`: the man page vcache(1) in roff, generated from the commands' declarations
@@ -17,7 +21,7 @@ enum ManPageCommand: VCacheCommand {
 
     /// roff-safe text: backslashes doubled, hyphens as \-, a leading dot or quote guarded.
     static func esc(_ t: String) -> String {
-        var s = t.replacingOccurrences(of: "\\", with: "\\e").replacingOccurrences(of: "-", with: "\\-")
+        var s = t.replacing("\\", with: "\\e").replacing("-", with: "\\-")
         if s.hasPrefix(".") || s.hasPrefix("'") { s = "\\&" + s }
         return s
     }
@@ -55,7 +59,7 @@ enum ManPageCommand: VCacheCommand {
         """
         for c in VCache.commands.map({ $0.spec }) {
             p += ".SS \"vcache \(esc(c.usage))\"\n\(esc(c.abstract)).\n"
-            if !c.discussion.isEmpty { p += ".PP\n" + esc(c.discussion.replacingOccurrences(of: "\n", with: " ")) + "\n" }
+            if !c.discussion.isEmpty { p += ".PP\n" + esc(c.discussion.replacing("\n", with: " ")) + "\n" }
             for o in c.allOptions {
                 var tag = (o.short.map { "\\fB\\-\($0)\\fR, " } ?? "") + "\\fB\\-\\-\(esc(o.long))\\fR"
                 if o.takesValue { tag += " \\fI\(esc(o.valueName))\\fR" }

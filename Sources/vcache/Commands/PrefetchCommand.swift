@@ -1,5 +1,9 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 #if canImport(Glibc)
 import Glibc
@@ -161,7 +165,7 @@ enum PrefetchCommand: VCacheCommand {
                     throw UsageError("cannot read headers from '\(path)' for -H @FILE: no such file or not readable")
                 }
                 lines = String(decoding: data, as: UTF8.self).split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
-                    .enumerated().map { (String($1).trimmingCharacters(in: .whitespaces), "line \($0 + 1) of '\(path)'") }
+                    .enumerated().map { (String($1).trimming(.whitespaces), "line \($0 + 1) of '\(path)'") }
                     .filter { !$0.text.isEmpty && !$0.text.hasPrefix("#") }
             }
             for (line, place) in lines {
@@ -193,7 +197,7 @@ enum PrefetchCommand: VCacheCommand {
 
     /// RFC 9110 §5.6.2: a header name is a token.
     static func isTokenCharacter(_ c: Unicode.Scalar) -> Bool {
-        c.isASCII && (CharacterSet.alphanumerics.contains(c) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(c))
+        c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(c))
     }
 
     /// What a command line asks for, typed: `prefetch`'s and `check`'s options of the same names.
@@ -304,21 +308,38 @@ enum PrefetchCommand: VCacheCommand {
     /// (`10s`: the first seconds of an MP4) and checksums (`md5=HEX`, `sha256=HEX`: the digests the
     /// whole video must have); blank lines and `#` comments ignored. A malformed
     /// line is reported with its number and skipped.
+    /// Everything `fd` gives until its end (read(2), EINTR retried).
+    private static func readToEnd(_ fd: Int32) -> Data {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                data.append(contentsOf: buffer[..<n])
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                return data
+            }
+        }
+    }
+
     static func readInput(_ path: String, defaults: Defaults) throws -> ([PrefetchItem], [String]) {
         let text: Data
         if path == "-" {
-            text = FileHandle.standardInput.readDataToEndOfFile()
+            text = readToEnd(0)
         } else {
             // Read as a stream: a FIFO, `<(...)` and /dev/null are lists too.
-            guard let handle = FileHandle(forReadingAtPath: path) else {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
                 let why = access(path, F_OK) == 0 ? "not readable" : "no such file"
                 throw UsageError("cannot read URL list '\(path)': \(why)")
             }
-            defer { try? handle.close() }
+            defer { close(fd) }
             if let st = FileSystem.followingStatus(path), (st.st_mode & S_IFMT) == S_IFDIR {
                 throw UsageError("cannot read URL list '\(path)': it is a folder; give a file")
             }
-            text = handle.readDataToEndOfFile()
+            text = readToEnd(fd)
         }
         var items: [PrefetchItem] = []
         var errors: [String] = []
@@ -345,7 +366,7 @@ enum PrefetchCommand: VCacheCommand {
                 errors.append("\(path == "-" ? "stdin" : path):\(n + 1): not valid UTF-8 (save the list as UTF-8); line skipped")
                 continue
             }
-            let line = decoded.trimmingCharacters(in: .whitespacesAndNewlines)
+            let line = decoded.trimming(.whitespacesAndNewlines)
             if line.isEmpty || line.hasPrefix("#") { continue }
             var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             fields[0] = OriginTarget.asciiHost(fields[0])

@@ -3,7 +3,12 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
 import Synchronization
 import VCacheCore
 
@@ -252,7 +257,7 @@ enum ServeCommand: VCacheCommand {
                 defer { previous = (now, instant) }
                 return (now.since(previous.counts), (instant - previous.at).inSeconds)
             }
-            let ratio = d.byteHitRatio.map { String(format: "%.0f%%", $0 * 100) } ?? "-"
+            let ratio = d.byteHitRatio.map { String(cFormat: "%.0f%%", $0 * 100) } ?? "-"
             if json {
                 var o: [String: Any] = ["seconds": (seconds * 1000).rounded() / 1000, "requests": d.requestCount, "hit": d.cache[.hit] ?? 0, "partial": d.cache[.partial] ?? 0,
                                         "miss": d.cache[.miss] ?? 0, "from_cache_bytes": d.fromCacheBytes, "from_origin_bytes": d.fromOriginBytes,
@@ -283,7 +288,7 @@ enum ServeCommand: VCacheCommand {
 
     static func render(_ l: Proxy.LogLine) -> String {
         let time = Timestamp.iso8601(l.time)
-        let ms = String(format: "%.1fms", l.seconds * 1000)
+        let ms = String(cFormat: "%.1fms", l.seconds * 1000)
         // What a client sent is escaped: a CR or LF in a URL must not forge a log line.
         return "\(time) \(l.client) \(l.method) \(Console.escaped(l.url)) \(Console.escaped(l.range ?? "-")) \(l.status) cache=\(l.fromCache) origin=\(l.fromOrigin) \(ms)"
             + (l.note.map { " (\(Console.escaped($0)))" } ?? "") + "\n"

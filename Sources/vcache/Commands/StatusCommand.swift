@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// `vcache status`: the box at a glance: the cache against its cap and the disk, entries by
@@ -36,7 +40,7 @@ enum StatusCommand: VCacheCommand {
         let streams = (try? store.catalog.streams()) ?? []
         let memberEntries = Set(streams.flatMap { $0.members.map(\.key) }).intersection(entries.map(\.key)).count
         let serve = SmallGet.get("http://127.0.0.1:\(port)/status", timeout: 2)
-            .flatMap { $0.status == 200 ? (try? JSONSerialization.jsonObject(with: $0.body)) as? [String: Any] : nil }
+            .flatMap { $0.status == 200 ? (try? JSONDecoder().decode(JSONValue.self, from: $0.body))?.object : nil }
         if args.json {
             var o: [String: Any] = ["cache_dir": store.directory, "sharing": store.sharing.rawValue, "cache_bytes": gauges.cacheBytes,
                                     "complete_entries": gauges.completeEntries, "partial_entries": gauges.partialEntries,
@@ -57,7 +61,7 @@ enum StatusCommand: VCacheCommand {
         if !streams.isEmpty { rows.append(["streams", "\(streams.count) (\(memberEntries) of the entries are their manifests (playlists, MPDs), segments, init sections and keys)"]) }
         if let serve {
             let requests = serve["requests"] as? Int ?? 0
-            let ratio = (serve["byte_hit_ratio"] as? Double).map { String(format: "%.0f%%", $0 * 100) } ?? "-"
+            let ratio = (serve["byte_hit_ratio"] as? Double ?? (serve["byte_hit_ratio"] as? Int).map(Double.init)).map { String(cFormat: "%.0f%%", $0 * 100) } ?? "-"
             let byCache = serve["responses_by_cache"] as? [String: Int] ?? [:]
             rows.append(["serve", "running on 127.0.0.1:\(port) since \(serve["started"] as? String ?? "?"): \(requests) requests "
                          + "(HIT \(byCache["hit"] ?? 0), PARTIAL \(byCache["partial"] ?? 0), MISS \(byCache["miss"] ?? 0)), \(ratio) of the bytes from the cache, "

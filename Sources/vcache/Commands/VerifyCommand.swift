@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// `vcache verify [URL|KEY...]`: is every claimed byte there and right?

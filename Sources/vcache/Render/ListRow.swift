@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// One row of `ls`: an entry of no stream, or a whole stream (its members folded).
@@ -60,7 +64,7 @@ func streamLine(_ s: StreamSummary) -> String {
     let renditions = s.playlists.count - v.count
     if renditions > 0 { parts.append("\(renditions) \(renditions == 1 ? "rendition" : "renditions")") }
     parts.append("\(s.segmentsCached)/\(s.segments) segments")
-    parts.append(String(format: "%.1f of %.1f s", s.secondsCached, s.seconds))
+    parts.append(String(cFormat: "%.1f of %.1f s", s.secondsCached, s.seconds))
     parts.append("\(s.entries.count) entries")
     return parts.joined(separator: ", ")
 }

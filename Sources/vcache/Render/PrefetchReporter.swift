@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import VCacheCore
 
 /// Renders prefetch events: live bars on a TTY, one log line per finished URL otherwise,
@@ -202,7 +206,7 @@ final class PrefetchReporter {
         var fraction: Double?
         if let total = toFetch, total > 0 {
             fraction = min(1, Double(fetched) / Double(total))
-            tail = String(format: " %3d%%", Int((fraction! * 100).rounded(.down))) + "  \(Units.formatSize(fetched))/\(Units.formatSize(total))"
+            tail = String(cFormat: " %3ld%%", Int((fraction! * 100).rounded(.down))) + "  \(Units.formatSize(fetched))/\(Units.formatSize(total))"
         }
         tail += "  \(Units.formatSize(Checked.int64(rate) ?? 0))/s"
         if let total = toFetch, rate > 0, total > fetched {
@@ -212,7 +216,7 @@ final class PrefetchReporter {
         let barWidth = max(10, min(30, width - tail.count - 24))
         let filled = Int((fraction ?? 0) * Double(barWidth))
         let bar = "[" + String(repeating: "=", count: filled) + (filled < barWidth ? ">" + String(repeating: " ", count: barWidth - filled - 1) : "") + "]"
-        let shown = name.count > 20 ? String(name.prefix(19)) + "…" : name.padding(toLength: 20, withPad: " ", startingAt: 0)
+        let shown = name.count > 20 ? String(name.prefix(19)) + "…" : name.padded(toLength: 20)
         return String((shown + " " + bar + tail).prefix(width - 1))
     }
 }
