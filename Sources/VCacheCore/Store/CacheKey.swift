@@ -81,3 +81,19 @@ public struct CacheKey: Hashable, Comparable, Sendable, CustomStringConvertible 
     public var description: String { hex }
     public static func < (a: CacheKey, b: CacheKey) -> Bool { a.hex < b.hex }
 }
+
+/// A pause point (`testPause`) with an entry's key as its detail. (Here, not in RawFile.swift:
+/// the fuzzers build RawFile without the store.)
+@inline(__always) func testPause(_ name: String, _ key: CacheKey) {
+    #if DEBUG
+    TestSeam.pause(name, key.hex)
+    #endif
+}
+
+#if DEBUG
+extension TestSeam {
+    static func setHook(_ name: String, key: CacheKey, _ hook: (@Sendable (String) -> Void)?) {
+        setHook(name, key: key.hex, hook)
+    }
+}
+#endif

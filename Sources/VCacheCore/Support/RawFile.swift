@@ -371,10 +371,6 @@ enum TestSeam {
         hooksLock.withLock { _ in hooks[name + "\u{0}" + key] = hook }
     }
 
-    static func setHook(_ name: String, key: CacheKey, _ hook: (@Sendable (String) -> Void)?) {
-        setHook(name, key: key.hex, hook)
-    }
-
     static func pause(_ name: String, _ detail: String) {
         if let hook = hooksLock.withLock({ _ in hooks[name + "\u{0}" + detail] }) { hook(detail) }
         guard let p = pausePoint, p.name == name else { return }
@@ -391,9 +387,3 @@ enum TestSeam {
     #endif
 }
 
-/// As above, with an entry's key as the detail.
-@inline(__always) func testPause(_ name: String, _ key: CacheKey) {
-    #if DEBUG
-    TestSeam.pause(name, key.hex)
-    #endif
-}
