@@ -146,8 +146,8 @@ bench-quick: deps-test
 
 # libFuzzer, each target for FUZZ_SECONDS from its committed seed corpus (Tests/Fuzz/corpus*):
 # Walker and Mapper on the MP4 code (box walker + faststart; moov parser + sample mapper +
-# planner) and Playlist on the HLS code, each built from the few source files it needs; Ranges
-# (Range, Content-Range), Judge (ResponseJudge), ProxyRules (proxy URL decoding, Host, If-Range,
+# planner), each built from the few source files it needs; Playlist (the HLS parser, plan,
+# rewriter and member check), Ranges (Range, Content-Range), Judge (ResponseJudge), ProxyRules (proxy URL decoding, Host, If-Range,
 # content types, ServeDecision), Keys (URL -> key), Units (sizes, durations) and MPD (the DASH parser,
 # segment addressing and sidx reader; seeds: ffmpeg's MPDs in corpus-mpd) against the whole
 # core, built once with the same instrumentation (.build/fuzz/lib). New inputs go to
@@ -158,9 +158,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_SOURCES  = Sources/VCacheCore/MP4/*.swift Sources/VCacheCore/Ranges/*.swift \
                 Sources/VCacheCore/Support/RawFile.swift Sources/VCacheCore/Support/SystemError.swift \
                 Sources/VCacheCore/Support/BenchSwitches.swift Sources/VCacheCore/Support/Checked.swift Sources/VCacheCore/Support/PathText.swift
-FUZZ_SOURCES_Playlist = Sources/VCacheCore/HLS/*.swift Sources/VCacheCore/Ranges/*.swift Sources/VCacheCore/Catalog/StreamRole.swift Sources/VCacheCore/Support/Checked.swift Sources/VCacheCore/Support/String+Trimming.swift
-FUZZ_CORE_TARGETS = Ranges Judge ProxyRules Keys Units Decisions MPD
-FUZZ_TARGETS  = Walker Mapper Playlist $(FUZZ_CORE_TARGETS)
+FUZZ_CORE_TARGETS = Playlist Ranges Judge ProxyRules Keys Units Decisions MPD
+FUZZ_TARGETS  = Walker Mapper $(FUZZ_CORE_TARGETS)
 FUZZ_FLAGS    = -sanitize=fuzzer,address -parse-as-library -O -package-name vcache
 FUZZ_C_MODULES = -I Sources/CCurl -I Sources/CSQLite -I Sources/CCrypto -I Sources/CMicroHTTPD -I Sources/CLibXML2 $(shell pkg-config --cflags-only-I libxml-2.0 | sed 's/-I/-Xcc -I/g')
 FUZZ_CORE_LIB = .build/fuzz/lib/libVCacheCore.a
@@ -176,7 +175,6 @@ fuzz-build: $(if $(filter $(FUZZ_CORE_TARGETS),$(FUZZ_TARGETS)),$(FUZZ_CORE_LIB)
 	  echo "building fuzz-$$t"; \
 	  case $$t in \
 	    Walker|Mapper) swiftc $(FUZZ_FLAGS) -module-name Fuzz$$t $(FUZZ_SOURCES) Tests/Fuzz/$$t.swift -o .build/fuzz/fuzz-$$t || exit 1;; \
-	    Playlist) swiftc $(FUZZ_FLAGS) -module-name Fuzz$$t $(FUZZ_SOURCES_Playlist) Tests/Fuzz/$$t.swift -o .build/fuzz/fuzz-$$t || exit 1;; \
 	    *) swiftc $(FUZZ_FLAGS) -module-name Fuzz$$t -I .build/fuzz/lib $(FUZZ_C_MODULES) Tests/Fuzz/$$t.swift Tests/Fuzz/Support/*.swift \
 	         $(FUZZ_CORE_LIB) -lcurl -lsqlite3 -lcrypto -lmicrohttpd -lxml2 -o .build/fuzz/fuzz-$$t || exit 1;; \
 	  esac; \

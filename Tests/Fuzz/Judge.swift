@@ -3,6 +3,7 @@
 // was asked (`A-B`, `A-` or `-N`); line 1: the held validators (`length etag lastModified`,
 // `-` for none); line 2: the status; the rest: response headers `Name: value`. Properties: a kept
 // body starts where asked (0 for a 200), ends no later than asked, and its limit is past its offset.
+import Foundation
 import VCacheCore
 
 @_cdecl("LLVMFuzzerTestOneInput")

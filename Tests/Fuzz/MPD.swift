@@ -3,6 +3,7 @@
 // same bytes; serve's rewrite of it (DASHRewriter), online and cut offline. Built by `make fuzz-build` against VCacheCore. Properties: no trap (huge S@r,
 // startNumber near 2^63, timescale 0, durations that overflow are errors), no more segments than
 // DASHLimits.maxSegments, and segment starts never NaN.
+import Foundation
 import VCacheCore
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -1,6 +1,10 @@
 // libFuzzer target: the HLS playlist parser, the plan of what to fetch and the rewrite for the
 // proxy, on arbitrary bytes. Built by `make fuzz` with -sanitize=fuzzer,address. A rewritten
-// playlist must parse back to as many segments as the original.
+// playlist must parse back to as many segments as the original. Built against the whole core
+// (the member check reads a DASH text sidecar's XML root).
+import Foundation
+@testable import VCacheCore
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPlaylist(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = UnsafeBufferPointer(start: data, count: size)

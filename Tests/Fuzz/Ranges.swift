@@ -2,6 +2,7 @@
 // `bytes */N` (prefetch), on arbitrary text. Built by `make fuzz-build` against VCacheCore.
 // Properties: a span lies inside the representation and, written back as `bytes=A-B`, parses to
 // itself; a parsed Content-Range written back parses equal and its range never traps.
+import Foundation
 import VCacheCore
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -3,6 +3,7 @@
 // never negative and a duration never past the maximum; a byte count written as digits parses
 // back to itself; a formatted size (its space removed) and a formatted duration parse back within
 // their rounding; Duration's seconds and milliseconds agree.
+import Foundation
 import VCacheCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
