@@ -9,7 +9,7 @@ BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev 
 TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2 gcc libc6-dev util-linux systemd python3 zsh fish
 BENCH_DEPS  := time aria2 binutils
 
-.PHONY: all build test test-fast class-audit stress powercut demo install install-files uninstall deb bench bench-quick clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address
+.PHONY: all build test test-fast class-audit stress powercut demo install install-files uninstall deb bench bench-quick bench-ab clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address
 
 all: build
 
@@ -143,6 +143,14 @@ bench-quick: deps-test
 	$(SWIFT) build -c release --static-swift-stdlib --product vcache
 	$(BENCH_BUILD)
 	@BENCH_QUICK=1 bash Tests/Scripts/bench.sh "$$($(SWIFT) build -c release --show-bin-path)/vcache" "$$($(BENCH_BUILD) --show-bin-path)/vcache"
+
+# The previous release binary against this one, round by round, on the workloads a change must
+# not slow: make bench-ab PREVIOUS=/path/to/old/vcache (BENCH_QUICK=1 for a 1/20 size run).
+bench-ab: deps-test
+	$(call ensure_packages,$(BENCH_DEPS))
+	@test -x "$(PREVIOUS)" || { echo "make bench-ab: PREVIOUS=path names the previous release binary (got '$(PREVIOUS)')" >&2; exit 2; }
+	$(SWIFT) build -c release --static-swift-stdlib --product vcache
+	@bash Tests/Scripts/bench-ab.sh "$(PREVIOUS)" "$$($(SWIFT) build -c release --show-bin-path)/vcache"
 
 # libFuzzer, each target for FUZZ_SECONDS from its committed seed corpus (Tests/Fuzz/corpus*):
 # Walker and Mapper on the MP4 code (box walker + faststart; moov parser + sample mapper +

@@ -382,6 +382,91 @@ import VCacheTestSupport
         again.release()
     }
 
+    // MARK: An operation alone (start over, drop, MPD kept whole)
+
+    /// An operation outside any job takes the lock only when it is free; while it runs, a reader
+    /// needing a job waits (no job starts under it), and once it ends the job starts.
+    @Test func anOperationAloneTakesOnlyAFreeLockAndHoldsJobStartsUntilItEnds() throws {
+        var (busy, _) = try Self.withJob()
+        let underJob = busy.beginAlone()
+        #expect(!underJob, "an operation alone ran under this process's own job")
+        #expect(busy.lock == .held(jobs: 1))
+
+        var s = EntryState()
+        s.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        let g = s.generation
+        let began = s.beginAlone()
+        #expect(began)
+        #expect(s.lock == .alone && s.generation > g)
+        let second = s.beginAlone()
+        #expect(!second, "two operations alone at once")
+        #expect(s.step(Self.at(0)) == .wait)
+        #expect(s.starting == nil)
+        #expect(!s.isIdle)
+        s.endAlone()
+        #expect(s.lock == .free)
+        guard case .startJob(let start) = s.step(Self.at(0)) else { throw Failure("no job start after the operation ended") }
+        #expect(start.takesLock)
+    }
+
+    @Test func anOperationAloneWaitsForNoStartAndNotWhileClosing() throws {
+        var s = EntryState()
+        s.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        guard case .startJob = s.step(Self.at(0)) else { throw Failure("expected a job start") }
+        let duringStart = s.beginAlone()
+        #expect(!duringStart, "an operation alone began while a start took the lock")
+        var c = EntryState()
+        _ = c.close()
+        let whileClosing = c.beginAlone()
+        #expect(!whileClosing)
+    }
+
+    /// The shell: while an operation alone holds the entry (its flock taken), another reader of
+    /// the process that needs a job waits, and starts its job once the operation is over; the
+    /// flock is free again after.
+    @Test func theShellHoldsJobStartsWhileAnOperationAloneRuns() throws {
+        let cache = try TestCache()
+        let key = CacheKey(String(repeating: "cd", count: 32))!
+        let store = cache.store
+        let board = EntryBoard()
+        board.readerArrived(holding: Self.f1, ownHead: RangeSet(), version: Self.v1)
+        let inside = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        let ran = Atomic<Bool>(false)
+        Thread.detachNewThread {
+            let r = board.alone(take: { (try? store.tryLockWriter(key: key)) ?? nil }) { () -> Bool in
+                inside.signal()
+                _ = go.wait(timeout: .now() + 30)
+                return true
+            }
+            ran.store(r == true, ordering: .relaxed)
+            done.signal()
+        }
+        #expect(inside.wait(timeout: .now() + 30) == .success)
+        // Another process could not take the entry meanwhile; this process's reader waits.
+        #expect(((try? store.tryLockWriter(key: key)) ?? nil) == nil)
+        let starts = Atomic<Int>(0)
+        let step = board.step(Self.at(0)) { _ in
+            starts.add(1, ordering: .relaxed)
+            return .none
+        }
+        guard case .waited = step else { throw Failure("a reader needing a job did not wait: \(step)") }
+        let startsMeanwhile = starts.load(ordering: .relaxed)
+        #expect(startsMeanwhile == 0)
+        go.signal()
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        let didRun = ran.load(ordering: .relaxed)
+        #expect(didRun)
+        let after = board.step(Self.at(0)) { start in
+            guard board.takeLock(for: start, { (try? store.tryLockWriter(key: key)) ?? nil }) else { return .none }
+            return board.admit(start, room: nil, file: Self.f1, stop: {}).0.map { .started($0.job) } ?? .none
+        }
+        guard case .asked(let job?) = after else { throw Failure("no job after the operation: \(after)") }
+        board.writerEnded(job, error: nil)
+        #expect(board.jobLeft() == nil)
+        let again = try #require(try store.tryLockWriter(key: key))
+        again.release()
+    }
+
     // MARK: The model test
 
     /// Random events against the machine, checked against an independent model of what each
@@ -471,7 +556,7 @@ struct Model {
     var trail: [String] = []
 
     mutating func randomEvent() throws {
-        let e = rng.below(12)
+        let e = rng.below(13)
         trail.append("\(e):\(state.lock)")
         if trail.count > 30 { trail.removeFirst() }
         switch e {
@@ -482,6 +567,7 @@ struct Model {
         case 8: try leave()
         case 9: try endJob()
         case 10: dropOrRetry()
+        case 11: alone()
         default: giveBack()
         }
     }
@@ -549,6 +635,18 @@ struct Model {
             readers[id]!.position = r.end
         case .refresh, .wait:
             break
+        }
+    }
+
+    /// An operation alone (start over, drop, MPD kept whole) begins, or the one running ends.
+    mutating func alone() {
+        if state.lock == .alone {
+            state.endAlone()
+        } else if state.beginAlone() {
+            guard jobs.values.allSatisfy(\.leftLock), state.starting == nil else {
+                Issue.record("an operation alone began while a job or start holds the lock")
+                return
+            }
         }
     }
 
@@ -640,6 +738,7 @@ struct Model {
 
     /// Every read finishes, every job ends and leaves, every reader leaves: nothing is lost.
     mutating func windDown() throws {
+        if state.lock == .alone { state.endAlone() }
         let stops = state.close()
         for j in stops where jobs[j] == nil || jobs[j]!.ended { throw Violation("stop of job \(j), which is not running") }
         for (id, r) in readers where r.inFlight != nil {
@@ -676,7 +775,7 @@ struct Model {
         switch state.lock {
         case .held(let n), .dropping(let n), .dropPending(let n):
             guard n == inLock else { throw Violation("lock counts \(n) jobs, \(inLock) hold it") }
-        case .free, .releasing:
+        case .free, .releasing, .alone:
             guard inLock == 0 else { throw Violation("lock \(state.lock) with \(inLock) jobs in it") }
         case .taking:
             guard state.starting != nil else { throw Violation("taking the lock with no start") }

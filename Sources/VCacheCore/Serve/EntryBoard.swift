@@ -312,6 +312,20 @@ final class EntryBoard: @unchecked Sendable {
         return failure
     }
 
+    // MARK: An operation alone (a start over, a drop, an MPD kept whole)
+
+    /// Runs `body` holding the entry's writer lock alone: no job of this process holds it or
+    /// starts meanwhile (a reader needing one waits), and the flock, taken by `take` outside the
+    /// lock, keeps other processes out. Nil, without running `body`, when this process's jobs
+    /// use the entry, the server stops, or `take` finds the flock held elsewhere.
+    func alone<T>(take: () -> EntryLock?, _ body: () -> T) -> T? {
+        guard transition({ s, _ in s.beginAlone() }) else { return nil }
+        defer { transition { s, _ in s.endAlone() } }
+        guard let lock = take() else { return nil }
+        defer { lock.release() }
+        return body()
+    }
+
     /// The entry's writer lock as job `job` sees it (`PrefetchOptions.sharedLock`).
     func jobLock() -> SharedEntryLock { JobLock(board: self) }
 

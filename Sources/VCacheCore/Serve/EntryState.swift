@@ -7,7 +7,7 @@
 /// The fields (Docs/architecture.md, "serve's per-entry state"):
 /// - `lifecycle`: `open`, or `closing` (the server stops: readers give up, jobs are stopped);
 /// - `lock`: the entry's writer lock as this process holds it (`free`, `taking`, `held(jobs)`,
-///   `dropping(jobs)`, `dropPending(jobs)`, `releasing`);
+///   `dropping(jobs)`, `dropPending(jobs)`, `releasing`, `alone`);
 /// - `jobs`: this process's storing jobs, each `running(position, file, trouble)`, `dropped`
 ///   or `ended(error)`;
 /// - `files`: each file (by identity) readers and jobs hold, and the bytes this process wrote
@@ -40,11 +40,17 @@ struct EntryState: Sendable {
         /// The last job left: the drop handed over (if any) and the release run outside the lock.
         /// The flock is still held: what this process wrote is still its own.
         case releasing
+        /// An operation of this process outside any job (a start over, a drop of a version gone
+        /// from the origin, an MPD kept whole) takes or holds it alone, outside the lock; no job
+        /// starts until it ends (`beginAlone`, `endAlone`).
+        case alone
 
         /// This process holds the flock (its own writes are trusted only then).
         var isHeld: Bool {
             switch self {
-            case .free, .taking: false
+            // `alone`: no job of this process writes while it runs, and what was written before
+            // (the lock was free) is trusted no more than then.
+            case .free, .taking, .alone: false
             case .held, .dropping, .dropPending, .releasing: true
             }
         }
@@ -280,6 +286,8 @@ struct EntryState: Sendable {
             case .free: takesLock = true; lock = .taking
             case .held(let n): takesLock = false; lock = .held(jobs: n + 1)
             case .taking, .dropping, .dropPending, .releasing: return .noJob
+            // Brief, and the entry is free again after: step again then.
+            case .alone: return .wait
             }
             let s = JobStart(generation: generation, wanted: wanted, plan: plan, takesLock: takesLock)
             starting = s
@@ -495,7 +503,7 @@ struct EntryState: Sendable {
             }
             lock = .releasing
             return .release(runDrop: true)
-        case .free, .taking, .releasing:
+        case .free, .taking, .releasing, .alone:
             preconditionFailure("a job left a lock it does not hold (\(lock))")
         }
     }
@@ -503,6 +511,25 @@ struct EntryState: Sendable {
     /// The flock was released.
     mutating func released() {
         precondition(lock == .releasing, "released in \(lock)")
+        lock = .free
+        generation += 1
+    }
+
+    // MARK: An operation alone (no job)
+
+    /// An operation outside any job is to take the entry's writer lock alone: only when no job
+    /// or start of this process holds or takes it, and the server is not stopping. True: it
+    /// takes the flock now (outside the lock), and `endAlone` follows whatever came of it.
+    mutating func beginAlone() -> Bool {
+        guard lock == .free, starting == nil, lifecycle == .open else { return false }
+        lock = .alone
+        generation += 1
+        return true
+    }
+
+    /// The operation alone is over, its flock (if it got one) released.
+    mutating func endAlone() {
+        precondition(lock == .alone, "endAlone in \(lock)")
         lock = .free
         generation += 1
     }

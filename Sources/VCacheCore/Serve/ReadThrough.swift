@@ -305,26 +305,41 @@ public final class ReadThrough: Sendable {
         let key = options.keyRules.key(for: url), n = Int64(body.count)
         guard n > 0, ((try? store.catalog.entry(key: key)) ?? nil) != nil else { return false }
         if let room = room(for: key, wanted: n), room < n { return false }
-        guard let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
-        defer { lock.release() }
-        do {
-            let data = try store.dropVersion(key: key, validators: validators)
-            defer { data.close() }
-            try body.withUnsafeBytes { try data.write($0, toAbsoluteOffset: 0) }
-            try data.sync()
-            let digest = SHA256Digest(chunkSize: ChunkStates.size)
-            body.withUnsafeBytes { digest.update($0) }
-            let sha = digest.finalize()
-            var u = Catalog.Update(key: key, url: url, validators: validators, contentType: contentType)
-            u.added = RangeSet([ByteRange(0, n)])
-            u.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
-            u.sha256 = sha
-            u.chunkStates = ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: digest.chunkStates)
-            try store.catalog.commit(u)
-            return true
-        } catch {
-            return false
-        }
+        return alone(key) { () -> Bool in
+            do {
+                try storeWhole(body, key: key, url: url, validators: validators, contentType: contentType)
+                return true
+            } catch {
+                return false
+            }
+        } ?? false
+    }
+
+    /// `keepWhole`'s store, with the entry held alone.
+    private func storeWhole(_ body: [UInt8], key: CacheKey, url: String, validators: Validators, contentType: String?) throws {
+        let n = Int64(body.count)
+        let data = try store.dropVersion(key: key, validators: validators)
+        defer { data.close() }
+        try body.withUnsafeBytes { try data.write($0, toAbsoluteOffset: 0) }
+        try data.sync()
+        let digest = SHA256Digest(chunkSize: ChunkStates.size)
+        body.withUnsafeBytes { digest.update($0) }
+        let sha = digest.finalize()
+        var u = Catalog.Update(key: key, url: url, validators: validators, contentType: contentType)
+        u.added = RangeSet([ByteRange(0, n)])
+        u.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
+        u.sha256 = sha
+        u.chunkStates = ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: digest.chunkStates)
+        try store.catalog.commit(u)
+    }
+
+    /// Runs `body` with the entry's writer lock held alone by this process (`EntryBoard.alone`):
+    /// no job of this process runs or starts meanwhile, and the flock keeps other processes out.
+    /// Nil when the entry is busy here or elsewhere.
+    private func alone<T>(_ key: CacheKey, board given: EntryBoard? = nil, _ body: () -> T) -> T? {
+        let board = given ?? self.board(key)
+        defer { if given == nil { release(board) } }
+        return board.alone(take: { (try? store.tryLockWriter(key: key)) ?? nil }, body)
     }
 
     /// Drops an entry's cached bytes (its version is gone from the origin): rows first, then a
@@ -332,12 +347,13 @@ public final class ReadThrough: Sendable {
     /// Returns whether it dropped them.
     @discardableResult
     func dropCachedBytes(key: CacheKey) -> Bool {
-        guard ((try? store.catalog.entry(key: key)) ?? nil) != nil, let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }
-        defer { lock.release() }
-        do {
-            try store.dropVersion(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil)).close()
-            return true
-        } catch { return false }
+        guard ((try? store.catalog.entry(key: key)) ?? nil) != nil else { return false }
+        return alone(key) { () -> Bool in
+            do {
+                try store.dropVersion(key: key, validators: Validators(length: nil, etag: nil, lastModified: nil)).close()
+                return true
+            } catch { return false }
+        } ?? false
     }
 
     /// The entry's board, made when missing (and counted in use until `release`).
@@ -383,7 +399,7 @@ public final class ReadThrough: Sendable {
         case .readThrough(let combine):
             return RangeReader(owner: self, board: board, video: video, range: range, snapshot: snap, weakPartsCombine: combine, ownHead: video.ownHead)
         case .startOver:
-            if startOver(video) {
+            if startOver(video, board) {
                 testPause("serve-start-over-after-drop", video.key)
                 snap.file?.close()
                 // The entry as it is now: another writer may have come in since the start-over.
@@ -407,16 +423,16 @@ public final class ReadThrough: Sendable {
     /// are never combined with new ones, so the entry gets a new, empty `data` (the catalog keeps
     /// its validators, the promised version) before this process stores anything in it. False
     /// when the entry cannot be taken now (another process writes it).
-    private func startOver(_ video: Video) -> Bool {
-        guard let lock = try? store.tryLockWriter(key: video.key) else { return false }
-        defer { lock.release() }
-        guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, video.validators.admits(e.validators) else { return false }
-        do {
-            try store.dropVersion(key: video.key, validators: video.validators).close()
-            return true
-        } catch {
-            return false
-        }
+    private func startOver(_ video: Video, _ board: EntryBoard) -> Bool {
+        alone(video.key, board: board) { () -> Bool in
+            guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, video.validators.admits(e.validators) else { return false }
+            do {
+                try store.dropVersion(key: video.key, validators: video.validators).close()
+                return true
+            } catch {
+                return false
+            }
+        } ?? false
     }
 
     /// How many more bytes may be stored under the cap and above the disk's kept free space
