@@ -46,8 +46,9 @@ enum Settings {
         if let v = overrides.maxSize { options.maxSize = v }
         if let v = overrides.minFree { options.minFree = v }
         if let v = overrides.connections { options.connections = v }
-        // -j times --connections is at most 64 transfers (Docs/cli.md).
-        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency)
+        // -j times --connections is at most 64 transfers, and within what `ulimit -n` leaves (Docs/cli.md).
+        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency,
+                                                                  descriptors: Resources.descriptorLimit())
         if overrides.keyIgnoreQuery { options.keyRules.ignoreQuery = true }
         options.keyRules.stripParameters.formUnion(overrides.keyStripParameters)
     }
