@@ -265,6 +265,30 @@ import VCacheTestSupport
         for path in paths { #expect(try inspector.entry(origin.url(path))?.sha256 == TestBytes.sha256(body)) }
     }
 
+    /// A `connections` value in the catalog that `config set` would have refused (written there by
+    /// hand, or by another program): prefetch says so and what to do, instead of silently
+    /// fetching over one connection; `--connections` on the command line overrides it.
+    @Test(.requires(.python3), arguments: ["garbage", "0", "999", "3.5", ""])
+    func aStoredConnectionsValueThatIsNotACountIsAnError(_ value: String) throws {
+        #expect(try VCacheBinary.run(["config", "set", "connections", "2"], cacheDir: cache).status == 0)
+        let edit = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"update config set value=? where name='connections'\", (sys.argv[2],)); c.commit()"
+        let made = try Tool.run("/usr/bin/python3", ["-c", edit, cache + "/catalog.db", value])
+        #expect(made.status == 0, "\(made.err)")
+        let origin = try TestOrigin()
+        let body = TestBytes.make(16 << 20, seed: 52)
+        origin.setResource("/g.mp4", .init(body: body, etag: "\"g\""))
+        let url = origin.url("/g.mp4")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: invalid value '\(value)' for config connections in the cache; use a whole number from 1 to 64: 'vcache config set connections N', or 'vcache config unset connections'\n")
+        #expect(origin.requests("/g.mp4").isEmpty)
+        let given = try VCacheBinary.run(["prefetch", url, "--connections", "1", "-q"], cacheDir: cache)
+        #expect(given.status == 0, "\(given.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["config", "unset", "connections"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", url, "-q"], cacheDir: cache).status == 0)
+    }
+
     @Test func theConfigDefaultIsCheckedAndUsed() throws {
         let bad = try VCacheBinary.run(["config", "set", "connections", "65"], cacheDir: cache)
         #expect(bad.status == 2, "\(bad.stderr)")
