@@ -4,11 +4,8 @@ import Glibc
 import Darwin
 #endif
 
-/// Process limits a long-running server sets for itself.
+/// Process limits: the one a long-running server sets for itself, and what prefetch reads.
 public enum Resources {
-    /// Raises the soft limit on open descriptors to the hard limit (as nginx's
-    /// `worker_rlimit_nofile` does; systemd units set the hard limit with `LimitNOFILE=`), and
-    /// returns the soft limit now in force.
     /// The soft limit on open descriptors now in force (`ulimit -n`, RLIMIT_NOFILE), unchanged;
     /// 1024 when it cannot be read.
     public static func descriptorLimit() -> Int {
@@ -22,6 +19,9 @@ public enum Resources {
         return Int(min(r.rlim_cur, 1 << 20))  // RLIM_INFINITY is the largest value: capped
     }
 
+    /// Raises the soft limit on open descriptors to the hard limit (as nginx's
+    /// `worker_rlimit_nofile` does; systemd units set the hard limit with `LimitNOFILE=`), and
+    /// returns the soft limit now in force.
     @discardableResult
     public static func raiseDescriptorLimit() -> Int {
         var r = rlimit()
