@@ -70,4 +70,20 @@ import Testing
         #expect(PrefetchOptions.connectionsPerEntry(1, jobs: 1) == 1)
         #expect(PrefetchOptions.connectionsPerEntry(64, jobs: 1) == 64)
     }
+
+    /// Further connections get only the descriptors `ulimit -n` leaves beyond 32 for the run and 4
+    /// for each download: under `ulimit -n 32` with `-j 8` they would take the sockets other
+    /// videos' own transfers need.
+    @Test func furtherConnectionsTakeOnlyTheDescriptorsTheDownloadsLeave() {
+        #expect(PrefetchOptions.connectionsPerEntry(8, jobs: 8, descriptors: 32) == 1)
+        #expect(PrefetchOptions.connectionsPerEntry(8, jobs: 8, descriptors: 64) == 1)   // 64 - 32 - 32 = 0 spare
+        #expect(PrefetchOptions.connectionsPerEntry(8, jobs: 8, descriptors: 72) == 2)   // 8 spare: one more each
+        #expect(PrefetchOptions.connectionsPerEntry(8, jobs: 8, descriptors: 256) == 8)
+        #expect(PrefetchOptions.connectionsPerEntry(64, jobs: 1, descriptors: 20) == 1)
+        #expect(PrefetchOptions.connectionsPerEntry(64, jobs: 1, descriptors: 46) == 11)  // 46 - 36 = 10 spare
+        #expect(PrefetchOptions.connectionsPerEntry(16, jobs: 4, descriptors: 1024) == 16)
+        #expect(PrefetchOptions.connectionsPerEntry(64, jobs: 4, descriptors: 1 << 20) == 16)
+        #expect(PrefetchOptions.connectionsPerEntry(8, jobs: .max, descriptors: .max) == 1)
+        #expect(PrefetchOptions.connectionsPerEntry(1, jobs: 1, descriptors: 0) == 1)
+    }
 }

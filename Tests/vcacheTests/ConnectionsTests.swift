@@ -203,6 +203,28 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
     }
 
+    @Test func backendsThatDisagreeOnTheETagFallBackToOneConnectionInsteadOfFailing() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(20 << 20, seed: 51)
+        // Two backends behind one name, each with its own strong ETag for the same bytes (nginx's
+        // mtime-size ETag on servers deployed apart), taking turns request by request: with three
+        // connections besides the first, one always meets the other backend's ETag.
+        origin.setResource("/lb.mp4", .init(body: body, etag: "\"a\""))
+        var faults = TestOrigin.Faults()
+        faults.rotateETags = ["\"a\"", "\"b\""]
+        faults.ignoreIfRange = true
+        origin.setFaults("/lb.mp4", faults)
+        let url = origin.url("/lb.mp4")
+        let r = try VCacheBinary.run(["prefetch", url, "--connections", "4"], cacheDir: cache)
+        // The version is dropped once, then the video comes over one connection, as without --connections.
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderrLines.filter { $0.hasPrefix("note: \(url) changed on the origin (") }.count == 1, "\(r.stderr)")
+        let entry = try #require(try CacheInspector(directory: cache).entry(url))
+        #expect(entry.sha256 == TestBytes.sha256(body))
+        #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
     @Test(arguments: ["0", "abc", "65", "-1", "nan", "9223372036854775808"])
     func nonsenseConnectionCountsAreRefused(_ value: String) throws {
         let r = try VCacheBinary.run(["prefetch", "http://127.0.0.1:9/a.mp4", "--connections", value], cacheDir: cache)
@@ -220,6 +242,51 @@ import VCacheTestSupport
         #expect(r.status == 0, "\(r.stderr)")
         #expect(Set(origin.requests("/j.mp4").compactMap { $0 }) == ["bytes=0-", "bytes=20971520-41943039"])
         #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+    }
+
+    /// A low `ulimit -n` with `-j 8 --connections 8`: further connections would take the sockets
+    /// other videos' own transfers need (before, under `ulimit -n 32`, 3 videos of 8 failed with
+    /// "Too many open files" where one connection each fetched all 8; under 48 every video's
+    /// connections met it and retried). What the limit leaves is one connection per video now.
+    @Test(.requires(.prlimit))
+    func aLowOpenFileLimitKeepsOneConnectionPerVideoSoNoneFails() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(40 << 20, seed: 60)  // eight pieces each, were they split
+        let paths = (0..<8).map { "/n\($0).mp4" }
+        for (i, path) in paths.enumerated() { origin.setResource(path, .init(body: body, etag: "\"n\(i)\"")) }
+        let list = dir.file("list.txt")
+        try paths.map { origin.url($0) }.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try VCacheBinary.start(["--nofile=48", VCacheBinary.path, "prefetch", "-i", list, "-j", "8", "--connections", "8"],
+                                       cacheDir: cache, executable: "/usr/bin/prlimit").finish()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.stderr.contains("Too many open files"), "\(r.stderr)")
+        for path in paths { #expect(origin.requests(path) == ["bytes=0-"], "\(path): \(origin.requests(path))") }
+        let inspector = try CacheInspector(directory: cache)
+        for path in paths { #expect(try inspector.entry(origin.url(path))?.sha256 == TestBytes.sha256(body)) }
+    }
+
+    /// A `connections` value in the catalog that `config set` would have refused (written there by
+    /// hand, or by another program): prefetch says so and what to do, instead of silently
+    /// fetching over one connection; `--connections` on the command line overrides it.
+    @Test(.requires(.python3), arguments: ["garbage", "0", "999", "3.5", ""])
+    func aStoredConnectionsValueThatIsNotACountIsAnError(_ value: String) throws {
+        #expect(try VCacheBinary.run(["config", "set", "connections", "2"], cacheDir: cache).status == 0)
+        let edit = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"update config set value=? where name='connections'\", (sys.argv[2],)); c.commit()"
+        let made = try Tool.run("/usr/bin/python3", ["-c", edit, cache + "/catalog.db", value])
+        #expect(made.status == 0, "\(made.err)")
+        let origin = try TestOrigin()
+        let body = TestBytes.make(16 << 20, seed: 52)
+        origin.setResource("/g.mp4", .init(body: body, etag: "\"g\""))
+        let url = origin.url("/g.mp4")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 2)
+        #expect(r.stderr == "vcache: invalid value '\(value)' for config connections in the cache; use a whole number from 1 to 64: 'vcache config set connections N', or 'vcache config unset connections'\n")
+        #expect(origin.requests("/g.mp4").isEmpty)
+        let given = try VCacheBinary.run(["prefetch", url, "--connections", "1", "-q"], cacheDir: cache)
+        #expect(given.status == 0, "\(given.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        #expect(try VCacheBinary.run(["config", "unset", "connections"], cacheDir: cache).status == 0)
+        #expect(try VCacheBinary.run(["prefetch", url, "-q"], cacheDir: cache).status == 0)
     }
 
     @Test func theConfigDefaultIsCheckedAndUsed() throws {

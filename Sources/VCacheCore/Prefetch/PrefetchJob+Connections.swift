@@ -13,8 +13,9 @@ extension PrefetchJob {
         var lanes: [RangeLane] = []
         /// The job's own transfer waits for the lanes: nothing is left that no lane holds.
         var waiting = false
-        /// No more splitting in this run: the version has no strong validator (said once), or a
-        /// lane gave up (the origin ignores ranges, refuses or fails them).
+        /// No more splitting in this run: the version has no strong validator (said once), a
+        /// lane gave up (the origin ignores ranges, refuses or fails them), or a lane met another
+        /// version.
         var refused = false
         var weakNoted = false
 
@@ -80,9 +81,13 @@ extension PrefetchJob {
 
     /// A lane's response was of another version: every connection stops, and the job drops the
     /// version as it does when its own response shows one (three changes in a run give up).
+    /// Nothing is split again in this run: an origin whose servers disagree on the validators
+    /// (a load balancer over backends deployed apart: nginx's mtime-size ETags differ) would show
+    /// another version to every new connection, and fail a video one connection fetches whole.
     func laneFoundAnotherVersion(_ v: Validators, reason: String) {
         guard !isFinished else { return }
         detachLanes()
+        refuseConnections(noting: false)
         switch phase {
         case .fetching(let x):
             fetcher.cancel(x.transfer)

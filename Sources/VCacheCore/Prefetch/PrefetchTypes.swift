@@ -129,10 +129,22 @@ public struct PrefetchOptions: Sendable {
     /// No run opens more transfers than this through `-j` times `--connections`.
     public static let maxTotalConnections = 64
 
+    /// Descriptors a run keeps for itself (the catalog and its journal, locks, libcurl's own,
+    /// stdio), and for each download (its `data`, its lock, its first connection, slack), before
+    /// any goes to a download's further connections.
+    public static let descriptorsReservedForRun = 32
+    public static let descriptorsReservedPerJob = 4
+
     /// The connections per entry a run of `jobs` downloads at once may use when `asked` for:
-    /// lowered so that `jobs` times it stays within `maxTotalConnections` (at least 1).
-    public static func connectionsPerEntry(_ asked: Int, jobs: Int) -> Int {
-        max(1, min(asked, maxTotalConnections / max(1, jobs)))
+    /// lowered so that `jobs` times it stays within `maxTotalConnections`, and so that the further
+    /// connections take only descriptors (`descriptors`: the soft `ulimit -n`) no download's own
+    /// transfer needs: under a low limit they would leave other videos unable to open a socket
+    /// and fail them, where one connection each fetches them all. At least 1.
+    public static func connectionsPerEntry(_ asked: Int, jobs: Int, descriptors: Int = .max) -> Int {
+        let jobs = min(max(1, jobs), 1 << 20)
+        let reserved = descriptorsReservedForRun + descriptorsReservedPerJob * jobs
+        let spare = descriptors <= reserved ? 0 : (descriptors - reserved) / jobs
+        return max(1, min(asked, maxTotalConnections / jobs, 1 + spare))
     }
     /// Total download rate across all downloads, bytes per second (nil: unlimited).
     public var maxRate: Int64?

@@ -4,8 +4,21 @@ import Glibc
 import Darwin
 #endif
 
-/// Process limits a long-running server sets for itself.
+/// Process limits: the one a long-running server sets for itself, and what prefetch reads.
 public enum Resources {
+    /// The soft limit on open descriptors now in force (`ulimit -n`, RLIMIT_NOFILE), unchanged;
+    /// 1024 when it cannot be read.
+    public static func descriptorLimit() -> Int {
+        var r = rlimit()
+        #if canImport(Glibc)
+        let which = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let which = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(which, &r) == 0 else { return 1024 }
+        return Int(min(r.rlim_cur, 1 << 20))  // RLIM_INFINITY is the largest value: capped
+    }
+
     /// Raises the soft limit on open descriptors to the hard limit (as nginx's
     /// `worker_rlimit_nofile` does; systemd units set the hard limit with `LimitNOFILE=`), and
     /// returns the soft limit now in force.

@@ -25,11 +25,15 @@ enum Settings {
         var connections: Int?
         var keyIgnoreQuery = false
         var keyStripParameters: [String] = []
+        /// The command fetches over `connections` (prefetch): a stored value it cannot use is an error.
+        var usesConnections = false
 
-        init(maxSize: Int64? = nil, minFree: Int64? = nil, connections: Int? = nil, keys: ParsedArguments<KeyOptions>? = nil) {
+        init(maxSize: Int64? = nil, minFree: Int64? = nil, connections: Int? = nil, usesConnections: Bool = false,
+             keys: ParsedArguments<KeyOptions>? = nil) {
             self.maxSize = maxSize
             self.minFree = minFree
             self.connections = connections
+            self.usesConnections = usesConnections
             keyIgnoreQuery = keys?.keyIgnoreQuery ?? false
             keyStripParameters = keys?.keyStripParam ?? []
         }
@@ -42,12 +46,20 @@ enum Settings {
         if let v = try c.config("min-free") { options.minFree = Units.parseSize(v) }
         if try c.config("key-ignore-query") == "true" { options.keyRules.ignoreQuery = true }
         if let v = try c.config("key-strip-param") { options.keyRules.stripParameters.formUnion(v.split(separator: ",").map(String.init)) }
-        if let v = try c.config("connections"), let n = Int(v), (1...64).contains(n) { options.connections = n }
+        if let v = try c.config("connections") {
+            if let n = Int(v), (1...64).contains(n) {
+                options.connections = n
+            } else if overrides.usesConnections && overrides.connections == nil {
+                // (`config set` refuses such a value: this one was written into the catalog otherwise.)
+                throw UsageError("invalid value '\(Console.escaped(v))' for config connections in the cache; use a whole number from 1 to 64: 'vcache config set connections N', or 'vcache config unset connections'")
+            }
+        }
         if let v = overrides.maxSize { options.maxSize = v }
         if let v = overrides.minFree { options.minFree = v }
         if let v = overrides.connections { options.connections = v }
-        // -j times --connections is at most 64 transfers (Docs/cli.md).
-        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency)
+        // -j times --connections is at most 64 transfers, and within what `ulimit -n` leaves (Docs/cli.md).
+        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency,
+                                                                  descriptors: Resources.descriptorLimit())
         if overrides.keyIgnoreQuery { options.keyRules.ignoreQuery = true }
         options.keyRules.stripParameters.formUnion(overrides.keyStripParameters)
     }

@@ -102,7 +102,7 @@ enum PrefetchCommand: VCacheCommand {
         for e in inputErrors { console.error(e, kind: "bad_input") }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         do {
-            try Settings.apply(store: store, Settings.Overrides(maxSize: args.maxSize, minFree: args.minFree, connections: args.connections, keys: args.keys), to: &options)
+            try Settings.apply(store: store, Settings.Overrides(maxSize: args.maxSize, minFree: args.minFree, connections: args.connections, usesConnections: true, keys: args.keys), to: &options)
         } catch {
             console.error(error)
             return 2
