@@ -232,3 +232,96 @@ import VCacheTestSupport
         #expect(!playable.plays(mpd))
     }
 }
+
+/// A hostile `$RepresentationID$` (a scheme of its own once substituted) or an `xlink:href` to
+/// `file:`/`data:`: the rewrite never writes a URL that lands off the proxy. The Representation
+/// (or element) that would need one is taken out; the plain ones stay, mapping back exactly.
+@Suite struct DASHRewriterHostileIDTests {
+    static let proxy = DASHRewriterTests.proxy
+    static let url = "http://o.test/a/b/manifest.mpd"
+    static let ids = ["javascript:alert(1)", "data:text/html,hi", "http://evil.example/x", "mailto:a@b", "x:", "C:\\w", "JavaScript:x"]
+
+    /// Three layouts the probe used: the id after a prefix, the id first, the template on the
+    /// AdaptationSet (pushed down per Representation).
+    static func mpd(_ id: String, layout: Int) -> String {
+        let escaped = id.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing("\"", with: "&quot;")
+        let template = [
+            #"<SegmentTemplate timescale="1" duration="2" startNumber="1" initialization="init-stream$RepresentationID$.m4s" media="chunk-stream$RepresentationID$-$Number%05d$.m4s"/>"#,
+            #"<SegmentTemplate timescale="1" duration="2" startNumber="1" initialization="$RepresentationID$.m4s" media="$RepresentationID$/$Number$.m4s"/>"#,
+            #"<SegmentTemplate timescale="1" duration="2" startNumber="1" initialization="$RepresentationID$/init.m4s" media="$RepresentationID$/$Number$.m4s"/>"#,
+        ][layout]
+        let reps = layout == 2
+            ? "\(template)<Representation id=\"\(escaped)\" bandwidth=\"2\"/><Representation id=\"ok\" bandwidth=\"1\"/><Representation id=\"\(escaped)\" bandwidth=\"3\"><BaseURL>sub/</BaseURL></Representation>"
+            : "<Representation id=\"\(escaped)\" bandwidth=\"2\">\(template)</Representation><Representation id=\"ok\" bandwidth=\"1\">\(template)</Representation>"
+        return """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" xmlns:xlink="http://www.w3.org/1999/xlink" type="static" mediaPresentationDuration="PT4S">
+            <Period duration="PT4S"><AdaptationSet contentType="video">\(reps)</AdaptationSet>
+            <AdaptationSet xlink:href="file:///etc/passwd" xlink:actuate="onLoad"/><AdaptationSet xlink:href="data:application/xml,&lt;x/&gt;"/>
+            <AdaptationSet xlink:href="urn:mpeg:dash:resolve-to-zero:2013"/></Period></MPD>
+            """
+    }
+
+    /// Every URL a player can form from `text` (its Representations' init, index and segments,
+    /// BaseURLs, `xlink:href`, `Location`), resolved against the MPD's proxy URL.
+    static func formed(_ text: String) throws -> [String] {
+        let proxied = ProxyURL.make(origin: url, base: proxy)
+        var out = try DASHRewriterTests.urls(MPD.parse(Array(text.utf8), url: proxied))
+        for m in text.matches(of: /xlink:href="([^"]*)"/) where m.output.1 != "urn:mpeg:dash:resolve-to-zero:2013" {
+            out.append(HLSURI.resolve(String(m.output.1), against: proxied))
+        }
+        for m in text.matches(of: /<(BaseURL|Location)>([^<]*)</) { out.append(HLSURI.resolve(String(m.output.2), against: proxied)) }
+        return out
+    }
+
+    @Test(arguments: 0..<3)
+    func noHostileRepresentationIDMakesAURLOffTheProxy(layout: Int) throws {
+        for id in Self.ids {
+            let original = Self.mpd(id, layout: layout)
+            let text = String(decoding: try DASHRewriter(url: Self.url, proxy: Self.proxy).rewrite(Array(original.utf8)), as: UTF8.self)
+            let formed = try Self.formed(text)
+            #expect(!formed.isEmpty)
+            for u in formed {
+                #expect(u.hasPrefix(Self.proxy + "/d/") || u.hasPrefix(Self.proxy + "/v/"), "id \(id), layout \(layout): \(u) is not on the proxy\n\(text)")
+            }
+            #expect(!text.contains("file:") && !text.contains("data:"), "id \(id), layout \(layout): \(text)")
+            // The plain Representation stays and maps back to what the original names.
+            #expect(text.contains("id=\"ok\""), "\(text)")
+            let plain = { (mpd: MPD) in mpd.representations.filter { $0.2.id == "ok" } }
+            // (From an MPD without the hostile Representation: prefetch refuses the original whole.)
+            let before = try plain(MPD.parse(Array(Self.mpd("other", layout: layout).utf8), url: Self.url)).flatMap { r in
+                let p = try r.2.plan(periodDuration: 4)
+                return [p.initialization?.url].compactMap { $0 } + p.segments.map(\.url)
+            }
+            let after = try plain(MPD.parse(Array(text.utf8), url: ProxyURL.make(origin: Self.url, base: Self.proxy))).flatMap { r in
+                let p = try r.2.plan(periodDuration: 4)
+                return [p.initialization?.url].compactMap { $0 } + p.segments.map(\.url)
+            }
+            DASHRewriterTests.expectMapped(before, after)
+        }
+    }
+
+    /// A BaseURL, SegmentURL or Location of another scheme, and the same in a remote element.
+    @Test func otherSchemesElsewhereTakeOutTheirElement() throws {
+        let original = """
+            <?xml version="1.0"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT4S"><Location>data:text/plain,x</Location>
+            <Period duration="PT4S"><AdaptationSet contentType="video">
+            <Representation id="f" bandwidth="3"><BaseURL>file:///etc/</BaseURL><SegmentTemplate timescale="1" duration="2" media="$Number$.m4s"/></Representation>
+            <Representation id="l" bandwidth="2"><SegmentList timescale="1" duration="2"><SegmentURL media="a.m4s"/><SegmentURL media="javascript:alert(1)"/></SegmentList></Representation>
+            <Representation id="ok" bandwidth="1"><SegmentTemplate timescale="1" duration="2" media="$Number$.m4s"/></Representation>
+            </AdaptationSet></Period></MPD>
+            """
+        let text = String(decoding: try DASHRewriter(url: Self.url, proxy: Self.proxy).rewrite(Array(original.utf8)), as: UTF8.self)
+        for u in try Self.formed(text) { #expect(u.hasPrefix(Self.proxy + "/d/") || u.hasPrefix(Self.proxy + "/v/"), "\(u)\n\(text)") }
+        #expect(!text.contains("id=\"f\"") && !text.contains("id=\"l\"") && text.contains("id=\"ok\"") && !text.contains("<Location>"), "\(text)")
+        let remote = """
+            <Period xmlns="urn:mpeg:dash:schema:mpd:2011" duration="PT4S"><AdaptationSet contentType="video">
+            <Representation id="javascript:x" bandwidth="2"><SegmentTemplate timescale="1" duration="2" media="$RepresentationID$/$Number$.m4s"/></Representation>
+            <Representation id="ok" bandwidth="1"><SegmentTemplate timescale="1" duration="2" media="$RepresentationID$/$Number$.m4s"/></Representation>
+            </AdaptationSet></Period>
+            """
+        let r = String(decoding: try DASHRewriter(url: "http://o.test/a/ad.xml", proxy: Self.proxy).rewriteRemote(Array(remote.utf8)), as: UTF8.self)
+        #expect(!r.contains("javascript:") && r.contains("id=\"ok\""), "\(r)")
+    }
+}

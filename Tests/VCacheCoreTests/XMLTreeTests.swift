@@ -76,4 +76,24 @@ import Testing
         let deep = String(repeating: "<a>", count: 5000) + String(repeating: "</a>", count: 5000)
         #expect(throws: XMLTree.Error.tooDeep(limit: 32)) { try Self.parse(deep) }
     }
+
+    /// libxml2's reader joins a long text node or comment piece by piece (the probe's
+    /// 16,777,000-byte MPD, one comment, took 20 s to fail with "Huge input lookup"): one past
+    /// `maxTextBytes` is refused before libxml2 reads it, naming the limit; one under it is read.
+    @Test func aTextNodeOrCommentPastTheTextLimitIsRefusedAtOnce() throws {
+        let open = "<?xml version=\"1.0\"?><MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\">"
+        let limit = XMLTree.Limits().maxTextBytes
+        for (before, after) in [("<!--", "-->"), ("<x>", "</x>"), ("<![CDATA[", "]]>"), ("<x a='", "'/>"), ("", "")] {
+            func doc(_ n: Int) -> [UInt8] {
+                Array((open + before).utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: n) + Array((after + "</MPD>").utf8)
+            }
+            let huge = doc(16_777_000 - doc(0).count)
+            #expect(huge.count == 16_777_000)
+            let start = ContinuousClock.now
+            #expect(throws: XMLTree.Error.textTooLong(limit: limit), "\(before)") { try XMLTree.parse(huge) }
+            #expect(ContinuousClock.now - start < .seconds(10), "\(before): \(ContinuousClock.now - start)")
+            #expect(throws: XMLTree.Error.textTooLong(limit: limit)) { try XMLTree.parse(doc(limit + 1)) }
+            #expect(try XMLTree.parse(doc(limit - 20)).name == "MPD", "\(before)")
+        }
+    }
 }

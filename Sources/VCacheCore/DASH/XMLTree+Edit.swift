@@ -48,6 +48,16 @@ public struct XMLEditNode {
         }
     }
 
+    /// Takes the attribute `name` (unqualified, or in `namespace`) off the element.
+    public func removeAttribute(_ name: String, namespace: String? = nil) {
+        if let namespace {
+            guard let attr = xmlHasNsProp(node, name, namespace) else { return }
+            xmlRemoveProp(attr)
+        } else {
+            xmlUnsetProp(node, name)
+        }
+    }
+
     /// The character data inside the element.
     public var text: String {
         guard let content = xmlNodeGetContent(node) else { return "" }

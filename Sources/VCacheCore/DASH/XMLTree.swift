@@ -55,6 +55,10 @@ public enum XMLTree {
         public var maxDepth = 32
         public var maxElements = 500_000
         public var maxAttributes = 128
+        /// One text node, comment, CDATA section, processing instruction or start tag: libxml2's
+        /// reader joins a long one piece by piece (a 10 MB comment took it 20 s, and is past its
+        /// own cap without XML_PARSE_HUGE); an MPD's longest is a few KB.
+        public var maxTextBytes = 1 << 20
         public init() {}
     }
 
@@ -63,6 +67,7 @@ public enum XMLTree {
         case tooDeep(limit: Int)
         case tooManyElements(limit: Int)
         case tooManyAttributes(element: String, limit: Int)
+        case textTooLong(limit: Int)
         case doctype
         case malformed(line: Int, message: String)
         case empty
@@ -73,6 +78,7 @@ public enum XMLTree {
             case .tooDeep(let limit): "elements are nested deeper than the limit of \(limit) levels"
             case .tooManyElements(let limit): "the document has more than the limit of \(limit) elements"
             case .tooManyAttributes(let element, let limit): "element <\(element)> has more than the limit of \(limit) attributes"
+            case .textTooLong(let limit): "one text node, comment or tag is longer than the limit of \(limit) bytes"
             case .doctype: "the document declares a DTD or entities (<!DOCTYPE or <!ENTITY): refused"
             case .malformed(let line, let message): "not well-formed XML (line \(line)): \(message)"
             case .empty: "the document has no root element"
@@ -90,8 +96,10 @@ public enum XMLTree {
         // element over: 100,000 attributes on one element (1 MB) took half a minute, a 16 MiB
         // MPD hours. A start tag with more than twice the limit (attributes and namespace
         // declarations: one `=` each outside quotes) is refused before libxml2 reads it.
-        if let name = crowdedStartTag(bytes, over: 2 * limits.maxAttributes) {
-            throw .tooManyAttributes(element: name, limit: limits.maxAttributes)
+        switch scan(bytes, attributesOver: 2 * limits.maxAttributes, textOver: limits.maxTextBytes) {
+        case .crowded(let name)?: throw .tooManyAttributes(element: name, limit: limits.maxAttributes)
+        case .long?: throw .textTooLong(limit: limits.maxTextBytes)
+        case nil: break
         }
         let errors = ErrorSink()
         let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOCDATA.rawValue | XML_PARSE_NOWARNING.rawValue)
@@ -173,60 +181,100 @@ public enum XMLTree {
     /// The local name of the first start tag in `b` with more than `limit` `=` outside quoted
     /// values (comments, CDATA sections and processing instructions skipped), or nil. Only for an
     /// encoding where ASCII is one byte (UTF-8, ISO-8859-x); UTF-16 or UTF-32 is not scanned.
-    static func crowdedStartTag(_ b: [UInt8], over limit: Int) -> String? {
-        if b.count >= 2, (b[0] == 0xFE && b[1] == 0xFF) || (b[0] == 0xFF && b[1] == 0xFE) { return nil }
-        if b.prefix(4).contains(0) { return nil }
-        let lt = UInt8(ascii: "<"), gt = UInt8(ascii: ">"), eq = UInt8(ascii: "="), slash = UInt8(ascii: "/")
-        func at(_ i: Int, _ s: String) -> Bool {
-            let u = Array(s.utf8)
-            return i + u.count <= b.count && b[i..<(i + u.count)].elementsEqual(u)
-        }
-        func past(_ i: Int, _ end: String) -> Int {
-            var j = i
-            while j < b.count { if at(j, end) { return j + end.utf8.count }; j += 1 }
-            return b.count
-        }
-        var i = 0
-        while i < b.count {
-            guard b[i] == lt else { i += 1; continue }
-            if at(i, "<!--") { i = past(i + 4, "-->"); continue }
-            if at(i, "<![CDATA[") { i = past(i + 9, "]]>"); continue }
-            if at(i, "<?") { i = past(i + 2, "?>"); continue }
-            var j = i + 1
-            while j < b.count, ![0x20, 0x09, 0x0A, 0x0D, gt, slash].contains(b[j]) { j += 1 }
-            let name = b[(i + 1)..<j]
-            var quote: UInt8?
-            var count = 0
-            while j < b.count {
-                let c = b[j]
-                if let q = quote {
-                    if c == q { quote = nil }
-                } else if c == 0x22 || c == 0x27 {
-                    quote = c
-                } else if c == gt {
-                    break
-                } else if c == eq {
-                    count += 1
-                }
-                j += 1
-            }
-            if count > limit {
-                let local = name.lastIndex(of: UInt8(ascii: ":")).map { name[(name.index(after: $0))...] } ?? name
-                return String(decoding: local, as: UTF8.self)
-            }
-            i = j + 1
-        }
+    static func crowdedStartTag(_ bytes: [UInt8], over limit: Int) -> String? {
+        if case .crowded(let name)? = scan(bytes, attributesOver: limit, textOver: .max) { return name }
         return nil
+    }
+
+    enum ScanFinding: Equatable {
+        /// A start tag with more `=` than the limit: its local name.
+        case crowded(String)
+        /// A text run, comment, CDATA section, processing instruction or tag past the text limit.
+        case long
+    }
+
+    /// `crowdedStartTag`'s pass, which also finds a run longer than `textOver` bytes.
+    static func scan(_ bytes: [UInt8], attributesOver limit: Int, textOver: Int) -> ScanFinding? {
+        if bytes.count >= 2, (bytes[0] == 0xFE && bytes[1] == 0xFF) || (bytes[0] == 0xFF && bytes[1] == 0xFE) { return nil }
+        if bytes.prefix(4).contains(0) { return nil }
+        // One pass over the bytes with no allocation per byte: a 16 MiB comment took 20 s of a
+        // debug build when each step built an array.
+        return bytes.withUnsafeBufferPointer { b -> ScanFinding? in
+            let lt = UInt8(ascii: "<"), gt = UInt8(ascii: ">"), eq = UInt8(ascii: "="), slash = UInt8(ascii: "/")
+            func at(_ i: Int, _ u: [UInt8]) -> Bool {
+                guard i + u.count <= b.count else { return false }
+                for k in 0..<u.count where b[i + k] != u[k] { return false }
+                return true
+            }
+            func past(_ i: Int, _ end: [UInt8]) -> Int {
+                var j = i
+                while j < b.count {
+                    if b[j] == end[0], at(j, end) { return j + end.count }
+                    j += 1
+                }
+                return b.count
+            }
+            let comment = Array("<!--".utf8), commentEnd = Array("-->".utf8), cdata = Array("<![CDATA[".utf8), cdataEnd = Array("]]>".utf8)
+            let pi = Array("<?".utf8), piEnd = Array("?>".utf8)
+            var i = 0, text = 0
+            while i < b.count {
+                guard b[i] == lt else { i += 1; continue }
+                if i - text > textOver { return .long }
+                if at(i, comment) || at(i, cdata) || at(i, pi) {
+                    let end = at(i, comment) ? past(i + 4, commentEnd) : at(i, cdata) ? past(i + 9, cdataEnd) : past(i + 2, piEnd)
+                    if end - i > textOver { return .long }
+                    (i, text) = (end, end)
+                    continue
+                }
+                var j = i + 1
+                while j < b.count {
+                    let c = b[j]
+                    if c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D || c == gt || c == slash { break }
+                    j += 1
+                }
+                let nameRange = (i + 1)..<j
+                var quote: UInt8 = 0
+                var count = 0
+                while j < b.count {
+                    let c = b[j]
+                    if quote != 0 {
+                        if c == quote { quote = 0 }
+                    } else if c == 0x22 || c == 0x27 {
+                        quote = c
+                    } else if c == gt {
+                        break
+                    } else if c == eq {
+                        count += 1
+                    }
+                    j += 1
+                }
+                if count > limit {
+                    let name = Array(b[nameRange])
+                    let local = name.lastIndex(of: UInt8(ascii: ":")).map { name[(name.index(after: $0))...] } ?? name[...]
+                    return .crowded(String(decoding: local, as: UTF8.self))
+                }
+                if j - i > textOver { return .long }
+                i = j + 1
+                text = i
+            }
+            return b.count - text > textOver ? .long : nil
+        }
     }
 
     private static func contains(_ bytes: [UInt8], _ needle: String) -> Bool {
         let n = Array(needle.utf8)
         guard bytes.count >= n.count else { return false }
-        var i = 0
-        while i <= bytes.count - n.count {
-            if bytes[i] == n[0] && bytes[i..<(i + n.count)].elementsEqual(n) { return true }
-            i += 1
+        return bytes.withUnsafeBufferPointer { b in
+            var i = 0
+            while i <= b.count - n.count {
+                if b[i] == n[0] {
+                    var k = 1
+                    while k < n.count && b[i + k] == n[k] { k += 1 }
+                    if k == n.count { return true }
+                }
+                i += 1
+            }
+            return false
         }
-        return false
     }
 }

@@ -30,6 +30,7 @@ public enum HLSMemberCheck: Equatable, Sendable {
             return "origin's answer for an AES-128 segment is \(length) bytes, not a whole number of 16-byte blocks: an error page in its place?"
         case .segment, .dashSegment:
             guard !HLSSegmentCheck.looksLikeSegment(firstBytes: firstBytes.prefix(376)) else { return nil }
+            if length == 0 { return "origin's answer for \(self == .segment ? "an HLS" : "a DASH") segment is empty (0 bytes): not one" }
             // A DASH text Representation may be a raw TTML file (mimeType application/ttml+xml).
             if self == .dashSegment, XMLRoot.isTTML(firstBytes, whole: length.map { Int64(firstBytes.count) >= $0 } ?? false) { return nil }
             let shown = String(decoding: firstBytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)

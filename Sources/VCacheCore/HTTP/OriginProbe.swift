@@ -16,8 +16,14 @@ public enum OriginProbe {
     }
 
     public static func probe(_ urls: [String], known: [Validators], options: RequestOptions = RequestOptions(), concurrency: Int = 8) -> [Answer] {
+        probeWithTypes(urls, known: known, options: options, concurrency: concurrency).map(\.answer)
+    }
+
+    /// `probe`, with each answer's Content-Type (serve's read-through when nothing of a resource
+    /// can be stored: an MPD is still known by it).
+    public static func probeWithTypes(_ urls: [String], known: [Validators], options: RequestOptions = RequestOptions(), concurrency: Int = 8) -> [(answer: Answer, contentType: String?)] {
         let fetcher = Fetcher()
-        var answers = [Answer?](repeating: nil, count: urls.count)
+        var answers = [(answer: Answer, contentType: String?)?](repeating: nil, count: urls.count)
         var next = 0
         var running = 0
         var probes: [Probe] = []
@@ -26,8 +32,8 @@ public enum OriginProbe {
                 let i = next
                 next += 1
                 running += 1
-                let p = Probe { answer in
-                    answers[i] = answer
+                let p = Probe { answer, type in
+                    answers[i] = (answer, type)
                     running -= 1
                     fetcher.after(0) { launch() }
                 }
@@ -42,7 +48,7 @@ public enum OriginProbe {
                     let t = try CurlTransfer(url: urls[i], range: "0-0", ifRange: nil, options: o, delegate: p)
                     fetcher.add(t)
                 } catch {
-                    p.done(.failed("\(error)"))
+                    p.done(.failed("\(error)"), nil)
                 }
             }
         }
@@ -52,15 +58,17 @@ public enum OriginProbe {
         // cycle, so the fetch loop (a multi handle and its sockets) is freed (serve leaked two
         // descriptors per probe).
         probes.removeAll()
-        return answers.map { $0 ?? .failed("not probed") }
+        return answers.map { $0 ?? (.failed("not probed"), nil) }
     }
 
     final class Probe: TransferDelegate {
-        let done: (Answer) -> Void
+        let done: (Answer, String?) -> Void
         private var answer: Answer?
-        init(done: @escaping (Answer) -> Void) { self.done = done }
+        private var contentType: String?
+        init(done: @escaping (Answer, String?) -> Void) { self.done = done }
 
         func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
+            contentType = head.contentType
             switch head.status {
             case 304:
                 answer = .unchanged
@@ -77,7 +85,7 @@ public enum OriginProbe {
         func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool { false }
 
         func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
-            done(answer ?? .failed(error?.description ?? "no answer"))
+            done(answer ?? .failed(error?.description ?? "no answer"), contentType)
         }
     }
 }

@@ -7,6 +7,8 @@
 /// - An HLS playlist (`#EXTM3U`) is whole when its last line is: it ends with a line break. (A
 ///   media playlist cut at a line end before its EXT-X-ENDLIST reads as a live one, which is
 ///   fetched again on the next run.)
+/// - A DASH MPD (`MPD.looksLikeMPD`, at most `MPD.maxBytes`) is whole when it is well-formed XML
+///   (`XMLTree.parse`): its root's end tag is its end; cut anywhere before, it is not.
 /// - Other bytes that do not start with an ISO BMFF box (a known top-level type and a sane size)
 ///   cannot be checked: `unproven`.
 /// - Every top-level box must end inside the bytes that came (they tile them exactly): a box that
@@ -36,6 +38,17 @@ public enum CloseDelimitedBody {
                 return .cut("an HLS playlist whose last line has no line break")
             }
             return .whole
+        }
+        if let start = try? read(0, Int(min(length, 4096))), MPD.looksLikeMPD(firstBytes: start, contentType: nil) {
+            guard length <= Int64(MPD.maxBytes), let all = try? read(0, Int(length)) else {
+                return .unproven("an MPD larger than the \(Units.formatSize(Int64(MPD.maxBytes))) vcache reads as one")
+            }
+            do {
+                _ = try XMLTree.parse(all)
+                return .whole
+            } catch {
+                return .cut("an MPD that does not read as one whole XML document: \(error)")
+            }
         }
         let size = UInt32(head[0]) << 24 | UInt32(head[1]) << 16 | UInt32(head[2]) << 8 | UInt32(head[3])
         let type = String(decoding: head[4..<8], as: UTF8.self)

@@ -15,7 +15,19 @@ extension PrefetchJob {
             preconditionFailure("prefetch job for \(item.url): a response head in \(phase)")
         }
         x.status = head.status
-        switch verdict(on: head, asked: x.asked) {
+        let verdict = verdict(on: head, asked: x.asked)
+        // A stream member that is empty (a 200 with no body, a 416 for `bytes */0`: a CDN's
+        // failure) is no segment and no key.
+        switch verdict {
+        case .accept(_, _, let v), .learnLength(let v, _):
+            if v.length == 0, let why = item.checkSegment?.problem(length: 0, firstBytes: [UInt8]()) {
+                x.failure = .notTheVideo(why)
+                update(x)
+                return .stop
+            }
+        default: break
+        }
+        switch verdict {
         case .accept(let offset, let limit, let v):
             adopt(v, contentType: head.contentType)
             let digests = OriginDigests.parse(head)
@@ -83,7 +95,9 @@ extension PrefetchJob {
             }
             count = Int(min(Int64(count), limit - x.offset))
         }
-        if x.offset == 0, count >= 8, let why = Self.notAnMP4Start(url: item.url, bytes) ?? notASegment(bytes) {
+        // Judged once 8 bytes came (a box header), or the whole body when it is shorter.
+        let whole = entry.validators.length.map { Int64(count) >= $0 } ?? false
+        if x.offset == 0, count >= 8 || whole, let why = Self.notAnMP4Start(url: item.url, bytes) ?? notASegment(bytes) {
             x.failure = .notTheVideo(why)
             return false
         }

@@ -36,7 +36,14 @@ extension Proxy {
                 let code = (100...599).contains(fresh.status) ? fresh.status : 502
                 return (HTTPServer.Response(status: code, headers: Self.inert), 0, 0, nil, "the origin answered \(fresh.status) for the MPD")
             }
-            guard MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return nil }
+            guard MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else {
+                // The URL was an MPD and the origin now answers something else (a maintenance
+                // page, a video): never the cached MPD as it was (its URLs would lead off the
+                // proxy); the cached copy stays for offline answers.
+                let first = LogText.escaped(String(decoding: fresh.body.prefix(16), as: UTF8.self))
+                return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                        "the origin's answer for the MPD is not one (Content-Type \(LogText.escaped(fresh.contentType ?? "none")), first bytes '\(first)'): not answered, the cached copy kept")
+            }
             (bytes, finalURL, status) = (Array(fresh.body), fresh.finalURL, shared.fetchedHere ? .miss : .hit)
         case .tooLarge:
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
@@ -51,8 +58,9 @@ extension Proxy {
         do {
             rewritten = try DASHRewriter(url: finalURL, proxy: host).rewrite(bytes, edit: offline ? offlineEdit(bytes, url: finalURL) : { _ in })
         } catch {
-            // Refused (past a limit, not well-formed): not kept, as a refused playlist is not.
-            forgetRefusedMPD(video)
+            // Refused (past a limit, not well-formed): not kept, as a refused playlist is not; an
+            // older copy that reads as an MPD stays (the offline answer a bad deploy must not take).
+            forgetRefusedMPD(video, refused: bytes)
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the MPD cannot be read: \(error)")
         }
         let headers: [(String, String)] = [("Content-Type", "application/dash+xml"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
@@ -110,12 +118,14 @@ extension Proxy {
     }
 
     /// An MPD serve refuses to read leaves nothing cached under its URL (the head `open` stored
-    /// included), unless it is pinned: as prefetch forgets a refused playlist.
-    private func forgetRefusedMPD(_ video: ReadThrough.Video) {
+    /// included), unless it is pinned, or the entry holds another MPD, whole, that reads (an
+    /// earlier good version: the offline copy): as prefetch forgets a refused playlist.
+    private func forgetRefusedMPD(_ video: ReadThrough.Video, refused: [UInt8]) {
         let store = readThrough.store
         // This request's own hold on `data` goes first, or the entry counts as in use (RawFile closes once).
         video.snapshot.file?.close()
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, !e.pinned else { return }
+        if let copy = store.cachedMPD(e), copy.bytes != refused, (try? MPD.parse(copy.bytes, url: copy.base)) != nil { return }
         var c = Evictor.Criteria()
         c.keys = [video.key]
         c.alone = true

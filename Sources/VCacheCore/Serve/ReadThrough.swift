@@ -253,9 +253,11 @@ public final class ReadThrough: Sendable {
             // Another process is writing it and has not recorded the length yet, or nothing more
             // fits under the cap or min-free (the video still plays, streamed, not stored): ask the
             // origin for one byte rather than wait behind it.
-            switch OriginProbe.probe([url], known: [Validators(length: nil, etag: nil, lastModified: nil)], options: o.request)[0] {
+            // Its Content-Type kept: an MPD nothing of which can be stored is still known by it.
+            let probed = OriginProbe.probeWithTypes([url], known: [Validators(length: nil, etag: nil, lastModified: nil)], options: o.request)[0]
+            switch probed.answer {
             case .validators(let v) where v.length != nil:
-                return Video(key: key, url: url, length: v.length!, validators: v, contentType: nil, fromCatalog: false, snapshot: Snapshot())
+                return Video(key: key, url: url, length: v.length!, validators: v, contentType: probed.contentType, fromCatalog: false, snapshot: Snapshot())
             case .failed(let why): throw .unreachable(why)
             default: throw .unreachable("the origin did not say the video's length")
             }
