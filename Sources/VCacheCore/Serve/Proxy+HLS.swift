@@ -50,7 +50,21 @@ extension Proxy {
                 let code = (100...599).contains(fresh.status) ? fresh.status : 502
                 return (HTTPServer.Response(status: code, headers: Self.inert), 0, 0, nil, "the origin answered \(fresh.status) for the playlist")
             }
-            guard HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return nil }
+            // A playlist by its bytes (`#EXTM3U` first), or one that parses: a playlist's
+            // Content-Type over a body that is neither (a maintenance page under the path's type)
+            // is no playlist.
+            let byBytes = HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: nil)
+            guard byBytes || shared.playlist != nil else {
+                // The URL was a playlist (its cached copy is one, or the origin still calls it
+                // one) and the origin now answers something else: never the cached playlist as
+                // it was (its URIs would lead off the proxy), nor the other thing as a playlist.
+                // The cached copy stays for offline answers.
+                let wasPlaylist = HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: nil)
+                guard wasPlaylist || HLSPlaylist.looksLikePlaylist(firstBytes: [UInt8](), contentType: fresh.contentType) else { return nil }
+                let first = LogText.escaped(String(decoding: fresh.body.prefix(16), as: UTF8.self))
+                return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                        "the origin's answer for the playlist is not one (Content-Type \(LogText.escaped(fresh.contentType ?? "none")), first bytes '\(first)'): not answered, the cached copy kept")
+            }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
             parsedFresh = shared.playlist  // parsed once, by the fetch, against the same URL
