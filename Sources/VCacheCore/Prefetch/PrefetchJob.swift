@@ -196,8 +196,8 @@ final class PrefetchJob: TransferDelegate {
         }
     }
 
-    func checkpoint(wait: Bool) {
-        writer?.checkpoint(validators: entry.validators, contentType: entry.contentType, wait: wait)
+    func checkpoint(wait: Bool, startWriteback: Bool = true) {
+        writer?.checkpoint(validators: entry.validators, contentType: entry.contentType, wait: wait, startWriteback: startWriteback)
     }
 
     /// The run is stopping (SIGINT/SIGTERM or a deadline): checkpoint what arrived and report.
