@@ -19,9 +19,32 @@ import Testing
         ("an HTML page", "<html><body>MPD urn:mpeg:dash:schema:mpd:2011</body></html>", "text/html", false),
         ("never the URL: an XML error page", "<?xml version=\"1.0\"?><Error><Code>AccessDenied</Code></Error>", "application/xml", false),
         ("an HLS playlist", "#EXTM3U\n", nil, false),
+        ("whitespace first", " \r\n\t<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\">", nil, true),
+        ("Unicode whitespace first (decoded, not skipped by byte)", "\u{00A0}\u{2003}<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\">", nil, true),
+        ("an MP4's first box", "\0\0\0\u{18}uuid<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\">", nil, false),
+        ("text before the root", "x<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\">", nil, false),
     ] as [(String, String, String?, Bool)])
     func recognisesMPDsByContentOrType(_ what: String, _ head: String, _ type: String?, _ expected: Bool) {
         #expect(MPD.looksLikeMPD(firstBytes: Array(head.utf8), contentType: type) == expected, "\(what)")
+    }
+
+    /// The byte check that spares decoding a video's head as text agrees with the decoded one:
+    /// whatever it turns away, the text would not have begun with a tag either.
+    @Test func byteCheckTurnsAwayOnlyWhatTheTextWould() {
+        var rng = SystemRandomNumberGenerator()
+        let pieces: [[UInt8]] = [[0xEF, 0xBB, 0xBF], [0x20], [0x09], [0x0A], [0x0D], [0x0B], [0x0C], [0x1C], [0x00], [0xC2, 0xA0], [0xC2, 0x85],
+                                 [0xE2, 0x80, 0x83], [0xCC, 0x81], Array("<MPD>".utf8), Array("<?x?>".utf8), Array("<!-- -->".utf8), [0x78], [0xFF]]
+        for _ in 0..<5000 {
+            var bytes: [UInt8] = []
+            for _ in 0..<Int.random(in: 0...6, using: &rng) { bytes += pieces.randomElement(using: &rng)! }
+            let decoded = Substring(String(decoding: bytes, as: UTF8.self))
+            let text = decoded.drop { $0 == "\u{FEFF}" }.drop { $0.isWhitespace }
+            if !XMLRoot.mayStartWithTag(bytes) {
+                #expect(!text.hasPrefix("<"), "\(bytes)")
+            }
+        }
+        #expect(!XMLRoot.mayStartWithTag([0, 0, 0, 0x18] + Array("uuid".utf8)))
+        #expect(XMLRoot.mayStartWithTag(Array("\u{FEFF} \n<MPD".utf8)))
     }
 
     @Test(arguments: [

@@ -247,6 +247,18 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Which of `keys` are complete entries, read in one snapshot (one read for a whole run's
+    /// items instead of one each).
+    public func completeKeys(among keys: some Sequence<CacheKey>) throws -> Set<CacheKey> {
+        try database.read(snapshot: true) { c in
+            var found = Set<CacheKey>()
+            for key in keys {
+                try c.query("SELECT 1 FROM entries WHERE key = ? AND completed IS NOT NULL", .key(key)) { _ in found.insert(key) }
+            }
+            return found
+        }
+    }
+
     /// Every entry without its ranges, most recently used first: one query.
     public func allEntries() throws -> [CacheEntry] {
         try database.read { c in

@@ -101,10 +101,13 @@ final class EntryWriter {
 
     /// Writes what is staged (a failure is kept for the next tick) and hands every pending byte to
     /// the checkpointer, to be committed with `validators`; `wait`: until all are committed.
-    func checkpoint(validators: Validators, contentType: String?, wait: Bool) {
+    /// `startWriteback`: start writing the bytes back now (`sync_file_range`), so the fsync finds
+    /// little left while the transfer goes on; not worth a system call on the loop when the
+    /// transfer has ended (the checkpoint queue's fsync starts at once).
+    func checkpoint(validators: Validators, contentType: String?, wait: Bool, startWriteback: Bool = true) {
         if let e = writeStaged(), deferredError == nil { deferredError = e }
         if !pending.isEmpty {
-            for r in pending.ranges { data.startWriteback(r) }
+            if startWriteback { for r in pending.ranges { data.startWriteback(r) } }
             checkpointer.submit(pending, validators: validators, contentType: contentType)
         }
         pending = RangeSet()

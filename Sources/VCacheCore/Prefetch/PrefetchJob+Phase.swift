@@ -6,6 +6,9 @@ extension PrefetchJob {
         case created
         /// Another writer holds the entry: polling for its lock (reported once, on entering).
         case waitingForLock
+        /// The entry's lock, `data` and catalog row are being taken off the loop; `waited`: after
+        /// waiting for another writer.
+        case opening(EntryOpening, waited: Bool)
         /// The entry is locked and no transfer is in flight: planning, asking the MP4 planner, or
         /// waiting out a retry's backoff.
         case idle
@@ -23,7 +26,8 @@ extension PrefetchJob {
             switch (self, next) {
             case (.finished, _): false
             case (_, .finished): true
-            case (.created, .waitingForLock), (.created, .idle), (.waitingForLock, .idle): true
+            case (.created, .idle), (.created, .opening), (.waitingForLock, .opening): true
+            case (.opening, .waitingForLock), (.opening, .idle): true
             case (.idle, .fetching), (.idle, .droppingVersion), (.idle, .completing): true
             case (.fetching, .idle), (.fetching, .droppingVersion): true
             case (.droppingVersion, .idle), (.droppingVersion, .fetching): true

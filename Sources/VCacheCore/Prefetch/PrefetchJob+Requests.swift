@@ -9,11 +9,19 @@ import Foundation
 extension PrefetchJob {
     /// Opens the locked entry's `data` and reads its row, dropping claims beyond what `data`
     /// holds (invariant 1). Read only now, under the lock: another writer may have filled it.
-    static func open(store: CacheStore, key: CacheKey) throws -> (data: RawFile, entry: CacheEntry?) {
-        let data = try store.openDataForWriting(key: key)
+    /// `replacingUnclaimed`: bytes in `data` that no claim vouches for (left by a crash before a
+    /// checkpoint, or by a drop whose file could not go) get a new file (`CacheStore.replaceData`):
+    /// a reader of another process may still trust what was claimed of them, and this job would
+    /// write any version over them (it holds no byte, so any is accepted). serve's jobs, which
+    /// share the lock, write only the version their readers were promised and keep them.
+    static func open(store: CacheStore, key: CacheKey, replacingUnclaimed: Bool) throws -> (data: RawFile, entry: CacheEntry?) {
+        var data = try store.openDataForWriting(key: key)
         do {
             var entry = try store.catalog.entry(key: key)
             if let e = entry { entry = try store.dropClaimsBeyondData(e, data: data) }
+            if replacingUnclaimed, entry?.ranges.isEmpty ?? true, try data.status().st_size > 0 {
+                data = try store.replaceData(key: key, closing: data)
+            }
             return (data, entry)
         } catch {
             data.close()

@@ -157,7 +157,7 @@ extension PrefetchJob {
                 failure = .unprovenEnd(received: x.offset, why: why)
             }
         }
-        checkpoint(wait: false)
+        checkpoint(wait: false, startWriteback: false)
         // Progress is what this transfer added to the entry (none when its cut body was dropped).
         let ended = RetryPolicy.Ended(failure: failure, bytes: kept == 0 ? 0 : x.newBytes(writer), retryAfter: x.retryAfter,
                                       moreWanted: nextAsked() != nil, stopping: fetcher.isStopped)

@@ -107,53 +107,75 @@ final class PrefetchJob: TransferDelegate {
 
     private func acquireLock() {
         guard !fetcher.isStopped, !isFinished else { return }
+        // With a shared lock the caller holds the entry for this job (and others): opened here.
+        guard options.sharedLock == nil else { return openShared() }
+        // The lock, `data` and the catalog's read are taken off the loop (`EntryOpening`).
+        let opening = EntryOpening(store: store, key: key)
+        let waited = if case .waitingForLock = phase { true } else { false }
+        enter(.opening(opening, waited: waited))
+        fetcher.offload(to: EntryOpening.queue, { opening.run(replacingUnclaimed: true) }, then: { [self] in opened(opening) })
+    }
+
+    /// Back on the loop with what `opening` took.
+    private func opened(_ opening: EntryOpening) {
+        guard case .opening(let current, let waited) = phase, current === opening, let outcome = opening.take() else { return }
+        switch outcome {
+        case .busy:
+            guard options.waitForLock else { return finish(.lockBusy) }
+            enter(.waitingForLock)
+            if !waited { emit(.waitingForLock(url: item.url)) }
+            fetcher.after(0.05) { [self] in acquireLock() }
+        case .failed(let e, let lock, let existedBefore):
+            self.lock = lock
+            entry.existedBefore = existedBefore
+            finish(e)
+        case .opened(let o):
+            lock = o.lock
+            enter(.idle)
+            begin(data: o.data, found: o.found, stored: o.stored, existedBefore: o.existedBefore)
+        }
+    }
+
+    /// serve's jobs: the entry is held for them already, opened on the loop.
+    private func openShared() {
         do {
-            // With a shared lock the caller holds the entry for this job (and others).
-            if options.sharedLock == nil {
-                guard let lock = try store.tryLockWriter(key: key) else {
-                    guard options.waitForLock else { return finish(.lockBusy) }
-                    if case .created = phase {
-                        enter(.waitingForLock)
-                        emit(.waitingForLock(url: item.url))
-                    }
-                    fetcher.after(0.05) { [self] in acquireLock() }
-                    return
-                }
-                self.lock = lock
-            }
             enter(.idle)
             // Known before anything can fail (see `EntryFacts.existedBefore`).
             entry.existedBefore = FileSystem.exists(store.dataPath(key))
-            let (opened, found) = try Self.open(store: store, key: key)
-            var data = opened
-            if options.sharedLock == nil, found?.ranges.isEmpty ?? true, try data.status().st_size > 0 {
-                // Bytes no claim vouches for: left by a crash before a checkpoint, or by a drop whose
-                // file could not go. A reader of another process may still trust what was claimed of
-                // them, and this job would write any version over them (it holds no byte, so any is
-                // accepted): never into that file. The entry gets a new one, as at every drop.
-                // (serve's jobs share the lock: they write only the version their readers were promised.)
-                data = try store.replaceData(key: key, closing: data)
+            // (serve's jobs share the lock: they write only the version their readers were promised,
+            // so bytes no claim vouches for stay.)
+            let (data, found) = try Self.open(store: store, key: key, replacingUnclaimed: false)
+            let stored: [DigestCheck]
+            do {
+                stored = found == nil ? [] : try store.catalog.expectedDigests(key: key)
+            } catch {
+                data.close()
+                throw error
             }
-            entry = EntryFacts(found: found, existedBefore: entry.existedBefore || found != nil,
-                               heldBytesAreThisRuns: options.heldBytesAreThisRuns || item.heldBytesAreThisRuns)
-            let checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data,
-                                            committed: found?.ranges ?? RangeSet(), onCommit: fetcher.waker)
-            writer = EntryWriter(data: data, checkpointer: checkpointer, options: options)
-            // The digests expected of it: those stored with the entry, and this item's (a value
-            // given anew for an algorithm is a changed expectation: checked again).
-            let stored = found == nil ? [] : try store.catalog.expectedDigests(key: key)
-            adoptChecks(DigestCheck.merged(stored: stored, given: item.expected), stored: stored)
-            entry.alreadyCached = emitStarted()
-            if !entry.heldFromThisRunOnly && !entry.validators.hasStrongValidator && nextAsked() != nil {
-                // Parts without a strong validator are never combined across runs.
-                guard mayDropVersion() else { return finish(.lockBusy) }
-                return dropVersion(to: entry.validators, reason: "the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones",
-                                   interrupting: nil, then: .nextRequest)
-            }
-            nextRequest()
+            begin(data: data, found: found, stored: stored, existedBefore: entry.existedBefore || found != nil)
         } catch {
             finish(PrefetchError(error))
         }
+    }
+
+    /// The entry is taken: its writer, its expected digests, and the first request.
+    private func begin(data: RawFile, found: CacheEntry?, stored: [DigestCheck], existedBefore: Bool) {
+        entry = EntryFacts(found: found, existedBefore: existedBefore,
+                           heldBytesAreThisRuns: options.heldBytesAreThisRuns || item.heldBytesAreThisRuns)
+        let checkpointer = Checkpointer(catalog: store.catalog, key: key, url: item.url, data: data,
+                                        committed: found?.ranges ?? RangeSet(), onCommit: fetcher.waker)
+        writer = EntryWriter(data: data, checkpointer: checkpointer, options: options)
+        // The digests expected of it: those stored with the entry, and this item's (a value
+        // given anew for an algorithm is a changed expectation: checked again).
+        adoptChecks(DigestCheck.merged(stored: stored, given: item.expected), stored: stored)
+        entry.alreadyCached = emitStarted()
+        if !entry.heldFromThisRunOnly && !entry.validators.hasStrongValidator && nextAsked() != nil {
+            // Parts without a strong validator are never combined across runs.
+            guard mayDropVersion() else { return finish(.lockBusy) }
+            return dropVersion(to: entry.validators, reason: "the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones",
+                               interrupting: nil, then: .nextRequest)
+        }
+        nextRequest()
     }
 
     /// Whether this job may drop the entry's version now: always, unless it shares the entry's
@@ -196,8 +218,8 @@ final class PrefetchJob: TransferDelegate {
         }
     }
 
-    func checkpoint(wait: Bool) {
-        writer?.checkpoint(validators: entry.validators, contentType: entry.contentType, wait: wait)
+    func checkpoint(wait: Bool, startWriteback: Bool = true) {
+        writer?.checkpoint(validators: entry.validators, contentType: entry.contentType, wait: wait, startWriteback: startWriteback)
     }
 
     /// The run is stopping (SIGINT/SIGTERM or a deadline): checkpoint what arrived and report.
@@ -364,6 +386,8 @@ final class PrefetchJob: TransferDelegate {
         checkpointer?.drain()
         if completed { entry.wasComplete = true }
         let result = makeResult(error: error, checkpointer: checkpointer)
+        // Ended while its entry was being taken: what the opening took is given back.
+        if case .opening(let opening, _) = phase { opening.abandon() }
         enter(.finished(result))
         writer?.close(failed: result.error != nil, giveBack: options.onGiveBack)
         writer = nil

@@ -295,6 +295,11 @@ public final class Prefetcher {
         var run = PrefetchRun(requested, keyRules: options.keyRules)
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var refusing = false
+        // The items given that were complete when the run began, read once: only those can be a
+        // live playlist to let go (`forgetLivePlaylist`) at their first start. One read for the
+        // run instead of one per item on the loop, where each waited for the connection behind
+        // another entry's commit (Docs/performance.md). Nil (unreadable): each item is read.
+        var completeAtStart = options.expandStreams ? try? store.catalog.completeKeys(among: run.keys) : nil
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -394,7 +399,12 @@ public final class Prefetcher {
                     self.fetcher.after(0) { launch() }
                 }
                 running[ObjectIdentifier(job)] = (index, job)
-                if options.expandStreams { self.forgetLivePlaylist(run.items[index].url) }
+                if options.expandStreams {
+                    // A later start (an item run again), or an item a stream named, is read now.
+                    let key = run.key(of: index)
+                    if index >= run.given || completeAtStart?.contains(key) != false { self.forgetLivePlaylist(run.items[index].url) }
+                    if index < run.given { completeAtStart?.insert(key) }
+                }
                 job.start()
             }
         }
