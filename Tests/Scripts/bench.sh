@@ -4,6 +4,8 @@
 # of alternating rounds, each tool from a clean, synced state. Nothing here is a pass/fail test: the
 # script fails only when the harness itself breaks (a tool missing, a download that went wrong).
 # BENCH_QUICK=1 (make bench-quick) runs every workload at about 1/20 of the size, in under a minute.
+# BENCH_ONLY=connections, ttfb or wrk runs that workload alone (ttfb: the time to first byte of a
+# cached head and the cached HLS segments read through serve; wrk: serve under load).
 set -euo pipefail
 VCACHE=${1:?usage: bench.sh PATH-TO-VCACHE [PATH-TO-BENCH-BUILD]}
 # The bench build (-DVCACHE_BENCH_SWITCHES) honours VCACHE_BENCH_NO_SHA/NO_FSYNC; the released one does not.
@@ -15,18 +17,24 @@ trap 'stop_origin; rm -rf "$work"' EXIT
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   SIZE_MB=${BENCH_SIZE_MB:-52}; HEADS=${BENCH_HEADS:-25}; ROUNDS=${BENCH_ROUNDS:-3}
   ENTRIES=${BENCH_ENTRIES:-1000}; RESUME_MB=16; RSS_SIZES="16 52"; TTFB_N=40; SEGMENTS=${BENCH_SEGMENTS:-20}
+  WRK_MB=4; WRK_SECONDS=1
 else
   SIZE_MB=${BENCH_SIZE_MB:-1024}; HEADS=${BENCH_HEADS:-500}; ROUNDS=${BENCH_ROUNDS:-5}
   ENTRIES=${BENCH_ENTRIES:-10000}; RESUME_MB=256; RSS_SIZES="64 1024 4096"; TTFB_N=200; SEGMENTS=${BENCH_SEGMENTS:-200}
+  WRK_MB=16; WRK_SECONDS=5
 fi
-for tool in curl aria2c nginx sqlite3 ffmpeg /usr/bin/time; do
+for tool in curl aria2c nginx sqlite3 ffmpeg wrk /usr/bin/time; do
   command -v "$tool" >/dev/null || [ -x "$tool" ] || { echo "bench: $tool is missing (make bench installs it)" >&2; exit 1; }
 done
 mkdir -p "$work/www/heads" "$work/www/small"
 echo "vcache $("$VCACHE" --version | head -1 | cut -d' ' -f2), $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(date -u +%Y-%m-%d)"
-echo "preparing: a ${SIZE_MB} MiB file, $HEADS URLs of 4 MiB videos, a ${RESUME_MB} MiB file"
-head -c $((SIZE_MB << 20)) /dev/urandom > "$work/www/big.bin"
-head -c $((RESUME_MB << 20)) /dev/urandom > "$work/www/resume.bin"
+case "${BENCH_ONLY:-}" in
+  ttfb|wrk) : ;;  # their own files, made by their workloads
+  *)
+    echo "preparing: a ${SIZE_MB} MiB file, $HEADS URLs of 4 MiB videos, a ${RESUME_MB} MiB file"
+    head -c $((SIZE_MB << 20)) /dev/urandom > "$work/www/big.bin"
+    head -c $((RESUME_MB << 20)) /dev/urandom > "$work/www/resume.bin" ;;
+esac
 # Videos begin with a box (vcache refuses an .mp4 that does not): a `uuid` box, then random bytes.
 { printf '\0\0\0\030uuid'; head -c $(((4 << 20) - 8)) /dev/urandom; } > "$work/www/heads/v.mp4"
 head -c $((1 << 20)) "$work/www/heads/v.mp4" > "$work/www/small/v.mp4"
@@ -77,8 +85,130 @@ connections_workload() {
   echo "  throughput vcache/aria2: $(ratio "$(f aria2-x4-s4 1)" "$(f vcache-c4 1)") (target >= 1.0)"
   summary+=("| one ${SIZE_MB} MiB download, 4 connections of at most 20 MiB/s each, wall | aria2 -x4 -s4 $(f aria2-x4-s4 1) s | $(f vcache-c4 1) s | $(ratio "$(f aria2-x4-s4 1)" "$(f vcache-c4 1)")x aria2's throughput | >= 1.0 |")
 }
-if [ "${BENCH_ONLY:-}" = connections ]; then
-  connections_workload
+# make_hls: one real TS segment (x264 noise, so it does not compress), listed $SEGMENTS times
+# under its own names in a VOD playlist; the lists aria2 and curl read them from.
+make_hls() {
+  mkdir -p "$work/www/hls"
+  ffmpeg -nostdin -v error -y -f lavfi -i "nullsrc=s=640x360:r=25,geq=random(1)*255:128:128" -t 2 \
+    -c:v libx264 -preset ultrafast -b:v 8M -maxrate 8M -bufsize 4M -f mpegts "$work/www/hls/seg.ts"
+  { printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n'
+    for i in $(seq -w 1 "$SEGMENTS"); do printf '#EXTINF:2.0,\ns%s.ts\n' "$i"; ln -sf seg.ts "$work/www/hls/s$i.ts"; done
+    printf '#EXT-X-ENDLIST\n'; } > "$work/www/hls/index.m3u8"
+  : > "$work/hls-aria2.txt"; : > "$work/hls-nginx.cfg"
+  for i in $(seq -w 1 "$SEGMENTS"); do
+    printf '%s\n  out=s%s.ts\n' "$base/hls/s$i.ts" "$i" >> "$work/hls-aria2.txt"
+    printf 'url = "%s"\noutput = "/dev/null"\n' "$base/hls/s$i.ts" >> "$work/hls-nginx.cfg"
+  done
+}
+
+# start_serve [ARGS...]: vcache serve on the bench's cache, any free port; sets serve_pid and port.
+start_serve() {
+  env VCACHE_DIR="$work/cache" "$VCACHE" serve --port 0 "$@" > "$work/serve.out" 2> "$work/serve.log" &
+  serve_pid=$!
+  for _ in $(seq 1 100); do [ -s "$work/serve.out" ] && break; sleep 0.05; done
+  port=$(sed 's/.*://' "$work/serve.out" | head -1)
+}
+
+# ttfb_workload NGINX-URL PROXY-URL: the median time to first byte of a cached 64 KiB head, nginx
+# and the proxy asked in turn, one new connection (one curl) each; sets ttfb_row.
+ttfb_workload() {
+  : > "$work/t-nginx.txt"; : > "$work/t-proxy.txt"
+  for _ in $(seq 1 "$TTFB_N"); do
+    curl -s -o /dev/null -r 0-65535 -w '%{time_starttransfer}\n' "$1" >> "$work/t-nginx.txt"
+    curl -s -o /dev/null -r 0-65535 -w '%{time_starttransfer}\n' "$2" >> "$work/t-proxy.txt"
+  done
+  local ms='sort -n | awk '"'"'{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] * 1000 }'"'"''
+  local tn tp; tn=$(sh -c "$ms" < "$work/t-nginx.txt"); tp=$(sh -c "$ms" < "$work/t-proxy.txt")
+  printf '  time to first byte of a cached 64 KiB head, median of %s: nginx %s ms, proxy %s ms, %sx (target <= 1.3x)\n' \
+    "$TTFB_N" "$tn" "$tp" "$(ratio "$tp" "$tn")"
+  ttfb_row="| serve: time to first byte of a cached 64 KiB head, median of $TTFB_N | nginx $tn ms | $tp ms | $(ratio "$tp" "$tn")x nginx's | <= 1.3x |"
+}
+
+# segments_workload: the $SEGMENTS cached segments read in order on one connection (as a player
+# reads them), through the proxy against nginx serving the same files ($work/www/hls, make_hls).
+segments_workload() {
+  clean
+  V prefetch -q -j 8 "$base/hls/index.m3u8"
+  start_serve --quiet
+  : > "$work/hls-proxy.cfg"
+  for i in $(seq -w 1 "$SEGMENTS"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$(V url "$base/hls/s$i.ts" --port "$port")" >> "$work/hls-proxy.cfg"; done
+  : > "$work/c.txt"; : > "$work/v.txt"
+  for _ in $(seq 1 "$ROUNDS"); do
+    measure nginx curl -s -K "$work/hls-nginx.cfg" >> "$work/c.txt"
+    measure vcache curl -s -K "$work/hls-proxy.cfg" >> "$work/v.txt"
+  done
+  local hits; hits=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^vcache_responses_total\{cache="hit"\}/ { print $2 }')
+  kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+  [ "$hits" = $((SEGMENTS * ROUNDS)) ] || { echo "bench: $hits of $((SEGMENTS * ROUNDS)) segment responses were cache hits" >&2; exit 1; }
+  local nw pw
+  read -r _ nw _ _ <<<"$(median < "$work/c.txt")"; read -r _ pw _ _ <<<"$(median < "$work/v.txt")"
+  printf '  nginx wall %7.3fs, proxy wall %7.3fs: throughput proxy/nginx %s (target >= 0.9)\n' "$nw" "$pw" "$(ratio "$nw" "$pw")"
+  summary+=("| HLS: the $SEGMENTS cached segments read in order through serve, wall | nginx $nw s | $pw s | $(ratio "$nw" "$pw")x nginx's throughput | >= 0.9 |")
+}
+
+# Serve under load: wrk asks random 1 MiB ranges of 32 cached videos of $WRK_MB MiB
+# (Tests/Scripts/wrk-ranges.lua; the same seeded sequence for both), of nginx and of the proxy in
+# turn, $ROUNDS rounds of $WRK_SECONDS s at each of 8, 64 and 256 connections (2 wrk threads).
+# Medians of requests per second and of the p99 latency, and their ratios (target: >= 0.9x
+# nginx's requests per second, p99 no worse). Every request must be answered 2xx, and every
+# proxy response must be a cache hit.
+wrk_workload() {
+  echo; echo "== serve under load: wrk, random 1 MiB ranges of 32 cached ${WRK_MB} MiB videos (median of $ROUNDS alternating rounds of ${WRK_SECONDS} s)"
+  mkdir -p "$work/www/wrk"
+  for i in $(seq 1 32); do { printf '\0\0\0\030uuid'; head -c $(((WRK_MB << 20) - 8)) /dev/urandom; } > "$work/www/wrk/v$i.mp4"; done
+  clean
+  for i in $(seq 1 32); do echo "$base/wrk/v$i.mp4"; done > "$work/wrk-urls.txt"
+  V prefetch -q -j 8 -i "$work/wrk-urls.txt"
+  start_serve
+  for i in $(seq 1 32); do echo "/wrk/v$i.mp4"; done > "$work/wrk-nginx.txt"
+  for i in $(seq 1 32); do V url "$base/wrk/v$i.mp4" --port "$port" | sed 's|^http://[^/]*||'; done > "$work/wrk-proxy.txt"
+  local c r t out
+  for c in 8 64 256; do
+    : > "$work/w-nginx.txt"; : > "$work/w-proxy.txt"
+    for r in $(seq 1 "$ROUNDS"); do
+      for t in nginx proxy; do
+        local p=$ORIGIN_PORT; [ $t = proxy ] && p=$port
+        out=$(WRK_PATHS="$work/wrk-$t.txt" WRK_SIZE=$((WRK_MB << 20)) WRK_SEED=$r \
+          wrk -t2 -c"$c" -d"${WRK_SECONDS}s" --timeout 10s -s "$here/wrk-ranges.lua" "http://127.0.0.1:$p" | grep '^requests ')
+        # "requests N errors N p50_us N p99_us N rps N"
+        read -r _ _ _ errors _ _ _ p99 _ rps <<<"$out"
+        [ "${errors:-1}" = 0 ] || { echo "bench: wrk met errors against $t: $out" >&2; exit 1; }
+        echo "$rps $p99" >> "$work/w-$t.txt"
+      done
+    done
+    local nr np vr vp
+    nr=$(cut -d' ' -f1 "$work/w-nginx.txt" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+    np=$(cut -d' ' -f2 "$work/w-nginx.txt" | sort -n | awk '{ a[NR] = $1 } END { printf "%.1f", a[int((NR + 1) / 2)] / 1000 }')
+    vr=$(cut -d' ' -f1 "$work/w-proxy.txt" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+    vp=$(cut -d' ' -f2 "$work/w-proxy.txt" | sort -n | awk '{ a[NR] = $1 } END { printf "%.1f", a[int((NR + 1) / 2)] / 1000 }')
+    printf '  %3s connections: nginx %8.1f req/s p99 %7.1f ms; proxy %8.1f req/s p99 %7.1f ms: req/s %sx, p99 %sx (target >= 0.9x, <= 1.0x)\n' \
+      "$c" "$nr" "$np" "$vr" "$vp" "$(ratio "$vr" "$nr")" "$(ratio "$vp" "$np")"
+    summary+=("| serve under wrk, random 1 MiB ranges of 32 cached videos, $c connections | nginx $nr req/s, p99 $np ms | $vr req/s, p99 $vp ms | $(ratio "$vr" "$nr")x nginx's req/s, p99 $(ratio "$vp" "$np")x | >= 0.9x, p99 <= 1.0x |")
+  done
+  local hits; hits=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^vcache_responses_total\{cache="(miss|partial)"\}/ { n += $2 } END { print n + 0 }')
+  kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+  [ "$hits" = 0 ] || { echo "bench: $hits wrk responses through the proxy were not cache hits" >&2; exit 1; }
+}
+
+# BENCH_ONLY: one workload alone.
+case "${BENCH_ONLY:-}" in
+  connections) connections_workload ;;
+  wrk) wrk_workload ;;
+  ttfb)
+    echo; echo "== serve: time to first byte of a cached head, and $SEGMENTS cached HLS segments read in order"
+    head -c $((16 << 20)) /dev/urandom > "$work/www/ttfb.bin"
+    clean
+    V prefetch -q "$base/ttfb.bin"
+    start_serve
+    ttfb_workload "$base/ttfb.bin" "$(V url "$base/ttfb.bin" --port "$port")"
+    kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+    summary+=("$ttfb_row")
+    make_hls
+    segments_workload ;;
+  "") ;;
+  *) echo "bench: BENCH_ONLY=$BENCH_ONLY is not one of connections, ttfb, wrk" >&2; exit 2 ;;
+esac
+if [ -n "${BENCH_ONLY:-}" ]; then
   printf '%s\n' "${summary[@]}"
   exit 0
 fi
@@ -195,52 +325,21 @@ done
 c=$(median < "$work/c.txt"); v=$(median < "$work/v.txt")
 read -r _ nw _ _ <<<"$c"; read -r _ pw _ _ <<<"$v"
 printf '  nginx wall %7.3fs, proxy wall %7.3fs: throughput proxy/nginx %s (target >= 0.9)\n' "$nw" "$pw" "$(ratio "$nw" "$pw")"
-ttfb() { for _ in $(seq 1 "$TTFB_N"); do curl -s -o /dev/null -r 0-65535 -w '%{time_starttransfer}\n' "$1"; done | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] * 1000 }'; }
-tn=$(ttfb "$base/big.bin"); tp=$(ttfb "$proxy")
-printf '  time to first byte of a cached 64 KiB head, median of %s: nginx %s ms, proxy %s ms (target < 1 ms)\n' "$TTFB_N" "$tn" "$tp"
+ttfb_workload "$base/big.bin" "$proxy"
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
 summary+=("| serve: a cached ${SIZE_MB} MiB file, wall | nginx $nw s | $pw s | $(ratio "$nw" "$pw")x nginx's throughput | >= 0.9 |")
-summary+=("| serve: time to first byte of a cached 64 KiB head, median of $TTFB_N | nginx $tn ms | $tp ms | | < 1 ms |")
+summary+=("$ttfb_row")
 
 echo; echo "== 7. an HLS stream of $SEGMENTS segments of 2 s (2.2 MiB each): fetched whole, 8 at a time, then played from the cache"
-# One real TS segment (x264 noise, so it does not compress), listed $SEGMENTS times under its own names.
-mkdir -p "$work/www/hls"
-ffmpeg -nostdin -v error -y -f lavfi -i "nullsrc=s=640x360:r=25,geq=random(1)*255:128:128" -t 2 \
-  -c:v libx264 -preset ultrafast -b:v 8M -maxrate 8M -bufsize 4M -f mpegts "$work/www/hls/seg.ts"
-{ printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n'
-  for i in $(seq -w 1 "$SEGMENTS"); do printf '#EXTINF:2.0,\ns%s.ts\n' "$i"; ln -s seg.ts "$work/www/hls/s$i.ts"; done
-  printf '#EXT-X-ENDLIST\n'; } > "$work/www/hls/index.m3u8"
-: > "$work/hls-aria2.txt"; : > "$work/hls-nginx.cfg"
-for i in $(seq -w 1 "$SEGMENTS"); do
-  printf '%s\n  out=s%s.ts\n' "$base/hls/s$i.ts" "$i" >> "$work/hls-aria2.txt"
-  printf 'url = "%s"\noutput = "/dev/null"\n' "$base/hls/s$i.ts" >> "$work/hls-nginx.cfg"
-done
+make_hls
 race aria2 "aria2c -q -j 8 -d '$work/out' -i '$work/hls-aria2.txt'" \
      vcache "env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q -j 8 '$base/hls/index.m3u8'"
 for l in aria2 vcache; do row "$l"; done
 echo "  wall vcache/aria2: $(ratio "$(f vcache 1)" "$(f aria2 1)") (target <= 1.0; vcache also reads and checks the playlist and every segment)"
 summary+=("| HLS: $SEGMENTS segments of 2.2 MiB fetched whole, 8 at a time, wall | aria2 -j 8 on the segment list $(f aria2 1) s | $(f vcache 1) s | $(ratio "$(f vcache 1)" "$(f aria2 1)")x aria2's wall | <= 1.0 |")
-# Played from the cache: every segment in order on one connection (as a player reads them),
-# through the proxy against nginx serving the same files.
-clean
-V prefetch -q -j 8 "$base/hls/index.m3u8"
-env VCACHE_DIR="$work/cache" "$VCACHE" serve --port 0 --quiet > "$work/serve.out" 2> "$work/serve.log" &
-serve_pid=$!
-for _ in $(seq 1 100); do [ -s "$work/serve.out" ] && break; sleep 0.05; done
-port=$(sed 's/.*://' "$work/serve.out" | head -1)
-: > "$work/hls-proxy.cfg"
-for i in $(seq -w 1 "$SEGMENTS"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$(V url "$base/hls/s$i.ts" --port "$port")" >> "$work/hls-proxy.cfg"; done
-: > "$work/c.txt"; : > "$work/v.txt"
-for _ in $(seq 1 "$ROUNDS"); do
-  measure nginx curl -s -K "$work/hls-nginx.cfg" >> "$work/c.txt"
-  measure vcache curl -s -K "$work/hls-proxy.cfg" >> "$work/v.txt"
-done
-hits=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^vcache_responses_total\{cache="hit"\}/ { print $2 }')
-kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
-[ "$hits" = $((SEGMENTS * ROUNDS)) ] || { echo "bench: $hits of $((SEGMENTS * ROUNDS)) segment responses were cache hits" >&2; exit 1; }
-read -r _ nw _ _ <<<"$(median < "$work/c.txt")"; read -r _ pw _ _ <<<"$(median < "$work/v.txt")"
-printf '  nginx wall %7.3fs, proxy wall %7.3fs: throughput proxy/nginx %s (target >= 0.9)\n' "$nw" "$pw" "$(ratio "$nw" "$pw")"
-summary+=("| HLS: the $SEGMENTS cached segments read in order through serve, wall | nginx $nw s | $pw s | $(ratio "$nw" "$pw")x nginx's throughput | >= 0.9 |")
+segments_workload
+
+wrk_workload
 
 connections_workload
 

@@ -33,6 +33,8 @@ public final class ReadThrough: Sendable {
     /// at start, changed by `setLimits` (serve's SIGHUP).
     private let limits: Locked<(cap: Int64?, minFree: Int64?)>
     private let boards = Locked<[CacheKey: EntryBoard]>([:])
+    /// Entries read from the catalog a moment ago, for the files they were read for (`KnownEntries`).
+    let known = KnownEntries()
     private let touched = Locked<[CacheKey: ContinuousClock.Instant]>([:])
     private let touchQueue = DispatchQueue(label: "vcache.serve.touch")
     /// Idle boards kept (what this process wrote stays known for a while: a weak-ETag video it
@@ -165,12 +167,24 @@ public final class ReadThrough: Sendable {
             } catch {
                 s.problem = "cannot open \(path): \((error as? SystemError).map { String(cString: strerror($0.errno)) } ?? "\(error)")"
             }
+            // The file held is the one the catalog was read for a moment ago: no catalog read.
+            if let id = s.fileID, let e = known.entry(key, file: id) {
+                s.entry = e
+                s.claims = promised.map({ $0.admits(e.validators) }) ?? true ? e.ranges : RangeSet()
+                return s
+            }
+            let readAt = ContinuousClock.now
             s.entry = (try? store.catalog.entry(key: key)) ?? nil
             guard let id = s.fileID else {
                 s.claims = RangeSet()
                 return s
             }
             if FileSystem.identity(path) == id {
+                // Only an entry whose claims cover it: no gap for which the catalog would be
+                // read again, and no head for `open` to fetch into this file.
+                if let e = s.entry, let length = e.length, e.ranges.contains(ByteRange(0, length)) {
+                    known.record(key, entry: e, file: id, path: path, readAt: readAt)
+                }
                 if let e = s.entry, promised.map({ $0.admits(e.validators) }) ?? true { s.claims = e.ranges } else { s.claims = RangeSet() }
                 return s
             }
