@@ -129,13 +129,6 @@ final class KnownEntries: Sendable {
     /// Records serve may keep: 1 in 32 of the descriptors it may open, beyond the 64 kept for the
     /// rest, and at most 256 (none under a limit of 96).
     static var capacity: Int {
-        var r = rlimit()
-        #if canImport(Glibc)
-        let which = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        #else
-        let which = RLIMIT_NOFILE
-        #endif
-        guard getrlimit(which, &r) == 0 else { return 0 }
-        return max(0, min(256, (Int(min(r.rlim_cur, 1 << 20)) - 64) / 32))
+        max(0, min(256, (Resources.descriptorLimit() - 64) / 32))
     }
 }
