@@ -37,10 +37,7 @@ public enum HLSPlaylist: Equatable, Sendable {
     /// parameters ignored), or its first bytes are `#EXTM3U` (after a BOM) ending the line.
     /// The URL's extension plays no part. Parsing still checks the first line.
     public static func looksLikePlaylist<Bytes: Collection<UInt8>>(firstBytes: Bytes, contentType: String?) -> Bool {
-        if let type = contentType?.split(separator: ";", omittingEmptySubsequences: false).first {
-            let t = type.trimming(.whitespaces).lowercased()
-            if contentTypes.contains(t) { return true }
-        }
+        if isPlaylistType(contentType) { return true }
         var bytes = firstBytes[...]
         if bytes.starts(with: bom) { bytes = bytes.dropFirst(3) }
         guard bytes.starts(with: "#EXTM3U".utf8) else { return false }
@@ -49,6 +46,12 @@ public enum HLSPlaylist: Equatable, Sendable {
     }
 
     static let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+
+    /// Whether a Content-Type is one of `contentTypes` (any case, parameters ignored).
+    public static func isPlaylistType(_ contentType: String?) -> Bool {
+        guard let type = contentType?.split(separator: ";", omittingEmptySubsequences: false).first else { return false }
+        return contentTypes.contains(type.trimming(.whitespaces).lowercased())
+    }
 
     /// Parses a playlist fetched from `url`: its final URL after redirects, which every relative
     /// URI is resolved against (§4.1).

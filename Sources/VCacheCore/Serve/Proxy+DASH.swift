@@ -40,9 +40,7 @@ extension Proxy {
                 // The URL was an MPD and the origin now answers something else (a maintenance
                 // page, a video): never the cached MPD as it was (its URLs would lead off the
                 // proxy); the cached copy stays for offline answers.
-                let first = LogText.escaped(String(decoding: fresh.body.prefix(16), as: UTF8.self))
-                return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
-                        "the origin's answer for the MPD is not one (Content-Type \(LogText.escaped(fresh.contentType ?? "none")), first bytes '\(first)'): not answered, the cached copy kept")
+                return Self.notOne("the MPD", fresh)
             }
             (bytes, finalURL, status) = (Array(fresh.body), fresh.finalURL, shared.fetchedHere ? .miss : .hit)
         case .tooLarge:

@@ -60,10 +60,8 @@ extension Proxy {
                 // it was (its URIs would lead off the proxy), nor the other thing as a playlist.
                 // The cached copy stays for offline answers.
                 let wasPlaylist = HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: nil)
-                guard wasPlaylist || HLSPlaylist.looksLikePlaylist(firstBytes: [UInt8](), contentType: fresh.contentType) else { return nil }
-                let first = LogText.escaped(String(decoding: fresh.body.prefix(16), as: UTF8.self))
-                return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
-                        "the origin's answer for the playlist is not one (Content-Type \(LogText.escaped(fresh.contentType ?? "none")), first bytes '\(first)'): not answered, the cached copy kept")
+                guard wasPlaylist || HLSPlaylist.isPlaylistType(fresh.contentType) else { return nil }
+                return Self.notOne("the playlist", fresh)
             }
             text = String(decoding: fresh.body, as: UTF8.self)
             finalURL = fresh.finalURL
@@ -167,6 +165,14 @@ extension Proxy {
             for k in s.keys where k.isFetchable { if let u = k.uri, !held(u, nil) { return false } }
         }
         return true
+    }
+
+    /// The answer when the origin answers a manifest's URL (`what`: "the playlist", "the MPD")
+    /// 200 with something that is not one: 502, with what came in the log; the cached copy stays.
+    static func notOne(_ what: String, _ fresh: SmallGet.Answer) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String) {
+        let first = LogText.escaped(String(decoding: fresh.body.prefix(16), as: UTF8.self))
+        return (HTTPServer.Response(status: 502, headers: inert), 0, 0, nil,
+                "the origin's answer for \(what) is not one (Content-Type \(LogText.escaped(fresh.contentType ?? "none")), first bytes '\(first)'): not answered, the cached copy kept")
     }
 
     /// A media playlist's text with `#EXT-X-ENDLIST` as its last line, in its own line endings.

@@ -154,6 +154,11 @@ public final class ReadThrough: Sendable {
     func snapshot(_ key: CacheKey, promised: Validators? = nil) -> Snapshot {
         var s = Snapshot()
         let path = store.dataPath(key)
+        /// The entry's claims, when it is of the version promised (if any).
+        func justified(_ e: CacheEntry?) -> RangeSet {
+            guard let e, promised.map({ $0.admits(e.validators) }) ?? true else { return RangeSet() }
+            return e.ranges
+        }
         for _ in 0..<4 {
             s.file?.close()
             s.file = nil
@@ -170,7 +175,7 @@ public final class ReadThrough: Sendable {
             // The file held is the one the catalog was read for a moment ago: no catalog read.
             if let id = s.fileID, let e = known.entry(key, file: id) {
                 s.entry = e
-                s.claims = promised.map({ $0.admits(e.validators) }) ?? true ? e.ranges : RangeSet()
+                s.claims = justified(e)
                 return s
             }
             let readAt = ContinuousClock.now
@@ -185,7 +190,7 @@ public final class ReadThrough: Sendable {
                 if let e = s.entry, let length = e.length, e.ranges.contains(ByteRange(0, length)) {
                     known.record(key, entry: e, file: id, path: path, readAt: readAt)
                 }
-                if let e = s.entry, promised.map({ $0.admits(e.validators) }) ?? true { s.claims = e.ranges } else { s.claims = RangeSet() }
+                s.claims = justified(s.entry)
                 return s
             }
         }
