@@ -197,6 +197,24 @@ import Testing
         }
     }
 
+    /// A small MPD naming millions of segments (each Representation under its own limit) is
+    /// refused when read, before any URL is built: it used to hold prefetch, `ls` and serve for
+    /// hours planning 20 million URLs, deaf to SIGTERM.
+    @Test func segmentsOfAllRepresentationsTogetherHaveALimit() throws {
+        func sets(_ n: Int) -> String {
+            "<Period>" + (0..<n).map { i in
+                "<AdaptationSet contentType=\"text\" mimeType=\"application/mp4\"><SegmentTemplate timescale=\"1\" duration=\"1\" media=\"t\(i)-$Number$.m4s\"/><Representation id=\"t\(i)\" bandwidth=\"1000\"/></AdaptationSet>"
+            }.joined() + "</Period>"
+        }
+        let perRepresentation = DASHLimits.maxSegments - 1
+        let fits = DASHLimits.maxTotalSegments / perRepresentation
+        let long = "type=\"static\" mediaPresentationDuration=\"PT\(perRepresentation)S\""
+        let read = try Self.mpd(sets(fits), attributes: long)
+        #expect(read.periods[0].adaptationSets.count == fits)
+        #expect(throws: DASHError.tooManySegmentsInAll(limit: DASHLimits.maxTotalSegments)) { try Self.mpd(sets(fits + 1), attributes: long) }
+        #expect(DASHError.tooManySegmentsInAll(limit: 1_000_000).description == "its Representations name more than the limit of 1000000 segments in all")
+    }
+
     @Test func adaptationSetsSayKindLanguageProtectionAndTrickMode() throws {
         let m = try Self.mpd("""
             <Period>

@@ -9,6 +9,8 @@ public enum DASHError: Error, Equatable, Sendable, CustomStringConvertible {
     case badURL(String)
     /// More segments than `DASHLimits.maxSegments` in one Representation.
     case tooManySegments(representation: String, limit: Int)
+    /// More segments than `DASHLimits.maxTotalSegments` over all the MPD's Representations.
+    case tooManySegmentsInAll(limit: Int)
     case unbounded(representation: String, why: String)
     case overflow(representation: String, what: String)
     case sidx(String)
@@ -21,6 +23,7 @@ public enum DASHError: Error, Equatable, Sendable, CustomStringConvertible {
         case .badTemplate(let e): e.description
         case .badURL(let why): why
         case .tooManySegments(let rep, let limit): "Representation '\(rep)' has more than the limit of \(limit) segments"
+        case .tooManySegmentsInAll(let limit): "its Representations name more than the limit of \(limit) segments in all"
         case .unbounded(let rep, let why): "Representation '\(rep)': \(why)"
         case .overflow(let rep, let what): "Representation '\(rep)': \(what) overflows 64 bits"
         case .sidx(let why): "its sidx box (the segment index) cannot be read: \(why)"
@@ -33,6 +36,10 @@ public enum DASHError: Error, Equatable, Sendable, CustomStringConvertible {
 public enum DASHLimits {
     /// Segments of one Representation (a SegmentTimeline's repeats, a template's count).
     public static let maxSegments = 100_000
+    /// Segments of all the MPD's Representations together: each is a stream member to record,
+    /// and `ls`, `info` and serve's offline MPD list them all. Counted when the MPD is read,
+    /// before any URL is built, so a small hostile MPD naming millions cannot hold a run.
+    public static let maxTotalSegments = 1_000_000
     /// References of one sidx box.
     public static let maxSidxReferences = 100_000
 }

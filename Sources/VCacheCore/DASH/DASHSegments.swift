@@ -43,7 +43,9 @@ extension MPD.Representation {
     /// unknown), those starting before `until` seconds only (nil: all). `live`: the MPD is
     /// dynamic; a template with `@duration` then lists the segments available at `live.now`.
     /// Counts past `DASHLimits.maxSegments`, and numbers or times past 2^63-1, are errors.
-    public func plan(periodDuration: Double?, until: Double? = nil, live: (clock: DASHLiveClock, mpd: MPD, periodStart: Double)? = nil) throws(DASHError) -> DASHSegmentPlan {
+    /// `naming` false: a template's segments get no URL (only counted: `MPD.checkSegmentTotal`).
+    public func plan(periodDuration: Double?, until: Double? = nil, live: (clock: DASHLiveClock, mpd: MPD, periodStart: Double)? = nil,
+                     naming: Bool = true) throws(DASHError) -> DASHSegmentPlan {
         let limit = DASHLimits.maxSegments
         switch segments {
         case .single:
@@ -79,6 +81,7 @@ extension MPD.Representation {
             var out: [DASHSegment] = []
             func append(number: Int64, time: Int64, start: Double, duration: Double) throws(DASHError) {
                 guard out.count < limit else { throw .tooManySegments(representation: id, limit: limit) }
+                guard naming else { return out.append(DASHSegment(url: "", range: nil, start: start, duration: duration)) }
                 let path = media.substitute(representationID: id, bandwidth: bandwidth, number: number, time: time)
                 out.append(DASHSegment(url: HLSURI.resolve(path, against: t.mediaBase), range: nil, start: start, duration: duration))
             }

@@ -25,7 +25,8 @@ extension MPD {
     }
 
     /// `bytes` as an MPD answered from `url` (its final URL after redirects).
-    public static func parse(_ bytes: [UInt8], url: String, limits: XMLTree.Limits = XMLTree.Limits()) throws(DASHError) -> MPD {
+    /// `now` (seconds since 1970; nil: this machine's clock) counts a dynamic MPD's segments.
+    public static func parse(_ bytes: [UInt8], url: String, limits: XMLTree.Limits = XMLTree.Limits(), now: Double? = nil) throws(DASHError) -> MPD {
         let root: XMLElement
         do { root = try XMLTree.parse(bytes, limits: limits) } catch { throw .xml(error) }
         guard root.name == "MPD" else { throw .notMPD("its root element is <\(root.name)>, not <MPD>") }
@@ -33,7 +34,26 @@ extension MPD {
             throw .notMPD("its <MPD> is in the namespace '\(root.namespace ?? "")', not '\(namespace)'")
         }
         var reader = Reader()
-        return try reader.mpd(root, url: url)
+        let mpd = try reader.mpd(root, url: url)
+        try mpd.checkSegmentTotal(now: now)
+        return mpd
+    }
+
+    /// Throws when all the Representations together name more than `DASHLimits.maxTotalSegments`
+    /// (a dynamic MPD: those available at `now`, seconds since 1970). Only counted: no URL is
+    /// built, and each Representation stops at its own limit (its planner says that error).
+    func checkSegmentTotal(now: Double?) throws(DASHError) {
+        let live = isDynamic ? DASHLiveClock(now: now ?? Date().timeIntervalSince1970) : nil
+        var total = 0
+        for period in periods {
+            for set in period.adaptationSets {
+                for rep in set.representations {
+                    guard let plan = try? rep.plan(periodDuration: period.duration, live: live.map { ($0, self, period.start) }, naming: false) else { continue }
+                    total += plan.segments.count
+                    if total > DASHLimits.maxTotalSegments { throw .tooManySegmentsInAll(limit: DASHLimits.maxTotalSegments) }
+                }
+            }
+        }
     }
 
     /// The parse state: only what is inherited down the levels.
