@@ -69,4 +69,32 @@ import VCacheTestSupport
         #expect(try Self.frames(out + "/manifest.mpd", "0:v:0") == 100)
         #expect(try Self.frames(out + "/manifest.mpd", "0:a:0") > 180)
     }
+
+    /// A folder below the export folder that is a symlink (planted by another user who may write
+    /// the export folder) is refused: no segment is written through it, with or without --force.
+    /// The export folder itself may be reached through a symlink (it is the user's).
+    @Test(.requires(.nginx, .dashTools))
+    func aSymlinkedFolderInsideTheExportFolderIsRefused() throws {
+        let nginx = try origin()
+        let cache = dir.file("cache")
+        let url = nginx.url("/num/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let out = dir.file("out"), victim = dir.file("victim")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: victim, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: out + "/r1", withDestinationPath: victim)
+        for force in [false, true] {
+            let r = try VCacheBinary.run(["export", url, out] + (force ? ["--force"] : []), cacheDir: cache)
+            #expect(r.status == 1, "\(r.stderr)")
+            #expect(r.stderr == "vcache: cannot export to '\(out)': '\(out)/r1' is a symbolic link: vcache writes no file through one inside an export folder; remove it, or export into another folder\n", "\(r.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: victim).isEmpty)
+        }
+        // Through a symlink to the export folder itself: exported.
+        let linked = dir.file("linked")
+        try FileManager.default.removeItem(atPath: out + "/r1")
+        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: out)
+        let r = try VCacheBinary.run(["export", url, linked], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(FileManager.default.fileExists(atPath: out + "/manifest.mpd"))
+    }
 }

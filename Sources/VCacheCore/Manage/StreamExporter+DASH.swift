@@ -66,7 +66,7 @@ extension StreamExporter {
             periods.append((period, outs, p.duration))
         }
 
-        try makeFolder(destination)
+        try makeFolder(destination, in: destination)
         var files = 0
         var written: Int64 = 0
         var xml = """
@@ -93,7 +93,7 @@ extension StreamExporter {
                     xml += "      <Representation \(attrs)>\n"
                     if let b = o.singleFile {
                         let name = o.folder + "/media" + Self.fileExtension(o.rep.baseURL, fallback: ".mp4")
-                        written += try copyMember(o.rep.baseURL, nil, to: destination + "/" + name, force: force)
+                        written += try copyMember(o.rep.baseURL, nil, to: name, in: destination, force: force)
                         files += 1
                         xml += "        <BaseURL>\(Self.escape(name))</BaseURL>\n"
                         xml += "        <SegmentBase timescale=\"\(b.timescale)\" presentationTimeOffset=\"\(b.presentationTimeOffset)\""
@@ -104,13 +104,13 @@ extension StreamExporter {
                         var template = "<SegmentTemplate timescale=\"1000000\" startNumber=\"1\" media=\"\(o.folder)/$Number$\(Self.escape(ext))\""
                         if let i = o.initialization {
                             let name = o.folder + "/init" + Self.fileExtension(i.url, fallback: ".mp4")
-                            written += try copyMember(i.url, i.range, to: destination + "/" + name, force: force)
+                            written += try copyMember(i.url, i.range, to: name, in: destination, force: force)
                             files += 1
                             template += " initialization=\"\(Self.escape(name))\""
                         }
                         xml += "        " + template + ">\n          <SegmentTimeline>\n"
                         for (k, s) in o.segments.enumerated() {
-                            written += try copyMember(s.url, s.range, to: destination + "/\(o.folder)/\(k + 1)\(ext)", force: force)
+                            written += try copyMember(s.url, s.range, to: "\(o.folder)/\(k + 1)\(ext)", in: destination, force: force)
                             files += 1
                             // Microseconds, saturated: a hostile MPD's times (2^63 ticks at 1 Hz) never trap.
                             let t = Checked.int64((s.start * 1_000_000).rounded(), clampedTo: 0...Int64.max) ?? 0
@@ -137,9 +137,10 @@ extension StreamExporter {
     }
 
     /// A member's bytes to `path`: the whole resource, or the one range (a SegmentList
-    /// `@mediaRange`) as a file of its own.
-    private func copyMember(_ url: String, _ range: MPD.ByteSpan?, to path: String, force: Bool) throws -> Int64 {
-        try makeFolder(PathText.deletingLastPathComponent(path))
+    /// `@mediaRange`) as a file of its own; `name` is relative to the export folder `destination`.
+    private func copyMember(_ url: String, _ range: MPD.ByteSpan?, to name: String, in destination: String, force: Bool) throws -> Int64 {
+        let path = destination + "/" + name
+        try makeFolder(PathText.deletingLastPathComponent(path), in: destination)
         guard let range else { return try copy(url, to: path, ranges: nil, force: force, mode: nil) }
         guard let e = entry(url), let bytes = store.cachedBytes(of: e, at: range.first, count: range.count), Int64(bytes.count) == range.count else {
             throw StreamExportError.notPlayable(url: url, why: "bytes \(range.first)-\(range.last) are not cached")

@@ -34,6 +34,8 @@ public struct StreamExporter {
         case destinationExists(String)
         case missingFolder(String)
         case notAFolder(String)
+        /// A folder below the export folder is a symbolic link.
+        case linkedFolder(String)
 
         public var description: String {
             switch self {
@@ -42,6 +44,7 @@ public struct StreamExporter {
             case .destinationExists(let p): return "'\(p)' already exists; use --force to overwrite it"
             case .missingFolder(let p): return "folder '\(p)' does not exist; create its parent first"
             case .notAFolder(let p): return "'\(p)' exists and is not a folder: a stream is exported into a folder (DIR/master.m3u8, DIR/manifest.mpd)"
+            case .linkedFolder(let p): return "'\(p)' is a symbolic link: vcache writes no file through one inside an export folder; remove it, or export into another folder"
             }
         }
     }
@@ -100,13 +103,13 @@ public struct StreamExporter {
                 plan.add(media, url: url, folder: plan.uniqueFolder(for: url))
             }
         }
-        try makeFolder(destination)
+        try makeFolder(destination, in: destination)
         var files = 0
         var bytes: Int64 = 0
         // Resources first, then the media playlists, then the master.
         for r in plan.resources {
             let path = destination + "/" + r.path
-            try makeFolder(PathText.deletingLastPathComponent(path))
+            try makeFolder(PathText.deletingLastPathComponent(path), in: destination)
             // A key stays readable by its owner only, as in the cache, from the moment it has its name.
             bytes += try copy(r.url, to: path, ranges: r.ranges, force: force, mode: r.isKey ? 0o600 : nil)
             files += 1
@@ -119,7 +122,7 @@ public struct StreamExporter {
                 return Self.relative(local, from: folder)
             }
             let path = destination + "/" + (folder.isEmpty ? "master.m3u8" : folder + "/index.m3u8")
-            try makeFolder(PathText.deletingLastPathComponent(path))
+            try makeFolder(PathText.deletingLastPathComponent(path), in: destination)
             try write(Array(text.utf8), to: path, force: force)
             bytes += Int64(text.utf8.count)
             files += 1
@@ -242,9 +245,15 @@ public struct StreamExporter {
         return HLSRewriter(url: copy.base, proxy: local, keep: keep).rewrite(String(decoding: copy.bytes, as: UTF8.self))
     }
 
-    func makeFolder(_ path: String) throws {
+    /// Makes `path`, the export folder `destination` or a folder below it, unless it is one.
+    /// The destination is the user's and may be reached through a symlink; a folder below it is
+    /// vcache's (`r1`, a variant's), so one that is a symlink is refused: another user who may
+    /// write the export folder could point it anywhere the exporting user may write.
+    func makeFolder(_ path: String, in destination: String) throws {
         guard !path.isEmpty else { return }
-        if let st = FileSystem.followingStatus(path) {
+        let below = path != destination
+        if let st = below ? FileSystem.status(path) : FileSystem.followingStatus(path) {
+            if below && (st.st_mode & S_IFMT) == S_IFLNK { throw StreamExportError.linkedFolder(path) }
             guard (st.st_mode & S_IFMT) == S_IFDIR else { throw StreamExportError.notAFolder(path) }
             return
         }
@@ -253,6 +262,7 @@ public struct StreamExporter {
             throw StreamExportError.missingFolder(parent)
         }
         guard mkdir(path, 0o755) == 0 || errno == EEXIST else { throw SystemError("mkdir", path: path, errno: errno) }
+        if below, let st = FileSystem.status(path), (st.st_mode & S_IFMT) != S_IFDIR { throw StreamExportError.linkedFolder(path) }
     }
 
     /// Copies the resource at `url`: whole (checked against its SHA-256 by `Exporter`), or only
