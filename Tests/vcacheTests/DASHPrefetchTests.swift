@@ -210,4 +210,42 @@ import VCacheTestSupport
         let asked = nginx.accessLog().filter { $0.path == "/tl/live.mpd" }
         #expect(asked.count == 2 && asked.allSatisfy { $0.status == 200 || $0.status == 206 }, "\(asked)")
     }
+
+    /// A dynamic MPD whose window moved between two runs: the segments that left it stay members
+    /// of the stream (one row of `ls`, one unit to evict), not loose entries `verify` calls
+    /// broken MP4 files (probe D6).
+    @Test(.requires(.nginx, .dashTools))
+    func segmentsThatLeaveADynamicMPDsWindowStayInItsStream() throws {
+        let nginx = try origin()
+        func write(start: Int, t: Int) throws {
+            let mpd = """
+                <?xml version="1.0" encoding="utf-8"?>
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="dynamic" \
+                availabilityStartTime="1970-01-01T00:00:00Z" minimumUpdatePeriod="PT2S" minBufferTime="PT2S">
+                <Period id="0" start="PT0S"><AdaptationSet contentType="video" mimeType="video/mp4">
+                <Representation id="0" codecs="avc1.42c00c" bandwidth="100000" width="160" height="90">
+                <SegmentTemplate timescale="12800" initialization="init-stream$RepresentationID$.m4s" \
+                media="chunk-stream$RepresentationID$-$Number%05d$.m4s" startNumber="\(start)">
+                <SegmentTimeline><S t="\(t)" d="25600" r="1"/></SegmentTimeline></SegmentTemplate>
+                </Representation></AdaptationSet></Period></MPD>
+                """
+            try mpd.write(toFile: nginx.root + "/tl/window.mpd", atomically: true, encoding: .utf8)
+        }
+        let url = nginx.url("/tl/window.mpd")
+        let cache = dir.file("cache")
+        try write(start: 1, t: 0)
+        let first = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(first.status == 0, "\(first.stderr)")
+        try write(start: 2, t: 25600)
+        let second = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(second.status == 0, "\(second.stderr)")
+        let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+        #expect(!ls.stdout.contains("chunk-stream0-"), "\(ls.stdout)")
+        #expect(ls.stdout.contains("5 entries)"), "\(ls.stdout)")
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        let evict = try VCacheBinary.run(["evict", url], cacheDir: cache)
+        #expect(evict.status == 0, "\(evict.stderr)")
+        #expect(try VCacheBinary.run(["ls"], cacheDir: cache).stdout.contains("empty"))
+    }
 }

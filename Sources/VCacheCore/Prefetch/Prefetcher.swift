@@ -14,8 +14,8 @@ public final class Prefetcher {
     let events: (PrefetchEvent) -> Void
     private let fetcher: Fetcher
     /// Streams of live playlists let go before their run fetched them again, by root key; used
-    /// on the loop's thread only.
-    private var letGoStreams: [CacheKey: StreamRecord] = [:]
+    /// on the loop's thread only. Internal: `Prefetcher+DASH.swift` gives a dynamic MPD's back.
+    var letGoStreams: [CacheKey: StreamRecord] = [:]
 
     public init(store: CacheStore, options: PrefetchOptions, stopFlag: Fetcher.StopFlag = .init(),
                 events: @escaping (PrefetchEvent) -> Void = { _ in }) {
