@@ -248,4 +248,31 @@ import VCacheTestSupport
         #expect(evict.status == 0, "\(evict.stderr)")
         #expect(try VCacheBinary.run(["ls"], cacheDir: cache).stdout.contains("empty"))
     }
+
+    /// A dynamic MPD the origin no longer answers (a 404 after the event, a 5xx): the run fails
+    /// with the origin's answer, and the cached copy and its stream stay as they were, playable
+    /// offline; they used to be gone, the stream fallen apart into loose entries (probe D15).
+    @Test(.requires(.nginx, .dashTools))
+    func aFailedRefreshOfADynamicMPDKeepsTheCachedCopy() throws {
+        let nginx = try origin()
+        var mpd = try String(contentsOfFile: nginx.root + "/tl/manifest.mpd", encoding: .utf8)
+        mpd = mpd.replacingOccurrences(of: "type=\"static\"", with: "type=\"dynamic\" availabilityStartTime=\"1970-01-01T00:00:00Z\" minimumUpdatePeriod=\"PT2S\"")
+        try mpd.write(toFile: nginx.root + "/tl/live.mpd", atomically: true, encoding: .utf8)
+        let url = nginx.url("/tl/live.mpd")
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let before = try VCacheBinary.run(["ls"], cacheDir: cache).stdout
+        try FileManager.default.removeItem(atPath: nginx.root + "/tl/live.mpd")
+        let failed = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(failed.status == 4, "\(failed.stderr)")
+        #expect(failed.stderr.contains("\(url): it could not be fetched again: its cached copy is kept, and its stream as it was"), "\(failed.stderr)")
+        #expect(failed.stderr.contains("origin answered 404 Not Found"), "\(failed.stderr)")
+        let after = try VCacheBinary.run(["ls"], cacheDir: cache).stdout
+        #expect(after.contains("(DASH, ") && after.contains("10 entries)"), "\(after)")
+        #expect(after.split(separator: "\n").count == before.split(separator: "\n").count, "\(before)\n\(after)")
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        // The copy kept still plays from the cache.
+        #expect(try VCacheBinary.run(["export", url, dir.file("out")], cacheDir: cache).status == 0)
+    }
 }

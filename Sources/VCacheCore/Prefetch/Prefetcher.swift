@@ -16,6 +16,9 @@ public final class Prefetcher {
     /// Streams of live playlists let go before their run fetched them again, by root key; used
     /// on the loop's thread only. Internal: `Prefetcher+DASH.swift` gives a dynamic MPD's back.
     var letGoStreams: [CacheKey: StreamRecord] = [:]
+    /// The cached copies of those live playlists, put back when fetching them again fails (a
+    /// 5xx, a 404 after the event): one failed refresh must not take the offline copy.
+    private var letGoCopies: [CacheKey: (bytes: [UInt8], entry: CacheEntry)] = [:]
 
     public init(store: CacheStore, options: PrefetchOptions, stopFlag: Fetcher.StopFlag = .init(),
                 events: @escaping (PrefetchEvent) -> Void = { _ in }) {
@@ -145,11 +148,31 @@ public final class Prefetcher {
         // written again once the playlist is back (a stream is recorded only for a root the
         // catalog holds), with what the playlist names now (`expand`).
         let stream = (try? store.catalog.stream(root: key)) ?? nil
+        if let bytes = store.cachedBytes(of: e), Int64(bytes.count) == length { letGoCopies[key] = (bytes, e) }
         var c = Evictor.Criteria()
         c.keys = [key]
         c.alone = true
         _ = try? Evictor(store: store).evict(c, dryRun: false)
         if let stream { letGoStreams[key] = stream }
+    }
+
+    /// A live playlist let go whose fetch ended without a new copy gets its old one back, and its
+    /// stream's rows, unless another writer holds the entry now (it is then that writer's).
+    private func restoreLetGo(_ key: CacheKey, url: String, completed: Bool) {
+        guard let copy = letGoCopies.removeValue(forKey: key) else { return }
+        guard !completed else { return }
+        guard let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return }
+        defer { lock.release() }
+        let e = copy.entry
+        do {
+            try store.storeWhole(copy.bytes, key: key, url: e.latestURL, validators: e.validators, contentType: e.contentType)
+        } catch {
+            return
+        }
+        if let before = letGoStreams.removeValue(forKey: key) {
+            _ = try? store.catalog.recordStream(root: key, format: before.format, members: before.members)
+        }
+        events(.note(url: url, message: "it could not be fetched again: its cached copy is kept, and its stream as it was"))
     }
 
     /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
@@ -352,6 +375,7 @@ public final class Prefetcher {
             }
             // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
             if done.entry.refusedManifest { forgetRefusedPlaylist(key: done.key) }
+            restoreLetGo(done.key, url: run.items[index].url, completed: result?.complete == true)
             for follow in run.settle(index, result, expandStreams: options.expandStreams) {
                 switch follow {
                 case .dashIndex(let sidx, let r):

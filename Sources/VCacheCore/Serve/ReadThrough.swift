@@ -338,20 +338,7 @@ public final class ReadThrough: Sendable {
 
     /// `keepWhole`'s store, with the entry held alone.
     private func storeWhole(_ body: [UInt8], key: CacheKey, url: String, validators: Validators, contentType: String?) throws {
-        let n = Int64(body.count)
-        let data = try store.dropVersion(key: key, validators: validators)
-        defer { data.close() }
-        try body.withUnsafeBytes { try data.write($0, toAbsoluteOffset: 0) }
-        try data.sync()
-        let digest = SHA256Digest(chunkSize: ChunkStates.size)
-        body.withUnsafeBytes { digest.update($0) }
-        let sha = digest.finalize()
-        var u = Catalog.Update(key: key, url: url, validators: validators, contentType: contentType)
-        u.added = RangeSet([ByteRange(0, n)])
-        u.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
-        u.sha256 = sha
-        u.chunkStates = ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: digest.chunkStates)
-        try store.catalog.commit(u)
+        try store.storeWhole(body, key: key, url: url, validators: validators, contentType: contentType)
     }
 
     /// Runs `body` with the entry's writer lock held alone by this process (`EntryBoard.alone`):

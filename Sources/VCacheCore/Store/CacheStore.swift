@@ -343,6 +343,28 @@ public final class CacheStore: Sendable {
         return try replaceData(key: key, closing: old)
     }
 
+    /// Stores `body` as the entry's one version, whole (the caller holds its writer lock): the old
+    /// version is dropped first (rows, then a new `data`: a reader holding the old file keeps its
+    /// view), the bytes written and fsynced before the one commit that claims them whole with
+    /// their SHA-256 (invariant 1). serve keeps a manifest it answered this way; prefetch puts
+    /// back a live manifest's copy when fetching it again failed.
+    public func storeWhole(_ body: [UInt8], key: CacheKey, url: String, validators: Validators, contentType: String?) throws {
+        let n = Int64(body.count)
+        let data = try dropVersion(key: key, validators: validators)
+        defer { data.close() }
+        try body.withUnsafeBytes { try data.write($0, toAbsoluteOffset: 0) }
+        try data.sync()
+        let digest = SHA256Digest(chunkSize: ChunkStates.size)
+        body.withUnsafeBytes { digest.update($0) }
+        let sha = digest.finalize()
+        var u = Catalog.Update(key: key, url: url, validators: validators, contentType: contentType)
+        u.added = RangeSet([ByteRange(0, n)])
+        u.diskBytes = (try? data.status()).map(FileSystem.allocatedBytes)
+        u.sha256 = sha
+        u.chunkStates = ChunkStates(sha256: sha, chunkSize: ChunkStates.size, states: digest.chunkStates)
+        try catalog.commit(u)
+    }
+
     /// Gives an entry a new, empty `data` (the caller holds the writer lock and no claim vouches
     /// for the old file's bytes: `dropVersion` removed them, or there were none). The old file is
     /// unlinked, never truncated: a reader still holding it keeps a consistent view, and a hard
