@@ -89,9 +89,7 @@ extension Prefetcher {
         }
         // A dynamic MPD fetched again: the segments its earlier runs kept stay members (as a live
         // HLS playlist's do), so those that left its window do not become loose entries.
-        if let before = letGoStreams.removeValue(forKey: r.key) {
-            _ = try? store.catalog.recordStream(root: r.key, format: before.format, members: before.members)
-        }
+        giveBackLetGoStream(r.key)
         do {
             try store.catalog.recordStream(root: root, format: "dash", members: named, via: r.key)
         } catch {

@@ -14,8 +14,8 @@ public final class Prefetcher {
     let events: (PrefetchEvent) -> Void
     private let fetcher: Fetcher
     /// Streams of live playlists let go before their run fetched them again, by root key; used
-    /// on the loop's thread only. Internal: `Prefetcher+DASH.swift` gives a dynamic MPD's back.
-    var letGoStreams: [CacheKey: StreamRecord] = [:]
+    /// on the loop's thread only.
+    private var letGoStreams: [CacheKey: StreamRecord] = [:]
     /// The cached copies of those live playlists, put back when fetching them again fails (a
     /// 5xx, a 404 after the event): one failed refresh must not take the offline copy.
     private var letGoCopies: [CacheKey: (bytes: [UInt8], entry: CacheEntry)] = [:]
@@ -156,6 +156,13 @@ public final class Prefetcher {
         if let stream { letGoStreams[key] = stream }
     }
 
+    /// The rows of a live playlist's stream let go before its run fetched it again, recorded
+    /// again once the playlist is back (or put back): the segments it named earlier stay members.
+    func giveBackLetGoStream(_ key: CacheKey) {
+        guard let before = letGoStreams.removeValue(forKey: key) else { return }
+        _ = try? store.catalog.recordStream(root: key, format: before.format, members: before.members)
+    }
+
     /// A live playlist let go whose fetch ended without a new copy gets its old one back, and its
     /// stream's rows, unless another writer holds the entry now (it is then that writer's).
     private func restoreLetGo(_ key: CacheKey, url: String, completed: Bool) {
@@ -169,9 +176,7 @@ public final class Prefetcher {
         } catch {
             return
         }
-        if let before = letGoStreams.removeValue(forKey: key) {
-            _ = try? store.catalog.recordStream(root: key, format: before.format, members: before.members)
-        }
+        giveBackLetGoStream(key)
         events(.note(url: url, message: "it could not be fetched again: its cached copy is kept, and its stream as it was"))
     }
 
@@ -222,9 +227,7 @@ public final class Prefetcher {
             return refuse(.stream("\(r.url): not a playlist vcache can read: \(error)"))
         }
         // The stream in the catalog: what this playlist names joins the stream of its root.
-        if let before = letGoStreams.removeValue(forKey: r.key) {
-            _ = try? store.catalog.recordStream(root: r.key, format: before.format, members: before.members)
-        }
+        giveBackLetGoStream(r.key)
         do {
             let members = playlist.members.map { StreamRecord.Member(key: options.keyRules.key(for: $0.url), role: $0.role) }
             // Also into every other stream naming this playlist (a variant two masters share).
