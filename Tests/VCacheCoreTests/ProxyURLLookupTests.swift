@@ -73,6 +73,23 @@ import Testing
         #expect(ProxyURL.lookup(path: decoded) == .origin(origin), "\(made)")
     }
 
+    /// The answers remembered for recent paths are the answers: asked again, and after more
+    /// paths than are remembered have been asked in between (the memory emptied and refilled).
+    @Test func rememberedAnswersAreTheAnswers() {
+        let first = Self.v(Self.mpd, "manifest.mpd"), wrong = Self.v(Self.mpd, "init.m4s")
+        let long = Self.v("http://h/" + String(repeating: "n", count: ProxyURL.recentPathBytes), "x")
+        for round in 0..<2 {
+            #expect(ProxyURL.lookup(path: first) == .origin(Self.mpd), "round \(round)")
+            if case .refused = ProxyURL.lookup(path: wrong) {} else { Issue.record("\(wrong) was not refused in round \(round)") }
+            if case .refused = ProxyURL.lookup(path: long) {} else { Issue.record("the long path was not refused in round \(round)") }
+            for i in 0..<(ProxyURL.recentCount + 10) {
+                let origin = "http://h/v\(i).mp4"
+                #expect(ProxyURL.lookup(path: Self.v(origin, "v\(i).mp4")) == .origin(origin))
+                #expect(ProxyURL.lookup(path: Self.d(Self.folder, "s\(i).m4s")) == .origin(Self.folder + "s\(i).m4s"))
+            }
+        }
+    }
+
     @Test func aFolderReferenceDecodesToItself() {
         #expect(ProxyURL.folderReference("a%20b/seg-$Number%05d$.m4s?t=1#frag") == "a%2520b/seg-$Number%05d$.m4s%3Ft=1")
         let made = ProxyURL.makeFolder(Self.folder, base: "") + ProxyURL.folderReference("a%20b/seg-5.m4s?t=1")

@@ -274,9 +274,9 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
         return .YES
     }
     var headers: [String: String] = [:]
-    for name in ["Range", "If-Range", "Host", "Icy-MetaData", "User-Agent", "Via"] {
+    for (name, key) in actedOn {
         // Case-insensitive; the value is copied at once.
-        if let v = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: v) }
+        if let v = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[key] = String(cString: v) }
     }
     var req = makeRequest(connection, method: method, url: url, headers: headers, hadBody: request.hadBody)
     req.query = request.query
@@ -301,6 +301,10 @@ private func accessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: Opaque
     MHD_destroy_response(mhd)  // reference-counted: the queued response lives on
     return queued
 }
+
+/// The request headers vcache acts on, as asked of libmicrohttpd and as named in `Request.headers`.
+private let actedOn = [("Range", "range"), ("If-Range", "if-range"), ("Host", "host"), ("Icy-MetaData", "icy-metadata"),
+                       ("User-Agent", "user-agent"), ("Via", "via")]
 
 /// The request as the handler sees it: method, path, the headers read, the client's address.
 private func makeRequest(_ connection: OpaquePointer, method: UnsafePointer<CChar>?, url: UnsafePointer<CChar>?,

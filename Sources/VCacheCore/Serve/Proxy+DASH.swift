@@ -12,8 +12,8 @@ import Foundation
 extension Proxy {
     /// The answer for an MPD, or nil when `video` is not one (recognised as prefetch does: its
     /// Content-Type or first element, never its URL).
-    func mpdAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
-        let head = cachedHead(video, count: Int(min(video.length, 4096)))
+    func mpdAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video, peeked: [UInt8]? = nil) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
+        let head = cachedHead(video, count: Int(min(video.length, 4096)), peeked: peeked)
         guard MPD.looksLikeMPD(firstBytes: head ?? [], contentType: video.contentType) else { return nil }
         let store = readThrough.store
         let shared = livePlaylists.answerMPD(origin) {
@@ -72,8 +72,8 @@ extension Proxy {
     /// is (`DASHRewriter.rewriteRemote`), so no URL in it leads a player off the proxy. Its bytes
     /// are the cache's (kept whole as any small resource is, so it is answered offline too); nil
     /// when `video` is no such document.
-    func remoteElementAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
-        guard let head = cachedHead(video, count: Int(min(video.length, 4096))), DASHRewriter.looksLikeRemoteElement(head) else { return nil }
+    func remoteElementAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video, peeked: [UInt8]? = nil) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
+        guard let head = cachedHead(video, count: Int(min(video.length, 4096)), peeked: peeked), DASHRewriter.looksLikeRemoteElement(head) else { return nil }
         let store = readThrough.store
         guard video.length <= Int64(MPD.maxBytes) else {
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,

@@ -14,8 +14,9 @@ extension Proxy {
     /// resolved against the URL that answered after redirects; when the origin cannot be
     /// reached, the cached copy is used (offline playback).
     /// `cache` is nil when the answer is the origin's error, not a playlist.
-    func playlistAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
-        let cached = cachedHead(video, count: 16)
+    /// `peeked`: the video's first bytes as `peekHead` read them.
+    func playlistAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video, peeked: [UInt8]? = nil) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
+        let cached = cachedHead(video, count: 16, peeked: peeked)
         // A URL named like a playlist is asked for fresh too, whatever is cached under it (an
         // error page cached there must not hide the playlist the origin now serves); what is a
         // playlist is still decided by the answer's content.
@@ -188,13 +189,27 @@ extension Proxy {
     /// file the request holds, under the claims justified for that very file (its snapshot), so
     /// telling a video from a playlist costs neither a catalog read nor a second open (it cost
     /// three of each per request); the catalog is read only for a video opened without them.
-    func cachedHead(_ video: ReadThrough.Video, count: Int) -> [UInt8]? {
+    /// `peeked` (`peekHead`), when it holds them, gives them without a read.
+    func cachedHead(_ video: ReadThrough.Video, count: Int, peeked: [UInt8]? = nil) -> [UInt8]? {
         let span = ByteRange(0, min(video.length, Int64(count)))
+        if let peeked, !span.isEmpty, Int64(peeked.count) >= span.count { return Array(peeked.prefix(Int(span.count))) }
         if let file = video.snapshot.file, !span.isEmpty, video.snapshot.claims.contains(span) {
             return try? file.bytes(Int(span.count), at: 0)
         }
         let store = readThrough.store
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil else { return nil }
         return store.cachedBytes(of: e, count: Int64(count))
+    }
+
+    /// The most of a video's first bytes the playlist, MPD and remote element checks look at.
+    static let peekBytes = 4096
+
+    /// The video's first `peekBytes` (fewer for a shorter one), read once for the three checks
+    /// (each read them itself: 16 bytes, then 4,096 twice) from the file the request holds, when
+    /// its snapshot's claims cover them; nil otherwise (each check then reads as `cachedHead` does).
+    func peekHead(_ video: ReadThrough.Video) -> [UInt8]? {
+        let span = ByteRange(0, min(video.length, Int64(Self.peekBytes)))
+        guard let file = video.snapshot.file, !span.isEmpty, video.snapshot.claims.contains(span) else { return nil }
+        return try? file.bytes(Int(span.count), at: 0)
     }
 }

@@ -132,8 +132,10 @@ public final class Proxy: Sendable {
         }
         /// The rewritten playlist, when `video` is one.
         func asPlaylist(_ video: ReadThrough.Video) -> HTTPServer.Response? {
-            guard let playlist = playlistAnswer(request, origin: origin, video: video) ?? mpdAnswer(request, origin: origin, video: video)
-                    ?? remoteElementAnswer(request, origin: origin, video: video) else { return nil }
+            // The first bytes the three checks look at, read once.
+            let peeked = peekHead(video)
+            guard let playlist = playlistAnswer(request, origin: origin, video: video, peeked: peeked) ?? mpdAnswer(request, origin: origin, video: video, peeked: peeked)
+                    ?? remoteElementAnswer(request, origin: origin, video: video, peeked: peeked) else { return nil }
             // Not answered as a playlist (the origin's error, or one serve refuses): no part of
             // one is kept (the head `open` stored is no playlist a later answer could use).
             if playlist.cache == nil { forgetPartialPlaylist(video) }

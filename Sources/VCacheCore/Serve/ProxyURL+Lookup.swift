@@ -27,8 +27,28 @@ extension ProxyURL {
         case notOurs
     }
 
-    /// What `path` (percent-decoded, as the server hands it) names.
+    /// What `path` (percent-decoded, as the server hands it) names. A pure function of the path,
+    /// remembered for the paths asked last (`recentLookups`): a player asks the same few URLs
+    /// again and again, and working the answer out (base64, the name check) was a fifth of
+    /// serve's own work on a cached request (Docs/performance.md).
     public static func lookup(path: String) -> Lookup {
+        guard path.utf8.count <= recentPathBytes else { return work(path) }
+        if let known = recentLookups.withLock({ $0[path] }) { return known }
+        let answer = work(path)
+        recentLookups.withLock { recent in
+            if recent.count >= recentCount { recent.removeAll(keepingCapacity: true) }
+            recent[path] = answer
+        }
+        return answer
+    }
+
+    /// The answers to the paths asked last: at most `recentCount` paths of at most
+    /// `recentPathBytes` each (all forgotten at once when full).
+    private static let recentLookups = Locked<[String: Lookup]>([:])
+    static let recentCount = 256
+    static let recentPathBytes = 2048
+
+    private static func work(_ path: String) -> Lookup {
         if path.hasPrefix("/d/") { return folderLookup(path) }
         guard path.hasPrefix("/v/") else { return .notOurs }
         guard let origin = origin(path: path) else { return .refused("not a vcache proxy path (/v/ORIGIN/NAME)") }
