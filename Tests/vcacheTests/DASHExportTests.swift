@@ -97,4 +97,33 @@ import VCacheTestSupport
         #expect(r.status == 0, "\(r.stderr)")
         #expect(FileManager.default.fileExists(atPath: out + "/manifest.mpd"))
     }
+
+    /// A member whose cached bytes no longer match their SHA-256: the export fails with exit 5
+    /// and leaves nothing of itself (it used to say "nothing was written" and leave the files it
+    /// had written, so the retry after `verify --fix` needed --force: probe D4).
+    @Test(.requires(.nginx, .dashTools))
+    func aFailedExportLeavesNothingAndTheRetryNeedsNoForce() throws {
+        let nginx = try origin()
+        let cache = dir.file("cache")
+        let url = nginx.url("/tl/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let member = nginx.url("/tl/chunk-stream0-00003.m4s")
+        let key = SHA256Digest.hash(member)
+        let data = "\(cache)/entries/\(key.prefix(2))/\(key)/data"  // CacheStore.dataPath
+        let file = try FileHandle(forUpdating: URL(fileURLWithPath: data))
+        try file.seek(toOffset: 500)
+        let old = try file.read(upToCount: 1)![0]
+        try file.seek(toOffset: 500)
+        try file.write(contentsOf: [old ^ 0xFF])
+        try file.close()
+        let out = dir.file("out")
+        let failed = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(failed.status == 5, "\(failed.stderr)")
+        #expect(failed.stderr.contains("do not match their SHA-256; nothing was written"), "\(failed.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out), "\((try? FileManager.default.subpathsOfDirectory(atPath: out)) ?? [])")
+        #expect(try VCacheBinary.run(["verify", "--fix"], cacheDir: cache).status != 5)
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let retry = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(retry.status == 0, "\(retry.stderr)")
+    }
 }

@@ -66,74 +66,92 @@ extension StreamExporter {
             periods.append((period, outs, p.duration))
         }
 
-        try makeFolder(destination, in: destination)
-        var files = 0
-        var written: Int64 = 0
-        var xml = """
-            <?xml version="1.0" encoding="utf-8"?>
-            <!-- exported by vcache from \(Self.escape(root.latestURL).replacing("--", with: "%2D%2D")) -->
-            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" minBufferTime="PT2S" mediaPresentationDuration="\(Self.duration(periods.reduce(0) { $0 + $1.duration }))">
-
-            """
-        var start = 0.0
-        for (i, p) in periods.enumerated() {
-            xml += "  <Period id=\"\(i)\" start=\"\(Self.duration(start))\" duration=\"\(Self.duration(p.duration))\">\n"
-            start += p.duration
-            var sets: [(MPD.AdaptationSet, [Out])] = []
-            for o in p.reps {
-                if let k = sets.firstIndex(where: { $0.0 == o.set }) { sets[k].1.append(o) } else { sets.append((o.set, [o])) }
-            }
-            for (set, outs) in sets {
-                xml += "    <AdaptationSet contentType=\"\(set.kind.rawValue)\"" + (set.language.map { " lang=\"\(Self.escape($0))\"" } ?? "") + ">\n"
-                for o in outs {
-                    var attrs = "id=\"\(Self.escape(o.rep.id))\" bandwidth=\"\(o.rep.bandwidth)\""
-                    if let m = o.rep.mimeType { attrs += " mimeType=\"\(Self.escape(m))\"" }
-                    if let c = o.rep.codecs { attrs += " codecs=\"\(Self.escape(c))\"" }
-                    if let w = o.rep.width, let h = o.rep.height { attrs += " width=\"\(w)\" height=\"\(h)\"" }
-                    xml += "      <Representation \(attrs)>\n"
-                    if let b = o.singleFile {
-                        let name = o.folder + "/media" + Self.fileExtension(o.rep.baseURL, fallback: ".mp4")
-                        written += try copyMember(o.rep.baseURL, nil, to: name, in: destination, force: force)
-                        files += 1
-                        xml += "        <BaseURL>\(Self.escape(name))</BaseURL>\n"
-                        xml += "        <SegmentBase timescale=\"\(b.timescale)\" presentationTimeOffset=\"\(b.presentationTimeOffset)\""
-                            + (b.indexRange.map { " indexRange=\"\($0.first)-\($0.last)\"" } ?? "") + ">"
-                            + (b.initialization?.range.map { "<Initialization range=\"\($0.first)-\($0.last)\"/>" } ?? "") + "</SegmentBase>\n"
-                    } else {
-                        let ext = Self.fileExtension(o.segments[0].url, fallback: ".m4s")
-                        var template = "<SegmentTemplate timescale=\"1000000\" startNumber=\"1\" media=\"\(o.folder)/$Number$\(Self.escape(ext))\""
-                        if let i = o.initialization {
-                            let name = o.folder + "/init" + Self.fileExtension(i.url, fallback: ".mp4")
-                            written += try copyMember(i.url, i.range, to: name, in: destination, force: force)
-                            files += 1
-                            template += " initialization=\"\(Self.escape(name))\""
-                        }
-                        xml += "        " + template + ">\n          <SegmentTimeline>\n"
-                        for (k, s) in o.segments.enumerated() {
-                            written += try copyMember(s.url, s.range, to: "\(o.folder)/\(k + 1)\(ext)", in: destination, force: force)
-                            files += 1
-                            // Microseconds, saturated: a hostile MPD's times (2^63 ticks at 1 Hz) never trap.
-                            let t = Checked.int64((s.start * 1_000_000).rounded(), clampedTo: 0...Int64.max) ?? 0
-                            let d = Checked.int64(((s.duration ?? 0) * 1_000_000).rounded(), clampedTo: 1...Int64.max) ?? 1
-                            xml += "            <S t=\"\(t)\" d=\"\(d)\"/>\n"
-                        }
-                        xml += "          </SegmentTimeline>\n        </SegmentTemplate>\n"
-                    }
-                    xml += "      </Representation>\n"
-                }
-                xml += "    </AdaptationSet>\n"
-            }
-            xml += "  </Period>\n"
+        // What this export creates (files, then folders) is removed when it fails, so its error
+        // ("nothing was written") is true and a retry needs no --force.
+        var madeFiles: [String] = [], madeFolders: [String] = []
+        func member(_ url: String, _ range: MPD.ByteSpan?, to name: String, in destination: String, force: Bool) throws -> Int64 {
+            let path = destination + "/" + name, folder = PathText.deletingLastPathComponent(path)
+            if FileSystem.status(folder) == nil { madeFolders.append(folder) }
+            let existed = FileSystem.status(path) != nil
+            let n = try copyMember(url, range, to: name, in: destination, force: force)
+            if !existed { madeFiles.append(path) }
+            return n
         }
-        xml += "</MPD>\n"
-        let folders = Set(periods.flatMap { $0.reps.map { destination + "/" + $0.folder } })
-        try syncFolders(folders)
-        try write(Array(xml.utf8), to: manifest, force: force)
-        written += Int64(xml.utf8.count)
-        files += 1
-        try syncFolders([destination])
-        try? store.catalog.touch(key: root.key)
-        return Exported(master: manifest, files: files, bytes: written, playlists: periods.reduce(0) { $0 + $1.reps.count }, dropped: dropped)
+        if FileSystem.followingStatus(destination) == nil { madeFolders.append(destination) }
+        do {
+            try makeFolder(destination, in: destination)
+            var files = 0
+            var written: Int64 = 0
+            var xml = """
+                <?xml version="1.0" encoding="utf-8"?>
+                <!-- exported by vcache from \(Self.escape(root.latestURL).replacing("--", with: "%2D%2D")) -->
+                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" minBufferTime="PT2S" mediaPresentationDuration="\(Self.duration(periods.reduce(0) { $0 + $1.duration }))">
+
+                """
+            var start = 0.0
+            for (i, p) in periods.enumerated() {
+                xml += "  <Period id=\"\(i)\" start=\"\(Self.duration(start))\" duration=\"\(Self.duration(p.duration))\">\n"
+                start += p.duration
+                var sets: [(MPD.AdaptationSet, [Out])] = []
+                for o in p.reps {
+                    if let k = sets.firstIndex(where: { $0.0 == o.set }) { sets[k].1.append(o) } else { sets.append((o.set, [o])) }
+                }
+                for (set, outs) in sets {
+                    xml += "    <AdaptationSet contentType=\"\(set.kind.rawValue)\"" + (set.language.map { " lang=\"\(Self.escape($0))\"" } ?? "") + ">\n"
+                    for o in outs {
+                        var attrs = "id=\"\(Self.escape(o.rep.id))\" bandwidth=\"\(o.rep.bandwidth)\""
+                        if let m = o.rep.mimeType { attrs += " mimeType=\"\(Self.escape(m))\"" }
+                        if let c = o.rep.codecs { attrs += " codecs=\"\(Self.escape(c))\"" }
+                        if let w = o.rep.width, let h = o.rep.height { attrs += " width=\"\(w)\" height=\"\(h)\"" }
+                        xml += "      <Representation \(attrs)>\n"
+                        if let b = o.singleFile {
+                            let name = o.folder + "/media" + Self.fileExtension(o.rep.baseURL, fallback: ".mp4")
+                            written += try member(o.rep.baseURL, nil, to: name, in: destination, force: force)
+                            files += 1
+                            xml += "        <BaseURL>\(Self.escape(name))</BaseURL>\n"
+                            xml += "        <SegmentBase timescale=\"\(b.timescale)\" presentationTimeOffset=\"\(b.presentationTimeOffset)\""
+                                + (b.indexRange.map { " indexRange=\"\($0.first)-\($0.last)\"" } ?? "") + ">"
+                                + (b.initialization?.range.map { "<Initialization range=\"\($0.first)-\($0.last)\"/>" } ?? "") + "</SegmentBase>\n"
+                        } else {
+                            let ext = Self.fileExtension(o.segments[0].url, fallback: ".m4s")
+                            var template = "<SegmentTemplate timescale=\"1000000\" startNumber=\"1\" media=\"\(o.folder)/$Number$\(Self.escape(ext))\""
+                            if let i = o.initialization {
+                                let name = o.folder + "/init" + Self.fileExtension(i.url, fallback: ".mp4")
+                                written += try member(i.url, i.range, to: name, in: destination, force: force)
+                                files += 1
+                                template += " initialization=\"\(Self.escape(name))\""
+                            }
+                            xml += "        " + template + ">\n          <SegmentTimeline>\n"
+                            for (k, s) in o.segments.enumerated() {
+                                written += try member(s.url, s.range, to: "\(o.folder)/\(k + 1)\(ext)", in: destination, force: force)
+                                files += 1
+                                // Microseconds, saturated: a hostile MPD's times (2^63 ticks at 1 Hz) never trap.
+                                let t = Checked.int64((s.start * 1_000_000).rounded(), clampedTo: 0...Int64.max) ?? 0
+                                let d = Checked.int64(((s.duration ?? 0) * 1_000_000).rounded(), clampedTo: 1...Int64.max) ?? 1
+                                xml += "            <S t=\"\(t)\" d=\"\(d)\"/>\n"
+                            }
+                            xml += "          </SegmentTimeline>\n        </SegmentTemplate>\n"
+                        }
+                        xml += "      </Representation>\n"
+                    }
+                    xml += "    </AdaptationSet>\n"
+                }
+                xml += "  </Period>\n"
+            }
+            xml += "</MPD>\n"
+            let folders = Set(periods.flatMap { $0.reps.map { destination + "/" + $0.folder } })
+            try syncFolders(folders)
+            try write(Array(xml.utf8), to: manifest, force: force)
+            written += Int64(xml.utf8.count)
+            files += 1
+            try syncFolders([destination])
+            try? store.catalog.touch(key: root.key)
+            return Exported(master: manifest, files: files, bytes: written, playlists: periods.reduce(0) { $0 + $1.reps.count }, dropped: dropped)
+        } catch {
+            for path in madeFiles { unlink(path) }
+            for folder in madeFolders.reversed() { rmdir(folder) }
+            throw error
+        }
     }
 
     /// A member's bytes to `path`: the whole resource, or the one range (a SegmentList
