@@ -175,8 +175,6 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                 if let started {
                     storing.started.append(started)
                     source.refreshedAt = nil
-                    // Without a validator a response is one origin response: its one job's.
-                    if video.validators.hasNoValidator { storing.allowed = false }
                 } else {
                     // Another process writes the entry, nothing more fits under the cap, or the
                     // file is not the entry's any more: the rest plays, streamed, not stored.
@@ -192,12 +190,6 @@ public final class RangeReader: HTTPServer.Producer, @unchecked Sendable {
                     // Bytes of another run under a weak validator went out: nothing proves the
                     // origin's are the same version, so they are not joined.
                     cut = ("the cached bytes have no strong validator and cannot be joined with the origin's", nil)
-                    return nil
-                }
-                if video.validators.hasNoValidator && p > range.lowerBound {
-                    // The bytes sent came from one origin response (its job's, or cached alone):
-                    // nothing proves another one is the same version.
-                    cut = ("the origin sends no ETag or Last-Modified: the bytes sent cannot be joined with another of its responses", nil)
                     return nil
                 }
                 return startDirect(span, into: out)

@@ -429,7 +429,6 @@ public final class ReadThrough: Sendable {
                 // came from that writer's run, and are never combined with this one's.
                 let fresh = snapshot(video.key, promised: video.validators)
                 if fresh.claims.isEmpty {
-                    // With no validator at all the reader starts one job and joins nothing to it.
                     return RangeReader(owner: self, board: board, video: video, range: range, snapshot: fresh, weakPartsCombine: true)
                 }
                 let whole = !fresh.claims.contains(range)
@@ -441,10 +440,8 @@ public final class ReadThrough: Sendable {
         }
     }
 
-    /// A video without a strong validator whose cached bytes came from another run (with no
-    /// validator at all, any cached bytes short of the span: even this process's own jobs are
-    /// separate origin responses): those bytes are never combined with new ones, so the entry gets
-    /// a new, empty `data` (the catalog keeps
+    /// A video without a strong validator whose cached bytes came from another run: those bytes
+    /// are never combined with new ones, so the entry gets a new, empty `data` (the catalog keeps
     /// its validators, the promised version) before this process stores anything in it. False
     /// when the entry cannot be taken now (another process writes it).
     private func startOver(_ video: Video, _ board: EntryBoard) -> Bool {
