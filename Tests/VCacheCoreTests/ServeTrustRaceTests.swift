@@ -158,6 +158,69 @@ import VCacheTestSupport
         #expect(sent.count == 3_000_000, "\(reader.failure ?? "")")
     }
 
+    /// An origin with no validator at all (no ETag, no Last-Modified) proves nothing about two of
+    /// its responses, so this process's own run is no proof either: its storing jobs are separate
+    /// origin responses, and the origin may change its bytes (same length) between them. A player
+    /// reads [1 MB, 2 MB) of a new video (stored by this process) and keeps the file open; the
+    /// origin then serves other bytes; a second player reads the whole video. It must get one
+    /// version: before, it got the first version's head and middle around the second's bytes.
+    @Test
+    func aReaderWithoutAValidatorCombinesNoTwoOriginResponses() throws {
+        let origin = try TestOrigin()
+        let cache = try TestCache()
+        let a = TestBytes.make(3_000_000, seed: 80), b = TestBytes.make(3_000_000, seed: 81)
+        origin.setResource("/n.mp4", .init(body: a))
+        let url = origin.url("/n.mp4")
+        let readThrough = ReadThrough(store: cache.store, options: TestCache.fastOptions())
+        defer { readThrough.shutdown() }
+
+        let first = readThrough.reader(try readThrough.open(url), range: ByteRange(1_000_000, 2_000_000))
+        let middle = Self.drain(first)
+        #expect(Self.firstWrong(middle, a, from: 1_000_000) == nil && middle.count == 1_000_000, "\(first.failure ?? "")")
+        origin.setResource("/n.mp4", .init(body: b))
+
+        let second = try readThrough.open(url)
+        #expect(second.validators.etag == nil && second.validators.lastModified == nil)
+        let reader = readThrough.reader(second, range: ByteRange(0, 3_000_000))
+        let sent = Self.drain(reader)
+        reader.finished(completed: sent.count == 3_000_000)
+        first.finished(completed: true)
+        let one = [a, b].first { Self.firstWrong(sent, $0, from: 0) == nil }
+        #expect(one != nil, "the response mixed two origin responses: it differs from the first version from \(Self.firstWrong(sent, a, from: 0) ?? -1) and from the second from \(Self.firstWrong(sent, b, from: 0) ?? -1)")
+        #expect(sent.count == 3_000_000, "\(reader.failure ?? "")")
+    }
+
+    /// Without a validator serve sends cached bytes only on their own, and fetches anything else
+    /// as one origin response it does not store: a player reads the video whole (from the origin),
+    /// `prefetch` then stores it in one response, and later players read it from the cache,
+    /// whole or in part, with no origin request.
+    @Test
+    func aVideoWithoutAValidatorIsReadFromTheCacheOrFromOneOriginResponse() throws {
+        let origin = try TestOrigin()
+        let cache = try TestCache()
+        let a = TestBytes.make(3_000_000, seed: 82)
+        origin.setResource("/n.mp4", .init(body: a))
+        let url = origin.url("/n.mp4")
+        let readThrough = ReadThrough(store: cache.store, options: TestCache.fastOptions())
+        defer { readThrough.shutdown() }
+        let cold = readThrough.reader(try readThrough.open(url), range: ByteRange(0, 3_000_000))
+        let sent = Self.drain(cold)
+        cold.finished(completed: sent.count == 3_000_000)
+        #expect(sent == a, "\(cold.failure ?? "")")
+        #expect(try cache.store.catalog.entry(key: cold.video.key)?.ranges == RangeSet([ByteRange(0, 65_536)]), "only the head open fetched is stored")
+
+        #expect(cache.prefetch(url).complete)
+        let asked = origin.requests("/n.mp4").count
+        for span in [ByteRange(0, 3_000_000), ByteRange(1_234_567, 2_345_678)] {
+            let cached = readThrough.reader(try readThrough.open(url), range: span)
+            #expect(cached.isCached)
+            let got = Self.drain(cached)
+            cached.finished(completed: true)
+            #expect(got == a[Int(span.lowerBound)..<Int(span.upperBound)])
+        }
+        #expect(origin.requests("/n.mp4").count == asked)
+    }
+
     /// A drop of every claim replaces `data` (rows, then the file). Should the file stay all the
     /// same (its unlink failed; or bytes a crash left unclaimed), a reader may still hold it and
     /// trust what was claimed of it: the next writer, finding no claim, must not write the origin's

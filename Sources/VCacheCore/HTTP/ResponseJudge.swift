@@ -199,6 +199,10 @@ extension Validators {
         return lastModified != nil
     }
 
+    /// No ETag and no Last-Modified: nothing but the length tells two responses' versions apart,
+    /// so no two responses are ever known to be one version (not even two of one run's).
+    public var hasNoValidator: Bool { etag == nil && lastModified == nil }
+
     /// RFC 9110 §8.8.3.2 strong comparison, with Last-Modified standing in when neither side has
     /// an ETag; a known length that differs always means another version.
     /// Whether a response with validators `v` carries bytes of the version `self` names, for a

@@ -122,6 +122,13 @@ public enum ServeDecision {
 
         public var start: Start {
             if validators.hasStrongValidator { return .readThrough(weakPartsCombine: false) }
+            // No validator at all: this process's own storing jobs are separate origin responses,
+            // which nothing proves one version either (the origin may change its bytes, same
+            // length, between them). Cached bytes go out only on their own, anything else is one
+            // origin response streamed whole, and serve stores none of it.
+            if validators.hasNoValidator {
+                return span.isEmpty || claims.contains(span) ? .readThrough(weakPartsCombine: false) : .streamWhole
+            }
             if claims.isEmpty || claimsAreOwn { return .readThrough(weakPartsCombine: true) }
             // Bytes of another run under a weak validator: usable on their own, never combined.
             if span.isEmpty || claims.contains(span) { return .readThrough(weakPartsCombine: false) }
