@@ -23,8 +23,9 @@ extension Proxy {
             // Kept (and its stream recorded) only when it reads as an MPD: one refused for its
             // limits (size, nesting) or unreadable would be of no use offline either.
             let mpd = try? MPD.parse(Array(fresh.body), url: fresh.finalURL)
-            if let mpd {
-                keepCopy(video, fresh, url: origin)
+            // The stream is recorded when the copy is new: listing every segment URL of a large
+            // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
+            if let mpd, keepCopy(video, fresh, url: origin) == .new || !((try? store.catalog.isStreamRoot(video.key)) ?? false) {
                 recordStream(mpd, key: video.key)
             }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
@@ -153,12 +154,16 @@ extension Proxy {
 
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
     /// that answered it, which its BaseURLs resolve against): an older copy is replaced by the
-    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request).
-    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, url: String) {
+    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request). Whether the
+    /// cache held these very bytes already.
+    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, url: String) -> KeptCopy {
         let store = readThrough.store, body = Array(fresh.body)
         try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
-        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == body { return }
+        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == body { return .same }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
         readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
+        return .new
     }
+
+    private enum KeptCopy { case same, new }
 }
