@@ -17,7 +17,8 @@ extension Proxy {
         guard MPD.looksLikeMPD(firstBytes: head ?? [], contentType: video.contentType) else { return nil }
         let store = readThrough.store
         let shared = livePlaylists.answerMPD(origin) {
-            let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
+            let outcome = headFetchedWhole(video).map { SmallGet.Outcome.answer($0) }
+                ?? SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return (outcome, nil) }
             // Kept (and its stream recorded) only when it reads as an MPD: one refused for its
@@ -100,6 +101,22 @@ extension Proxy {
         let count = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
                 status == .hit ? count : 0, status == .hit ? 0 : count, status, "remote DASH element, rewritten")
+    }
+
+    /// The MPD as this very request's head `open` fetched it, whole, into the file the request
+    /// holds (a manifest is read on past the head: `PrefetchJob.wholeManifestLimit`, or its rest
+    /// asked by the same job): the origin's answer of a moment ago, so the first sight of an MPD
+    /// costs one origin request (two when the origin honours the head's Range: the 206 ends at
+    /// 64 KiB), not one more to fetch it fresh. Nil: the bytes came from the cache or not all
+    /// from this request.
+    private func headFetchedWhole(_ video: ReadThrough.Video) -> SmallGet.Answer? {
+        let all = ByteRange(0, video.length)
+        guard !video.fromCatalog, video.length > 0, video.length <= Int64(MPD.maxBytes), video.ownHead.contains(all),
+              video.snapshot.claims.contains(all), let file = video.snapshot.file,
+              let bytes = try? file.bytes(Int(video.length), at: 0) else { return nil }
+        let final = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? video.url
+        return SmallGet.Answer(status: 200, body: Data(bytes), finalURL: final, contentType: video.contentType,
+                               etag: video.validators.etag, lastModified: video.validators.lastModified)
     }
 
     /// Offline, the MPD lists only what plays from the cache (`DASHRewriter.keepOnly`); when
