@@ -146,7 +146,15 @@ extension PrefetchJob {
         // A 200 that ended cleanly is the whole representation: with no length announced, its
         // length is what arrived (never ask for it again); when only the connection's close
         // ended it, once its bytes prove it whole (`CloseDelimitedBody`).
-        if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
+        // A stream member sent with no length (chunked, or ended by the close) is judged as one
+        // with a Content-Length is: a body under 8 bytes (no box header fits) was never judged as
+        // it came (0 bytes: not at all).
+        let short = x.offset < 8 ? item.checkSegment?.problem(length: x.offset, firstBytes: x.manifest.start) : nil
+        if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit, let short {
+            writer?.discard()
+            failure = .notTheVideo(short)
+            kept = 0
+        } else if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
             switch x.closeDelimited ? judgeCloseDelimited(x) : .whole {
             case .whole:
                 learnLength(x.offset)
