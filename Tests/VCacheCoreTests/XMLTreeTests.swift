@@ -39,6 +39,49 @@ import Testing
     ] as [(String, String, XMLTree.Error)])
     func refusesHostileOrBrokenXML(_ what: String, _ xml: String, _ expected: XMLTree.Error) {
         #expect(throws: expected, "\(what)") { try Self.parse(xml) }
+        // `check` (what `edit` runs before libxml2 builds its tree) refuses the same.
+        #expect(throws: expected, "\(what), check") { try XMLTree.check(Array(xml.utf8)) }
+    }
+
+    /// A static MPD of `representations` Representations, each a SegmentTimeline of `segments`
+    /// `S` elements padded so the whole is about `bytes` bytes.
+    static func largeMPD(representations: Int, segments: Int, bytes: Int) -> [UInt8] {
+        let frame = 400
+        let pad = max(0, (bytes - frame * representations) / (representations * segments) - 19)
+        var out = "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\" mediaPresentationDuration=\"PT\(2 * segments)S\">"
+        out += "<Period><AdaptationSet contentType=\"video\" mimeType=\"video/mp4\">\n"
+        let s = "<S d=\"2000\" n=\"\(String(repeating: "x", count: pad))\"/>\n"
+        for r in 0..<representations {
+            out += "<Representation id=\"r\(r)\" bandwidth=\"\(1000 + r)\"><SegmentTemplate timescale=\"1000\" media=\"$RepresentationID$/$Time$.m4s\" initialization=\"$RepresentationID$/init.mp4\"><SegmentTimeline>\n"
+            out += String(repeating: s, count: segments)
+            out += "</SegmentTimeline></SegmentTemplate></Representation>\n"
+        }
+        out += "</AdaptationSet></Period></MPD>\n"
+        return Array(out.utf8)
+    }
+
+    /// F1b: an MPD near the documented limits (16 MiB, 500,000 elements) parses, plans and is
+    /// rewritten whole; one byte or one element past them is refused naming the limit.
+    @Test func anMPDNearTheLimitsIsReadAndOnePastThemIsRefused() throws {
+        let near = Self.largeMPD(representations: 5, segments: 90_000, bytes: XMLTree.Limits().maxBytes - 100_000)
+        #expect(near.count > XMLTree.Limits().maxBytes - 200_000 && near.count <= XMLTree.Limits().maxBytes, "\(near.count)")
+        let mpd = try MPD.parse(near, url: "http://o.example/s/manifest.mpd")
+        let plan = try #require(mpd.representations.first).representation.plan(periodDuration: mpd.periods[0].duration)
+        #expect(mpd.representations.count == 5 && plan.segments.count == 90_000)
+        #expect(plan.segments.last?.url == "http://o.example/s/r0/\((90_000 - 1) * 2000).m4s")
+        let rewritten = try DASHRewriter(url: "http://o.example/s/manifest.mpd", proxy: "http://127.0.0.1:8089").rewrite(near)
+        let text = String(decoding: rewritten, as: UTF8.self)
+        #expect(text.contains("<BaseURL>http://127.0.0.1:8089/d/"))
+        #expect(text.hasSuffix("</MPD>\n") && text.contains("<Representation id=\"r4\""))
+
+        let over = near + [UInt8](repeating: 0x20, count: XMLTree.Limits().maxBytes - near.count + 1)
+        #expect(throws: XMLTree.Error.tooLarge(bytes: 16_777_217, limit: 16_777_216)) { try XMLTree.check(over) }
+        #expect(XMLTree.Error.tooLarge(bytes: 16_777_217, limit: 16_777_216).description == "the document is 16777217 bytes, over the limit of 16777216 bytes")
+        let crowded = Self.largeMPD(representations: 5, segments: 100_000, bytes: 0)
+        #expect(throws: XMLTree.Error.tooManyElements(limit: 500_000)) {
+            try DASHRewriter(url: "http://o.example/s/manifest.mpd", proxy: "http://127.0.0.1:8089").rewrite(crowded)
+        }
+        #expect(XMLTree.Error.tooManyElements(limit: 500_000).description == "the document has more than the limit of 500000 elements")
     }
 
     @Test func limitsAreErrorsNamingTheLimit() {

@@ -101,6 +101,50 @@ import VCacheTestSupport
         }
     }
 
+    /// F4's gaps: a 0- to 7-byte body for a DASH segment or init sent with no Content-Length
+    /// (chunked, or ended by the connection's close) is refused as one with a Content-Length is:
+    /// 502 through serve, a failed item in prefetch, never kept complete.
+    @Test(arguments: [false, true])
+    func aShortSegmentWithNoLengthIsRefused(closeDelimited: Bool) throws {
+        let origin = try TestOrigin()
+        DASHHostileOriginTests.serveSegments(origin, "/s/v/", seed: 10)
+        DASHHostileOriginTests.serveSegments(origin, "/s/a/", seed: 20)
+        let short = ["v/init.mp4": Data(), "v/0.m4s": Data("<ht".utf8), "v/1.m4s": Data("\0\0\0\u{8}moo".utf8)]
+        var faults = TestOrigin.Faults()
+        faults.chunkedWithoutLength = !closeDelimited
+        faults.closeDelimited = closeDelimited
+        for (name, body) in short {
+            origin.setResource("/s/" + name, .init(body: body, contentType: "video/mp4"))
+            origin.setFaults("/s/" + name, faults)
+        }
+        origin.setFaults("/s/a/0.m4s", faults)
+        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd, contentType: Self.dashXML))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir).status == 200)
+        let folder = serve.base + "/d/" + ProxyURLCoding.encode(origin.url("/s/")) + "/"
+        for name in short.keys.sorted() {
+            let got = try Curl.fetch([folder + name], in: dir)
+            #expect(got.status == 502, "\(name): \(got.status), \(got.body.count) bytes")
+        }
+        // A whole segment sent the same way still plays.
+        #expect(try Curl.fetch([folder + "a/0.m4s"], in: dir).status == 200)
+        _ = serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        for name in short.keys {
+            #expect(try inspector.entry(origin.url("/s/" + name))?.isComplete != true, "serve kept \(name) complete")
+        }
+        let prefetched = try VCacheBinary.run(["prefetch", origin.url("/s/manifest.mpd")], cacheDir: dir.file("p"))
+        #expect(prefetched.status != 0, "\(prefetched.stderr)")
+        #expect(prefetched.stderr.contains("segment is empty (0 bytes)"), "\(prefetched.stderr)")
+        #expect(prefetched.stderr.contains("its first bytes '<ht'"), "\(prefetched.stderr)")
+        let p = try CacheInspector(directory: dir.file("p"))
+        for name in short.keys {
+            #expect(try p.entry(origin.url("/s/" + name))?.isComplete != true, "prefetch kept \(name) complete")
+        }
+        #expect(try p.entry(origin.url("/s/a/0.m4s"))?.isComplete == true)
+    }
+
     /// F3: an MPD sent with no Content-Length, ended by the connection's close, is answered
     /// rewritten and kept whole (its XML says where it ends), not refused and kept in part.
     @Test

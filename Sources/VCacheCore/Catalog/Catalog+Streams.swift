@@ -144,6 +144,16 @@ extension Catalog {
         }
     }
 
+    /// Whether `key` is a stream's root (one row read, not the stream's members).
+    public func isStreamRoot(_ key: CacheKey) throws -> Bool {
+        guard schema >= Catalog.streamsSchema else { return false }
+        return try database.read { c in
+            var found = false
+            try c.query("SELECT 1 FROM streams WHERE root = ?", .key(key)) { _ in found = true }
+            return found
+        }
+    }
+
     /// The stream whose root is `key`, or nil.
     public func stream(root key: CacheKey) throws -> StreamRecord? {
         try streams().first { $0.root == key }

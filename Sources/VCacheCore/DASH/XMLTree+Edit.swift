@@ -90,10 +90,10 @@ public struct XMLEditNode {
 
 extension XMLTree {
     /// `bytes` edited by `body` on its root element and written again (UTF-8). The bytes pass
-    /// `parse` first (its limits, no DTD, well-formed), then libxml2 builds its tree with the same
+    /// `parse`'s checks first (`check`) (its limits, no DTD, well-formed), then libxml2 builds its tree with the same
     /// options (no network, no entity substitution).
     public static func edit(_ bytes: [UInt8], limits: Limits = Limits(), _ body: (XMLEditNode) -> Void) throws(Error) -> [UInt8] {
-        _ = try parse(bytes, limits: limits)
+        try check(bytes, limits: limits)
         let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOWARNING.rawValue | XML_PARSE_NOERROR.rawValue)
         let made: xmlDocPtr? = bytes.withUnsafeBufferPointer { buf in
             buf.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buf.count) { xmlReadMemory($0, Int32(buf.count), nil, nil, options) }

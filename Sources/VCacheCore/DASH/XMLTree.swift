@@ -88,6 +88,19 @@ public enum XMLTree {
 
     /// The root element of `bytes`.
     public static func parse(_ bytes: [UInt8], limits: Limits = Limits()) throws(Error) -> XMLElement {
+        guard let root = try read(bytes, limits: limits, building: true) else { throw .empty }
+        return root
+    }
+
+    /// Whether `bytes` pass `parse` (its limits, no DTD, well-formed), without building the
+    /// elements: `edit`'s check before libxml2 builds its own tree (building `XMLElement`s of an
+    /// MPD of 500,000 elements cost more than libxml2's whole read).
+    public static func check(_ bytes: [UInt8], limits: Limits = Limits()) throws(Error) {
+        _ = try read(bytes, limits: limits, building: false)
+    }
+
+    /// `parse`; with `building` false, every check made and nil returned for a document that passes.
+    private static func read(_ bytes: [UInt8], limits: Limits, building: Bool) throws(Error) -> XMLElement? {
         guard bytes.count <= limits.maxBytes else { throw .tooLarge(bytes: bytes.count, limit: limits.maxBytes) }
         // Refused before libxml2 reads a declaration: an entity is expanded as it is declared.
         if contains(bytes, "<!DOCTYPE") || contains(bytes, "<!ENTITY") { throw .doctype }
@@ -123,8 +136,10 @@ public enum XMLTree {
         // Open elements, innermost last; a closed one joins its parent's children.
         var stack: [XMLElement] = []
         var root: XMLElement?
-        var count = 0
+        var count = 0, depth = 0, sawRoot = false
         func close() {
+            depth -= 1
+            guard building else { return }
             let done = stack.removeLast()
             if stack.isEmpty { root = done } else { stack[stack.count - 1].children.append(done) }
         }
@@ -139,26 +154,32 @@ public enum XMLTree {
             case 1:  // element
                 count += 1
                 guard count <= limits.maxElements else { throw .tooManyElements(limit: limits.maxElements) }
-                guard stack.count < limits.maxDepth else { throw .tooDeep(limit: limits.maxDepth) }
-                let name = string(xmlTextReaderConstLocalName(reader)) ?? ""
-                var element = XMLElement(name: name, namespace: string(xmlTextReaderConstNamespaceUri(reader)),
+                guard depth < limits.maxDepth else { throw .tooDeep(limit: limits.maxDepth) }
+                var element = XMLElement(name: building ? string(xmlTextReaderConstLocalName(reader)) ?? "" : "",
+                                         namespace: building ? string(xmlTextReaderConstNamespaceUri(reader)) : nil,
                                          attributes: [], children: [], text: "")
                 let empty = xmlTextReaderIsEmptyElement(reader) == 1
+                var attributes = 0
                 while xmlTextReaderMoveToNextAttribute(reader) == 1 {
                     if xmlTextReaderIsNamespaceDecl(reader) == 1 { continue }
-                    guard element.attributes.count < limits.maxAttributes else {
-                        throw .tooManyAttributes(element: name, limit: limits.maxAttributes)
+                    guard attributes < limits.maxAttributes else {
+                        xmlTextReaderMoveToElement(reader)
+                        throw .tooManyAttributes(element: string(xmlTextReaderConstLocalName(reader)) ?? "", limit: limits.maxAttributes)
                     }
+                    attributes += 1
+                    guard building else { continue }
                     element.attributes.append(.init(name: string(xmlTextReaderConstLocalName(reader)) ?? "",
                                                     namespace: string(xmlTextReaderConstNamespaceUri(reader)),
                                                     value: string(xmlTextReaderConstValue(reader)) ?? ""))
                 }
-                stack.append(element)
+                depth += 1
+                sawRoot = true
+                if building { stack.append(element) }
                 if empty { close() }
             case 3, 4, 13:  // text, CDATA, significant whitespace
-                if !stack.isEmpty, let text = string(xmlTextReaderConstValue(reader)) { stack[stack.count - 1].text += text }
+                if building, !stack.isEmpty, let text = string(xmlTextReaderConstValue(reader)) { stack[stack.count - 1].text += text }
             case 15:  // end of element
-                if !stack.isEmpty { close() }
+                if depth > 0 { close() }
             case 10, 5, 6, 17:  // document type, entity reference, entity, entity declaration
                 throw .doctype
             default:
@@ -166,7 +187,7 @@ public enum XMLTree {
             }
         }
         if let (line, message) = errors.first { throw .malformed(line: line, message: message) }
-        guard let root else { throw .empty }
+        guard sawRoot else { throw .empty }
         return root
     }
 

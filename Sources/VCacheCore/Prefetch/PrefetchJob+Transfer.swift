@@ -87,6 +87,8 @@ extension PrefetchJob {
         guard case .fetching(var x) = phase, let writer else { return false }
         defer { update(x) }
         var count = bytes.count
+        if x.offset < 4096, x.offset == Int64(x.manifest.start.count) { x.manifest.start += bytes.prefix(4096 - Int(x.offset)) }
+        if let l = x.limit, x.offset + Int64(count) > l, let whole = wholeManifestLimit(x) { x.limit = whole }
         let limit = min(x.limit ?? .max, stopPoint ?? .max)
         if limit < .max {
             if x.offset >= limit {
@@ -144,7 +146,15 @@ extension PrefetchJob {
         // A 200 that ended cleanly is the whole representation: with no length announced, its
         // length is what arrived (never ask for it again); when only the connection's close
         // ended it, once its bytes prove it whole (`CloseDelimitedBody`).
-        if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
+        // A stream member sent with no length (chunked, or ended by the close) is judged as one
+        // with a Content-Length is: a body under 8 bytes (no box header fits) was never judged as
+        // it came (0 bytes: not at all).
+        let short = x.offset < 8 ? item.checkSegment?.problem(length: x.offset, firstBytes: x.manifest.start) : nil
+        if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit, let short {
+            writer?.discard()
+            failure = .notTheVideo(short)
+            kept = 0
+        } else if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
             switch x.closeDelimited ? judgeCloseDelimited(x) : .whole {
             case .whole:
                 learnLength(x.offset)
@@ -177,7 +187,6 @@ extension PrefetchJob {
     /// downloaded whole first. Nil: not a manifest, or not past its limit.
     func manifestOverCap(_ watch: inout ManifestWatch, at offset: Int64, _ bytes: UnsafeRawBufferPointer) -> PrefetchError? {
         guard options.expandStreams, item.checkSegment == nil else { return nil }
-        if offset < 4096, offset == Int64(watch.start.count) { watch.start += bytes.prefix(4096 - Int(offset)) }
         let end = offset + Int64(bytes.count)
         guard end > Int64(min(HLSPlaylist.maxBytes, MPD.maxBytes)) else { return nil }
         if watch.limit == nil {
@@ -194,6 +203,21 @@ extension PrefetchJob {
         guard let (limit, what) = watch.limit ?? nil, end > Int64(limit) else { return nil }
         let size = entry.validators.length.map { " of \(Units.formatSize($0))" } ?? ""
         return .stream("\(item.url) is \(what)\(size), larger than the \(Units.formatSize(Int64(limit))) vcache reads as one: its transfer was stopped once past that limit")
+    }
+
+    /// Where a body sent whole (200) that is a manifest (an HLS playlist, a DASH MPD, by its first
+    /// bytes or Content-Type) stops instead of the head's limit: its end, at most the size vcache
+    /// reads as one. Asking again for the rest costs another origin request, and from an origin
+    /// that ignores Range another whole body, which without a validator reads as another version
+    /// (the head dropped, the MPD then taken for a video). Nil: not such a body.
+    private func wholeManifestLimit(_ x: Exchange) -> Int64? {
+        guard x.status == 200, item.checkSegment == nil, !x.manifest.start.isEmpty else { return nil }
+        let type = entry.contentType, start = x.manifest.start
+        let most: Int
+        if MPD.looksLikeMPD(firstBytes: start, contentType: type) { most = MPD.maxBytes }
+        else if HLSPlaylist.looksLikePlaylist(firstBytes: Array(start.prefix(16)), contentType: type) { most = HLSPlaylist.maxBytes }
+        else { return nil }
+        return min(entry.validators.length ?? .max, Int64(most) + 1)
     }
 
     /// The bytes of a body the connection's close ended, judged where they were written.

@@ -17,14 +17,16 @@ extension Proxy {
         guard MPD.looksLikeMPD(firstBytes: head ?? [], contentType: video.contentType) else { return nil }
         let store = readThrough.store
         let shared = livePlaylists.answerMPD(origin) {
-            let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
+            let outcome = headFetchedWhole(video).map { SmallGet.Outcome.answer($0) }
+                ?? SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return (outcome, nil) }
             // Kept (and its stream recorded) only when it reads as an MPD: one refused for its
             // limits (size, nesting) or unreadable would be of no use offline either.
             let mpd = try? MPD.parse(Array(fresh.body), url: fresh.finalURL)
-            if let mpd {
-                keepCopy(video, fresh, url: origin)
+            // The stream is recorded when the copy is new: listing every segment URL of a large
+            // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
+            if let mpd, keepCopy(video, fresh, url: origin) == .new || !((try? store.catalog.isStreamRoot(video.key)) ?? false) {
                 recordStream(mpd, key: video.key)
             }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
@@ -101,6 +103,22 @@ extension Proxy {
                 status == .hit ? count : 0, status == .hit ? 0 : count, status, "remote DASH element, rewritten")
     }
 
+    /// The MPD as this very request's head `open` fetched it, whole, into the file the request
+    /// holds (a manifest is read on past the head: `PrefetchJob.wholeManifestLimit`, or its rest
+    /// asked by the same job): the origin's answer of a moment ago, so the first sight of an MPD
+    /// costs one origin request (two when the origin honours the head's Range: the 206 ends at
+    /// 64 KiB), not one more to fetch it fresh. Nil: the bytes came from the cache or not all
+    /// from this request.
+    private func headFetchedWhole(_ video: ReadThrough.Video) -> SmallGet.Answer? {
+        let all = ByteRange(0, video.length)
+        guard !video.fromCatalog, video.length > 0, video.length <= Int64(MPD.maxBytes), video.ownHead.contains(all),
+              video.snapshot.claims.contains(all), let file = video.snapshot.file,
+              let bytes = try? file.bytes(Int(video.length), at: 0) else { return nil }
+        let final = ((try? readThrough.store.catalog.finalURL(of: video.key)) ?? nil) ?? video.url
+        return SmallGet.Answer(status: 200, body: Data(bytes), finalURL: final, contentType: video.contentType,
+                               etag: video.validators.etag, lastModified: video.validators.lastModified)
+    }
+
     /// Offline, the MPD lists only what plays from the cache (`DASHRewriter.keepOnly`); when
     /// nothing does (no video, or video without the audio it needs), or the MPD is dynamic, it is
     /// answered whole and the player says what it misses.
@@ -153,12 +171,16 @@ extension Proxy {
 
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
     /// that answered it, which its BaseURLs resolve against): an older copy is replaced by the
-    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request).
-    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, url: String) {
+    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request). Whether the
+    /// cache held these very bytes already.
+    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, url: String) -> KeptCopy {
         let store = readThrough.store, body = Array(fresh.body)
         try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
-        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == body { return }
+        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == body { return .same }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
         readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
+        return .new
     }
+
+    private enum KeptCopy { case same, new }
 }

@@ -287,6 +287,9 @@ public final class ReadThrough: Sendable {
             default: throw .unreachable(error.description)
             }
         }
+        // A manifest the head read whole is answered from these bytes (one origin request, not a
+        // second fetch): its relative URLs resolve against the URL that answered it.
+        if result.isPlaylist, let final = result.finalURL { try? store.catalog.recordFinalURL(key: key, url: final) }
         snap = snapshot(key)
         guard let e = snap.entry, let length = e.length else {
             snap.file?.close()
