@@ -210,4 +210,67 @@ import VCacheTestSupport
         let asked = nginx.accessLog().filter { $0.path == "/tl/live.mpd" }
         #expect(asked.count == 2 && asked.allSatisfy { $0.status == 200 || $0.status == 206 }, "\(asked)")
     }
+
+    /// Several sibling BaseURLs are alternatives (ISO/IEC 23009-1 §5.6.5: the first that
+    /// answers): the first refusing connections (a stopped origin's port) or answering 404, the
+    /// second nginx. Each member is fetched from the second, one line says so once, the base is
+    /// remembered for the rest of the stream (one failed attempt in all, not one per segment), and
+    /// the members keep the first BaseURL's keys, so the stream is complete and plays through serve
+    /// offline, where the player asks for them under the first BaseURL.
+    @Test(.requires(.nginx, .dashTools))
+    func theFirstBaseURLThatAnswersIsUsedForTheRestOfTheStream() throws {
+        let nginx = try origin()
+        let stopped = try Nginx()
+        stopped.stop()
+        let refusing = RefusingPort(stopped.port)
+        defer { withExtendedLifetime(refusing) {} }
+        let files = ["init-stream0.m4s", "init-stream1.m4s"] + (1...3).map { String(format: "chunk-stream0-%05d.m4s", $0) }
+            + (1...3).map { String(format: "chunk-stream1-%05d.m4s", $0) }
+        for (name, dead) in [("refused", "http://127.0.0.1:\(stopped.port)/num/"), ("gone", nginx.url("/gone/"))] {
+            var mpd = try String(contentsOfFile: nginx.root + "/num/manifest.mpd", encoding: .utf8)
+            mpd = mpd.replacingOccurrences(of: "<Period", with: "<BaseURL>\(dead)</BaseURL><BaseURL>\(nginx.url("/num/"))</BaseURL>\n<Period")
+            try mpd.write(toFile: nginx.root + "/num/\(name).mpd", atomically: true, encoding: .utf8)
+            let cache = dir.file("cache-\(name)")
+            let r = try VCacheBinary.run(["prefetch", "-j", "1", nginx.url("/num/\(name).mpd")], cacheDir: cache)
+            #expect(r.status == 0, "\(name): \(r.stderr)")
+            let said = r.stderr.split(separator: "\n").filter { $0.contains("its BaseURL \(dead) did not answer (") }
+            #expect(said.count == 1 && said[0].hasSuffix("the next, \(nginx.url("/num/")), is used for the rest of the stream"), "\(name): \(r.stderr)")
+            let store = try CacheStore(directory: cache, readOnly: true)
+            var got: Set<String> = []
+            for e in try store.catalog.allEntries() where e.latestURL.hasPrefix(dead) {
+                let path = String(e.latestURL.dropFirst(dead.count))
+                let entry = try #require(try store.catalog.entry(key: e.key))
+                let full = try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/num/" + path))
+                #expect(entry.isComplete && entry.length == Int64(full.count), "\(name) \(path)")
+                let bytes = try #require(store.cachedBytes(of: entry, at: 0, count: Int64(full.count)))
+                #expect(TestBytes.sha256(Data(bytes)) == TestBytes.sha256(full), "\(name) \(path)")
+                got.insert(path)
+            }
+            #expect(got == Set(files), "\(name)")
+            let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+            #expect(ls.stdout.contains("6/6 segments"), "\(name): \(ls.stdout)")
+            if name == "refused" {
+                // One attempt at the dead base (its retries), then none: the members after it go
+                // straight to the next.
+                let asked = nginx.accessLog().filter { $0.path.hasPrefix("/num/") && $0.path.hasSuffix(".m4s") }
+                #expect(asked.count == files.count, "\(asked)")
+            } else {
+                let gone = nginx.accessLog().filter { $0.path.hasPrefix("/gone/") }
+                #expect(gone.count == 1, "\(gone)")
+            }
+        }
+        // Offline through serve: the player asks under the first BaseURL (proxied, as every one is).
+        let cache = dir.file("cache-refused")
+        let origin = nginx.url("/num/refused.mpd")
+        nginx.stop()
+        let offline = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(offline) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let text = String(decoding: try Curl.fetch([serve.url(origin)], in: dir).body, as: UTF8.self)
+        #expect(text.components(separatedBy: "<BaseURL>\(serve.base)/d/").count == 3, "\(text)")
+        let video = try DASHServeTests.frames(serve.url(origin), "0:v:0"), audio = try DASHServeTests.frames(serve.url(origin), "0:a:0")
+        #expect(video.count == 150 && video.err.isEmpty, "offline: \(video.count) frames; \(video.err)")
+        #expect(audio.count > 270 && audio.err.isEmpty, "offline: \(audio.err)")
+        _ = serve.stop()
+    }
 }
