@@ -273,4 +273,50 @@ import VCacheTestSupport
         #expect(audio.count > 270 && audio.err.isEmpty, "offline: \(audio.err)")
         _ = serve.stop()
     }
+
+    /// A Representation whose `$RepresentationID$` makes its URLs another scheme (`javascript:`,
+    /// or `init-streamhttp:` from an id `http://evil.example/x`) is left out with one line each,
+    /// as serve's rewrite leaves it out, and the rest is fetched (before: the whole MPD refused,
+    /// exit 4). The best video is then the plain one; serve keeps the MPD it answers and records
+    /// its stream.
+    @Test(.requires(.nginx, .dashTools))
+    func aRepresentationWithAHostileIDIsLeftOutAndTheRestFetched() throws {
+        let nginx = try origin()
+        var mpd = try String(contentsOfFile: nginx.root + "/num/manifest.mpd", encoding: .utf8)
+        let hostile = { (id: String) in
+            """
+            <Representation id="\(id)" mimeType="video/mp4" codecs="avc1.42c00d" bandwidth="900000" width="640" height="360">
+            <SegmentTemplate timescale="1000000" duration="2000000" initialization="init-stream$RepresentationID$.m4s" media="chunk-stream$RepresentationID$-$Number%05d$.m4s" startNumber="1"/>
+            </Representation>
+            """
+        }
+        mpd = mpd.replacingOccurrences(of: "\t\t</AdaptationSet>\n\t\t<AdaptationSet id=\"1\"",
+                                       with: hostile("http://evil.example/x") + hostile("javascript:alert(1)//") + "</AdaptationSet>\n\t\t<AdaptationSet id=\"1\"")
+        try mpd.write(toFile: nginx.root + "/num/hostile.mpd", atomically: true, encoding: .utf8)
+        let url = nginx.url("/num/hostile.mpd")
+        let cache = dir.file("cache")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stderr.split(separator: "\n").filter { $0.contains(" left out: ") }
+        #expect(lines.count == 2, "\(r.stderr)")
+        #expect(lines.first?.contains("Representation 'http://evil.example/x' in Period 1 left out: 'chunk-streamhttp://evil.example/x-00001.m4s' resolves to") == true
+                && lines.first?.hasSuffix("not an http or https URL; the rest of the MPD is fetched") == true, "\(r.stderr)")
+        #expect(lines.last?.contains("Representation 'javascript:alert(1)//' in Period 1 left out:") == true, "\(r.stderr)")
+        let chunks = { (s: Int, n: Int) in (1...n).map { String(format: "chunk-stream\(s)-%05d.m4s", $0) } }
+        #expect(Set(try cached(cache, nginx).keys) == Self.names("num", ["hostile.mpd", "init-stream0.m4s", "init-stream1.m4s"] + chunks(0, 3) + chunks(1, 3)))
+        #expect(!nginx.accessLog().contains { $0.path.contains("evil") || $0.path.contains("javascript") })
+        // serve answers it without them, and keeps the very bytes the origin answered.
+        let served = dir.file("cache-serve")
+        let serve = try ServeProcess(cacheDir: served, logDir: dir)
+        let got = try Curl.fetch([serve.url(url)], in: dir)
+        let text = String(decoding: got.body, as: UTF8.self)
+        #expect(got.status == 200 && !text.contains("evil") && !text.contains("javascript"), "\(text)")
+        _ = serve.stop()
+        let kept = try cached(served, nginx)["num/hostile.mpd"]
+        #expect(kept?.complete == true, "\(String(describing: kept))")
+        // ...and records it as a stream (before: its parse failed, so no stream, and offline the
+        // MPD was answered whole instead of what plays from the cache).
+        let store = try CacheStore(directory: served, readOnly: true)
+        #expect(try store.catalog.streamFormat(root: CacheKeyRules().key(for: url)) == "dash")
+    }
 }

@@ -33,6 +33,9 @@ extension Prefetcher {
         let base = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? e.latestURL
         let mpd: MPD
         do { mpd = try MPD.parse(bytes, url: base) } catch { return refuse(.stream("\(r.url): \(error)")) }
+        // A Representation no URL of which is http(s) (a hostile `$RepresentationID$`): left out,
+        // one line each, and the rest fetched, as serve answers the MPD without it.
+        for why in mpd.leftOut { events(.note(url: r.url, message: "\(why); the rest of the MPD is fetched")) }
         let plan = DASHPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)
         let chosen: [DASHPlan.Chosen]
         do { chosen = try plan.choose(mpd) } catch { return refuse(.stream("\(r.url): \(error)")) }
