@@ -4,8 +4,9 @@
 # of alternating rounds, each tool from a clean, synced state. Nothing here is a pass/fail test: the
 # script fails only when the harness itself breaks (a tool missing, a download that went wrong).
 # BENCH_QUICK=1 (make bench-quick) runs every workload at about 1/20 of the size, in under a minute.
-# BENCH_ONLY=connections, ttfb or wrk runs that workload alone (ttfb: the time to first byte of a
-# cached head and the cached HLS segments read through serve; wrk: serve under load).
+# BENCH_ONLY=connections, dash, ttfb or wrk runs that workload alone (dash: a 200-segment DASH
+# stream against aria2; ttfb: the time to first byte of a cached head and the cached HLS segments
+# read through serve; wrk: serve under load).
 set -euo pipefail
 VCACHE=${1:?usage: bench.sh PATH-TO-VCACHE [PATH-TO-BENCH-BUILD]}
 # The bench build (-DVCACHE_BENCH_SWITCHES) honours VCACHE_BENCH_NO_SHA/NO_FSYNC; the released one does not.
@@ -29,7 +30,7 @@ done
 mkdir -p "$work/www/heads" "$work/www/small"
 echo "vcache $("$VCACHE" --version | head -1 | cut -d' ' -f2), $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(date -u +%Y-%m-%d)"
 case "${BENCH_ONLY:-}" in
-  ttfb|wrk) : ;;  # their own files, made by their workloads
+  ttfb|wrk|dash) : ;;  # their own files, made by their workloads
   *)
     echo "preparing: a ${SIZE_MB} MiB file, $HEADS URLs of 4 MiB videos, a ${RESUME_MB} MiB file"
     head -c $((SIZE_MB << 20)) /dev/urandom > "$work/www/big.bin"
@@ -99,6 +100,46 @@ make_hls() {
     printf '%s\n  out=s%s.ts\n' "$base/hls/s$i.ts" "$i" >> "$work/hls-aria2.txt"
     printf 'url = "%s"\noutput = "/dev/null"\n' "$base/hls/s$i.ts" >> "$work/hls-nginx.cfg"
   done
+}
+
+# make_dash: one real fMP4 segment (x264 noise, 2 s) and its init, made by ffmpeg's DASH muxer,
+# listed $SEGMENTS times under their own names by a static MPD (SegmentTemplate with $Number$ and
+# @duration); the same init and segment list for aria2.
+make_dash() {
+  mkdir -p "$work/dash-src" "$work/www/dash"
+  ffmpeg -nostdin -v error -y -f lavfi -i "nullsrc=s=640x360:r=25,geq=random(1)*255:128:128" -t 2 \
+    -c:v libx264 -preset ultrafast -b:v 8M -maxrate 8M -bufsize 4M -g 50 -keyint_min 50 -sc_threshold 0 \
+    -f dash -seg_duration 2 -use_template 1 -use_timeline 0 "$work/dash-src/manifest.mpd"
+  cp "$work/dash-src/init-stream0.m4s" "$work/www/dash/init.m4s"
+  cp "$work/dash-src/chunk-stream0-00001.m4s" "$work/www/dash/seg.m4s"
+  cat > "$work/www/dash/manifest.mpd" <<MPD
+<?xml version="1.0" encoding="utf-8"?>
+<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" mediaPresentationDuration="PT$((SEGMENTS * 2))S" minBufferTime="PT4S">
+<Period id="0" start="PT0S"><AdaptationSet contentType="video" mimeType="video/mp4">
+<Representation id="0" codecs="avc1.42c01e" bandwidth="8000000" width="640" height="360">
+<SegmentTemplate timescale="1" duration="2" startNumber="1" initialization="init.m4s" media="s\$Number%03d\$.m4s"/>
+</Representation></AdaptationSet></Period></MPD>
+MPD
+  printf '%s\n  out=init.m4s\n' "$base/dash/init.m4s" > "$work/dash-aria2.txt"
+  for i in $(seq 1 "$SEGMENTS"); do
+    n=$(printf '%03d' "$i"); ln -sf seg.m4s "$work/www/dash/s$n.m4s"
+    printf '%s\n  out=s%s.m4s\n' "$base/dash/s$n.m4s" "$n" >> "$work/dash-aria2.txt"
+  done
+}
+
+# dash_workload: the DASH stream fetched whole, 8 at a time, by vcache from its MPD and by aria2
+# from the same init and segment list.
+dash_workload() {
+  echo; echo "== 7b. a DASH stream of $SEGMENTS segments of 2 s (2.2 MiB each), SegmentTemplate \$Number\$: fetched whole, 8 at a time"
+  make_dash
+  race aria2 "aria2c -q -j 8 -d '$work/out' -i '$work/dash-aria2.txt'" \
+       vcache "env VCACHE_DIR='$work/cache' '$VCACHE' prefetch -q -j 8 '$base/dash/manifest.mpd'"
+  # The last round's cache (vcache runs last): the whole stream, or the harness broke.
+  V ls > "$work/dash-ls.txt"
+  grep -q " $SEGMENTS/$SEGMENTS segments" "$work/dash-ls.txt" || { echo "bench: vcache did not cache the DASH stream whole:" >&2; cat "$work/dash-ls.txt" >&2; exit 1; }
+  for l in aria2 vcache; do row "$l"; done
+  echo "  wall vcache/aria2: $(ratio "$(f vcache 1)" "$(f aria2 1)") (target <= 1.0; vcache also reads the MPD and checks every segment)"
+  summary+=("| DASH: $SEGMENTS segments of 2.2 MiB fetched whole, 8 at a time, wall | aria2 -j 8 on the segment list $(f aria2 1) s | $(f vcache 1) s | $(ratio "$(f vcache 1)" "$(f aria2 1)")x aria2's wall | <= 1.0 |")
 }
 
 # start_serve [ARGS...]: vcache serve on the bench's cache, any free port; sets serve_pid and port.
@@ -194,6 +235,7 @@ wrk_workload() {
 case "${BENCH_ONLY:-}" in
   connections) connections_workload ;;
   wrk) wrk_workload ;;
+  dash) dash_workload ;;
   ttfb)
     echo; echo "== serve: time to first byte of a cached head, and $SEGMENTS cached HLS segments read in order"
     head -c $((16 << 20)) /dev/urandom > "$work/www/ttfb.bin"
@@ -206,7 +248,7 @@ case "${BENCH_ONLY:-}" in
     make_hls
     segments_workload ;;
   "") ;;
-  *) echo "bench: BENCH_ONLY=$BENCH_ONLY is not one of connections, ttfb, wrk" >&2; exit 2 ;;
+  *) echo "bench: BENCH_ONLY=$BENCH_ONLY is not one of connections, dash, ttfb, wrk" >&2; exit 2 ;;
 esac
 if [ -n "${BENCH_ONLY:-}" ]; then
   printf '%s\n' "${summary[@]}"
@@ -338,6 +380,8 @@ for l in aria2 vcache; do row "$l"; done
 echo "  wall vcache/aria2: $(ratio "$(f vcache 1)" "$(f aria2 1)") (target <= 1.0; vcache also reads and checks the playlist and every segment)"
 summary+=("| HLS: $SEGMENTS segments of 2.2 MiB fetched whole, 8 at a time, wall | aria2 -j 8 on the segment list $(f aria2 1) s | $(f vcache 1) s | $(ratio "$(f vcache 1)" "$(f aria2 1)")x aria2's wall | <= 1.0 |")
 segments_workload
+
+dash_workload
 
 wrk_workload
 

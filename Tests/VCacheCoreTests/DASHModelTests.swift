@@ -267,3 +267,37 @@ private struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+/// A resource under several sibling BaseURLs (§5.6.5): the same path under each one's folder.
+@Suite struct DASHMirrorsTests {
+    @Test(arguments: [
+        // One BaseURL: nothing to try next.
+        ("https://a/v/seg-1.m4s", ["https://a/v/"], nil as DASHMirrors?),
+        ("https://a/v/seg-1.m4s", ["https://a/v/", "https://b/w/"], DASHMirrors(bases: ["https://a/v/", "https://b/w/"], path: "seg-1.m4s")),
+        // A template's subfolder stays under each.
+        ("https://a/v/r1/seg-1.m4s", ["https://a/v/", "https://b/", "https://c/x/"], DASHMirrors(bases: ["https://a/v/", "https://b/", "https://c/x/"], path: "r1/seg-1.m4s")),
+        // A BaseURL naming the file (SegmentBase): the files themselves, their names may differ.
+        ("https://a/v/f.mp4", ["https://a/v/f.mp4", "https://b/w/g.mp4"], DASHMirrors(bases: ["https://a/v/f.mp4", "https://b/w/g.mp4"], path: "")),
+        // A BaseURL with a query: its folder.
+        ("https://a/v/seg-1.m4s", ["https://a/v/x?t=1", "https://b/w/"], DASHMirrors(bases: ["https://a/v/", "https://b/w/"], path: "seg-1.m4s")),
+        // Not under the first's folder (absolute, or climbed out): no mirror is known.
+        ("https://other/seg-1.m4s", ["https://a/v/", "https://b/w/"], nil),
+        // The same folder twice: nothing else to try.
+        ("https://a/v/seg-1.m4s", ["https://a/v/", "https://a/v/"], nil),
+    ])
+    func theSamePathUnderEachBaseURLsFolder(url: String, bases: [String], expected: DASHMirrors?) {
+        #expect(DASHMirrors.of(url, baseURLs: bases) == expected)
+    }
+
+    @Test(arguments: [
+        (PrefetchError.transport(TransportError(kind: .connect, message: "refused", code: 7)), true),
+        (.http(status: 404, reason: "Not Found"), true),
+        (.http(status: 503, reason: ""), true),
+        (.http(status: 403, reason: ""), false),
+        (.stream("not a segment"), false),
+        (.transport(TransportError(kind: .redirectRefused, message: "", code: 0)), false),
+    ])
+    func aBaseIsDeadOnlyWhenItDidNotAnswer(error: PrefetchError, dead: Bool) {
+        #expect(PrefetchRun.baseDidNotAnswer(error) == dead)
+    }
+}

@@ -288,7 +288,7 @@ import VCacheTestSupport
             // The plain Representation stays and maps back to what the original names.
             #expect(text.contains("id=\"ok\""), "\(text)")
             let plain = { (mpd: MPD) in mpd.representations.filter { $0.2.id == "ok" } }
-            // (From an MPD without the hostile Representation: prefetch refuses the original whole.)
+            // (From an MPD without the hostile Representation: prefetch leaves it out of the original too.)
             let before = try plain(MPD.parse(Array(Self.mpd("other", layout: layout).utf8), url: Self.url)).flatMap { r in
                 let p = try r.2.plan(periodDuration: 4)
                 return [p.initialization?.url].compactMap { $0 } + p.segments.map(\.url)

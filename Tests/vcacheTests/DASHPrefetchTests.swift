@@ -275,4 +275,113 @@ import VCacheTestSupport
         // The copy kept still plays from the cache.
         #expect(try VCacheBinary.run(["export", url, dir.file("out")], cacheDir: cache).status == 0)
     }
+
+    /// Several sibling BaseURLs are alternatives (ISO/IEC 23009-1 §5.6.5: the first that
+    /// answers): the first refusing connections (a stopped origin's port) or answering 404, the
+    /// second nginx. Each member is fetched from the second, one line says so once, the base is
+    /// remembered for the rest of the stream (one failed attempt in all, not one per segment), and
+    /// the members keep the first BaseURL's keys, so the stream is complete and plays through serve
+    /// offline, where the player asks for them under the first BaseURL.
+    @Test(.requires(.nginx, .dashTools))
+    func theFirstBaseURLThatAnswersIsUsedForTheRestOfTheStream() throws {
+        let nginx = try origin()
+        let stopped = try Nginx()
+        stopped.stop()
+        let refusing = RefusingPort(stopped.port)
+        defer { withExtendedLifetime(refusing) {} }
+        let files = ["init-stream0.m4s", "init-stream1.m4s"] + (1...3).map { String(format: "chunk-stream0-%05d.m4s", $0) }
+            + (1...3).map { String(format: "chunk-stream1-%05d.m4s", $0) }
+        for (name, dead) in [("refused", "http://127.0.0.1:\(stopped.port)/num/"), ("gone", nginx.url("/gone/"))] {
+            var mpd = try String(contentsOfFile: nginx.root + "/num/manifest.mpd", encoding: .utf8)
+            mpd = mpd.replacingOccurrences(of: "<Period", with: "<BaseURL>\(dead)</BaseURL><BaseURL>\(nginx.url("/num/"))</BaseURL>\n<Period")
+            try mpd.write(toFile: nginx.root + "/num/\(name).mpd", atomically: true, encoding: .utf8)
+            let cache = dir.file("cache-\(name)")
+            let r = try VCacheBinary.run(["prefetch", "-j", "1", nginx.url("/num/\(name).mpd")], cacheDir: cache)
+            #expect(r.status == 0, "\(name): \(r.stderr)")
+            let said = r.stderr.split(separator: "\n").filter { $0.contains("its BaseURL \(dead) did not answer (") }
+            #expect(said.count == 1 && said[0].hasSuffix("the next, \(nginx.url("/num/")), is used for the rest of the stream"), "\(name): \(r.stderr)")
+            let store = try CacheStore(directory: cache, readOnly: true)
+            var got: Set<String> = []
+            for e in try store.catalog.allEntries() where e.latestURL.hasPrefix(dead) {
+                let path = String(e.latestURL.dropFirst(dead.count))
+                let entry = try #require(try store.catalog.entry(key: e.key))
+                let full = try Data(contentsOf: URL(fileURLWithPath: nginx.root + "/num/" + path))
+                #expect(entry.isComplete && entry.length == Int64(full.count), "\(name) \(path)")
+                let bytes = try #require(store.cachedBytes(of: entry, at: 0, count: Int64(full.count)))
+                #expect(TestBytes.sha256(Data(bytes)) == TestBytes.sha256(full), "\(name) \(path)")
+                got.insert(path)
+            }
+            #expect(got == Set(files), "\(name)")
+            let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+            #expect(ls.stdout.contains("6/6 segments"), "\(name): \(ls.stdout)")
+            if name == "refused" {
+                // One attempt at the dead base (its retries), then none: the members after it go
+                // straight to the next.
+                let asked = nginx.accessLog().filter { $0.path.hasPrefix("/num/") && $0.path.hasSuffix(".m4s") }
+                #expect(asked.count == files.count, "\(asked)")
+            } else {
+                let gone = nginx.accessLog().filter { $0.path.hasPrefix("/gone/") }
+                #expect(gone.count == 1, "\(gone)")
+            }
+        }
+        // Offline through serve: the player asks under the first BaseURL (proxied, as every one is).
+        let cache = dir.file("cache-refused")
+        let origin = nginx.url("/num/refused.mpd")
+        nginx.stop()
+        let offline = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(offline) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let text = String(decoding: try Curl.fetch([serve.url(origin)], in: dir).body, as: UTF8.self)
+        #expect(text.components(separatedBy: "<BaseURL>\(serve.base)/d/").count == 3, "\(text)")
+        let video = try DASHServeTests.frames(serve.url(origin), "0:v:0"), audio = try DASHServeTests.frames(serve.url(origin), "0:a:0")
+        #expect(video.count == 150 && video.err.isEmpty, "offline: \(video.count) frames; \(video.err)")
+        #expect(audio.count > 270 && audio.err.isEmpty, "offline: \(audio.err)")
+        _ = serve.stop()
+    }
+
+    /// A Representation whose `$RepresentationID$` makes its URLs another scheme (`javascript:`,
+    /// or `init-streamhttp:` from an id `http://evil.example/x`) is left out with one line each,
+    /// as serve's rewrite leaves it out, and the rest is fetched (before: the whole MPD refused,
+    /// exit 4). The best video is then the plain one; serve keeps the MPD it answers and records
+    /// its stream.
+    @Test(.requires(.nginx, .dashTools))
+    func aRepresentationWithAHostileIDIsLeftOutAndTheRestFetched() throws {
+        let nginx = try origin()
+        var mpd = try String(contentsOfFile: nginx.root + "/num/manifest.mpd", encoding: .utf8)
+        let hostile = { (id: String) in
+            """
+            <Representation id="\(id)" mimeType="video/mp4" codecs="avc1.42c00d" bandwidth="900000" width="640" height="360">
+            <SegmentTemplate timescale="1000000" duration="2000000" initialization="init-stream$RepresentationID$.m4s" media="chunk-stream$RepresentationID$-$Number%05d$.m4s" startNumber="1"/>
+            </Representation>
+            """
+        }
+        mpd = mpd.replacingOccurrences(of: "\t\t</AdaptationSet>\n\t\t<AdaptationSet id=\"1\"",
+                                       with: hostile("http://evil.example/x") + hostile("javascript:alert(1)//") + "</AdaptationSet>\n\t\t<AdaptationSet id=\"1\"")
+        try mpd.write(toFile: nginx.root + "/num/hostile.mpd", atomically: true, encoding: .utf8)
+        let url = nginx.url("/num/hostile.mpd")
+        let cache = dir.file("cache")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stderr.split(separator: "\n").filter { $0.contains(" left out: ") }
+        #expect(lines.count == 2, "\(r.stderr)")
+        #expect(lines.first?.contains("Representation 'http://evil.example/x' in Period 1 left out: 'chunk-streamhttp://evil.example/x-00001.m4s' resolves to") == true
+                && lines.first?.hasSuffix("not an http or https URL; the rest of the MPD is fetched") == true, "\(r.stderr)")
+        #expect(lines.last?.contains("Representation 'javascript:alert(1)//' in Period 1 left out:") == true, "\(r.stderr)")
+        let chunks = { (s: Int, n: Int) in (1...n).map { String(format: "chunk-stream\(s)-%05d.m4s", $0) } }
+        #expect(Set(try cached(cache, nginx).keys) == Self.names("num", ["hostile.mpd", "init-stream0.m4s", "init-stream1.m4s"] + chunks(0, 3) + chunks(1, 3)))
+        #expect(!nginx.accessLog().contains { $0.path.contains("evil") || $0.path.contains("javascript") })
+        // serve answers it without them, and keeps the very bytes the origin answered.
+        let served = dir.file("cache-serve")
+        let serve = try ServeProcess(cacheDir: served, logDir: dir)
+        let got = try Curl.fetch([serve.url(url)], in: dir)
+        let text = String(decoding: got.body, as: UTF8.self)
+        #expect(got.status == 200 && !text.contains("evil") && !text.contains("javascript"), "\(text)")
+        _ = serve.stop()
+        let kept = try cached(served, nginx)["num/hostile.mpd"]
+        #expect(kept?.complete == true, "\(String(describing: kept))")
+        // ...and records it as a stream (before: its parse failed, so no stream, and offline the
+        // MPD was answered whole instead of what plays from the cache).
+        let store = try CacheStore(directory: served, readOnly: true)
+        #expect(try store.catalog.streamFormat(root: CacheKeyRules().key(for: url)) == "dash")
+    }
 }

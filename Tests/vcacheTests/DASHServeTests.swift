@@ -177,6 +177,39 @@ import VCacheTestSupport
         _ = serve.stop()
     }
 
+    /// A SegmentBase file warmed for its first seconds (`--seconds 3`: its init, sidx and the
+    /// subsegments starting before 3 s, byte ranges of the one file) plays offline: serve's MPD
+    /// lists it as a SegmentList of those byte ranges (read from the cached sidx) and lasts as long
+    /// as they play, so ffmpeg and mpv never ask for bytes past them, and decode the cached
+    /// seconds cleanly. (Before, the file counted only whole: nothing played, the MPD was answered
+    /// as it is, and a player reading the file asked for what the cache does not hold.)
+    @Test(.requires(.nginx, .dashTools, .tool("/usr/bin/mpv", "mpv")))
+    func aSegmentBaseFileWarmedForItsFirstSecondsPlaysThemOffline() throws {
+        let nginx = try origin()
+        let cache = dir.file("cache")
+        let url = nginx.url("/sb/manifest.mpd")
+        let r = try VCacheBinary.run(["prefetch", "-q", "--seconds", "3", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        nginx.stop()
+        let refused = RefusingPort(nginx.port)
+        defer { withExtendedLifetime(refused) {} }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let got = try Curl.fetch([serve.url(url)], in: dir)
+        let text = String(decoding: got.body, as: UTF8.self)
+        #expect(got.status == 200 && text.contains("<SegmentList") && text.contains("mediaRange=") && !text.contains("<SegmentBase"), "\(text)")
+        let mpd = try MPD.parse(Array(got.body), url: serve.url(url))
+        #expect(mpd.duration.map { $0 > 3.9 && $0 <= 4.0 } == true, "\(String(describing: mpd.duration))")
+        let video = try Self.frames(serve.url(url), "0:v:0"), audio = try Self.frames(serve.url(url), "0:a:0")
+        // Two 2 s subsegments at 25 fps; the audio's that start before 3 s.
+        #expect(video.count == 100 && video.err.isEmpty, "offline: \(video.count) frames; \(video.err)")
+        #expect(audio.count > 180 && audio.err.isEmpty, "offline: \(audio.count) frames; \(audio.err)")
+        let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet", serve.url(url)])
+        #expect(mpv.status == 0, "mpv offline: \(mpv.err)")
+        _ = serve.stop()
+        // Every request the players made was answered from the cache: none cut short, none 502.
+        #expect(!serve.log.contains { $0.contains(" 502 ") || $0.contains(" 416 ") }, "\(serve.log.joined(separator: "\n"))")
+    }
+
     /// An MPD through serve is one origin request each time it is fetched fresh (two the first
     /// time: the head that finds it is an MPD, then the MPD), and the copy kept for offline is the
     /// very bytes answered, not a second fetch of them.

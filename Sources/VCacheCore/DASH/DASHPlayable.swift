@@ -24,6 +24,9 @@ public struct DASHPlayable: Sendable {
         /// Seconds it plays from the Period's start.
         public var plays: Double
         public var singleFile: MPD.SegmentBase?
+        /// A SegmentBase file cached in part: `segments` are its leading subsegments cached (read
+        /// from its cached `sidx`), to be listed as byte ranges of the one file (`keepOnly`).
+        public var indexed: MPD.SegmentBase?
     }
 
     public struct PeriodPlay: Sendable {
@@ -41,15 +44,26 @@ public struct DASHPlayable: Sendable {
     /// Whether the first Period has video and none of it plays (then nothing plays).
     public var noVideo = false
 
-    public init(_ mpd: MPD, held: (String, MPD.ByteSpan?) -> Bool) {
+    /// `read(url, range)`: that range's bytes from the cache, nil when not all cached; given, a
+    /// SegmentBase file cached in part plays its leading subsegments cached (its init and `sidx`
+    /// cached too), else only whole (`export` writes such a file whole or not at all).
+    public init(_ mpd: MPD, held: (String, MPD.ByteSpan?) -> Bool, read: ((String, MPD.ByteSpan) -> [UInt8]?)? = nil) {
         for (p, period) in mpd.periods.enumerated() {
             var playing: [Playing] = []
             var dropped: [(Int, Int, Int)] = []
             for (a, set) in period.adaptationSets.enumerated() where !set.isSkipped && set.kind != .other {
                 for (r, rep) in set.representations.enumerated() {
                     if case .base(let b) = rep.segments {
-                        guard held(rep.baseURL, nil) else { dropped.append((p, a, r)); continue }
-                        playing.append(Playing(set: a, representation: r, initialization: nil, segments: [], plays: period.duration ?? 0, singleFile: b))
+                        guard held(rep.baseURL, nil) else {
+                            if let read, let o = Self.leadingSubsegments(rep, b, period: period, held: held, read: read) {
+                                playing.append(Playing(set: a, representation: r, initialization: b.initialization, segments: o.segments,
+                                                       plays: o.plays, singleFile: nil, indexed: b))
+                            } else {
+                                dropped.append((p, a, r))
+                            }
+                            continue
+                        }
+                        playing.append(Playing(set: a, representation: r, initialization: nil, segments: [], plays: period.duration ?? 0, singleFile: b, indexed: nil))
                         continue
                     }
                     guard let plan = try? rep.plan(periodDuration: period.duration), !plan.segments.isEmpty,
@@ -58,7 +72,7 @@ public struct DASHPlayable: Sendable {
                     guard !leading.isEmpty, leading.allSatisfy({ $0.duration != nil }) else { dropped.append((p, a, r)); continue }
                     let plays = leading.count == plan.segments.count ? (period.duration ?? leading.reduce(0) { $0 + ($1.duration ?? 0) })
                         : leading.reduce(0) { max($0, $1.start + ($1.duration ?? 0)) }
-                    playing.append(Playing(set: a, representation: r, initialization: plan.initialization, segments: leading, plays: plays, singleFile: nil))
+                    playing.append(Playing(set: a, representation: r, initialization: plan.initialization, segments: leading, plays: plays, singleFile: nil, indexed: nil))
                 }
             }
             let hasVideo = period.adaptationSets.contains { $0.kind == .video }
@@ -80,6 +94,23 @@ public struct DASHPlayable: Sendable {
             self.dropped += dropped
             if cut { break }
         }
+    }
+
+    /// A SegmentBase file cached in part: its subsegments cached from the first on, read from its
+    /// cached `sidx`, and the seconds they play; nil when its init, its sidx or its first
+    /// subsegment is not cached.
+    static func leadingSubsegments(_ rep: MPD.Representation, _ b: MPD.SegmentBase, period: MPD.Period,
+                                   held: (String, MPD.ByteSpan?) -> Bool,
+                                   read: (String, MPD.ByteSpan) -> [UInt8]?) -> (segments: [DASHSegment], plays: Double)? {
+        guard let index = b.indexRange, let initRange = b.initialization?.range, b.initialization?.url == rep.baseURL,
+              held(rep.baseURL, initRange), index.count <= 16 << 20, let bytes = read(rep.baseURL, index),
+              let all = try? DASHSidx.subsegments(bytes, indexRange: index, url: rep.baseURL,
+                                                  presentationTimeOffset: b.presentationTimeOffset, timescale: b.timescale) else { return nil }
+        let leading = Array(all.prefix { $0.range.map { held(rep.baseURL, $0) } ?? false })
+        guard !leading.isEmpty, leading.allSatisfy({ $0.duration != nil }) else { return nil }
+        let plays = leading.count == all.count ? (period.duration ?? leading.reduce(0) { max($0, $1.start + ($1.duration ?? 0)) })
+            : leading.reduce(0) { max($0, $1.start + ($1.duration ?? 0)) }
+        return (leading, plays)
     }
 
     /// Whether a player has something to play: video (where there is any) and, in every Period

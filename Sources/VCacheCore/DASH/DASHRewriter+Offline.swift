@@ -27,6 +27,7 @@ extension DASHRewriter {
                 guard !playing.isEmpty else { setNode.remove(); continue }
                 for (r, repNode) in setNode.children("Representation").enumerated() {
                     guard let o = playing.first(where: { $0.representation == r }) else { repNode.remove(); continue }
+                    if let b = o.indexed { listSubsegments(repNode, b, o.initialization, Array(o.segments.prefix(count(o)))) }
                     trim(repNode, to: count(o))
                 }
                 let setMost = playing.map(count).max() ?? 0
@@ -36,6 +37,28 @@ extension DASHRewriter {
             trim(periodNode, to: periodMost)
         }
         root.setAttribute("mediaPresentationDuration", seconds(total))
+    }
+
+    /// A SegmentBase file cached in part, as players read it: a SegmentList of byte ranges of the
+    /// one file (its `Initialization@range`, a `SegmentURL@mediaRange` per subsegment cached, in
+    /// place of its SegmentBase), so no player asks for bytes past those cached (one reading the
+    /// SegmentBase file whole would).
+    static func listSubsegments(_ repNode: XMLEditNode, _ b: MPD.SegmentBase, _ initialization: MPD.URLRange?, _ segments: [DASHSegment]) {
+        for own in repNode.children("SegmentBase") { own.remove() }
+        // Where the schema has it: after BaseURL, SubRepresentation and SegmentBase, before a SegmentTemplate.
+        let before = repNode.children("SegmentTemplate").first
+        guard let list = repNode.insertChild("SegmentList", text: "", before: before) else { return }
+        let duration = segments.first?.duration ?? 0
+        list.setAttribute("timescale", String(b.timescale))
+        list.setAttribute("duration", String(max(1, Int64((duration * Double(b.timescale)).rounded()))))
+        if b.presentationTimeOffset != 0 { list.setAttribute("presentationTimeOffset", String(b.presentationTimeOffset)) }
+        if let range = initialization?.range, let i = list.insertChild("Initialization", text: "", before: nil) {
+            i.setAttribute("range", "\(range.first)-\(range.last)")
+        }
+        for s in segments {
+            guard let range = s.range, let u = list.insertChild("SegmentURL", text: "", before: nil) else { continue }
+            u.setAttribute("mediaRange", "\(range.first)-\(range.last)")
+        }
     }
 
     /// The SegmentTimeline and SegmentList directly in `e` cut to their first `n` segments.

@@ -58,6 +58,9 @@ extension MPD {
 
     /// The parse state: only what is inherited down the levels.
     private struct Reader {
+        /// What was left out (`MPD.leftOut`).
+        var leftOut: [String] = []
+
         func value<T>(_ e: XMLElement, _ name: String, _ read: (String) -> T?, _ why: String) throws(DASHError) -> T? {
             guard let s = e[attribute: name] else { return nil }
             guard let v = read(s) else { throw .badValue(element: e.name, attribute: name, value: s, why: why) }
@@ -105,11 +108,17 @@ extension MPD {
                 }
                 if let l = length, !(l >= 0) { length = 0 }
                 let pb = try baseURLs(p, parents: bases)
-                let sets = try p.children("AdaptationSet").map { (a) throws(DASHError) in
-                    try adaptationSet(a, bases: pb, inherited: segmentNodes(p))
+                var sets: [AdaptationSet] = []
+                for (k, a) in p.children("AdaptationSet").enumerated() {
+                    do {
+                        sets.append(try adaptationSet(a, bases: pb, inherited: segmentNodes(p), period: i + 1))
+                    } catch .badURL(let why) {
+                        leftOut.append("AdaptationSet \(a[attribute: "id"].map { "'\($0)'" } ?? String(k + 1)) in Period \(i + 1) left out: \(why)")
+                    }
                 }
                 mpd.periods.append(Period(id: p[attribute: "id"], start: start, duration: length, adaptationSets: sets))
             }
+            mpd.leftOut = leftOut
             return mpd
         }
 
@@ -127,14 +136,19 @@ extension MPD {
             return out
         }
 
-        func adaptationSet(_ a: XMLElement, bases: [String], inherited: [String: SegmentNode]) throws(DASHError) -> AdaptationSet {
+        mutating func adaptationSet(_ a: XMLElement, bases: [String], inherited: [String: SegmentNode], period: Int) throws(DASHError) -> AdaptationSet {
             let ab = try baseURLs(a, parents: bases)
             let nodes = segmentNodes(a, over: inherited)
             var reps: [Representation] = []
             var protected = !a.children("ContentProtection").isEmpty
             for r in a.children("Representation") {
                 if !r.children("ContentProtection").isEmpty { protected = true }
-                reps.append(try representation(r, set: a, bases: ab, nodes: segmentNodes(r, over: nodes)))
+                do {
+                    reps.append(try representation(r, set: a, bases: ab, nodes: segmentNodes(r, over: nodes)))
+                } catch .badURL(let why) {
+                    // No URL of it can be fetched (nor proxied): left out, as serve leaves it out.
+                    leftOut.append("Representation '\(r[attribute: "id"] ?? "")' in Period \(period) left out: \(why)")
+                }
             }
             let skipped = a.children("EssentialProperty").contains { p in
                 !Self.harmlessEssential.contains(p[attribute: "schemeIdUri"] ?? "")
@@ -245,7 +259,13 @@ extension MPD {
                 let (ts, pto) = try common(t, "SegmentTemplate")
                 var media: DASHTemplate?
                 if let s = t.attributes["media"] {
-                    do { media = try DASHTemplate(s) } catch { throw .badTemplate(error) }
+                    let tpl: DASHTemplate
+                    do { tpl = try DASHTemplate(s) } catch { throw .badTemplate(error) }
+                    // `$RepresentationID$` may turn the template's first segment into a scheme
+                    // (`javascript:`, `init-streamhttp:`): checked once, the number and time
+                    // being digits that cannot.
+                    _ = try resolve(tpl.substitute(representationID: rep.id, bandwidth: rep.bandwidth, number: 1, time: 0), rep)
+                    media = tpl
                 }
                 var initURL: String?
                 if let s = t.attributes["initialization"] {

@@ -22,6 +22,10 @@ public struct MPD: Equatable, Sendable {
     /// `@timeShiftBufferDepth`, seconds (dynamic).
     public var timeShiftBufferDepth: Double?
     public var periods: [Period]
+    /// Representations (or AdaptationSets) left out, each said in a line: one whose BaseURL,
+    /// template or SegmentURL resolves to anything but http or https (an id `javascript:x` in
+    /// `$RepresentationID$`), as serve's rewrite leaves it out (Docs/dash.md).
+    public var leftOut: [String] = []
 
     public struct Period: Equatable, Sendable {
         public var id: String?

@@ -68,7 +68,7 @@ extension PrefetchJob {
             // run that already limits every origin, serve's, keeps its own limit).
             var request = options.request
             if request.allowedOrigins == nil, let only = item.memberOrigins { request.allowedOrigins = only }
-            let t = try CurlTransfer(url: item.url, range: next.spec, ifRange: ifRange, options: request, delegate: self)
+            let t = try CurlTransfer(url: item.fetchURL, range: next.spec, ifRange: ifRange, options: request, delegate: self)
             enter(.fetching(Exchange(t, asked: next, writer: writer)))
             fetcher.add(t)
         } catch {

@@ -59,6 +59,9 @@ struct PrefetchRun {
     /// Per root: members refused for their host, the first and how many; said once each, at the
     /// end (a cron log gets one line per stream, not one per member).
     private var refusedHosts: [Int: (first: Int, count: Int)] = [:]
+    /// DASH BaseURLs (folders) that did not answer a member: the members under them not started
+    /// yet are fetched from the next of their BaseURLs at once (`DASHMirrors`).
+    private var deadBases = Set<String>()
     private let keyRules: CacheKeyRules
 
     static let maxSpaceRetries = 3
@@ -99,6 +102,7 @@ struct PrefetchRun {
                 index = again.removeFirst()
             }
             if refused.contains(root(of: index)) { continue }
+            skipDeadBases(index)
             roomMadeAtStart[index] = roomMade
             return index
         }
@@ -169,6 +173,38 @@ struct PrefetchRun {
         again.append(i)
     }
 
+    /// Item `i` is about to start: past the BaseURLs found dead (its last is tried whatever).
+    private mutating func skipDeadBases(_ i: Int) {
+        guard let m = items[i].mirrors else { return }
+        while items[i].mirror + 1 < m.bases.count, deadBases.contains(m.bases[items[i].mirror]) { items[i].mirror += 1 }
+    }
+
+    /// Item `i`'s job ended with `result`, its end not said yet: when it is a DASH member that
+    /// its BaseURL did not answer (no connection, 404, 410 or a 5xx once its retries are spent)
+    /// and another BaseURL names it, that base is dead for the rest of the run and the item
+    /// runs again from the next (`again`). Returns what to say the first time a base dies (the
+    /// next one said with it), "" when it died before, nil when the item's end stands.
+    mutating func nextBase(for i: Int, after result: PrefetchResult?) -> String? {
+        guard let m = items[i].mirrors, let error = result?.error, Self.baseDidNotAnswer(error) else { return nil }
+        let dead = m.bases[items[i].mirror]
+        let first = deadBases.insert(dead).inserted
+        skipDeadBases(i)
+        guard !deadBases.contains(m.bases[items[i].mirror]) else { return nil }
+        if let r = result { attempted(i, r) }
+        heldFinish[i] = nil
+        again.append(i)
+        return first ? "its BaseURL \(dead) did not answer (\(error)): the next, \(m.bases[items[i].mirror]), is used for the rest of the stream" : ""
+    }
+
+    /// An origin that did not answer for a resource: no connection, gone, or failing.
+    static func baseDidNotAnswer(_ error: PrefetchError) -> Bool {
+        switch error {
+        case .transport(let t): [.resolve, .connect, .timeout, .stalled, .receive].contains(t.kind)
+        case .http(let status, _): status == 404 || status == 410 || status >= 500
+        default: false
+        }
+    }
+
     /// What follows from an item whose end is known, with the result it follows from.
     enum FollowUp: Equatable {
         /// A SegmentBase file's index is cached: its subsegments join (`joinPart`), the same entry.
@@ -222,6 +258,8 @@ struct PrefetchRun {
         more.requests = items[i].requests + more.requests
         more.heldBytesAreThisRuns = results[i]?.alreadyCachedBytes == 0
         more.memberOrigins = items[i].memberOrigins
+        more.mirrors = items[i].mirrors
+        more.mirror = items[i].mirror
         join(more, of: i, result: nil)
     }
 

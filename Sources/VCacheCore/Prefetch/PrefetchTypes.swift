@@ -36,6 +36,16 @@ public struct PrefetchItem: Equatable, Sendable {
     /// A stream's segment, init section or key: the only hosts it may be fetched from, redirects
     /// included (its stream's own hosts and `--allow-host`). Nil: any.
     public var memberOrigins: AllowedOrigins?
+    /// A DASH member under several sibling BaseURLs: the same resource under each, and which
+    /// one it is fetched from now (`mirror`). `url` stays its key whichever answers.
+    public var mirrors: DASHMirrors?
+    public var mirror = 0
+
+    /// Where its bytes are asked: `url`, or the same path under the BaseURL the run uses now.
+    public var fetchURL: String {
+        guard let mirrors, mirror > 0, mirror < mirrors.bases.count else { return url }
+        return mirrors.url(at: mirror)
+    }
 
     public init(url: String, requests: [RangeRequest] = [], mp4: MP4Goal? = nil, checkSegment: HLSMemberCheck? = nil) {
         self.url = url

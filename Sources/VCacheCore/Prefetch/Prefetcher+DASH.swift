@@ -33,6 +33,9 @@ extension Prefetcher {
         let base = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? e.latestURL
         let mpd: MPD
         do { mpd = try MPD.parse(bytes, url: base) } catch { return refuse(.stream("\(r.url): \(error)")) }
+        // A Representation no URL of which is http(s) (a hostile `$RepresentationID$`): left out,
+        // one line each, and the rest fetched, as serve answers the MPD without it.
+        for why in mpd.leftOut { events(.note(url: r.url, message: "\(why); the rest of the MPD is fetched")) }
         let plan = DASHPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds)
         let chosen: [DASHPlan.Chosen]
         do { chosen = try plan.choose(mpd) } catch { return refuse(.stream("\(r.url): \(error)")) }
@@ -52,8 +55,14 @@ extension Prefetcher {
         var roles: [String: StreamRole] = [:]
         var named: [StreamRecord.Member] = []
         var indexes: [String: DASHIndexFollowUp] = [:]
+        var mirrors: [String: DASHMirrors] = [:]
+        var bases: [String] = []
         func add(_ url: String, _ range: MPD.ByteSpan?, _ role: StreamRole) {
-            if ranges[url] == nil { order.append(url); ranges[url] = [] }
+            if ranges[url] == nil {
+                order.append(url)
+                ranges[url] = []
+                mirrors[url] = DASHMirrors.of(url, baseURLs: bases)
+            }
             if let range { ranges[url]?.append(.span(first: range.first, last: range.last)) } else { whole.insert(url) }
             if roles[url] != .segment { roles[url] = role }
         }
@@ -61,6 +70,7 @@ extension Prefetcher {
             let period = mpd.periods[c.period]
             let until = seconds.map { max(0, $0 - period.start) }
             let rep = c.representation
+            bases = rep.baseURLs
             let planned: DASHSegmentPlan
             do {
                 planned = try rep.plan(periodDuration: period.duration, until: until, live: live.map { ($0, mpd, period.start) })
@@ -101,6 +111,7 @@ extension Prefetcher {
             var it = PrefetchItem(url: url, requests: requests, checkSegment: .dashSegment)
             it.rangesMustFit = !requests.isEmpty
             it.memberOrigins = AllowedOrigins()  // the stream's hosts: `runUnique` fills them in
+            it.mirrors = mirrors[url]
             if !whole.contains(url) { it.dashIndex = indexes[url] }
             return it
         }, nil)

@@ -400,6 +400,11 @@ public final class Prefetcher {
                             var only = options.memberHosts
                             for host in own { only.add(host: host, port: nil) }
                             m.memberOrigins = only
+                            // Its other BaseURLs only when on hosts the stream may reach.
+                            if let mirrors = m.mirrors {
+                                m.mirrors?.bases = mirrors.bases.enumerated().filter { $0.offset == 0 || self.refusal($0.element, own: own) == nil }.map { $0.element }
+                                if m.mirrors?.bases.count == 1 { m.mirrors = nil }
+                            }
                         }
                         run.joinMember(m, of: index, refusal: refusal(m.url, own: own, mpd: m.checkSegment == .dashSegment))
                     }
@@ -419,6 +424,11 @@ public final class Prefetcher {
                     // ENOSPC is a reason to make room under the cap's rules before failing: room
                     // made now, or freed meanwhile (another item's retry), and the item runs again.
                     if end == .makeRoom { end = run.roomAsked(for: index, made: self.makeRoom(protecting: run.keys)) }
+                    // A DASH member its BaseURL did not answer: from the next BaseURL, when there is one.
+                    if end == .settle, let said = run.nextBase(for: index, after: done.result) {
+                        if !said.isEmpty { events(.note(url: run.items[run.root(of: index)].url, message: said)) }
+                        end = .again
+                    }
                     if end == .settle { settle(index, done) }
                     running.removeValue(forKey: ObjectIdentifier(done))
                     fitUnderCap()

@@ -49,7 +49,7 @@ final class RangeLane: TransferDelegate {
             var request = job.options.request
             if request.allowedOrigins == nil, let only = job.item.memberOrigins { request.allowedOrigins = only }
             request.ownConnection = true  // not a stream of the first connection's HTTP/2 connection
-            let t = try CurlTransfer(url: job.item.url, range: next.httpSpec, ifRange: ifRange, options: request, delegate: self)
+            let t = try CurlTransfer(url: job.item.fetchURL, range: next.httpSpec, ifRange: ifRange, options: request, delegate: self)
             current = Current(transfer: t, asked: next, offset: next.lowerBound)
             job.fetcher.add(t)
         } catch {

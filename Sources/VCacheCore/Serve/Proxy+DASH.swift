@@ -128,6 +128,11 @@ extension Proxy {
         let playable = DASHPlayable(mpd) { u, range in
             guard let e = (try? store.catalog.entry(key: rules.key(for: u))) ?? nil else { return false }
             return range.map { e.ranges.contains(ByteRange($0.first, $0.last + 1)) } ?? e.isComplete
+        } read: { u, range in
+            // A SegmentBase file's cached sidx: its subsegments cached play (`DASHPlayable`).
+            guard let e = (try? store.catalog.entry(key: rules.key(for: u))) ?? nil,
+                  e.ranges.contains(ByteRange(range.first, range.last + 1)) else { return nil }
+            return store.cachedBytes(of: e, at: range.first, count: range.count)
         }
         guard playable.plays(mpd) else { return { _ in } }
         return { DASHRewriter.keepOnly(playable, of: mpd, in: $0) }
