@@ -247,10 +247,10 @@ final class PrefetchJob: TransferDelegate {
         let batch = writer.takePending()
         enter(.completing)
         let checkpointer = writer.checkpointer, data = writer.data
-        let validators = entry.validators, contentType = entry.contentType, drop = allClaimsDropper, checks = entry.checks
+        let validators = entry.validators, contentType = entry.contentType, drop = allClaimsDropper, checks = entry.checks, shape = memberShape
         let outcome = checkpointer.queue.sync {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: true,
-                          checks: checks, dropAllClaims: drop)
+                          checks: checks, member: shape, dropAllClaims: drop)
         }
         switch outcome {
         case .failed(let e): finish(e)
