@@ -89,6 +89,8 @@ extension HLSMemberCheck {
             return nil
         } catch MP4Error.overruns(let type, let at, let end, _) {
             return "origin's answer for \(what) segment is not a whole one: box '\(type)' at offset \(at) ends at \(end), past its \(length) bytes (a Content-Length shorter than the segment?)"
+        } catch MP4Error.tooManyBoxes {
+            return nil  // a long single-file fMP4: more fragments than the walk counts, not a cut one
         } catch {
             return "origin's answer for \(what) segment is not a whole one: its top-level boxes do not fill its \(length) bytes (\(error))"
         }
