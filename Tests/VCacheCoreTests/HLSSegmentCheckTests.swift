@@ -143,3 +143,45 @@ import Testing
         #expect(check.problem(length: length, firstBytes: first) == expected, "\(name)")
     }
 }
+
+/// A member whose every byte is held, and an MPD's byte range of a file: whole boxes or not
+/// (`HLSMemberCheck.wholeProblem`, `rangeProblem`; ISO/IEC 14496-12 §4.2).
+@Suite struct HLSMemberBoxesTests {
+    static func box(_ type: String, _ size: Int) -> [UInt8] {
+        withUnsafeBytes(of: UInt32(size).bigEndian, Array.init) + Array(type.utf8) + [UInt8](repeating: 0, count: size - 8)
+    }
+
+    static func read(_ bytes: [UInt8]) -> MP4Walker.Read {
+        { offset, count in
+            guard offset >= 0, Int(offset) + count <= bytes.count else { throw MP4Error.truncatedHeader(at: offset) }
+            return Array(bytes[Int(offset)..<Int(offset) + count])
+        }
+    }
+
+    static let segment = box("styp", 16) + box("moof", 100) + box("mdat", 200)
+
+    static let wholeCases: [(String, HLSMemberCheck, [UInt8], Int64, String?)] = [
+        ("tiled exactly", .dashSegment, segment, 316, nil),
+        ("cut by a short Content-Length", .dashSegment, Array(segment.prefix(200)), 200,
+         "origin's answer for a DASH segment is not a whole one: box 'mdat' at offset 116 ends at 316, past its 200 bytes (a Content-Length shorter than the segment?)"),
+        ("an HLS init section cut", .segment, Array((box("ftyp", 24) + box("moov", 80)).prefix(60)), 60,
+         "origin's answer for an HLS segment is not a whole one: box 'moov' at offset 24 ends at 104, past its 60 bytes (a Content-Length shorter than the segment?)"),
+        ("MPEG-TS is not walked", .segment, HLSSegmentCheckTests.ts(packets: 2), 376, nil),
+        ("a key is not walked", .key, box("moof", 16), 16, nil),
+    ]
+
+    @Test(arguments: wholeCases)
+    func aWholeMemberIsTiledBoxes(_ name: String, _ check: HLSMemberCheck, _ bytes: [UInt8], _ length: Int64, _ expected: String?) {
+        #expect(check.wholeProblem(length: length, read: Self.read(bytes)) == expected, "\(name)")
+    }
+
+    @Test
+    func anMPDRangeIsWholeSegmentBoxes() {
+        let file = Self.box("ftyp", 24) + Self.box("moov", 40) + Self.segment
+        #expect(HLSMemberCheck.rangeProblem(first: 0, last: 63, read: Self.read(file)) == nil)
+        #expect(HLSMemberCheck.rangeProblem(first: 64, last: 379, read: Self.read(file)) == nil)
+        #expect(HLSMemberCheck.rangeProblem(first: 69, last: 379, read: Self.read(file))?.hasPrefix("its MPD's byte range 69-379 does not start with a segment's box: its first bytes 'typ.....'") == true)
+        // Starts on a box, ends inside one.
+        #expect(HLSMemberCheck.rangeProblem(first: 64, last: 300, read: Self.read(file)) == "its MPD's byte range 64-300 is not whole boxes (box 'mdat' at offset 180 ends at 380, past its container's end 301); fix the MPD's mediaRange")
+    }
+}

@@ -52,7 +52,8 @@ import VCacheTestSupport
         origin.setResource("/d/index.m3u8", .init(body: Data(playlist.utf8), contentType: Self.mpegurl))
         var segments: [Data] = []
         for i in 0..<2 {
-            var s = Data([0, 0, 0, 8]) + Data("styp".utf8)
+            // A styp, then an mdat holding the rest: whole boxes, as a segment must be.
+            var s = Data([0, 0, 0, 8]) + Data("styp".utf8) + Data([0, 0, 0x0F, 0xA8]) + Data("mdat".utf8)
             s += Data((0..<4000).map { UInt8(truncatingIfNeeded: $0 * 7 + i) })
             segments.append(s)
             origin.setResource("/d/s\(i).m4s", .init(body: s, contentType: "video/iso.segment"))

@@ -72,3 +72,52 @@ extension HLSMediaPlaylist {
         return found ? .segment : nil
     }
 }
+
+extension HLSMemberCheck {
+    /// Why the stored bytes of a member whose every byte is held (`length` of them) are not a
+    /// whole one: a segment or init section that starts as fMP4 is a run of top-level boxes that
+    /// tile its length exactly (ISO/IEC 14496-12 §4.2), whatever ended its body (a Content-Length
+    /// shorter than the segment, a valid box and then bytes of nothing). MPEG-TS, packed audio,
+    /// WebVTT and TTML are not walked. Nil: whole, or nothing to walk.
+    public func wholeProblem(length: Int64, read: @escaping MP4Walker.Read) -> String? {
+        guard self == .segment || self == .dashSegment, length >= 8,
+              let head = try? read(0, Int(min(length, 512))),
+              HLSSegmentCheck.kind(firstBytes: head) == .fragmentedMP4 else { return nil }
+        let what = self == .segment ? "an HLS" : "a DASH"
+        do {
+            _ = try MP4Walker(length: length, read: read).topLevel()
+            return nil
+        } catch MP4Error.overruns(let type, let at, let end, _) {
+            return "origin's answer for \(what) segment is not a whole one: box '\(type)' at offset \(at) ends at \(end), past its \(length) bytes (a Content-Length shorter than the segment?)"
+        } catch MP4Error.tooManyBoxes {
+            return nil  // a long single-file fMP4: more fragments than the walk counts, not a cut one
+        } catch {
+            return "origin's answer for \(what) segment is not a whole one: its top-level boxes do not fill its \(length) bytes (\(error))"
+        }
+    }
+
+    /// Why the bytes `first`-`last` (inclusive) of a resource, an MPD's byte range of it (a
+    /// SegmentURL@mediaRange, a subsegment its sidx gives, an Initialization range), are not a segment: they must be
+    /// top-level boxes a segment is made of, tiling the range exactly. Nil: they are.
+    public static func rangeProblem(first: Int64, last: Int64, read: @escaping MP4Walker.Read) -> String? {
+        let end = last + 1
+        guard end - first >= 8, let head = try? read(first, 8) else {
+            return "its MPD's byte range \(first)-\(last) is too short to be a segment"
+        }
+        let type = String(decoding: head[4..<8].map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+        guard rangeBoxTypes.contains(type) else {
+            let shown = String(decoding: head.map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+            return "its MPD's byte range \(first)-\(last) does not start with a segment's box: its first bytes '\(shown)' are not a box header (styp, sidx, moof, emsg, prft, mdat...); fix the MPD's mediaRange"
+        }
+        do {
+            _ = try MP4Walker(length: end, read: read).boxes(from: first, to: end)
+            return nil
+        } catch {
+            return "its MPD's byte range \(first)-\(last) is not whole boxes (\(error)); fix the MPD's mediaRange"
+        }
+    }
+
+    /// Top-level boxes a media segment's byte range may start with (ISO/IEC 23009-1 §6.3.4), and
+    /// an Initialization range (`ftyp`, `moov`).
+    static let rangeBoxTypes: Set<String> = ["styp", "sidx", "ssix", "moof", "emsg", "prft", "mdat", "free", "skip", "uuid", "ftyp", "moov"]
+}

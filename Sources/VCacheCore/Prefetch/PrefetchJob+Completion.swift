@@ -10,10 +10,10 @@ extension PrefetchJob {
         let checkpointer = writer.checkpointer, data = writer.data
         // A complete entry is hashed again only when an expectation is new to it.
         let validators = entry.validators, contentType = entry.contentType, needsDigest = !entry.wasComplete || entry.needsCheck
-        let drop = allClaimsDropper, checks = entry.checks
+        let drop = allClaimsDropper, checks = entry.checks, shape = memberShape
         fetcher.offload(to: checkpointer.queue, {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: needsDigest,
-                          checks: checks, dropAllClaims: drop)
+                          checks: checks, member: shape, dropAllClaims: drop)
         }, then: { [self] outcome in
             switch outcome {
             case .failed(let e): finish(e)
@@ -24,6 +24,35 @@ extension PrefetchJob {
     }
 
     enum FinalOutcome: Sendable { case partial, completed, failed(PrefetchError) }
+
+    /// What a stream member's stored bytes must be once written (`HLSMemberCheck.wholeProblem`,
+    /// `rangeProblem`): its check, and the MPD's byte ranges of it (a DASH member's only).
+    struct MemberShape: Sendable {
+        var check: HLSMemberCheck?
+        var ranges: [ByteRange] = []
+
+        /// Why the bytes held (`held`, of `length`) are not the member: a DASH range piece held
+        /// that is not whole segment boxes, or, when `whole` (every byte newly held), a segment
+        /// whose top-level boxes do not tile it. Nil: nothing wrong found.
+        func problem(held: RangeSet, length: Int64?, whole: Bool, read: @escaping MP4Walker.Read) -> String? {
+            guard let check else { return nil }
+            for r in ranges where held.contains(r) {
+                if let why = HLSMemberCheck.rangeProblem(first: r.lowerBound, last: r.upperBound - 1, read: read) { return why }
+            }
+            guard whole, let length else { return nil }
+            return check.wholeProblem(length: length, read: read)
+        }
+    }
+
+    /// This job's `MemberShape`.
+    var memberShape: MemberShape {
+        guard let check = item.checkSegment else { return MemberShape() }
+        var shape = MemberShape(check: check)
+        if check == .dashSegment, item.rangesMustFit {
+            for case .span(let first, let last?) in item.requests where last >= first { shape.ranges.append(ByteRange(first, last + 1)) }
+        }
+        return shape
+    }
 
     /// Drops every claim of the entry and gives it a new `data` (`CacheStore.dropVersion`).
     /// Under a lock shared with other jobs (serve), only when none of them can still write the
@@ -43,11 +72,22 @@ extension PrefetchJob {
     /// `checks`: the digests the video is expected to have, computed with the SHA-256; one that
     /// does not match drops every claim (`.failed(.checksumMismatch)`), the outcome recorded.
     static func finalize(_ checkpointer: Checkpointer, data: RawFile, batch: RangeSet, validators: Validators,
-                         contentType: String?, needsDigest: Bool, checks: [DigestCheck] = [],
+                         contentType: String?, needsDigest: Bool, checks: [DigestCheck] = [], member: MemberShape = MemberShape(),
                          dropAllClaims: (Validators) throws -> Void) -> FinalOutcome {
         var digest: ChunkStates?
         var all = checkpointer.committed
         all.formUnion(batch)
+        // A stream member is checked where it is about to be kept (complete, or its MPD's ranges
+        // held): bytes that are not one are never claimed, none of them (as a cut body).
+        let whole = needsDigest && validators.length.map { all.contains(ByteRange(0, $0)) } == true
+        if let why = member.problem(held: all, length: validators.length, whole: whole, read: { offset, count in try data.bytes(count, at: offset) }) {
+            do {
+                try dropAllClaims(validators)
+            } catch {
+                return .failed(PrefetchError(error))
+            }
+            return .failed(.notTheVideo(why))
+        }
         if needsDigest, let length = validators.length, all.contains(ByteRange(0, length)) {
             var others: [DigestAlgorithm: String] = [:]
             do {

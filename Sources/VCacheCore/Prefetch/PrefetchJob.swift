@@ -169,6 +169,13 @@ final class PrefetchJob: TransferDelegate {
         // given anew for an algorithm is a changed expectation: checked again).
         adoptChecks(DigestCheck.merged(stored: stored, given: item.expected), stored: stored)
         entry.alreadyCached = emitStarted()
+        // A stream member found cached (a plain entry fetched before, an error page answered 200
+        // under its URL) is judged as one fetched now would be; one that fails is fetched again.
+        if let why = cachedMemberProblem(found, data: data) {
+            guard mayDropVersion() else { return finish(.lockBusy) }
+            return dropVersion(to: Validators(length: nil, etag: nil, lastModified: nil), reason: "its cached bytes are not this stream member: \(why)",
+                               interrupting: nil, then: .nextRequest)
+        }
         if !entry.heldFromThisRunOnly && !entry.validators.hasStrongValidator && nextAsked() != nil {
             // Parts without a strong validator are never combined across runs.
             guard mayDropVersion() else { return finish(.lockBusy) }
@@ -176,6 +183,17 @@ final class PrefetchJob: TransferDelegate {
                                interrupting: nil, then: .nextRequest)
         }
         nextRequest()
+    }
+
+    /// Why the cached bytes of a stream member (its first bytes, its range pieces, its whole
+    /// boxes when complete: `HLSMemberCheck`) are not one; nil when they may be, or are not held.
+    private func cachedMemberProblem(_ found: CacheEntry?, data: RawFile) -> String? {
+        guard let check = item.checkSegment, let e = found, let length = e.length, length > 0 else { return nil }
+        let read: MP4Walker.Read = { offset, count in try data.bytes(count, at: offset) }
+        let first = min(length, 376)
+        if e.ranges.contains(ByteRange(0, first)), let bytes = try? read(0, Int(first)),
+           let why = check.problem(length: length, firstBytes: bytes) { return why }
+        return memberShape.problem(held: e.ranges, length: length, whole: e.isComplete, read: read)
     }
 
     /// Whether this job may drop the entry's version now: always, unless it shares the entry's
@@ -247,10 +265,10 @@ final class PrefetchJob: TransferDelegate {
         let batch = writer.takePending()
         enter(.completing)
         let checkpointer = writer.checkpointer, data = writer.data
-        let validators = entry.validators, contentType = entry.contentType, drop = allClaimsDropper, checks = entry.checks
+        let validators = entry.validators, contentType = entry.contentType, drop = allClaimsDropper, checks = entry.checks, shape = memberShape
         let outcome = checkpointer.queue.sync {
             Self.finalize(checkpointer, data: data, batch: batch, validators: validators, contentType: contentType, needsDigest: true,
-                          checks: checks, dropAllClaims: drop)
+                          checks: checks, member: shape, dropAllClaims: drop)
         }
         switch outcome {
         case .failed(let e): finish(e)

@@ -97,6 +97,10 @@ extension Prefetcher {
             if let i = planned.initialization { add(i.url, i.range, .initSection) }
             for s in planned.segments { add(s.url, s.range, .segment) }
         }
+        // Its own URL as a member would make the MPD its own segment (its XML exported as video).
+        if let own = named.first(where: { $0.key == r.key }) {
+            return refuse(.stream("\(r.url): the MPD names itself as a\(own.role == .initSection ? "n init section" : " segment"): refused; fix the MPD"))
+        }
         // A dynamic MPD fetched again: the segments its earlier runs kept stay members (as a live
         // HLS playlist's do), so those that left its window do not become loose entries.
         giveBackLetGoStream(r.key)

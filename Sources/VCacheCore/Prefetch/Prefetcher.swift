@@ -269,6 +269,9 @@ public final class Prefetcher {
                 if ranges[q.url] == nil { order.append(q.url); ranges[q.url] = [] }
                 if let b = q.range { ranges[q.url]?.append(.span(first: b.lowerBound, last: b.upperBound - 1)) }
             }
+            if order.contains(where: { options.keyRules.key(for: $0) == r.key }) {
+                return ([], .stream("\(r.url): a media playlist that names itself as a segment: refused; fix the playlist"))
+            }
             // Each member checked as serve checks it (`HLSMemberCheck`), from the segments fetched.
             return (order.map { url in
                 var item = PrefetchItem(url: url, requests: ranges[url] ?? [],
