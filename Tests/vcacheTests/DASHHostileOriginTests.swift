@@ -46,7 +46,7 @@ import VCacheTestSupport
     }
 
     /// `ls --json`'s state of the stream rooted at `url`.
-    func lsState(_ cache: String) throws -> String? {
+    static func lsState(_ cache: String) throws -> String? {
         let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
         for line in ls.stdout.split(separator: "\n").map(String.init) {
             guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["format"] as? String == "dash" else { continue }
@@ -67,13 +67,13 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", origin.url("/s/manifest.mpd")], cacheDir: cache)
         #expect(r.status == 4, "\(r.stderr)")
         #expect(other.requests("/x/v/0.m4s").isEmpty)
-        #expect(try lsState(cache) == "partial")
+        #expect(try Self.lsState(cache) == "partial")
         let info = try VCacheBinary.run(["info", origin.url("/s/manifest.mpd")], cacheDir: cache)
         #expect(info.stdout.contains("partial") && !info.stdout.contains("state: complete"), "\(info.stdout)")
         // Allowed, the same stream is whole: complete.
         let allowed = try VCacheBinary.run(["prefetch", "-q", origin.url("/s/manifest.mpd"), "--allow-host", "127.0.0.2"], cacheDir: cache)
         #expect(allowed.status == 0, "\(allowed.stderr)")
-        #expect(try lsState(cache) == "complete")
+        #expect(try Self.lsState(cache) == "complete")
     }
 
     /// Probe bug 4: a segment the MPD names on the stream's own host, redirected by it to another
@@ -94,7 +94,7 @@ import VCacheTestSupport
         #expect(other.requests("/x/v/1.m4s").isEmpty, "the other host was asked")
         #expect(r.stderr.contains("refused: the origin redirected it to 127.0.0.2, not on the stream's own host (127.0.0.1); --allow-host 127.0.0.2 allows it"), "\(r.stderr)")
         #expect(try CacheInspector(directory: cache).entry(origin.url("/s/v/1.m4s"))?.ranges.isEmpty ?? true)
-        #expect(try lsState(cache) == "partial")
+        #expect(try Self.lsState(cache) == "partial")
         // Allowed: followed and cached.
         let allowed = try VCacheBinary.run(["prefetch", "-q", origin.url("/s/manifest.mpd"), "--allow-host", "127.0.0.2"], cacheDir: cache)
         #expect(allowed.status == 0, "\(allowed.stderr)")
@@ -217,7 +217,7 @@ extension DASHHostileOriginTests {
         #expect(try inspector.entry(origin.url("/s/subs.ttml"))?.cachedBytes == Int64(ttml.count))
         #expect(try inspector.entry(origin.url("/s/v/0.m4s"))?.cachedBytes == 300)
         // The MPD serve answered is a stream in the catalog, as prefetch records one: one row of ls.
-        #expect(try lsState(cache) == "partial")
+        #expect(try Self.lsState(cache) == "partial")
     }
 
     /// Review of serve: a remote Period (`xlink:href`) is fetched through the proxy and answered

@@ -14,16 +14,6 @@ import VCacheTestSupport
 
     func entry(_ cache: String, _ url: String) throws -> CacheEntry? { try CacheInspector(directory: cache).entry(url) }
 
-    /// `ls --json`'s state of the cache's DASH stream.
-    func lsState(_ cache: String) throws -> String? {
-        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
-        for line in ls.stdout.split(separator: "\n").map(String.init) {
-            guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["format"] as? String == "dash" else { continue }
-            return o["state"] as? String
-        }
-        return nil
-    }
-
     /// Probe D1: the origin says `Content-Length: 500` for a 700-byte segment (and sends 500): its
     /// `mdat` runs past them. Refused, nothing of it kept, exit 4; `verify` clean, the member
     /// not complete, the stream partial. The same cut with a valid first box and noise after it.
@@ -41,7 +31,7 @@ import VCacheTestSupport
         #expect(r.stderr.contains("vcache: cannot prefetch \(segment): origin's answer for a DASH segment is not a whole one: box 'mdat' at offset 300 ends at 700, past its 500 bytes (a Content-Length shorter than the segment?); nothing of it was kept\n"), "\(r.stderr)")
         #expect(try entry(cache, segment)?.isComplete != true)
         #expect(try entry(cache, segment)?.ranges.isEmpty ?? true)
-        #expect(try lsState(cache) == "partial")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
         let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
         // The other segments are kept, byte for byte.
@@ -61,7 +51,7 @@ import VCacheTestSupport
         let fixed = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
         #expect(fixed.status == 0, "\(fixed.stderr)")
         #expect(try entry(cache, segment)?.sha256 == TestBytes.sha256(whole))
-        #expect(try lsState(cache) == "complete")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
     }
 
     /// D1 for HLS: an fMP4 segment cut by its Content-Length is refused the same way; an
@@ -151,7 +141,7 @@ import VCacheTestSupport
         #expect(refused.status == 4, "\(refused.stderr)")
         #expect(refused.stderr.contains("vcache: cannot prefetch \(segment): origin's answer for a DASH segment is not one: its first bytes '<html><body>Serv' are not MPEG-TS, fMP4, packed audio, TTML or WebVTT; nothing of it was kept\n"), "\(refused.stderr)")
         #expect(try entry(cache, segment)?.isComplete != true)
-        #expect(try lsState(cache) == "partial")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
 
         // Cached as a plain entry again, then the origin is healthy: fetched again, the real bytes.
         let plainAgain = try VCacheBinary.run(["prefetch", "-q", segment], cacheDir: cache)
@@ -162,7 +152,7 @@ import VCacheTestSupport
         #expect(healed.status == 0, "\(healed.stderr)")
         #expect(healed.stderr.contains("its cached bytes are not this stream member: origin's answer for a DASH segment is not one"), "\(healed.stderr)")
         #expect(try entry(cache, segment)?.sha256 == TestBytes.sha256(real))
-        #expect(try lsState(cache) == "complete")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
     }
 
     /// Probe D7 (b): an MPD that names its own URL as its init section (or a segment) is refused,

@@ -192,15 +192,20 @@ import VCacheTestSupport
         }
     }
 
+    /// The `tl` stream's MPD made dynamic, published as /tl/live.mpd; its URL.
+    static func liveMPD(_ nginx: Nginx) throws -> String {
+        var mpd = try String(contentsOfFile: nginx.root + "/tl/manifest.mpd", encoding: .utf8)
+        mpd = mpd.replacingOccurrences(of: "type=\"static\"", with: "type=\"dynamic\" availabilityStartTime=\"1970-01-01T00:00:00Z\" minimumUpdatePeriod=\"PT2S\"")
+        try mpd.write(toFile: nginx.root + "/tl/live.mpd", atomically: true, encoding: .utf8)
+        return nginx.url("/tl/live.mpd")
+    }
+
     /// A dynamic MPD: one line says what prefetch does, it fetches what the timeline lists now,
     /// and the next run fetches the MPD again (not answered from the cache).
     @Test(.requires(.nginx, .dashTools))
     func aDynamicMPDIsSaidAndFetchedAgainByTheNextRun() throws {
         let nginx = try origin()
-        var mpd = try String(contentsOfFile: nginx.root + "/tl/manifest.mpd", encoding: .utf8)
-        mpd = mpd.replacingOccurrences(of: "type=\"static\"", with: "type=\"dynamic\" availabilityStartTime=\"1970-01-01T00:00:00Z\" minimumUpdatePeriod=\"PT2S\"")
-        try mpd.write(toFile: nginx.root + "/tl/live.mpd", atomically: true, encoding: .utf8)
-        let url = nginx.url("/tl/live.mpd")
+        let url = try Self.liveMPD(nginx)
         let cache = dir.file("cache")
         let first = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(first.status == 0, "\(first.stderr)")
@@ -255,10 +260,7 @@ import VCacheTestSupport
     @Test(.requires(.nginx, .dashTools))
     func aFailedRefreshOfADynamicMPDKeepsTheCachedCopy() throws {
         let nginx = try origin()
-        var mpd = try String(contentsOfFile: nginx.root + "/tl/manifest.mpd", encoding: .utf8)
-        mpd = mpd.replacingOccurrences(of: "type=\"static\"", with: "type=\"dynamic\" availabilityStartTime=\"1970-01-01T00:00:00Z\" minimumUpdatePeriod=\"PT2S\"")
-        try mpd.write(toFile: nginx.root + "/tl/live.mpd", atomically: true, encoding: .utf8)
-        let url = nginx.url("/tl/live.mpd")
+        let url = try Self.liveMPD(nginx)
         let cache = dir.file("cache")
         #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
         let before = try VCacheBinary.run(["ls"], cacheDir: cache).stdout
