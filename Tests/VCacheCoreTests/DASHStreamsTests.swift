@@ -51,3 +51,21 @@ import VCacheTestSupport
         #expect(named.count == 46, "\(named.sorted())")
     }
 }
+
+/// The names `export STREAM DIR` gives a DASH stream's files: the origin's extension only when a
+/// player opens it from disk (ffmpeg refuses `.cmfv`, `.dash`, `.mpd` as local files: probe D14).
+@Suite struct DASHExportNamesTests {
+    @Test(arguments: [
+        ("https://o.test/v/seg-1.m4s", ".m4s"),
+        ("https://o.test/v/seg-1.MP4?token=a.b", ".mp4"),
+        ("https://o.test/v/seg-1.cmfv", ".m4s"),
+        ("https://o.test/v/seg-1.dash", ".m4s"),
+        ("https://o.test/v/manifest.mpd", ".m4s"),
+        ("https://o.test/v/seg-1.m4s%00.sh", ".m4s"),
+        ("https://o.test/v/seg-1", ".m4s"),
+        ("https://o.test/v/sub-1.vtt", ".vtt"),
+    ])
+    func segmentsKeepOnlyAnExtensionAPlayerOpens(_ url: String, _ expected: String) {
+        #expect(StreamExporter.fileExtension(url, fallback: ".m4s") == expected, "\(url)")
+    }
+}

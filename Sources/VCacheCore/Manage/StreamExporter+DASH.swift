@@ -179,8 +179,14 @@ extension StreamExporter {
     static func fileExtension(_ url: String, fallback: String) -> String {
         let path = HLSURI.Parts(url).path
         let name = path.split(separator: "/").last.map(String.init) ?? ""
-        guard let dot = name.lastIndex(of: "."), name.distance(from: dot, to: name.endIndex) <= 6 else { return fallback }
-        let ext = name[dot...]
-        return ext.dropFirst().allSatisfy({ $0.isLetter || $0.isNumber }) && ext.count > 1 ? String(ext) : fallback
+        guard let dot = name.lastIndex(of: ".") else { return fallback }
+        let ext = name[dot...].lowercased()
+        return playableExtensions.contains(ext) ? ext : fallback
     }
+
+    /// Extensions a player opens from disk (ffmpeg's DASH demuxer refuses any other local file
+    /// "for security reasons": `.cmfv`, `.dash`, `.mpd`): the origin's when it is one of them,
+    /// else vcache's own (`.m4s`, `.mp4`). The MPD written names the files, so the origin's
+    /// extension carries no meaning; WebVTT and TTML keep theirs.
+    static let playableExtensions: Set<String> = [".mp4", ".m4s", ".m4v", ".m4a", ".mov", ".webm", ".ts", ".aac", ".vtt", ".ttml"]
 }
