@@ -386,4 +386,29 @@ import VCacheTestSupport
         let store = try CacheStore(directory: served, readOnly: true)
         #expect(try store.catalog.streamFormat(root: CacheKeyRules().key(for: url)) == "dash")
     }
+
+    /// A Representation past the segment limit is refused with `--seconds` as without it: the
+    /// run fetched its first seconds and said ok, and `ls` then called the stream complete with
+    /// 0/0 segments (probe D3).
+    @Test(.requires(.nginx, .dashTools))
+    func aRepresentationPastTheSegmentLimitIsRefusedWithSecondsToo() throws {
+        let nginx = try origin()
+        let mpd = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" \
+            mediaPresentationDuration="PT400000S" minBufferTime="PT2S">
+            <Period id="0" start="PT0S"><AdaptationSet contentType="video" mimeType="video/mp4">
+            <Representation id="0" codecs="avc1.42c00c" bandwidth="100000" width="320" height="180">
+            <SegmentTemplate timescale="1" duration="2" initialization="init-stream$RepresentationID$.m4s" \
+            media="chunk-stream$RepresentationID$-$Number%05d$.m4s" startNumber="1"/>
+            </Representation></AdaptationSet></Period></MPD>
+            """
+        try mpd.write(toFile: nginx.root + "/num/long.mpd", atomically: true, encoding: .utf8)
+        let url = nginx.url("/num/long.mpd")
+        for args in [["--seconds", "2"], []] {
+            let r = try VCacheBinary.run(["prefetch", url] + args, cacheDir: dir.file("cache"))
+            #expect(r.status == 4, "\(args): \(r.stderr)")
+            #expect(r.stderr.contains("\(url): Representation '0' has more than the limit of 100000 segments"), "\(r.stderr)")
+        }
+    }
 }

@@ -77,9 +77,15 @@ extension Prefetcher {
             } catch {
                 return refuse(.stream("\(r.url): \(error)"))
             }
-            // What the stream names: the whole Representation when it can be listed (so `ls` counts
-            // what `--seconds` left out), else what is fetched.
-            let all = seconds == nil ? planned : ((try? rep.plan(periodDuration: period.duration, live: live.map { ($0, mpd, period.start) })) ?? planned)
+            // What the stream names: the whole Representation (so `ls` counts what `--seconds` left
+            // out). One that cannot be listed whole (past a limit, time going back later on) is
+            // refused as the whole prefetch refuses it: `ls` would call a stream of 0 segments complete.
+            let all: DASHSegmentPlan
+            if seconds == nil {
+                all = planned
+            } else {
+                do { all = try rep.plan(periodDuration: period.duration, live: live.map { ($0, mpd, period.start) }) } catch { return refuse(.stream("\(r.url): \(error)")) }
+            }
             for s in all.segments { named.append(.init(key: options.keyRules.key(for: s.url), role: .segment)) }
             if let i = all.initialization { named.append(.init(key: options.keyRules.key(for: i.url), role: .initSection)) }
             if let index = planned.index, case .base(let b) = rep.segments, let range = index.range {
