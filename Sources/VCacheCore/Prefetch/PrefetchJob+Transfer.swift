@@ -149,22 +149,23 @@ extension PrefetchJob {
         // A stream member sent with no length (chunked, or ended by the close) is judged as one
         // with a Content-Length is: a body under 8 bytes (no box header fits) was never judged as
         // it came (0 bytes: not at all).
-        let short = x.offset < 8 ? item.checkSegment?.problem(length: x.offset, firstBytes: x.manifest.start) : nil
-        if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit, let short {
-            writer?.discard()
-            failure = .notTheVideo(short)
-            kept = 0
-        } else if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
-            switch x.closeDelimited ? judgeCloseDelimited(x) : .whole {
-            case .whole:
-                learnLength(x.offset)
-            case .cut(let why):
-                // Not a byte of it is claimed (none was: see `tick`), so the retry starts afresh.
+        if failure == nil && x.status == 200 && entry.validators.length == nil && !x.stoppedAtLimit {
+            if x.offset < 8, let short = item.checkSegment?.problem(length: x.offset, firstBytes: x.manifest.start) {
                 writer?.discard()
-                failure = .cutBody(received: x.offset, why: why)
+                failure = .notTheVideo(short)
                 kept = 0
-            case .unproven(let why):
-                failure = .unprovenEnd(received: x.offset, why: why)
+            } else {
+                switch x.closeDelimited ? judgeCloseDelimited(x) : .whole {
+                case .whole:
+                    learnLength(x.offset)
+                case .cut(let why):
+                    // Not a byte of it is claimed (none was: see `tick`), so the retry starts afresh.
+                    writer?.discard()
+                    failure = .cutBody(received: x.offset, why: why)
+                    kept = 0
+                case .unproven(let why):
+                    failure = .unprovenEnd(received: x.offset, why: why)
+                }
             }
         }
         checkpoint(wait: false, startWriteback: false)

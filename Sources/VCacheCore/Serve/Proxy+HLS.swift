@@ -193,9 +193,7 @@ extension Proxy {
     func cachedHead(_ video: ReadThrough.Video, count: Int, peeked: [UInt8]? = nil) -> [UInt8]? {
         let span = ByteRange(0, min(video.length, Int64(count)))
         if let peeked, !span.isEmpty, Int64(peeked.count) >= span.count { return Array(peeked.prefix(Int(span.count))) }
-        if let file = video.snapshot.file, !span.isEmpty, video.snapshot.claims.contains(span) {
-            return try? file.bytes(Int(span.count), at: 0)
-        }
+        if let held = heldHead(video, span) { return held }
         let store = readThrough.store
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil else { return nil }
         return store.cachedBytes(of: e, count: Int64(count))
@@ -208,7 +206,12 @@ extension Proxy {
     /// (each read them itself: 16 bytes, then 4,096 twice) from the file the request holds, when
     /// its snapshot's claims cover them; nil otherwise (each check then reads as `cachedHead` does).
     func peekHead(_ video: ReadThrough.Video) -> [UInt8]? {
-        let span = ByteRange(0, min(video.length, Int64(Self.peekBytes)))
+        heldHead(video, ByteRange(0, min(video.length, Int64(Self.peekBytes))))
+    }
+
+    /// The bytes `span` (from 0) of the file the request holds, when its snapshot's claims cover
+    /// them; nil otherwise.
+    private func heldHead(_ video: ReadThrough.Video, _ span: ByteRange) -> [UInt8]? {
         guard let file = video.snapshot.file, !span.isEmpty, video.snapshot.claims.contains(span) else { return nil }
         return try? file.bytes(Int(span.count), at: 0)
     }

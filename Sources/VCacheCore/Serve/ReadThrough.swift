@@ -331,17 +331,12 @@ public final class ReadThrough: Sendable {
         if let room = room(for: key, wanted: n), room < n { return false }
         return alone(key) { () -> Bool in
             do {
-                try storeWhole(body, key: key, url: url, validators: validators, contentType: contentType)
+                try store.storeWhole(body, key: key, url: url, validators: validators, contentType: contentType)
                 return true
             } catch {
                 return false
             }
         } ?? false
-    }
-
-    /// `keepWhole`'s store, with the entry held alone.
-    private func storeWhole(_ body: [UInt8], key: CacheKey, url: String, validators: Validators, contentType: String?) throws {
-        try store.storeWhole(body, key: key, url: url, validators: validators, contentType: contentType)
     }
 
     /// Runs `body` with the entry's writer lock held alone by this process (`EntryBoard.alone`):
