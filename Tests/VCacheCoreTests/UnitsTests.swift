@@ -25,15 +25,19 @@ import Testing
         #expect(Units.parseDuration(text) == seconds)
     }
 
-    /// Found by the Units fuzzer: `-0` parsed as -0.0, shown as "-0.0s", which does not parse.
-    @Test func minusZeroIsZeroAndShowsAsAParsableDuration() {
-        #expect(Units.parseDuration("-0") == 0)
-        #expect(Units.parseDuration("-0").map { Units.formatDuration($0) } == "0.0s")
+    /// Found by the Units fuzzer: `-0` parsed as -0.0, shown as "-0.0s", which does not parse. A
+    /// bare number is now decimal digits only, so `-0` is refused like any other sign.
+    @Test func zeroShowsAsAParsableDuration() {
+        #expect(Units.parseDuration("0") == 0)
+        #expect(Units.parseDuration("0").map { Units.formatDuration($0) } == "0.0s")
         #expect(Units.parseDuration("0.0s") == 0)
     }
 
+    /// `Double(_:)` takes hexadecimal and exponents: `--seconds 0x10` was 16 seconds (probe M3).
     @Test func rejectsBadDurations() {
-        for bad in ["", "s", "5x", "m5", "-3s"] { #expect(Units.parseDuration(bad) == nil, "\(bad)") }
+        for bad in ["", "s", "5x", "m5", "-3s", "-0", "0x10", "0x10s", "1e3", "1e308", "inf", "nan", "+5", "1.2.3", "."] {
+            #expect(Units.parseDuration(bad) == nil, "\(bad)")
+        }
     }
 
     @Test func formatsSizesInBinaryUnits() {

@@ -291,7 +291,7 @@ extension DASHHostileOriginTests {
             let cache = dir.file("c\(chunked)")
             let r = try VCacheBinary.run(["prefetch", origin.url(path)], cacheDir: cache)
             #expect(r.status != 0, "\(r.stderr)")
-            #expect(r.stderr.contains("\(origin.url(path)) is a DASH MPD\(chunked ? "" : " of 64.0 MiB"), larger than the 16.0 MiB vcache reads as one: its transfer was stopped once past that limit"), "\(r.stderr)")
+            #expect(r.stderr.contains("cannot prefetch \(origin.url(path)): it is a DASH MPD\(chunked ? "" : " of 64.0 MiB"), larger than the 16.0 MiB vcache reads as one: its transfer was stopped once past that limit"), "\(r.stderr)")
             #expect(origin.servedBytes(path) < 40 << 20, "served \(origin.servedBytes(path)) bytes")
             #expect(try CacheInspector(directory: cache).entry(origin.url(path)) == nil)
         }

@@ -48,8 +48,12 @@ public enum Units {
     private static func parseAnyDuration(_ text: String) -> Double? {
         let s = text.trimming(.whitespaces).lowercased()
         guard !s.isEmpty else { return nil }
-        // `-0` is 0 (not -0.0, which formats as "-0.0s"; found by the Units fuzzer).
-        if let plain = Double(s) { return plain >= 0 && plain.isFinite ? abs(plain) : nil }
+        // A bare number is decimal digits with at most one point: `Double(_:)` alone would also take
+        // `0x10` (16), `1e3`, `-0` and `inf`, none of which the command line documents.
+        if s.allSatisfy({ ("0"..."9").contains($0) || $0 == "." }) {
+            guard let plain = Double(s), plain.isFinite else { return nil }
+            return plain
+        }
         var total = 0.0
         var rest = Substring(s)
         while !rest.isEmpty {

@@ -43,9 +43,21 @@ struct FailureInfo {
         self.exitCode = exitCode
     }
 
+    /// `context: text`, naming its subject once: a message that opens with the word the context
+    /// ends with ("cannot prefetch URL" and "URL: not a playlist...", "URL is a DASH MPD...")
+    /// goes on from it ("cannot prefetch URL: not a playlist...", "cannot prefetch URL: it is...").
+    static func joined(_ context: String, _ text: String) -> String {
+        if let subject = context.split(separator: " ").last, text.hasPrefix(subject) {
+            let rest = text.dropFirst(subject.count)
+            if rest.hasPrefix(": ") { return context + rest }
+            if rest.hasPrefix(" is ") { return context + ": it" + rest }
+        }
+        return "\(context): \(text)"
+    }
+
     /// Classifies an error thrown by the core; `context` ("cannot list /x") goes before its text.
     init(_ error: any Error, context: String? = nil) {
-        let text = context.map { "\($0): \(error)" } ?? "\(error)"
+        let text = context.map { Self.joined($0, "\(error)") } ?? "\(error)"
         switch error {
         case let e as PrefetchError:
             self.init(prefetch: e)

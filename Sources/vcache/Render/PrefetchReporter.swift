@@ -140,7 +140,7 @@ final class PrefetchReporter {
                 clearBars()
                 // A run logged by cron gets the time on every line, failures included.
                 let stamp = mode == .lines ? Self.timestamp() + " " : ""
-                console.err("\(stamp)vcache: " + Console.oneLine("cannot prefetch \(r.url): \(e)") + "\n")
+                console.err("\(stamp)vcache: " + Console.oneLine(FailureInfo.joined("cannot prefetch \(r.url)", "\(e)")) + "\n")
                 redraw(force: true)
             } else if mode == .lines || expectedCount > 1 {
                 let state = r.complete ? "complete" : "partial"
