@@ -111,9 +111,17 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Connections to accept with `descriptors` open files allowed: each may cost
     /// `descriptorsPerColdConnection`, and 64 are kept for the rest; at most 1,024 (a thread each).
+    /// Never more than the descriptors allow: serve must not run out of them, since libdispatch
+    /// ends the process when it cannot open `/proc/<tid>/stat` for its thread-pool monitor
+    /// (SIGILL, "registered worker exited prematurely"), whatever vcache's own code does with
+    /// EMFILE. Below `minimumDescriptors` serve does not start.
     public static func connectionLimit(descriptors: Int) -> UInt32 {
-        UInt32(max(16, min(1024, (descriptors - 64) / descriptorsPerColdConnection)))
+        UInt32(max(minimumConnections, min(1024, (descriptors - 64) / descriptorsPerColdConnection)))
     }
+
+    static let minimumConnections = 4
+    /// The fewest open files serve starts with: the 64 kept for the rest and four cold connections.
+    public static let minimumDescriptors = 64 + minimumConnections * descriptorsPerColdConnection
 
     /// libmicrohttpd's version, e.g. "0.9.75".
     public static var libraryVersion: String { MHD_get_version().map { String(cString: $0) } ?? "?" }

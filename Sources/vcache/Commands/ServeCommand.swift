@@ -88,6 +88,14 @@ enum ServeCommand: VCacheCommand {
         // With a list of origin hosts, a redirect is followed only to one of them: every URL
         // libcurl is about to connect to or request is checked (CurlTransfer).
         options.request.allowedOrigins = allowed
+        // Each connection costs a descriptor, a cold one a few more (its storing job's `data`,
+        // sockets to the origin): sized from the descriptor limit, raised first as nginx does.
+        let descriptors = Resources.raiseDescriptorLimit()
+        guard descriptors >= HTTPServer.minimumDescriptors else {
+            console.error("cannot serve: only \(descriptors) open files are allowed (ulimit -n), and serve needs at least \(HTTPServer.minimumDescriptors): raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit)",
+                          kind: "failed", exitCode: 1)
+            return 1
+        }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         let overrides = Settings.Overrides(maxSize: args.maxSize)
         do { try Settings.apply(store: store, overrides, to: &options) } catch { console.error(error); return 2 }
@@ -125,9 +133,7 @@ enum ServeCommand: VCacheCommand {
         do {
             var limits = HTTPServer.Limits()
             if allowed != nil { limits.perClient = 16 }
-            // Each connection costs a descriptor, a cold one a few more (its storing job's `data`,
-            // sockets to the origin): sized from the descriptor limit, raised first as nginx does.
-            limits.connections = HTTPServer.connectionLimit(descriptors: Resources.raiseDescriptorLimit())
+            limits.connections = HTTPServer.connectionLimit(descriptors: descriptors)
             limits.headTimeout = headTimeout
             // Players libmicrohttpd could not take never become requests: said here (rate-limited).
             let turnedAway: @Sendable (String) -> Void = { line in
