@@ -265,6 +265,25 @@ import VCacheTestSupport
         for path in paths { #expect(try inspector.entry(origin.url(path))?.sha256 == TestBytes.sha256(body)) }
     }
 
+    /// `-j 32` under `ulimit -n 40`: the downloads at once are what the limit carries (2 here),
+    /// so none fails. Before, items failed with "Too many open files" (exit 5), and now and then
+    /// libdispatch ended the whole run (SIGILL: its pool monitor could not open /proc/<tid>/stat).
+    @Test(.requires(.prlimit))
+    func moreJobsThanTheOpenFileLimitCarriesAreLoweredSoNoneFails() throws {
+        let origin = try TestOrigin()
+        let paths = (0..<24).map { "/f\($0).bin" }
+        let bodies = paths.indices.map { TestBytes.make(1 << 20, seed: 70 + UInt64($0)) }
+        for (i, path) in paths.enumerated() { origin.setResource(path, .init(body: bodies[i], etag: "\"f\(i)\"")) }
+        let list = dir.file("jobs.txt")
+        try paths.map { origin.url($0) }.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+        #expect(PrefetchOptions.jobs(32, descriptors: 40) == 2 && PrefetchOptions.jobs(32, descriptors: 24) == 1 && PrefetchOptions.jobs(8, descriptors: 1024) == 8)
+        let r = try VCacheBinary.start(["--nofile=40:40", VCacheBinary.path, "prefetch", "-q", "-i", list, "-j", "32"],
+                                       cacheDir: cache, executable: "/usr/bin/prlimit").finish()
+        #expect(r.status == 0 && r.stderr.isEmpty, "\(r.status): \(r.stderr)")
+        let inspector = try CacheInspector(directory: cache)
+        for (i, path) in paths.enumerated() { #expect(try inspector.entry(origin.url(path))?.sha256 == TestBytes.sha256(bodies[i]), "\(path)") }
+    }
+
     /// A `connections` value in the catalog that `config set` would have refused (written there by
     /// hand, or by another program): prefetch says so and what to do, instead of silently
     /// fetching over one connection; `--connections` on the command line overrides it.

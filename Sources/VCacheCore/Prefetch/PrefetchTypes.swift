@@ -145,6 +145,15 @@ public struct PrefetchOptions: Sendable {
     public static let descriptorsReservedForRun = 32
     public static let descriptorsReservedPerJob = 4
 
+    /// The downloads at once a run may have when `asked` for, with `descriptors` open files
+    /// allowed (the soft `ulimit -n`): each takes up to `descriptorsReservedPerJob` beyond the
+    /// `descriptorsReservedForRun`, and never more, since a process that runs out of descriptors
+    /// is ended by libdispatch (its thread-pool monitor cannot open `/proc/<tid>/stat`: SIGILL),
+    /// and each download failing with EMFILE was a failed item anyway. At least 1.
+    public static func jobs(_ asked: Int, descriptors: Int) -> Int {
+        max(1, min(asked, (descriptors - descriptorsReservedForRun) / descriptorsReservedPerJob))
+    }
+
     /// The connections per entry a run of `jobs` downloads at once may use when `asked` for:
     /// lowered so that `jobs` times it stays within `maxTotalConnections`, and so that the further
     /// connections take only descriptors (`descriptors`: the soft `ulimit -n`) no download's own

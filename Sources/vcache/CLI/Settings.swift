@@ -57,9 +57,11 @@ enum Settings {
         if let v = overrides.maxSize { options.maxSize = v }
         if let v = overrides.minFree { options.minFree = v }
         if let v = overrides.connections { options.connections = v }
-        // -j times --connections is at most 64 transfers, and within what `ulimit -n` leaves (Docs/cli.md).
-        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency,
-                                                                  descriptors: Resources.descriptorLimit())
+        // -j within what `ulimit -n` carries (the soft limit raised to the hard one first, as
+        // serve does), and -j times --connections at most 64 transfers within what it leaves (Docs/cli.md).
+        let descriptors = Resources.raiseDescriptorLimit()
+        options.concurrency = PrefetchOptions.jobs(options.concurrency, descriptors: descriptors)
+        options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency, descriptors: descriptors)
         if overrides.keyIgnoreQuery { options.keyRules.ignoreQuery = true }
         options.keyRules.stripParameters.formUnion(overrides.keyStripParameters)
     }
