@@ -33,6 +33,21 @@ extension PrefetchJob {
         item.checkSegment?.problem(length: entry.validators.length, firstBytes: bytes)
     }
 
+    /// For a URL naming an MPD (`.mpd`), or a live manifest fetched again (`LiveRefetch`): why
+    /// `bytes`, its body (or the first of it), are not the manifest it must be: an MPD (an `<MPD>`
+    /// root element in the DASH namespace) or an HLS playlist (#EXTM3U), whatever the answer's
+    /// Content-Type. An error page answered with 200 is not. Nil: it is.
+    static func notTheManifest(url: String, mpd: Bool, _ bytes: [UInt8]) -> String? {
+        let ext = (URL(string: url)?.path ?? url).fileExtension.lowercased()
+        let shown = String(decoding: bytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+        if mpd {
+            guard !MPD.looksLikeMPD(firstBytes: bytes, contentType: nil) else { return nil }
+            return "origin's answer for \(ext == "mpd" ? "a .mpd" : "an MPD") is not an MPD: its first bytes '\(shown)' are not an <MPD> root element"
+        }
+        guard !HLSPlaylist.looksLikePlaylist(firstBytes: Array(bytes.prefix(16)), contentType: nil) else { return nil }
+        return "origin's answer for \(ext == "m3u8" ? "a .m3u8" : "a playlist") is not a playlist: its first bytes '\(shown)' are not #EXTM3U"
+    }
+
     static func notAnMP4Start(url: String, _ bytes: UnsafeRawBufferPointer) -> String? {
         let ext = (URL(string: url)?.path ?? url).fileExtension.lowercased()
         // A URL naming a playlist whose answer is not one (an error page with any Content-Type):

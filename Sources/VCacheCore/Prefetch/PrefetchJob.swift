@@ -43,7 +43,8 @@ final class PrefetchJob: TransferDelegate {
     /// Its extra connections (`--connections`; PrefetchJob+Connections.swift).
     private(set) var connections = Connections()
 
-    init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher,
+    /// `storeKey`: the entry it fills, when not its URL's (a live manifest's refetch: `LiveRefetch`).
+    init(item: PrefetchItem, store: CacheStore, options: PrefetchOptions, fetcher: Fetcher, storeKey: CacheKey? = nil,
          emit: @escaping (PrefetchEvent) -> Void, onFinish: @escaping (PrefetchJob) -> Void) {
         self.item = item
         self.store = store
@@ -51,7 +52,7 @@ final class PrefetchJob: TransferDelegate {
         self.fetcher = fetcher
         self.emit = emit
         self.onFinish = onFinish
-        key = options.keyRules.key(for: item.url)
+        key = storeKey ?? options.keyRules.key(for: item.url)
         policy = RetryPolicy(options)
         plan = EntryPlan(requests: item.requests, coalesceGap: options.coalesceGap)
     }

@@ -107,9 +107,8 @@ extension Prefetcher {
         if let own = named.first(where: { $0.key == r.key }) {
             return refuse(.stream("\(r.url): the MPD names itself as a\(own.role == .initSection ? "n init section" : " segment"): refused; fix the MPD"))
         }
-        // A dynamic MPD fetched again: the segments its earlier runs kept stay members (as a live
-        // HLS playlist's do), so those that left its window do not become loose entries.
-        giveBackLetGoStream(r.key)
+        // A dynamic MPD fetched again kept its stream rows: the segments its earlier runs kept stay
+        // members (as a live HLS playlist's do), so those that left its window do not become loose entries.
         do {
             try store.catalog.recordStream(root: root, format: "dash", members: named, via: r.key)
         } catch {

@@ -24,4 +24,14 @@ extension Prefetcher {
         c.alone = true
         _ = try? Evictor(store: store).evict(c, dryRun: false)
     }
+
+    /// An item whose URL names an MPD (`.mpd`) held whole with a body that is not one (an error
+    /// page answered with 200): why it is refused, as a `.m3u8` is (`PrefetchJob.notAnMP4Start`),
+    /// else nil. Read from the cache: a copy cached before this check came in is judged too.
+    func notAnMPD(_ r: PrefetchResult, item: PrefetchItem) -> String? {
+        guard item.checkSegment == nil, (URL(string: item.url)?.path ?? item.url).fileExtension.lowercased() == "mpd",
+              let e = (try? store.catalog.entry(key: r.key)) ?? nil, e.isComplete, let length = e.length,
+              let head = store.cachedBytes(of: e, count: min(length, 64 << 10)) else { return nil }
+        return PrefetchJob.notTheManifest(url: item.url, mpd: true, head)
+    }
 }

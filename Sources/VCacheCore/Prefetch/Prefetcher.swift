@@ -13,13 +13,6 @@ public final class Prefetcher {
     /// Internal, not private: `Prefetcher+DASH.swift` notes on it too.
     let events: (PrefetchEvent) -> Void
     private let fetcher: Fetcher
-    /// Streams of live playlists let go before their run fetched them again, by root key; used
-    /// on the loop's thread only.
-    private var letGoStreams: [CacheKey: StreamRecord] = [:]
-    /// The cached copies of those live playlists, put back when fetching them again fails (a
-    /// 5xx, a 404 after the event): one failed refresh must not take the offline copy.
-    private var letGoCopies: [CacheKey: (bytes: [UInt8], entry: CacheEntry)] = [:]
-
     public init(store: CacheStore, options: PrefetchOptions, stopFlag: Fetcher.StopFlag = .init(),
                 events: @escaping (PrefetchEvent) -> Void = { _ in }) {
         self.store = store
@@ -130,54 +123,96 @@ public final class Prefetcher {
     }
 
     /// A live playlist (no EXT-X-ENDLIST) or dynamic MPD cached whole is fetched again by the
-    /// next run, which then fetches the segments added since: its cached copy is let go first.
-    private func forgetLivePlaylist(_ url: String) {
+    /// next run, which then fetches the segments added since. Its cached entry and stream stay as
+    /// they are meanwhile: the new copy is fetched into an entry of its own (`LiveRefetch`) and
+    /// replaces the old one only once it is whole and the manifest it must be. Nil: not one.
+    private func liveRefetch(_ url: String) -> LiveRefetch? {
         let key = options.keyRules.key(for: url)
         // Every item of a run comes here: its first bytes decide before the whole is read.
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length else { return }
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length else { return nil }
         let head = store.cachedBytes(of: e, count: 4096) ?? []
+        let mpd: Bool
         if length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: head.prefix(16), contentType: e.contentType) {
-            guard case .media(let media)? = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist, media.isLive else { return }
+            guard case .media(let media)? = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist, media.isLive else { return nil }
+            mpd = false
         } else if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
             // A dynamic MPD, the same (Docs/dash.md).
-            guard let mpd = store.cachedMPD(e)?.mpd, mpd.isDynamic else { return }
+            guard let parsed = store.cachedMPD(e)?.mpd, parsed.isDynamic else { return nil }
+            mpd = true
         } else {
-            return
+            return nil
         }
-        // Its stream is kept (only the playlist goes): its rows go with the root, so they are
-        // written again once the playlist is back (a stream is recorded only for a root the
-        // catalog holds), with what the playlist names now (`expand`).
-        let stream = (try? store.catalog.stream(root: key)) ?? nil
-        if let bytes = store.cachedBytes(of: e), Int64(bytes.count) == length { letGoCopies[key] = (bytes, e) }
+        let live = LiveRefetch(key: key, mpd: mpd)
+        // What a run killed during its refetch left of the new copy goes first.
+        discardStaging(live)
+        return live
+    }
+
+    /// Removes the staging entry of a live manifest's refetch (`LiveRefetch.staging`).
+    private func discardStaging(_ live: LiveRefetch) {
+        guard ((try? store.catalog.entry(key: live.staging)) ?? nil) != nil else { return }
         var c = Evictor.Criteria()
-        c.keys = [key]
+        c.keys = [live.staging]
         c.alone = true
         _ = try? Evictor(store: store).evict(c, dryRun: false)
-        if let stream { letGoStreams[key] = stream }
     }
 
-    /// The rows of a live playlist's stream let go before its run fetched it again, recorded
-    /// again once the playlist is back (or put back): the segments it named earlier stay members.
-    func giveBackLetGoStream(_ key: CacheKey) {
-        guard let before = letGoStreams.removeValue(forKey: key) else { return }
-        _ = try? store.catalog.recordStream(root: key, format: before.format, members: before.members)
-    }
-
-    /// A live playlist let go whose fetch ended without a new copy gets its old one back, and its
-    /// stream's rows, unless another writer holds the entry now (it is then that writer's).
-    private func restoreLetGo(_ key: CacheKey, url: String, completed: Bool) {
-        guard let copy = letGoCopies.removeValue(forKey: key) else { return }
-        guard !completed else { return }
-        guard let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return }
-        defer { lock.release() }
-        let e = copy.entry
-        do {
-            try store.storeWhole(copy.bytes, key: key, url: e.latestURL, validators: e.validators, contentType: e.contentType)
-        } catch {
-            return
+    /// The end of a live manifest's refetch: a new copy fetched whole that is the manifest it must
+    /// be (an MPD for an MPD, a playlist for a playlist, whatever its Content-Type) replaces the
+    /// cached one, and the result is the entry's; otherwise the cached copy and its stream stay as
+    /// they were, and a line says so. Returns the result, and the old copy's bytes when it was
+    /// replaced (put back if the stream the new one names is refused: `putBack`).
+    private func settleRefetch(_ live: LiveRefetch, _ result: PrefetchResult?, url: String) -> (PrefetchResult?, CachedCopy?) {
+        defer { discardStaging(live) }
+        var out = result
+        out?.key = live.key
+        if var r = out, r.complete {
+            do {
+                let old = try promote(live, url: url)
+                return (r, old)
+            } catch let e as PrefetchError {
+                r.complete = false
+                r.error = e
+                out = r
+            } catch {
+                r.complete = false
+                r.error = PrefetchError(error)
+                out = r
+            }
         }
-        giveBackLetGoStream(key)
-        events(.note(url: url, message: "it could not be fetched again: its cached copy is kept, and its stream as it was"))
+        if ((try? store.catalog.entry(key: live.key)) ?? nil)?.isComplete == true {
+            events(.note(url: url, message: Self.keptMessage))
+        }
+        return (out, nil)
+    }
+
+    static let keptMessage = "it could not be fetched again: its cached copy is kept, and its stream as it was"
+
+    /// The new copy of a live manifest, whole in its staging entry, becomes the entry's one
+    /// version (`CacheStore.storeWhole`); throws `.notTheVideo` when it is not the manifest the
+    /// entry was. Returns the old copy's bytes.
+    private func promote(_ live: LiveRefetch, url: String) throws -> CachedCopy? {
+        guard let e = try store.catalog.entry(key: live.staging), e.isComplete, let bytes = store.cachedBytes(of: e),
+              e.length == Int64(bytes.count) else {
+            throw PrefetchError.catalog("the new copy of \(url) cannot be read back from the cache")
+        }
+        if let why = PrefetchJob.notTheManifest(url: url, mpd: live.mpd, bytes) { throw PrefetchError.notTheVideo(why) }
+        guard let lock = try store.tryLockWriter(key: live.key) else { throw PrefetchError.lockBusy }
+        defer { lock.release() }
+        let old = try store.catalog.entry(key: live.key).flatMap { o in store.cachedBytes(of: o).map { CachedCopy(bytes: $0, entry: o) } }
+        try store.storeWhole(bytes, key: live.key, url: e.latestURL, validators: e.validators, contentType: e.contentType)
+        if let final = try store.catalog.finalURL(of: live.staging) { try store.catalog.recordFinalURL(key: live.key, url: final) }
+        return old
+    }
+
+    /// A live manifest replaced by a new copy whose stream was refused (not one vcache can read,
+    /// a segment limit...): the old copy goes back, its stream rows having stayed.
+    private func putBack(_ copy: CachedCopy, url: String) {
+        let e = copy.entry
+        guard let lock = (try? store.tryLockWriter(key: e.key)) ?? nil else { return }
+        defer { lock.release() }
+        guard (try? store.storeWhole(copy.bytes, key: e.key, url: e.latestURL, validators: e.validators, contentType: e.contentType)) != nil else { return }
+        events(.note(url: url, message: Self.keptMessage))
     }
 
     /// The items an HLS playlist names (Docs/hls.md): for a master, its chosen media playlists;
@@ -227,7 +262,6 @@ public final class Prefetcher {
             return refuse(.stream("\(r.url): not a playlist vcache can read: \(error)"))
         }
         // The stream in the catalog: what this playlist names joins the stream of its root.
-        giveBackLetGoStream(r.key)
         do {
             let members = playlist.members.map { StreamRecord.Member(key: options.keyRules.key(for: $0.url), role: $0.role) }
             // Also into every other stream naming this playlist (a variant two masters share).
@@ -329,6 +363,8 @@ public final class Prefetcher {
         // run instead of one per item on the loop, where each waited for the connection behind
         // another entry's commit (Docs/performance.md). Nil (unreadable): each item is read.
         var completeAtStart = options.expandStreams ? try? store.catalog.completeKeys(among: run.keys) : nil
+        // The live manifests this run fetches again, by item (`LiveRefetch`).
+        var refetching: [Int: LiveRefetch] = [:]
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -379,9 +415,19 @@ public final class Prefetcher {
                 r.complete = true
                 result = r
             }
-            // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
-            if done.entry.refusedManifest { forgetRefusedPlaylist(key: done.key) }
-            restoreLetGo(done.key, url: run.items[index].url, completed: result?.complete == true)
+            // A live manifest fetched again: its new copy replaces the cached one only when whole
+            // and accepted; the old copy comes back if the stream the new one names is refused.
+            var replaced: CachedCopy?
+            if let live = refetching.removeValue(forKey: index) {
+                (result, replaced) = settleRefetch(live, result, url: run.items[index].url)
+            } else if done.entry.refusedManifest {
+                // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
+                forgetRefusedPlaylist(key: done.key)
+            } else if let r = result, r.complete, let why = notAnMPD(r, item: run.items[index]) {
+                forgetRefusedPlaylist(key: r.key)
+                result?.complete = false
+                result?.error = .notTheVideo(why)
+            }
             for follow in run.settle(index, result, expandStreams: options.expandStreams) {
                 switch follow {
                 case .dashIndex(let sidx, let r):
@@ -392,7 +438,10 @@ public final class Prefetcher {
                 case .stream(let r):
                     // The stream it names joins the run (each URL of it once).
                     let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
-                    if let error { run.followFailed(index, error) }
+                    if let error {
+                        run.followFailed(index, error)
+                        if let replaced { putBack(replaced, url: run.items[index].url) }
+                    }
                     // The hosts its playlists came from: the URL given, and where each was redirected
                     // (this run, or as the catalog recorded it when it is cached already).
                     let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
@@ -419,10 +468,21 @@ public final class Prefetcher {
         func launch() {
             while running.count < max(1, options.concurrency), !fetcher.isStopped, let index = run.nextToStart() {
                 let events = self.events
+                let key = run.key(of: index)
                 let emit: (PrefetchEvent) -> Void = { event in
-                    if case .finished = event { run.hold(event, of: index) } else { events(event) }
+                    switch event {
+                    case .finished: run.hold(event, of: index)
+                    // A refetch's job writes its staging entry: it is said as the entry's.
+                    case .started(let url, _, let length, let cached, let toFetch): events(.started(url: url, key: key, length: length, alreadyCached: cached, toFetch: toFetch))
+                    default: events(event)
+                    }
                 }
-                let job = PrefetchJob(item: run.items[index], store: store, options: options, fetcher: fetcher, emit: emit) { done in
+                if options.expandStreams {
+                    // A later start (an item run again), or an item a stream named, is read now.
+                    refetching[index] = index >= run.given || completeAtStart?.contains(key) != false ? self.liveRefetch(run.items[index].url) : nil
+                    if index < run.given { completeAtStart?.insert(key) }
+                }
+                let job = PrefetchJob(item: run.items[index], store: store, options: options, fetcher: fetcher, storeKey: refetching[index]?.staging, emit: emit) { done in
                     var end = run.jobEnded(index, fetched: done.fetched, result: done.result, stopping: self.fetcher.isStopped)
                     // ENOSPC is a reason to make room under the cap's rules before failing: room
                     // made now, or freed meanwhile (another item's retry), and the item runs again.
@@ -439,12 +499,6 @@ public final class Prefetcher {
                     self.fetcher.after(0) { launch() }
                 }
                 running[ObjectIdentifier(job)] = (index, job)
-                if options.expandStreams {
-                    // A later start (an item run again), or an item a stream named, is read now.
-                    let key = run.key(of: index)
-                    if index >= run.given || completeAtStart?.contains(key) != false { self.forgetLivePlaylist(run.items[index].url) }
-                    if index < run.given { completeAtStart?.insert(key) }
-                }
                 job.start()
             }
         }
@@ -514,8 +568,27 @@ public final class Prefetcher {
             }
         }
         for said in run.refusedHostsSaid() { events(said) }
+        // A refetch whose job never settled leaves the cached copy as it was, and no new one.
+        for live in refetching.values { discardStaging(live) }
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
         return run.outcome()
     }
+}
+
+/// A live manifest (`Prefetcher.liveRefetch`) fetched again: the new copy goes into an entry of
+/// its own, `staging`, until it is whole and accepted, so the cached one and its stream survive a
+/// run killed at any moment of the refetch (what such a run leaves in `staging` is removed by the
+/// next refetch of the URL).
+struct LiveRefetch {
+    let key: CacheKey
+    /// The cached copy is an MPD (else an HLS media playlist).
+    let mpd: Bool
+    var staging: CacheKey { CacheKey(stored: SHA256Digest.hash("vcache live refetch " + key.hex)) }
+}
+
+/// A cached manifest's bytes and the entry they were, kept while its new copy is read.
+struct CachedCopy {
+    let bytes: [UInt8]
+    let entry: CacheEntry
 }

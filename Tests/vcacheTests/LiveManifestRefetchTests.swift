@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// A live manifest (a dynamic MPD, an HLS playlist without EXT-X-ENDLIST) that `prefetch` fetches
+/// again: its new copy replaces the cached one only once whole and the manifest it must be, so an
+/// error page, a body no MPD, a stream expansion refuses, or a kill at any moment of the refetch
+/// leaves the cached copy and its stream as they were (final probe, items 1-3). Served by the
+/// in-process TestOrigin.
+@Suite struct LiveManifestRefetchTests {
+    let dir = TempDirectory("vcache-liverefetch")
+    static let dashXML = "application/dash+xml"
+    static let kept = "it could not be fetched again: its cached copy is kept, and its stream as it was"
+
+    /// A dynamic MPD whose timeline lists two 2 s segments (available whatever the clock says).
+    static let dynamicMPD = Data("""
+        <?xml version="1.0" encoding="utf-8"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" availabilityStartTime="1970-01-01T00:00:00Z" minimumUpdatePeriod="PT2S" minBufferTime="PT2S" profiles="urn:mpeg:dash:profile:isoff-live:2011">
+          <Period id="0" start="PT0S">
+            <AdaptationSet contentType="video" mimeType="video/mp4">
+              <SegmentTemplate timescale="1" initialization="v/init.mp4" media="v/$Number$.m4s" startNumber="0">
+                <SegmentTimeline><S t="0" d="2" r="1"/></SegmentTimeline>
+              </SegmentTemplate>
+              <Representation id="v" bandwidth="100000" width="320" height="180" codecs="avc1.42c00d"/>
+            </AdaptationSet>
+          </Period>
+        </MPD>
+
+        """.utf8)
+
+    /// A live HLS media playlist of two MPEG-TS segments.
+    static let livePlaylist = Data("#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n#EXTINF:2.0,\ns0.ts\n#EXTINF:2.0,\ns1.ts\n".utf8)
+
+    /// An origin serving the MPD at `path` (and the playlist at /h/live.m3u8) and their members.
+    func origin(mpdAt path: String = "/d/live.mpd") throws -> TestOrigin {
+        let origin = try TestOrigin()
+        DASHHostileOriginTests.serveSegments(origin, "/d/v/", seed: 40)
+        origin.setResource(path, .init(body: Self.dynamicMPD, contentType: Self.dashXML))
+        for n in 0..<2 {
+            // Four MPEG-TS packets: a sync byte, a header with no error and no scrambling, a payload.
+            var ts = Data((0..<(188 * 4)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ n) })
+            for p in 0..<4 { ts[p * 188] = 0x47; ts[p * 188 + 1] = 0x01; ts[p * 188 + 3] = 0x10 }
+            origin.setResource("/h/s\(n).ts", .init(body: ts, contentType: "video/mp2t"))
+        }
+        origin.setResource("/h/live.m3u8", .init(body: Self.livePlaylist, contentType: "application/vnd.apple.mpegurl"))
+        return origin
+    }
+
+    /// What `ls --json` and `info` say of the cache: its rows (one per stream or loose entry), the
+    /// stream's state, and the manifest's SHA-256 as the catalog holds it.
+    struct Seen: Equatable {
+        var rows: Int
+        var state: String?
+        var members: String?
+        var manifestSHA: String?
+    }
+
+    func seen(_ cache: String, _ url: String) throws -> Seen {
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        var rows = 0
+        var state: String?
+        for line in ls.stdout.split(separator: "\n") {
+            guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["url"] != nil, o["event"] as? String != "summary" else { continue }
+            rows += 1
+            if o["url"] as? String == url { state = o["state"] as? String }
+        }
+        let info = try VCacheBinary.run(["info", url], cacheDir: cache)
+        let members = info.stdout.split(separator: "\n").first { $0.hasPrefix("members") }.map(String.init)
+        return Seen(rows: rows, state: state, members: members, manifestSHA: try CacheInspector(directory: cache).entry(url)?.sha256)
+    }
+
+    /// Item 1: a dynamic MPD whose URL answers 200 text/html (an error page) when fetched again is
+    /// refused with one line and exit 4, nothing of the page kept, the cached MPD and its stream as
+    /// they were (it was kept as a plain complete entry with exit 0, the stream gone, its members
+    /// loose, and every later run said "nothing to fetch"). The same for an MPD whose URL does not
+    /// end in .mpd (an MPD stream root by its Content-Type), and for a .mpd answered with a page on
+    /// its first prefetch (cached as complete with exit 0).
+    @Test
+    func aDynamicMPDAnsweredWithAWebPageKeepsItsCachedCopyAndStream() throws {
+        let page = Data("<html><body>oops</body></html>".utf8)
+        for (path, what) in [("/d/live.mpd", "a .mpd"), ("/d/live", "an MPD")] {
+            let origin = try origin(mpdAt: path)
+            let cache = dir.file("c\(path.count)"), url = origin.url(path)
+            #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+            let before = try seen(cache, url)
+            #expect(before == Seen(rows: 1, state: "complete", members: "members        4 of the 4 it names cached", manifestSHA: TestBytes.sha256(Self.dynamicMPD)))
+            origin.setResource(path, .init(body: page, contentType: "text/html"))
+            let failed = try VCacheBinary.run(["prefetch", "--retries", "0", url], cacheDir: cache)
+            #expect(failed.status == 4, "\(failed.stderr)")
+            #expect(failed.stderr.contains("vcache: cannot prefetch \(url): origin's answer for \(what) is not an MPD: its first bytes '<html><body>oops' are not an <MPD> root element; nothing of it was kept\n"), "\(failed.stderr)")
+            #expect(failed.stderr.contains("\(url): \(Self.kept)"), "\(failed.stderr)")
+            #expect(try seen(cache, url) == before)
+            // The origin back: the MPD is fetched again (not "nothing to fetch"), the stream whole.
+            origin.setResource(path, .init(body: Self.dynamicMPD, contentType: Self.dashXML))
+            let again = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+            #expect(again.status == 0 && !again.stderr.contains("nothing to fetch"), "\(again.stderr)")
+            #expect(try seen(cache, url) == before)
+            #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        }
+
+        // A static .mpd answered with a page on its first prefetch: refused, nothing kept.
+        let origin = try TestOrigin()
+        origin.setResource("/s/manifest.mpd", .init(body: page, contentType: "text/html"))
+        let cache = dir.file("static"), url = origin.url("/s/manifest.mpd")
+        let first = try VCacheBinary.run(["prefetch", "--retries", "0", url], cacheDir: cache)
+        #expect(first.status == 4, "\(first.stderr)")
+        #expect(first.stderr.contains("vcache: cannot prefetch \(url): origin's answer for a .mpd is not an MPD: its first bytes '<html><body>oops' are not an <MPD> root element; nothing of it was kept\n"), "\(first.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(url) == nil)
+    }
+
+    /// Item 2: a dynamic MPD fetched again, answered 200 application/dash+xml with a body that is
+    /// no MPD, or with one whose root is an MPD but which expansion refuses (not well-formed XML):
+    /// exit 4, and the cached copy and its stream are put back (they were lost).
+    @Test
+    func aDynamicMPDWhoseNewCopyIsRefusedIsPutBack() throws {
+        let origin = try origin()
+        let cache = dir.file("c"), url = origin.url("/d/live.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let before = try seen(cache, url)
+        #expect(before.rows == 1 && before.state == "complete" && before.manifestSHA == TestBytes.sha256(Self.dynamicMPD), "\(before)")
+        let broken = Data("<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"dynamic\"><Period><AdaptationSet>".utf8)
+        for (body, said) in [(Data("hello, not an MPD\n".utf8), "origin's answer for a .mpd is not an MPD: its first bytes 'hello, not an MP' are not an <MPD> root element"),
+                             (broken, "not an MPD vcache can read")] {
+            origin.setResource("/d/live.mpd", .init(body: body, contentType: Self.dashXML))
+            let failed = try VCacheBinary.run(["prefetch", "--retries", "0", url], cacheDir: cache)
+            #expect(failed.status == 4, "\(failed.stderr)")
+            #expect(failed.stderr.contains(said), "\(failed.stderr)")
+            #expect(failed.stderr.contains("\(url): \(Self.kept)"), "\(failed.stderr)")
+            #expect(try seen(cache, url) == before)
+        }
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
+
+    /// Item 3: SIGKILL while the new MPD's (or live playlist's) body is arriving (the origin holds
+    /// it half sent) leaves the cached copy and its stream: `ls` and `info` show the stream with
+    /// its members and the old manifest's SHA-256 (both were gone: the copy was only in memory).
+    /// The next run replaces it. SIGTERM at the same moment puts the copy back and exits 143.
+    @Test
+    func aKillDuringTheRefetchOfALiveManifestKeepsItsCachedCopyAndStream() throws {
+        let origin = try origin()
+        for (path, body) in [("/d/live.mpd", Self.dynamicMPD), ("/h/live.m3u8", Self.livePlaylist)] {
+            for signal in [SIGKILL, SIGTERM] {
+                let cache = dir.file("c\(path.count)-\(signal)"), url = origin.url(path)
+                origin.release(path)
+                origin.setResource(path, .init(body: body, contentType: path.hasSuffix(".mpd") ? Self.dashXML : "application/vnd.apple.mpegurl"))
+                let first = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+                #expect(first.status == 0, "\(first.stderr)")
+                let before = try seen(cache, url)
+                #expect(before.rows == 1 && before.state == "complete" && before.manifestSHA == TestBytes.sha256(body), "\(before)")
+                // A new copy (a comment more), held at its middle.
+                let newer = body + Data((path.hasSuffix(".mpd") ? "<!-- later -->\n" : "#EXT-X-PROGRAM-DATE-TIME:2026-01-01T00:00:00Z\n").utf8)
+                origin.setResource(path, .init(body: newer, contentType: path.hasSuffix(".mpd") ? Self.dashXML : "application/vnd.apple.mpegurl"))
+                origin.hold(path, at: newer.count / 2)
+                let running = try VCacheBinary.start(["prefetch", url], cacheDir: cache)
+                #expect(origin.waitUntilHeld(path))
+                running.kill(signal)
+                let r = running.finish()
+                if signal == SIGKILL {
+                    #expect(r.signalled && r.status == SIGKILL)
+                } else {
+                    #expect(r.signalled && r.status == SIGTERM, "\(r.stderr)")
+                    #expect(r.stderr.contains("\(url): \(Self.kept)"), "\(r.stderr)")
+                }
+                #expect(try seen(cache, url) == before)
+                #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+                // The next run fetches the new copy, which replaces the old, in the same stream.
+                origin.release(path)
+                let next = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+                #expect(next.status == 0, "\(next.stderr)")
+                var after = before
+                after.manifestSHA = TestBytes.sha256(newer)
+                #expect(try seen(cache, url) == after)
+            }
+        }
+    }
+}
