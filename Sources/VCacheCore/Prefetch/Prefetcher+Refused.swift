@@ -29,7 +29,8 @@ extension Prefetcher {
     /// page answered with 200): why it is refused, as a `.m3u8` is (`PrefetchJob.notAnMP4Start`),
     /// else nil. Read from the cache: a copy cached before this check came in is judged too.
     func notAnMPD(_ r: PrefetchResult, item: PrefetchItem) -> String? {
-        guard item.checkSegment == nil, (URL(string: item.url)?.path ?? item.url).fileExtension.lowercased() == "mpd",
+        // serve (no stream expanded) judges what it answers for a manifest itself.
+        guard options.expandStreams, item.checkSegment == nil, (URL(string: item.url)?.path ?? item.url).fileExtension.lowercased() == "mpd",
               let e = (try? store.catalog.entry(key: r.key)) ?? nil, e.isComplete, let length = e.length,
               let head = store.cachedBytes(of: e, count: min(length, 64 << 10)) else { return nil }
         return PrefetchJob.notTheManifest(url: item.url, mpd: true, head)
