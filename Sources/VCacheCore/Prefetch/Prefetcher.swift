@@ -329,6 +329,8 @@ public final class Prefetcher {
         // run instead of one per item on the loop, where each waited for the connection behind
         // another entry's commit (Docs/performance.md). Nil (unreadable): each item is read.
         var completeAtStart = options.expandStreams ? try? store.catalog.completeKeys(among: run.keys) : nil
+        // The manifests being asked for again (`staleManifest`), each before its job starts.
+        var revalidations: [ObjectIdentifier: ManifestRevalidation] = [:]
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -439,11 +441,30 @@ public final class Prefetcher {
                     self.fetcher.after(0) { launch() }
                 }
                 running[ObjectIdentifier(job)] = (index, job)
+                var stale: StaleManifest?
                 if options.expandStreams {
                     // A later start (an item run again), or an item a stream named, is read now.
                     let key = run.key(of: index)
-                    if index >= run.given || completeAtStart?.contains(key) != false { self.forgetLivePlaylist(run.items[index].url) }
+                    if index >= run.given || completeAtStart?.contains(key) != false {
+                        self.forgetLivePlaylist(run.items[index].url)
+                        // A segment, init or key is no manifest: only the others are read.
+                        if run.items[index].memberOrigins == nil {
+                            stale = self.staleManifest(run.items[index].url, root: run.key(of: run.root(of: index)))
+                        }
+                    }
                     if index < run.given { completeAtStart?.insert(key) }
+                }
+                // A partly cached stream's static manifest is asked for again before it is read.
+                if let stale {
+                    let id = ObjectIdentifier(job)
+                    revalidations[id] = ManifestRevalidation.start(
+                        url: stale.url, cached: stale.bytes, validators: stale.validators, maxBytes: stale.maxBytes,
+                        options: options.request, fetcher: fetcher) { outcome in
+                            revalidations.removeValue(forKey: id)
+                            if !self.fetcher.isStopped { self.revalidated(stale, outcome) }
+                            job.start()
+                        }
+                    if revalidations[id] != nil { continue }
                 }
                 job.start()
             }
@@ -516,6 +537,7 @@ public final class Prefetcher {
         for said in run.refusedHostsSaid() { events(said) }
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
+        revalidations.removeAll()
         return run.outcome()
     }
 }

@@ -1,0 +1,99 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A partly cached stream is completed from the manifest the origin serves now, not from the
+/// one cached when it was begun (Docs/dash.md, Docs/hls.md, "A partly cached stream"): before the
+/// run reads a cached static MPD or VOD playlist whose stream is partial, it asks the origin once
+/// (`ManifestRevalidation`). Unchanged (304, or the same bytes), the run goes on as before;
+/// changed (a re-encode in place, rotated tokens), the new manifest replaces the cached one and
+/// every member the old one named is dropped and released from the stream, so no member of the
+/// old version is ever completed into the new one. A complete stream is not asked again: a run
+/// that has nothing to fetch makes no request.
+extension Prefetcher {
+    /// A cached manifest to ask the origin about before the run reads it.
+    struct StaleManifest {
+        let url: String
+        let key: CacheKey
+        /// The root of its stream (itself, or the master playlist naming it).
+        let root: CacheKey
+        let validators: Validators
+        let contentType: String?
+        let bytes: [UInt8]
+        let maxBytes: Int
+        /// What the cached manifest named: the members dropped when it changed.
+        let named: [CacheKey]
+    }
+
+    /// The manifest `url` (a complete static MPD, or a VOD or master playlist) of the stream
+    /// `root` when that stream is partly cached; nil when there is nothing to ask (a complete
+    /// stream, a live manifest, which is fetched again anyway, or no manifest at all).
+    func staleManifest(_ url: String, root: CacheKey) -> StaleManifest? {
+        let key = options.keyRules.key(for: url)
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length, length > 0,
+              let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
+        let head = store.cachedBytes(of: e, count: 4096) ?? []
+        let maxBytes: Int
+        if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
+            guard let mpd = store.cachedMPD(e)?.mpd, !mpd.isDynamic else { return nil }
+            maxBytes = MPD.maxBytes
+        } else if length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: head.prefix(16), contentType: e.contentType) {
+            guard let playlist = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist else { return nil }
+            if case .media(let media) = playlist, media.isLive { return nil }
+            maxBytes = HLSPlaylist.maxBytes
+        } else {
+            return nil
+        }
+        let members = stream.keys.filter { $0 != root }
+        guard let held = try? store.catalog.entries(keys: members),
+              members.contains(where: { held[$0]?.isComplete != true }) else { return nil }
+        guard let bytes = store.cachedBytes(of: e), Int64(bytes.count) == length else { return nil }
+        // The root named all the stream holds; a media playlist of a master, its own members.
+        var named = members
+        if key != root {
+            guard let playlist = try? HLSPlaylist.parse(bytes, url: e.latestURL) else { return nil }
+            named = playlist.members.map { options.keyRules.key(for: $0.url) }.filter { $0 != key && $0 != root }
+        }
+        return StaleManifest(url: url, key: key, root: root, validators: e.validators, contentType: e.contentType,
+                             bytes: bytes, maxBytes: maxBytes, named: named)
+    }
+
+    /// What the origin answered about `m`, carried out before the run reads it.
+    func revalidated(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome) {
+        switch outcome {
+        case .unchanged:
+            return
+        case .failed(let why):
+            events(.note(url: m.url, message: "its stream is partly cached, and its manifest could not be asked for again (\(why)): the cached one is used"))
+        case .changed(let body, let validators, let contentType, let finalURL):
+            guard let lock = (try? store.tryLockWriter(key: m.key)) ?? nil else {
+                events(.note(url: m.url, message: "its manifest changed on the origin, but another vcache process is writing its entry: the cached one is used"))
+                return
+            }
+            defer { lock.release() }
+            do {
+                try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
+            } catch {
+                events(.note(url: m.url, message: "its manifest changed on the origin, but the new one could not be stored (\(error)): the cached one is used"))
+                return
+            }
+            if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
+            // Members of the old version go (a re-encode keeps the URLs and changes the bytes):
+            // what the new manifest names is fetched, and recorded, as for a first run.
+            let held = ((try? store.catalog.entries(keys: m.named)) ?? [:]).filter { !$0.value.ranges.isEmpty }
+            try? store.catalog.releaseMembers(m.named, root: m.root)
+            var dropped = 0
+            if !held.isEmpty {
+                var c = Evictor.Criteria()
+                c.keys = Set(held.keys)
+                c.alone = true
+                dropped = ((try? Evictor(store: store).evict(c, dryRun: false))?.evicted.count) ?? 0
+            }
+            let what = dropped == 0 ? "nothing cached from the old one had to go"
+                : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
+            events(.note(url: m.url, message: "changed on the origin since its stream was partly cached: the stream is completed from the new manifest; \(what)"))
+        }
+    }
+}
