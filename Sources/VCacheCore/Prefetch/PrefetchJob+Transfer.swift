@@ -44,6 +44,14 @@ extension PrefetchJob {
                 update(x)
                 return .stop
             }
+            if item.rangesMustFit && item.checkSegment != nil {
+                // Ranges a manifest or sidx gave for the old version cut the new one wrong: the old
+                // version goes, and the item fails, so the next run plans from the new one.
+                x.failure = .changedUnderRanges(reason)
+                update(x)
+                dropVersion(to: v, reason: reason, interrupting: x, then: .awaitEnd)
+                return .stop
+            }
             if let type = head.contentType { noteContentType(type) }
             noteNextOriginDigests(OriginDigests.parse(head))
             dropVersion(to: v, reason: reason, interrupting: x, then: .write(offset: offset, limit: limit))

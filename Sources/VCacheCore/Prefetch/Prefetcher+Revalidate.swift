@@ -66,7 +66,7 @@ extension Prefetcher {
         case .unchanged:
             return
         case .failed(let why):
-            events(.note(url: m.url, message: "its stream is partly cached, and its manifest could not be asked for again (\(why)): the cached one is used"))
+            events(.note(url: m.url, message: "its stream is partly cached and its manifest could not be asked for again (\(why)): the cached one is used"))
         case .changed(let body, let validators, let contentType, let finalURL):
             guard let lock = (try? store.tryLockWriter(key: m.key)) ?? nil else {
                 events(.note(url: m.url, message: "its manifest changed on the origin, but another vcache process is writing its entry: the cached one is used"))
@@ -93,7 +93,7 @@ extension Prefetcher {
             }
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
-            events(.note(url: m.url, message: "changed on the origin since its stream was partly cached: the stream is completed from the new manifest; \(what)"))
+            events(.note(url: m.url, message: "its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; \(what)"))
         }
     }
 }
