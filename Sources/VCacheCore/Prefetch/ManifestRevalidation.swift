@@ -15,9 +15,8 @@ final class ManifestRevalidation: TransferDelegate {
         case unchanged
         /// Other bytes: the origin's manifest now, with its validators.
         case changed(body: [UInt8], validators: Validators, contentType: String?, finalURL: String?)
-        /// No answer to judge by (an error status, the network, a body past the limit): the
-        /// cached manifest is used, as before.
-        case failed(String)
+        /// No answer to judge by (an error status, the network, a body past the limit).
+        case failed(String, PrefetchError.Remedy)
     }
 
     private let cached: [UInt8]
@@ -53,9 +52,11 @@ final class ManifestRevalidation: TransferDelegate {
         switch status {
         case 304: return .unchanged
         case 200 where body == cached: return .unchanged
-        case 200 where body.isEmpty: return .failed("origin answered 200 with an empty body")
+        case 200 where body.isEmpty: return .failed("origin answered 200 with an empty body", .fixOrigin)
         case 200: return .changed(body: body, validators: validators, contentType: contentType, finalURL: finalURL)
-        default: return .failed(PrefetchError.http(status: status, reason: "").description)
+        default:
+            let e = PrefetchError.http(status: status, reason: "")
+            return .failed(e.description, e.remedy)
         }
     }
 
@@ -86,19 +87,19 @@ final class ManifestRevalidation: TransferDelegate {
         self.done = nil
         let outcome: Outcome
         if let failure {
-            outcome = .failed(failure)
+            outcome = .failed(failure, .fixOrigin)
         } else if let error, (head ?? self.head)?.status != 304 {
-            outcome = .failed(error.description)
+            outcome = .failed(error.description, PrefetchError.transport(error).remedy)
         } else if let h = head ?? self.head {
             if let n = h.contentLength, h.status == 200, Int64(body.count) != n {
-                outcome = .failed("its body ended after \(body.count) of \(n) bytes")
+                outcome = .failed("its body ended after \(body.count) of \(n) bytes", .tryLater)
             } else {
                 outcome = Self.outcome(status: h.status, body: body, cached: cached,
                                        validators: Validators(length: Int64(body.count), etag: h.etag, lastModified: h.lastModified),
                                        contentType: h.contentType, finalURL: h.effectiveURL)
             }
         } else {
-            outcome = .failed("no answer")
+            outcome = .failed("no answer", .tryLater)
         }
         done(outcome)
     }

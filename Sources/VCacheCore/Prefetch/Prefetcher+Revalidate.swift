@@ -10,7 +10,8 @@ import Foundation
 /// (`ManifestRevalidation`). Unchanged (304, or the same bytes), the run goes on as before;
 /// changed (a re-encode in place, rotated tokens), the new manifest replaces the cached one and
 /// every member the old one named is dropped and released from the stream, so no member of the
-/// old version is ever completed into the new one. A complete stream is not asked again: a run
+/// old version is ever completed into the new one. No answer to judge by (an error status, the
+/// network, an error page): the item fails and nothing of the stream is fetched. A complete stream is not asked again: a run
 /// that has nothing to fetch makes no request.
 extension Prefetcher {
     /// A cached manifest to ask the origin about before the run reads it.
@@ -60,24 +61,28 @@ extension Prefetcher {
                              bytes: bytes, maxBytes: maxBytes, named: named)
     }
 
-    /// What the origin answered about `m`, carried out before the run reads it.
-    func revalidated(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome) {
+    /// What the origin answered about `m`, carried out before the run reads it. An error: the
+    /// item fails with it, nothing of the stream fetched (its cached copy may be stale).
+    func revalidated(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome) -> PrefetchError? {
         switch outcome {
         case .unchanged:
-            return
-        case .failed(let why):
-            events(.note(url: m.url, message: "its stream is partly cached and its manifest could not be asked for again (\(why)): the cached one is used"))
+            return nil
+        case .failed(let why, let remedy):
+            return .staleManifest(why: why, remedy: remedy)
         case .changed(let body, let validators, let contentType, let finalURL):
+            // Only a manifest of the same kind that reads replaces it (an error page answered 200,
+            // a broken deploy): the stream is never traded for something it cannot be read from.
+            if let why = unreadable(body, like: m, contentType: contentType, base: finalURL ?? m.url) {
+                return .staleManifest(why: "the origin's answer \(why)", remedy: .fixOrigin)
+            }
             guard let lock = (try? store.tryLockWriter(key: m.key)) ?? nil else {
-                events(.note(url: m.url, message: "its manifest changed on the origin, but another vcache process is writing its entry: the cached one is used"))
-                return
+                return .lockBusy
             }
             defer { lock.release() }
             do {
                 try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
             } catch {
-                events(.note(url: m.url, message: "its manifest changed on the origin, but the new one could not be stored (\(error)): the cached one is used"))
-                return
+                return PrefetchError(error)
             }
             if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
             // Members of the old version go (a re-encode keeps the URLs and changes the bytes):
@@ -94,6 +99,19 @@ extension Prefetcher {
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
             events(.note(url: m.url, message: "its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; \(what)"))
+            return nil
         }
+    }
+
+    /// Why `body` cannot stand for the cached manifest of `m` (another kind, or not readable), nil when it can.
+    private func unreadable(_ body: [UInt8], like m: StaleManifest, contentType: String?, base: String) -> String? {
+        if m.maxBytes == MPD.maxBytes {
+            guard MPD.looksLikeMPD(firstBytes: Array(body.prefix(4096)), contentType: contentType) else { return "is not an MPD" }
+            do { _ = try MPD.parse(body, url: base) } catch { return "cannot be read (\(error))" }
+        } else {
+            guard HLSPlaylist.looksLikePlaylist(firstBytes: body.prefix(16), contentType: contentType) else { return "is not a playlist" }
+            do { _ = try HLSPlaylist.parse(body, url: base) } catch { return "cannot be read (\(error))" }
+        }
+        return nil
     }
 }

@@ -461,7 +461,8 @@ public final class Prefetcher {
                         url: stale.url, cached: stale.bytes, validators: stale.validators, maxBytes: stale.maxBytes,
                         options: options.request, fetcher: fetcher) { outcome in
                             revalidations.removeValue(forKey: id)
-                            if !self.fetcher.isStopped { self.revalidated(stale, outcome) }
+                            if self.fetcher.isStopped { return job.start() }
+                            if let e = self.revalidated(stale, outcome) { return job.abort(e) }
                             job.start()
                         }
                     if revalidations[id] != nil { continue }

@@ -115,6 +115,7 @@ struct FailureInfo {
         case .notAsCompleted: kind = "digest_mismatch"
         case .checksumMismatch: kind = "checksum_mismatch"
         case .changedUnderRanges: kind = "changed"
+        case .staleManifest: kind = "stale_manifest"
         case .refusedHost: kind = "refused_host"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))
