@@ -29,12 +29,11 @@ extension Prefetcher {
     }
 
     /// The manifest `url` (a complete static MPD, or a VOD or master playlist) of the stream
-    /// `root` when that stream is partly cached; nil when there is nothing to ask (a complete
+    /// `root` when that stream is partly cached (not complete as `ls` says it); nil when there is nothing to ask (a complete
     /// stream, a live manifest, which is fetched again anyway, or no manifest at all).
     func staleManifest(_ url: String, root: CacheKey) -> StaleManifest? {
         let key = options.keyRules.key(for: url)
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length, length > 0,
-              let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
+        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length, length > 0 else { return nil }
         let head = store.cachedBytes(of: e, count: 4096) ?? []
         let maxBytes: Int
         if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
@@ -47,9 +46,11 @@ extension Prefetcher {
         } else {
             return nil
         }
+        // (Only now, a manifest known: the catalog's streams are read.)
+        guard let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
         let members = stream.keys.filter { $0 != root }
-        guard let held = try? store.catalog.entries(keys: members),
-              members.contains(where: { held[$0]?.isComplete != true }) else { return nil }
+        // Partial as `ls` says it (a variant never chosen does not make it partial).
+        guard let summary = try? StreamInventory(store: store, keyRules: options.keyRules).summary(stream), !summary.isComplete else { return nil }
         guard let bytes = store.cachedBytes(of: e), Int64(bytes.count) == length else { return nil }
         // The root named all the stream holds; a media playlist of a master, its own members.
         var named = members
