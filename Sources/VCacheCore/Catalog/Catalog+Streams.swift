@@ -159,6 +159,15 @@ extension Catalog {
         try streams().first { $0.root == key }
     }
 
+    /// Takes `keys` out of the stream `root` (its manifest changed on the origin: what the old
+    /// one named is no member of the new one until it names it again); their entries stay.
+    public func releaseMembers(_ keys: [CacheKey], root: CacheKey) throws {
+        guard !keys.isEmpty else { return }
+        try database.write { c in
+            for k in keys where k != root { _ = try c.run("DELETE FROM stream_members WHERE root = ? AND key = ?", .key(root), .key(k)) }
+        }
+    }
+
     /// Called with a removed entry's row: when it was a root, its stream's rows go (the members
     /// stay entries of their own, and of the other streams naming them). A member's row stays:
     /// its stream still names it, now not cached (as `--seconds` leaves members named and not

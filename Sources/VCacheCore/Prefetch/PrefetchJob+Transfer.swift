@@ -44,6 +44,14 @@ extension PrefetchJob {
                 update(x)
                 return .stop
             }
+            if isRangePlannedMember {
+                // Ranges a manifest or sidx gave for the old version cut the new one wrong: the old
+                // version goes, and the item fails, so the next run plans from the new one.
+                x.failure = .changedUnderRanges(reason)
+                update(x)
+                dropVersion(to: v, reason: reason, interrupting: x, then: .awaitEnd)
+                return .stop
+            }
             if let type = head.contentType { noteContentType(type) }
             noteNextOriginDigests(OriginDigests.parse(head))
             dropVersion(to: v, reason: reason, interrupting: x, then: .write(offset: offset, limit: limit))
@@ -56,6 +64,8 @@ extension PrefetchJob {
                 x.failure = e
                 update(x)
             } else {
+                // (A member asked for by ranges fails as for a replace, below.)
+                if isRangePlannedMember { x.failure = .changedUnderRanges("its length changed") }
                 dropVersion(to: v, reason: "its length changed", interrupting: x, then: .awaitEnd)
             }
             return .stop
@@ -66,6 +76,10 @@ extension PrefetchJob {
             return .stop
         }
     }
+
+    /// A stream member asked for by byte ranges its manifest or sidx gave (`rangesMustFit`): they
+    /// hold for the version they were planned from only.
+    var isRangePlannedMember: Bool { item.rangesMustFit && item.checkSegment != nil }
 
     func beginWriting(_ x: inout Exchange, at offset: Int64, limit: Int64?) {
         x.offset = offset

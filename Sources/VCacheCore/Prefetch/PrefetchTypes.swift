@@ -271,6 +271,15 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The whole video does not have a digest it is expected to have (`--checksum`, a list line,
     /// the origin's header): its bytes were dropped, never called complete.
     case checksumMismatch(ChecksumMismatch)
+    /// A stream member asked for by byte ranges (an MPD's SegmentBase or mediaRange, a sidx's
+    /// subsegments, a playlist's EXT-X-BYTERANGE) changed on the origin during the run: those
+    /// ranges were planned from the old version, so none is cut from the new one. Its cached
+    /// bytes were dropped; the next run plans from the new version.
+    case changedUnderRanges(String)
+    /// A partly cached stream's manifest could not be asked for again before the run completed
+    /// the stream (`why`: the origin's answer); nothing of the stream was fetched, since the
+    /// cached copy may name another version than the origin serves. `remedy`: the answer's.
+    case staleManifest(why: String, remedy: Remedy)
 
     /// Wraps an error met while prefetching: file-system errors stay typed, the rest is the catalog's.
     init(_ error: any Error) {
@@ -327,6 +336,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notAsCompleted: .tryLater
         case .refusedHost: .fixOrigin
         case .checksumMismatch: .fixOrigin
+        case .changedUnderRanges: .tryLater
+        case .staleManifest(_, let remedy): remedy
         }
     }
 
@@ -391,6 +402,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         case .checksumMismatch(let m): m.description
+        case .staleManifest(let why, _): "its stream is partly cached and its manifest could not be asked for again (\(why)): nothing more was fetched, so the stream is not completed from a cached copy the origin may have changed; run again once the origin answers"
+        case .changedUnderRanges(let why): "changed on the origin during this run (\(why)): the byte ranges planned for it came from the old version, so none was cut from the new one; its cached bytes were dropped: run the prefetch again"
         case .refusedHost(let host, let own, let redirected, let more, let mpd):
             "refused: \(redirected ? "the origin redirected it to" : mpd ? "its MPD names it on" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
                 + (more > 0 ? " (and \(more) more \(more == 1 ? "member" : "members") of this stream refused for \(more == 1 ? "its host" : "their hosts"), not said one by one)" : "")

@@ -359,12 +359,14 @@ public final class Prefetcher {
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var refusing = false
         // The items given that were complete when the run began, read once: only those can be a
-        // live playlist to let go (`forgetLivePlaylist`) at their first start. One read for the
+        // live manifest to fetch again (`liveRefetch`) or a static one to ask for again (`staleManifest`) at their first start. One read for the
         // run instead of one per item on the loop, where each waited for the connection behind
         // another entry's commit (Docs/performance.md). Nil (unreadable): each item is read.
         var completeAtStart = options.expandStreams ? try? store.catalog.completeKeys(among: run.keys) : nil
         // The live manifests this run fetches again, by item (`LiveRefetch`).
         var refetching: [Int: LiveRefetch] = [:]
+        // The manifests being asked for again (`staleManifest`), each before its job starts.
+        var revalidations: [ObjectIdentifier: ManifestRevalidation] = [:]
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -477,9 +479,16 @@ public final class Prefetcher {
                     default: events(event)
                     }
                 }
+                var stale: StaleManifest?
                 if options.expandStreams {
-                    // A later start (an item run again), or an item a stream named, is read now.
-                    refetching[index] = index >= run.given || completeAtStart?.contains(key) != false ? self.liveRefetch(run.items[index].url) : nil
+                    // A later start (an item run again), or an item a stream named, is read now:
+                    // a live manifest is fetched again, a static one asked for again when its
+                    // stream is partly cached (a segment, init or key is no manifest).
+                    let reads = index >= run.given || completeAtStart?.contains(key) != false
+                    refetching[index] = reads ? self.liveRefetch(run.items[index].url) : nil
+                    if reads, refetching[index] == nil, run.items[index].memberOrigins == nil {
+                        stale = self.staleManifest(run.items[index].url, root: run.key(of: run.root(of: index)))
+                    }
                     if index < run.given { completeAtStart?.insert(key) }
                 }
                 let job = PrefetchJob(item: run.items[index], store: store, options: options, fetcher: fetcher, storeKey: refetching[index]?.staging, emit: emit) { done in
@@ -499,6 +508,19 @@ public final class Prefetcher {
                     self.fetcher.after(0) { launch() }
                 }
                 running[ObjectIdentifier(job)] = (index, job)
+                // A partly cached stream's static manifest is asked for again before it is read.
+                if let stale {
+                    let id = ObjectIdentifier(job)
+                    revalidations[id] = ManifestRevalidation.start(
+                        url: stale.url, cached: stale.bytes, validators: stale.validators, maxBytes: stale.maxBytes,
+                        options: options.request, fetcher: fetcher) { outcome in
+                            revalidations.removeValue(forKey: id)
+                            if self.fetcher.isStopped { return job.start() }
+                            if let e = self.revalidated(stale, outcome) { return job.abort(e) }
+                            job.start()
+                        }
+                    if revalidations[id] != nil { continue }
+                }
                 job.start()
             }
         }
@@ -572,6 +594,7 @@ public final class Prefetcher {
         for live in refetching.values { discardStaging(live) }
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
+        revalidations.removeAll()
         return run.outcome()
     }
 }

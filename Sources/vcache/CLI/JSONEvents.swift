@@ -126,6 +126,8 @@ struct FailureInfo {
         case .notStarted: kind = "not_started"
         case .notAsCompleted: kind = "digest_mismatch"
         case .checksumMismatch: kind = "checksum_mismatch"
+        case .changedUnderRanges: kind = "changed"
+        case .staleManifest: kind = "stale_manifest"
         case .refusedHost: kind = "refused_host"
         }
         self.init(kind: kind, message: e.description, httpStatus: status, exitCode: Int32(e.remedy.rawValue))
