@@ -192,6 +192,8 @@ struct ExportStaging {
                 let sub = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 guard sub >= 0 else { throw Self.refusal(errno, path) }
                 opened.append(sub)
+                // A folder the user may not write (r2 read-only) refused now, not after r1's files moved.
+                guard faccessat(sub, ".", W_OK, AT_EACCESS) == 0 else { throw SystemError("write into", path: path, errno: errno) }
                 byPath[path] = sub
                 fd = sub
             }

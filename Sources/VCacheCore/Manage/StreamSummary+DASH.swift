@@ -51,7 +51,7 @@ extension StreamInventory {
                     var r = StreamSummary.Playlist(url: url, key: keyRules.key(for: url),
                                                    kind: set.kind == .video ? "variant" : set.kind.rawValue, label: label, cached: false)
                     var leading = true
-                    var isNamed = named.contains(r.key) || named.contains(keyRules.key(for: rep.baseURL))
+                    var isNamed = named.contains(r.key)
                     for seg in plan.segments {
                         r.segments += 1
                         let duration = seg.duration ?? 0
