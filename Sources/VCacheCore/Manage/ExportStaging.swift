@@ -40,6 +40,7 @@ struct ExportStaging {
         if FileSystem.followingStatus(destination) == nil {
             try makeFolder(destination)
             made.append(destination)
+            Exporter.madeFolders.withLock { $0.append(destination) }
         }
         var name = ""
         while true {
@@ -137,6 +138,7 @@ struct ExportStaging {
         FileSystem.removeTree(folder)
         handle.close()
         Exporter.temporaryFolders.withLock { $0.removeAll { $0 == folder } }
+        Exporter.madeFolders.withLock { $0.removeAll { $0 == destination } }
         if removeMade { for f in made.reversed() { rmdir(f) } }
     }
 

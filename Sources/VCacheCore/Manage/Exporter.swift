@@ -203,7 +203,11 @@ public struct Exporter {
     public static func removeTemporaries() {
         for t in temporaries.withLock({ $0 }) { unlink(t) }
         for f in temporaryFolders.withLock({ $0 }) { FileSystem.removeTree(f) }
+        for f in madeFolders.withLock({ $0 }).reversed() { rmdir(f) }
     }
+
+    /// Export folders a stream export made (DIR when it was missing), removed when still empty.
+    static let madeFolders = Locked<[String]>([])
 
     /// The hidden folders stream exports are written into now (`ExportStaging`), removed whole
     /// with the temp files.
