@@ -125,7 +125,7 @@ struct ExportStaging {
         testPause("stream-export-commit", destination)
         for (i, t) in targets.enumerated() {
             if i == targets.count - 1 {
-                for fd in folders.opened where fd != folders.root { try Self.sync(fd, folder: destination) }
+                for (path, fd) in folders.byPath.sorted(by: { $0.key.count > $1.key.count }) where fd >= 0 { try Self.sync(fd, folder: path) }
             }
             guard renameat(handle.fd, relatives[i], t.fd, t.name) == 0 else { throw SystemError("rename", path: t.path, errno: errno) }
         }
