@@ -138,4 +138,32 @@ import VCacheTestSupport
         let original = try frames(dir.file("streams/aes/index.m3u8"), ["-allowed_extensions", "ALL"])
         #expect(!exported.isEmpty && exported == original)
     }
+    /// `export --force` over an earlier export meets a segment whose cached bytes do not match:
+    /// exit 5, "nothing was written", and the folder is as it was, byte for byte (the files
+    /// before the bad segment used to be replaced already).
+    @Test(.requires(.streamTools))
+    func aFailedForcedExportLeavesTheFolderAsItWas() throws {
+        let origin = try origin()
+        let url = origin.url("/o/ts/index.m3u8")
+        let cache = dir.file("cache-force")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let out = dir.file("out-force")
+        #expect(try VCacheBinary.run(["export", url, out], cacheDir: cache).status == 0)
+        for name in try FileManager.default.contentsOfDirectory(atPath: out) {
+            let h = try FileHandle(forWritingTo: URL(fileURLWithPath: out + "/" + name))
+            try h.seekToEnd()
+            try h.write(contentsOf: Data("old".utf8))
+            try h.close()
+        }
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: out + "/notes.txt"))
+        let before = DASHExportTests.tree(out)
+        let playlist = try String(contentsOfFile: dir.file("streams/ts/index.m3u8"), encoding: .utf8)
+        let last = try #require(playlist.split(separator: "\n").last { !$0.hasPrefix("#") && !$0.isEmpty })
+        let bad = origin.url("/o/ts/" + last)
+        try DASHExportTests.corrupt(bad, cache: cache)
+        let r = try VCacheBinary.run(["export", "--force", url, out], cacheDir: cache)
+        #expect(r.status == 5, "\(r.stderr)")
+        #expect(r.stderr == "vcache: cannot export to '\(out)': the cached bytes of \(bad) do not match their SHA-256; nothing was written; run 'vcache verify --fix'\n", "\(r.stderr)")
+        #expect(DASHExportTests.tree(out) == before)
+    }
 }

@@ -202,7 +202,16 @@ public struct Exporter {
     /// interrupted export leaves no hidden partial file behind.
     public static func removeTemporaries() {
         for t in temporaries.withLock({ $0 }) { unlink(t) }
+        for f in temporaryFolders.withLock({ $0 }) { FileSystem.removeTree(f) }
+        for f in madeFolders.withLock({ $0 }).reversed() { rmdir(f) }
     }
+
+    /// Export folders a stream export made (DIR when it was missing), removed when still empty.
+    static let madeFolders = Locked<[String]>([])
+
+    /// The hidden folders stream exports are written into now (`ExportStaging`), removed whole
+    /// with the temp files.
+    static let temporaryFolders = Locked<[String]>([])
 
     /// The fast-start layout of the video in `data`, or nil when its moov already leads.
     private func fastStartPieces(_ data: RawFile, length: Int64) throws -> [FastStart.Piece]? {

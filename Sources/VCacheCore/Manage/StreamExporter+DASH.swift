@@ -47,6 +47,15 @@ extension StreamExporter {
         }
         let playable = DASHPlayable(mpd, held: held)
         if playable.noVideo {
+            // A SegmentBase file cached in part (`--seconds`) has its first seconds cached, yet is
+            // exported only whole (one file per Representation): say so, not that nothing is cached.
+            let partialFile = mpd.periods.first?.adaptationSets.filter { $0.kind == .video && !$0.isSkipped }.flatMap(\.representations).contains { r in
+                guard case .base(let b) = r.segments, let e = entry(r.baseURL), !e.isComplete else { return false }
+                return b.initialization.map { held($0.url, $0.range) } ?? false
+            } ?? false
+            if partialFile {
+                throw StreamExportError.notPlayable(url: root.latestURL, why: "its video is a single file per Representation (SegmentBase) cached only in part, and export writes such a file whole")
+            }
             throw StreamExportError.notPlayable(url: root.latestURL, why: "none of its video Representations has its init and first segment cached")
         }
         var periods: [(period: MPD.Period, reps: [Out], duration: Double)] = []
@@ -66,104 +75,105 @@ extension StreamExporter {
             periods.append((period, outs, p.duration))
         }
 
-        // What this export creates (files, then folders) is removed when it fails, so its error
-        // ("nothing was written") is true and a retry needs no --force.
-        var madeFiles: [String] = [], madeFolders: [String] = []
-        func member(_ url: String, _ range: MPD.ByteSpan?, to name: String, in destination: String, force: Bool) throws -> Int64 {
-            let path = destination + "/" + name, folder = PathText.deletingLastPathComponent(path)
-            if FileSystem.status(folder) == nil { madeFolders.append(folder) }
-            let existed = FileSystem.status(path) != nil
-            let n = try copyMember(url, range, to: name, in: destination, force: force)
-            if !existed { madeFiles.append(path) }
-            return n
-        }
-        if FileSystem.followingStatus(destination) == nil { madeFolders.append(destination) }
-        do {
-            try makeFolder(destination, in: destination)
-            var files = 0
-            var written: Int64 = 0
-            var xml = """
-                <?xml version="1.0" encoding="utf-8"?>
-                <!-- exported by vcache from \(Self.escape(root.latestURL).replacing("--", with: "%2D%2D")) -->
-                <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" minBufferTime="PT2S" mediaPresentationDuration="\(Self.duration(periods.reduce(0) { $0 + $1.duration }))">
+        // The MPD and the files it names, first as a plan: each name checked before a byte is
+        // copied, every member written and checked before any takes its name (`ExportStaging`).
+        var copies: [(url: String, range: MPD.ByteSpan?, name: String)] = []
+        var xml = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <!-- exported by vcache from \(Self.escape(root.latestURL).replacing("--", with: "%2D%2D")) -->
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" minBufferTime="PT2S" mediaPresentationDuration="\(Self.duration(periods.reduce(0) { $0 + $1.duration }))">
 
-                """
-            var start = 0.0
-            for (i, p) in periods.enumerated() {
-                xml += "  <Period id=\"\(i)\" start=\"\(Self.duration(start))\" duration=\"\(Self.duration(p.duration))\">\n"
-                start += p.duration
-                var sets: [(MPD.AdaptationSet, [Out])] = []
-                for o in p.reps {
-                    if let k = sets.firstIndex(where: { $0.0 == o.set }) { sets[k].1.append(o) } else { sets.append((o.set, [o])) }
-                }
-                for (set, outs) in sets {
-                    xml += "    <AdaptationSet contentType=\"\(set.kind.rawValue)\"" + (set.language.map { " lang=\"\(Self.escape($0))\"" } ?? "") + ">\n"
-                    for o in outs {
-                        var attrs = "id=\"\(Self.escape(o.rep.id))\" bandwidth=\"\(o.rep.bandwidth)\""
-                        if let m = o.rep.mimeType { attrs += " mimeType=\"\(Self.escape(m))\"" }
-                        if let c = o.rep.codecs { attrs += " codecs=\"\(Self.escape(c))\"" }
-                        if let w = o.rep.width, let h = o.rep.height { attrs += " width=\"\(w)\" height=\"\(h)\"" }
-                        xml += "      <Representation \(attrs)>\n"
-                        if let b = o.singleFile {
-                            let name = o.folder + "/media" + Self.fileExtension(o.rep.baseURL, fallback: ".mp4")
-                            written += try member(o.rep.baseURL, nil, to: name, in: destination, force: force)
-                            files += 1
-                            xml += "        <BaseURL>\(Self.escape(name))</BaseURL>\n"
-                            xml += "        <SegmentBase timescale=\"\(b.timescale)\" presentationTimeOffset=\"\(b.presentationTimeOffset)\""
-                                + (b.indexRange.map { " indexRange=\"\($0.first)-\($0.last)\"" } ?? "") + ">"
-                                + (b.initialization?.range.map { "<Initialization range=\"\($0.first)-\($0.last)\"/>" } ?? "") + "</SegmentBase>\n"
-                        } else {
-                            let ext = Self.fileExtension(o.segments[0].url, fallback: ".m4s")
-                            var template = "<SegmentTemplate timescale=\"1000000\" startNumber=\"1\" media=\"\(o.folder)/$Number$\(Self.escape(ext))\""
-                            if let i = o.initialization {
-                                let name = o.folder + "/init" + Self.fileExtension(i.url, fallback: ".mp4")
-                                written += try member(i.url, i.range, to: name, in: destination, force: force)
-                                files += 1
-                                template += " initialization=\"\(Self.escape(name))\""
-                            }
-                            xml += "        " + template + ">\n          <SegmentTimeline>\n"
-                            for (k, s) in o.segments.enumerated() {
-                                written += try member(s.url, s.range, to: "\(o.folder)/\(k + 1)\(ext)", in: destination, force: force)
-                                files += 1
-                                // Microseconds, saturated: a hostile MPD's times (2^63 ticks at 1 Hz) never trap.
-                                let t = Checked.int64((s.start * 1_000_000).rounded(), clampedTo: 0...Int64.max) ?? 0
-                                let d = Checked.int64(((s.duration ?? 0) * 1_000_000).rounded(), clampedTo: 1...Int64.max) ?? 1
-                                xml += "            <S t=\"\(t)\" d=\"\(d)\"/>\n"
-                            }
-                            xml += "          </SegmentTimeline>\n        </SegmentTemplate>\n"
-                        }
-                        xml += "      </Representation>\n"
-                    }
-                    xml += "    </AdaptationSet>\n"
-                }
-                xml += "  </Period>\n"
+            """
+        var start = 0.0
+        for (i, p) in periods.enumerated() {
+            xml += "  <Period id=\"\(i)\" start=\"\(Self.duration(start))\" duration=\"\(Self.duration(p.duration))\">\n"
+            start += p.duration
+            var sets: [(MPD.AdaptationSet, [Out])] = []
+            for o in p.reps {
+                if let k = sets.firstIndex(where: { $0.0 == o.set }) { sets[k].1.append(o) } else { sets.append((o.set, [o])) }
             }
-            xml += "</MPD>\n"
-            let folders = Set(periods.flatMap { $0.reps.map { destination + "/" + $0.folder } })
-            try syncFolders(folders)
-            try write(Array(xml.utf8), to: manifest, force: force)
+            for (set, outs) in sets {
+                xml += "    <AdaptationSet contentType=\"\(set.kind.rawValue)\"" + (set.language.map { " lang=\"\(Self.escape($0))\"" } ?? "") + ">\n"
+                for o in outs {
+                    var attrs = "id=\"\(Self.escape(o.rep.id))\" bandwidth=\"\(o.rep.bandwidth)\""
+                    if let m = o.rep.mimeType { attrs += " mimeType=\"\(Self.escape(m))\"" }
+                    if let c = o.rep.codecs { attrs += " codecs=\"\(Self.escape(c))\"" }
+                    if let w = o.rep.width, let h = o.rep.height { attrs += " width=\"\(w)\" height=\"\(h)\"" }
+                    xml += "      <Representation \(attrs)>\n"
+                    if let b = o.singleFile {
+                        let name = o.folder + "/media" + Self.fileExtension(o.rep.baseURL, fallback: ".mp4")
+                        copies.append((o.rep.baseURL, nil, name))
+                        xml += "        <BaseURL>\(Self.escape(name))</BaseURL>\n"
+                        xml += "        <SegmentBase timescale=\"\(b.timescale)\" presentationTimeOffset=\"\(b.presentationTimeOffset)\""
+                            + (b.indexRange.map { " indexRange=\"\($0.first)-\($0.last)\"" } ?? "") + ">"
+                            + (b.initialization?.range.map { "<Initialization range=\"\($0.first)-\($0.last)\"/>" } ?? "") + "</SegmentBase>\n"
+                    } else {
+                        let ext = Self.fileExtension(o.segments[0].url, fallback: ".m4s")
+                        // In the media's own time (ISO/IEC 23009-1 §5.3.9.2): the Representation's
+                        // timescale and @presentationTimeOffset kept, each S@t the segment's
+                        // start + that offset, as its tfdt says, so a player places it where the
+                        // origin's MPD did (an ended live stream, a second Period).
+                        let (ts, pto) = Self.timing(o.rep)
+                        var template = "<SegmentTemplate timescale=\"\(ts)\"" + (pto != 0 ? " presentationTimeOffset=\"\(pto)\"" : "")
+                            + " startNumber=\"1\" media=\"\(o.folder)/$Number$\(Self.escape(ext))\""
+                        if let i = o.initialization {
+                            let name = o.folder + "/init" + Self.fileExtension(i.url, fallback: ".mp4")
+                            copies.append((i.url, i.range, name))
+                            template += " initialization=\"\(Self.escape(name))\""
+                        }
+                        xml += "        " + template + ">\n          <SegmentTimeline>\n"
+                        for (k, s) in o.segments.enumerated() {
+                            copies.append((s.url, s.range, "\(o.folder)/\(k + 1)\(ext)"))
+                            // Saturated: a hostile MPD's times (2^63 ticks) never trap.
+                            let t = Checked.int64((s.start * Double(ts)).rounded() + Double(pto), clampedTo: 0...Int64.max) ?? 0
+                            let d = Checked.int64(((s.duration ?? 0) * Double(ts)).rounded(), clampedTo: 1...Int64.max) ?? 1
+                            xml += "            <S t=\"\(t)\" d=\"\(d)\"/>\n"
+                        }
+                        xml += "          </SegmentTimeline>\n        </SegmentTemplate>\n"
+                    }
+                    xml += "      </Representation>\n"
+                }
+                xml += "    </AdaptationSet>\n"
+            }
+            xml += "  </Period>\n"
+        }
+        xml += "</MPD>\n"
+
+        let relatives = copies.map(\.name) + ["manifest.mpd"]
+        try ExportStaging.check(relatives, in: destination, force: force)
+        var staging = try ExportStaging(destination: destination) { try makeFolder($0, in: $0) }
+        do {
+            var written: Int64 = 0
+            for c in copies { written += try copyMember(c.url, c.range, to: try staging.path(c.name)) }
+            try write(Array(xml.utf8), to: try staging.path("manifest.mpd"), force: false)
             written += Int64(xml.utf8.count)
-            files += 1
-            try syncFolders([destination])
+            try staging.commit(relatives, force: force)
             try? store.catalog.touch(key: root.key)
-            return Exported(master: manifest, files: files, bytes: written, playlists: periods.reduce(0) { $0 + $1.reps.count }, dropped: dropped)
+            return Exported(master: manifest, files: relatives.count, bytes: written, playlists: periods.reduce(0) { $0 + $1.reps.count }, dropped: dropped)
         } catch {
-            for path in madeFiles { unlink(path) }
-            for folder in madeFolders.reversed() { rmdir(folder) }
-            throw error
+            staging.discard()
+            throw staging.relabel(error)
         }
     }
 
-    /// A member's bytes to `path`: the whole resource, or the one range (a SegmentList
-    /// `@mediaRange`) as a file of its own; `name` is relative to the export folder `destination`.
-    private func copyMember(_ url: String, _ range: MPD.ByteSpan?, to name: String, in destination: String, force: Bool) throws -> Int64 {
-        let path = destination + "/" + name
-        try makeFolder(PathText.deletingLastPathComponent(path), in: destination)
-        guard let range else { return try copy(url, to: path, ranges: nil, force: force, mode: nil) }
+    /// A Representation's timescale and @presentationTimeOffset (ticks of it), for its exported
+    /// SegmentTimeline: 1 and 0 when its MPD gives none (microseconds then, as before).
+    static func timing(_ rep: MPD.Representation) -> (timescale: Int64, pto: Int64) {
+        switch rep.segments {
+        case .template(let t): return (max(1, t.timescale), max(0, t.presentationTimeOffset))
+        case .list(let l): return (max(1, l.timescale), max(0, l.presentationTimeOffset))
+        case .base, .single: return (1_000_000, 0)
+        }
+    }
+
+    /// A member's bytes to `path` (a new file): the whole resource, or the one range (a
+    /// SegmentList `@mediaRange`) as a file of its own.
+    private func copyMember(_ url: String, _ range: MPD.ByteSpan?, to path: String) throws -> Int64 {
+        guard let range else { return try copy(url, to: path, ranges: nil, force: false, mode: nil) }
         guard let e = entry(url), let bytes = store.cachedBytes(of: e, at: range.first, count: range.count), Int64(bytes.count) == range.count else {
             throw StreamExportError.notPlayable(url: url, why: "bytes \(range.first)-\(range.last) are not cached")
         }
-        try write(bytes, to: path, force: force)
+        try write(bytes, to: path, force: false)
         return range.count
     }
 

@@ -36,6 +36,8 @@ public struct StreamExporter {
         case notAFolder(String)
         /// A folder below the export folder is a symbolic link.
         case linkedFolder(String)
+        /// A folder stands where the export writes a file.
+        case folderInTheWay(String)
 
         public var description: String {
             switch self {
@@ -44,6 +46,7 @@ public struct StreamExporter {
             case .destinationExists(let p): return "'\(p)' already exists; use --force to overwrite it"
             case .missingFolder(let p): return "folder '\(p)' does not exist; create its parent first"
             case .notAFolder(let p): return "'\(p)' exists and is not a folder: a stream is exported into a folder (DIR/master.m3u8, DIR/manifest.mpd)"
+            case .folderInTheWay(let p): return "'\(p)' is a folder where the export writes a file; move it away, or export into another folder"
             case .linkedFolder(let p): return "'\(p)' is a symbolic link: vcache writes no file through one inside an export folder; remove it, or export into another folder"
             }
         }
@@ -103,45 +106,48 @@ public struct StreamExporter {
                 plan.add(media, url: url, folder: plan.uniqueFolder(for: url))
             }
         }
-        try makeFolder(destination, in: destination)
+        // Every file's name, in the order they take them (the master last), checked before a byte is copied.
+        let playlistPaths = plan.playlists.map { $0.folder.isEmpty ? "master.m3u8" : $0.folder + "/index.m3u8" }
+        var relatives = plan.resources.map(\.path) + playlistPaths
+        if case .master = playlist { relatives.append("master.m3u8") }
+        try ExportStaging.check(relatives, in: destination, force: force)
+        var staging = try ExportStaging(destination: destination) { try makeFolder($0, in: $0) }
         var files = 0
         var bytes: Int64 = 0
-        // Resources first, then the media playlists, then the master.
-        for r in plan.resources {
-            let path = destination + "/" + r.path
-            try makeFolder(PathText.deletingLastPathComponent(path), in: destination)
-            // A key stays readable by its owner only, as in the cache, from the moment it has its name.
-            bytes += try copy(r.url, to: path, ranges: r.ranges, force: force, mode: r.isKey ? 0o600 : nil)
-            files += 1
-        }
-        for p in plan.playlists {
-            let names = plan.names
-            let folder = p.folder
-            let text = rewrite(key: keyRules.key(for: p.url)) { url in
-                guard let local = names[url] else { return url }
-                return Self.relative(local, from: folder)
+        do {
+            // Resources first, then the media playlists, then the master.
+            for r in plan.resources {
+                // A key stays readable by its owner only, as in the cache, from the moment it has its name.
+                bytes += try copy(r.url, to: try staging.path(r.path), ranges: r.ranges, force: false, mode: r.isKey ? 0o600 : nil)
+                files += 1
             }
-            let path = destination + "/" + (folder.isEmpty ? "master.m3u8" : folder + "/index.m3u8")
-            try makeFolder(PathText.deletingLastPathComponent(path), in: destination)
-            try write(Array(text.utf8), to: path, force: force)
-            bytes += Int64(text.utf8.count)
-            files += 1
-        }
-        // Every name made durable before the master's (for a media playlist, after its own): a
-        // folder that has its master.m3u8 after a power cut plays whole, on any file system.
-        let folders = Set(plan.resources.map { PathText.deletingLastPathComponent(destination + "/" + $0.path) })
-            .union(plan.playlists.map { $0.folder.isEmpty ? destination : destination + "/" + $0.folder })
-        try syncFolders(folders)
-        if case .master = playlist {
-            let folders = plan.folder
-            let keep = Set(plan.playlists.map(\.url))
-            let text = rewrite(key: root.key, keep: { keep.contains($0) }) { url in
-                folders[url].map { $0 + "/index.m3u8" } ?? url
+            for (p, path) in zip(plan.playlists, playlistPaths) {
+                let names = plan.names
+                let folder = p.folder
+                let text = rewrite(key: keyRules.key(for: p.url)) { url in
+                    guard let local = names[url] else { return url }
+                    return Self.relative(local, from: folder)
+                }
+                try write(Array(text.utf8), to: try staging.path(path), force: false)
+                bytes += Int64(text.utf8.count)
+                files += 1
             }
-            try write(Array(text.utf8), to: master, force: force)
-            bytes += Int64(text.utf8.count)
-            files += 1
-            try syncFolders([destination])
+            if case .master = playlist {
+                let folders = plan.folder
+                let keep = Set(plan.playlists.map(\.url))
+                let text = rewrite(key: root.key, keep: { keep.contains($0) }) { url in
+                    folders[url].map { $0 + "/index.m3u8" } ?? url
+                }
+                try write(Array(text.utf8), to: try staging.path("master.m3u8"), force: false)
+                bytes += Int64(text.utf8.count)
+                files += 1
+            }
+            // Every name made durable before the master's: a folder that has its master.m3u8
+            // after a power cut plays whole, on any file system.
+            try staging.commit(relatives, force: force)
+        } catch {
+            staging.discard()
+            throw staging.relabel(error)
         }
         try? store.catalog.touch(key: key)
         return Exported(master: master, files: files, bytes: bytes, playlists: plan.playlists.count, dropped: dropped)

@@ -42,11 +42,25 @@ public struct StreamSummary: Sendable {
     public var lastUsed: Date { entries.map(\.lastUsed).max() ?? .distantPast }
     public var pinned: Bool { entries.contains(where: \.pinned) }
     public var variants: [Playlist] { playlists.filter { $0.kind == "variant" || $0.kind == "playlist" } }
-    public var segments: Int { playlists.reduce(0) { $0 + $1.segments } }
-    public var segmentsCached: Int { playlists.reduce(0) { $0 + $1.segmentsCached } }
-    /// The longest a variant plays from its start, from the cache.
-    public var secondsCached: Double { variants.map(\.secondsCached).max() ?? 0 }
-    public var seconds: Double { variants.map(\.seconds).max() ?? 0 }
+    /// DASH: the stream's counts over its Periods and chosen Representations (nil: HLS).
+    public var dash: DASHTotals?
+
+    /// A DASH stream's counts (Docs/dash.md, "Counts"): of the Representations its runs chose,
+    /// the segments and those that play (their init cached too); the presentation's seconds over
+    /// every Period, and those that play from its start with video and audio both.
+    public struct DASHTotals: Sendable, Equatable {
+        public var segments = 0
+        public var segmentsPlaying = 0
+        public var seconds: Double = 0
+        public var secondsCached: Double = 0
+    }
+
+    public var segments: Int { dash?.segments ?? playlists.reduce(0) { $0 + $1.segments } }
+    /// HLS: segments whose bytes are cached; DASH: segments that play (their init cached too).
+    public var segmentsCached: Int { dash?.segmentsPlaying ?? playlists.reduce(0) { $0 + $1.segmentsCached } }
+    /// The longest a variant plays from its start, from the cache (DASH: over every Period).
+    public var secondsCached: Double { dash?.secondsCached ?? variants.map(\.secondsCached).max() ?? 0 }
+    public var seconds: Double { dash?.seconds ?? variants.map(\.seconds).max() ?? 0 }
     /// Complete: every member cached is complete, and every playlist cached holds all its segments
     /// (a variant never fetched, `--variant worst`, does not make it partial).
     /// A format with no reader here (no `playlists`): complete when every member named is cached complete.
@@ -98,7 +112,7 @@ public struct StreamInventory {
         let byKey = try store.catalog.entries(keys: r.keys)
         var s = StreamSummary(record: r, entries: r.keys.compactMap { byKey[$0] })
         if r.format == "hls" { s.playlists = hlsPlaylists(s, byKey) }
-        if r.format == "dash" { s.playlists = dashRepresentations(s, byKey) }
+        if r.format == "dash" { (s.playlists, s.dash) = dashRepresentations(s, byKey) }
         return s
     }
 }

@@ -359,9 +359,10 @@ public final class Prefetcher {
         var running: [ObjectIdentifier: (index: Int, job: PrefetchJob)] = [:]
         var refusing = false
         // The items given that were complete when the run began, read once: only those can be a
-        // live manifest to fetch again (`liveRefetch`) or a static one to ask for again (`staleManifest`) at their first start. One read for the
-        // run instead of one per item on the loop, where each waited for the connection behind
-        // another entry's commit (Docs/performance.md). Nil (unreadable): each item is read.
+        // live manifest to fetch again (`liveRefetch`) or a static one to ask for again
+        // (`staleManifest`) at their first start. One read for the run instead of one per item on
+        // the loop, where each waited for the connection behind another entry's commit
+        // (Docs/performance.md). Nil (unreadable): each item is read.
         var completeAtStart = options.expandStreams ? try? store.catalog.completeKeys(among: run.keys) : nil
         // The live manifests this run fetches again, by item (`LiveRefetch`).
         var refetching: [Int: LiveRefetch] = [:]
