@@ -329,6 +329,11 @@ public final class Prefetcher {
         // run instead of one per item on the loop, where each waited for the connection behind
         // another entry's commit (Docs/performance.md). Nil (unreadable): each item is read.
         var completeAtStart = options.expandStreams ? try? store.catalog.completeKeys(among: run.keys) : nil
+        // Each manifest whose stream joined the run is held in use (its `data` open, LOCK_SH) to
+        // the run's end, so `evict` (--all, --lru, its URL) skips its whole stream instead of
+        // taking the manifest mid-run and leaving the segments loose (Docs/cache-format.md).
+        var heldManifests: [CacheKey: RawFile] = [:]
+        defer { heldManifests.values.forEach { $0.close() } }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -358,6 +363,7 @@ public final class Prefetcher {
             run.refusing(t)  // before the aborts: the parts' ends are not said
             for (_, r) in running where run.root(of: r.index) == t { r.job.abort(error) }
             let (keys, said) = run.refuse(t, error: error)
+            for key in keys { heldManifests.removeValue(forKey: key)?.close() }  // given back: no longer held
             refusing = false
             var c = Evictor.Criteria()
             c.keys = keys
@@ -393,6 +399,7 @@ public final class Prefetcher {
                     // The stream it names joins the run (each URL of it once).
                     let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
                     if let error { run.followFailed(index, error) }
+                    if error == nil, heldManifests[r.key] == nil, let held = try? store.openDataForReading(key: r.key) { heldManifests[r.key] = held }
                     // The hosts its playlists came from: the URL given, and where each was redirected
                     // (this run, or as the catalog recorded it when it is cached already).
                     let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
