@@ -36,12 +36,24 @@ extension StreamInventory {
                     let url = plan.initialization?.url ?? rep.baseURL
                     var r = StreamSummary.Playlist(url: url, key: keyRules.key(for: url),
                                                    kind: set.kind == .video ? "variant" : set.kind.rawValue, label: label, cached: false)
+                    if let cachedAt {
+                        // Known from the few cached: the million others only add their seconds.
+                        r.segments = plan.segments.count
+                        for seg in plan.segments { r.seconds += seg.duration ?? 0 }
+                        r.segmentsCached = cachedAt.filter { $0 < plan.segments.count }.count
+                        r.segmentsPlaying = initHeld ? r.segmentsCached : 0
+                        var i = 0
+                        while initHeld, i < plan.segments.count, cachedAt.contains(i) { r.secondsCached += plan.segments[i].duration ?? 0; i += 1 }
+                        r.cached = initHeld && r.segmentsCached > 0
+                        out.append(r)
+                        continue
+                    }
                     var leading = true
-                    for (i, seg) in plan.segments.enumerated() {
+                    for seg in plan.segments {
                         r.segments += 1
                         let duration = seg.duration ?? 0
                         r.seconds += duration
-                        let cached = cachedAt.map { $0.contains(i) } ?? holds(seg.url, seg.range)
+                        let cached = holds(seg.url, seg.range)
                         if cached { r.segmentsCached += 1 }
                         let plays = cached && initHeld
                         if plays { r.segmentsPlaying += 1 } else { leading = false }
