@@ -211,6 +211,22 @@ extension Catalog {
 }
 
 extension Catalog {
+    /// The stream `root`'s cached entries (the root and each member row that is an entry), each
+    /// with its ranges, in one snapshot: one query for the stream, not one per member (a stream
+    /// names up to a million segments, `ls` reads them on every call).
+    public func memberEntries(root: CacheKey) throws -> [CacheKey: CacheEntry] {
+        guard schema >= Self.streamsSchema else { return try entries(keys: [root]) }
+        return try database.read(snapshot: true) { c in
+            var out: [CacheKey: CacheEntry] = [:]
+            try c.query("SELECT \(EntryColumn.list) FROM entries WHERE key = ? OR key IN (SELECT key FROM stream_members WHERE root = ?)",
+                        .key(root), .key(root)) { let e = Self.entry(from: $0); out[e.key] = e }
+            for key in Array(out.keys) { out[key]?.ranges = try Self.ranges(c, key: key) }
+            return out
+        }
+    }
+}
+
+extension Catalog {
     /// For a stream member `key` (not a root): its role, and the playlists of its streams that may
     /// name it (each root and its members of role `playlist`), roots first. Nil when it is no member.
     public func playlists(naming key: CacheKey) throws -> (role: StreamRole, playlists: [CacheKey])? {

@@ -268,6 +268,15 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Every entry's URL as first asked and as last asked: one query (`CachedURLIndex`).
+    public func allURLs() throws -> [String] {
+        try database.read { c in
+            var out: [String] = []
+            try c.query("SELECT url, latest_url FROM entries") { out.append($0.text(0)); out.append($0.text(1)) }
+            return out
+        }
+    }
+
     /// The entry's range rows exactly as stored (not normalised), for `verify`.
     public func storedRanges(key: CacheKey) throws -> [(start: Int64, end: Int64)] {
         try database.read { c in

@@ -26,7 +26,10 @@ extension MPD {
 
     /// `bytes` as an MPD answered from `url` (its final URL after redirects).
     /// `now` (seconds since 1970; nil: this machine's clock) counts a dynamic MPD's segments.
-    public static func parse(_ bytes: [UInt8], url: String, limits: XMLTree.Limits = XMLTree.Limits(), now: Double? = nil) throws(DASHError) -> MPD {
+    /// `checkingTotal` false: the segment total is not counted (`checkSegmentTotal`), for a
+    /// caller that counts it itself or plans every segment next anyway.
+    public static func parse(_ bytes: [UInt8], url: String, limits: XMLTree.Limits = XMLTree.Limits(), now: Double? = nil,
+                             checkingTotal: Bool = true) throws(DASHError) -> MPD {
         let root: XMLElement
         do { root = try XMLTree.parse(bytes, limits: limits) } catch { throw .xml(error) }
         guard root.name == "MPD" else { throw .notMPD("its root element is <\(root.name)>, not <MPD>") }
@@ -35,14 +38,14 @@ extension MPD {
         }
         var reader = Reader()
         let mpd = try reader.mpd(root, url: url)
-        try mpd.checkSegmentTotal(now: now)
+        if checkingTotal { try mpd.checkSegmentTotal(now: now) }
         return mpd
     }
 
     /// Throws when all the Representations together name more than `DASHLimits.maxTotalSegments`
     /// (a dynamic MPD: those available at `now`, seconds since 1970). Only counted: no URL is
     /// built, and each Representation stops at its own limit (its planner says that error).
-    func checkSegmentTotal(now: Double?) throws(DASHError) {
+    public func checkSegmentTotal(now: Double?) throws(DASHError) {
         let live = isDynamic ? DASHLiveClock(now: now ?? Date().timeIntervalSince1970) : nil
         var total = 0
         for period in periods {

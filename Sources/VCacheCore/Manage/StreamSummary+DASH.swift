@@ -10,21 +10,11 @@ extension StreamInventory {
     /// Representation in several Periods (the same kind, id and language) is one, its counts summed
     /// over them. A SegmentBase file counts its subsegments when its sidx is cached, else it is
     /// one segment. With them, the stream's totals (`StreamSummary.DASHTotals`).
-    func dashRepresentations(_ s: StreamSummary, _ byKey: [CacheKey: CacheEntry]) -> ([StreamSummary.Playlist], StreamSummary.DASHTotals?) {
+    func dashRepresentations(_ s: StreamSummary, _ index: CachedURLIndex) -> ([StreamSummary.Playlist], StreamSummary.DASHTotals?) {
         guard let root = s.rootEntry, let mpd = parseMPD(root) else { return ([], nil) }
-        var entries: [String: CacheEntry?] = [:]
-        func entry(_ url: String) -> CacheEntry? {
-            if let known = entries[url] { return known }
-            let key = keyRules.key(for: url)
-            let found = byKey[key] ?? ((try? store.catalog.entry(key: key)) ?? nil)
-            entries[url] = found
-            return found
-        }
-        func holds(_ url: String, _ range: MPD.ByteSpan?) -> Bool {
-            guard let e = entry(url) else { return false }
-            if let range { return e.ranges.contains(ByteRange(range.first, range.last + 1)) }
-            return e.isComplete
-        }
+        var index = index
+        func entry(_ url: String) -> CacheEntry? { index.entry(url) }
+        func holds(_ url: String, _ range: MPD.ByteSpan?) -> Bool { index.holds(url, range) }
         let named = Set(s.record.keys)
         // Per Period: each Representation's counts there, its kind, and whether the stream names it.
         var perPeriod: [[(id: String, kind: MPD.Kind, playlist: StreamSummary.Playlist, named: Bool)]] = []
@@ -34,7 +24,9 @@ extension StreamInventory {
             var here: [(id: String, kind: MPD.Kind, playlist: StreamSummary.Playlist, named: Bool)] = []
             for set in period.adaptationSets where !set.isSkipped && set.kind != .other {
                 for rep in set.representations {
-                    guard var plan = try? rep.plan(periodDuration: period.duration) else { continue }
+                    // A template's segments: only those whose name is a cached entry's are named.
+                    let cachedAt = templateSegmentsCached(rep, period: period, index: &index)
+                    guard var plan = try? rep.plan(periodDuration: period.duration, naming: cachedAt == nil) else { continue }
                     if let index = plan.index, let range = index.range, holds(index.url, range), let e = entry(index.url),
                        let bytes = store.cachedBytes(of: e, at: range.first, count: range.count), case .base(let b) = rep.segments,
                        let subs = try? DASHSidx.subsegments(bytes, indexRange: range, url: index.url, presentationTimeOffset: b.presentationTimeOffset, timescale: b.timescale) {
@@ -50,18 +42,29 @@ extension StreamInventory {
                     let url = plan.initialization?.url ?? rep.baseURL
                     var r = StreamSummary.Playlist(url: url, key: keyRules.key(for: url),
                                                    kind: set.kind == .video ? "variant" : set.kind.rawValue, label: label, cached: false)
-                    var leading = true
                     var isNamed = named.contains(r.key)
-                    for seg in plan.segments {
-                        r.segments += 1
-                        let duration = seg.duration ?? 0
-                        r.seconds += duration
-                        let cached = holds(seg.url, seg.range)
-                        if cached { r.segmentsCached += 1 }
-                        if !isNamed && !seg.url.isEmpty && named.contains(keyRules.key(for: seg.url)) { isNamed = true }
-                        let plays = cached && initHeld
-                        if plays { r.segmentsPlaying += 1 } else { leading = false }
-                        if plays && leading { r.secondsCached += duration }
+                    if let cachedAt {
+                        // Known from the few cached: the million others only add their seconds.
+                        r.segments = plan.segments.count
+                        for seg in plan.segments { r.seconds += seg.duration ?? 0 }
+                        r.segmentsCached = cachedAt.filter { $0 < plan.segments.count }.count
+                        r.segmentsPlaying = initHeld ? r.segmentsCached : 0
+                        var i = 0
+                        while initHeld, i < plan.segments.count, cachedAt.contains(i) { r.secondsCached += plan.segments[i].duration ?? 0; i += 1 }
+                        if r.segmentsCached > 0 { isNamed = true }
+                    } else {
+                        var leading = true
+                        for seg in plan.segments {
+                            r.segments += 1
+                            let duration = seg.duration ?? 0
+                            r.seconds += duration
+                            let cached = holds(seg.url, seg.range)
+                            if cached { r.segmentsCached += 1 }
+                            if !isNamed && !seg.url.isEmpty && named.contains(keyRules.key(for: seg.url)) { isNamed = true }
+                            let plays = cached && initHeld
+                            if plays { r.segmentsPlaying += 1 } else { leading = false }
+                            if plays && leading { r.secondsCached += duration }
+                        }
                     }
                     r.cached = initHeld && r.segmentsCached > 0
                     here.append((rep.id, set.kind, r, isNamed))
@@ -117,6 +120,53 @@ extension StreamInventory {
         return t
     }
 
-    /// A complete MPD entry's cached bytes, parsed against the URL that answered it.
-    func parseMPD(_ e: CacheEntry) -> MPD? { store.cachedMPD(e)?.mpd }
+    /// The indices of a SegmentTemplate Representation's segments (as `plan` lists them) that
+    /// are cached, found from the cached entries' names (`DASHTemplate.values(namedBy:)`), so
+    /// that only those segments' URLs are made and keyed: a million segments' URLs took `ls`
+    /// half a minute. Nil when the template is not one that shortcut reads: every URL is named.
+    private func templateSegmentsCached(_ rep: MPD.Representation, period: MPD.Period, index: inout CachedURLIndex) -> Set<Int>? {
+        guard case .template(let t) = rep.segments, let media = t.media, let names = index.names,
+              let (id, values) = media.values(namedBy: names, representationID: rep.id, bandwidth: rep.bandwidth) else { return nil }
+        var candidates: [(i: Int, time: Int64)] = []
+        if let runs = t.timeline {
+            guard let times = try? rep.timelineTimes(runs, timescale: t.timescale, pto: t.presentationTimeOffset, periodDuration: period.duration,
+                                                     until: nil, maxCount: nil, live: nil) else { return nil }
+            for (i, s) in times.enumerated() {
+                let n = t.startNumber.addingReportingOverflow(Int64(i))
+                if id == .time ? values.contains(s.time) : (!n.overflow && values.contains(n.partialValue)) { candidates.append((i, s.time)) }
+            }
+        } else {
+            guard let d = t.duration, d > 0 else { return nil }
+            for v in values {
+                let k: Int64
+                if id == .number {
+                    let (diff, o) = v.subtractingReportingOverflow(t.startNumber)
+                    guard !o, diff >= 0 else { continue }
+                    k = diff
+                } else {
+                    let (diff, o) = v.subtractingReportingOverflow(t.presentationTimeOffset)
+                    guard !o, diff >= 0, diff % d == 0 else { continue }
+                    k = diff / d
+                }
+                let (time, o1) = k.multipliedReportingOverflow(by: d)
+                let (shifted, o2) = time.addingReportingOverflow(t.presentationTimeOffset)
+                guard !o1, !o2, k < Int64(Int.max) else { continue }
+                candidates.append((Int(k), shifted))
+            }
+        }
+        var out = Set<Int>()
+        for c in candidates {
+            let (number, o) = t.startNumber.addingReportingOverflow(Int64(c.i))
+            guard !o else { continue }
+            let path = media.substitute(representationID: rep.id, bandwidth: rep.bandwidth, number: number, time: c.time)
+            if index.holds(HLSURI.resolve(path, against: t.mediaBase), nil) { out.insert(c.i) }
+        }
+        return out
+    }
+
+    /// A complete MPD entry's cached bytes, parsed against the URL that answered it. Its segment
+    /// total is not counted again: what is listed here is planned below anyway.
+    func parseMPD(_ e: CacheEntry) -> MPD? {
+        store.cachedMPD(e).flatMap { try? MPD.parse($0.bytes, url: $0.base, checkingTotal: false) }
+    }
 }

@@ -93,11 +93,13 @@ public struct StreamInventory {
         var inStream = Set<CacheKey>()
         var streams: [StreamSummary] = []
         let present = Set(entries.map(\.key))
+        var names: Set<String>??
         for r in records {
             let keys = r.keys.filter { present.contains($0) }
             guard !keys.isEmpty else { continue }
             inStream.formUnion(keys)
-            streams.append(try summary(r))
+            if names == nil, r.format == "dash" { names = .some(CachedURLIndex.names(in: store.catalog)) }
+            streams.append(try summary(r, names: names ?? nil))
         }
         streams.sort { ($0.lastUsed, $1.root) > ($1.lastUsed, $0.root) }
         return (streams, entries.filter { !inStream.contains($0.key) })
@@ -105,14 +107,21 @@ public struct StreamInventory {
 
     /// The stream `key` is the root of, or nil.
     public func stream(root key: CacheKey) throws -> StreamSummary? {
-        try store.catalog.stream(root: key).map(summary)
+        try store.catalog.stream(root: key).map { try summary($0) }
     }
 
     public func summary(_ r: StreamRecord) throws -> StreamSummary {
-        let byKey = try store.catalog.entries(keys: r.keys)
+        try summary(r, names: r.format == "dash" ? CachedURLIndex.names(in: store.catalog) : nil)
+    }
+
+    /// `names`: `CachedURLIndex.names`, read once for all the streams of one `fold`.
+    func summary(_ r: StreamRecord, names: Set<String>?) throws -> StreamSummary {
+        let byKey = try store.catalog.memberEntries(root: r.root)
         var s = StreamSummary(record: r, entries: r.keys.compactMap { byKey[$0] })
         if r.format == "hls" { s.playlists = hlsPlaylists(s, byKey) }
-        if r.format == "dash" { (s.playlists, s.dash) = dashRepresentations(s, byKey) }
+        if r.format == "dash" {
+            (s.playlists, s.dash) = dashRepresentations(s, CachedURLIndex(keyRules: keyRules, catalog: store.catalog, byKey: byKey, names: names))
+        }
         return s
     }
 }

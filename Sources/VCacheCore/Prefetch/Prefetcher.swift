@@ -368,6 +368,11 @@ public final class Prefetcher {
         var refetching: [Int: LiveRefetch] = [:]
         // The manifests being asked for again (`staleManifest`), each before its job starts.
         var revalidations: [ObjectIdentifier: ManifestRevalidation] = [:]
+        // Each manifest whose stream joined the run is held in use (its `data` open, LOCK_SH) to
+        // the run's end, so `evict` (--all, --lru, its URL) skips its whole stream instead of
+        // taking the manifest mid-run and leaving the segments loose (Docs/cache-format.md).
+        var heldManifests: [CacheKey: RawFile] = [:]
+        defer { heldManifests.values.forEach { $0.close() } }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -397,6 +402,7 @@ public final class Prefetcher {
             run.refusing(t)  // before the aborts: the parts' ends are not said
             for (_, r) in running where run.root(of: r.index) == t { r.job.abort(error) }
             let (keys, said) = run.refuse(t, error: error)
+            for key in keys { heldManifests.removeValue(forKey: key)?.close() }  // given back: no longer held
             refusing = false
             var c = Evictor.Criteria()
             c.keys = keys
@@ -445,6 +451,7 @@ public final class Prefetcher {
                         run.followFailed(index, error)
                         if let replaced { putBack(replaced, url: run.items[index].url) }
                     }
+                    if error == nil, heldManifests[r.key] == nil, let held = try? store.openDataForReading(key: r.key) { heldManifests[r.key] = held }
                     // The hosts its playlists came from: the URL given, and where each was redirected
                     // (this run, or as the catalog recorded it when it is cached already).
                     let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url

@@ -56,6 +56,8 @@ public final class LivePlaylists: Sendable {
         var flights: [String: Flight] = [:]
     }
     private let state = Locked(State())
+    /// MPDs' segment totals, counted once per version.
+    let mpdTotals = MPDTotals()
     /// At most this many playlists are kept (a box plays a handful of live streams).
     static let capacity = 64
 

@@ -23,10 +23,13 @@ extension Proxy {
                   MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return (outcome, nil) }
             // Kept (and its stream recorded) only when it reads as an MPD: one refused for its
             // limits (size, nesting) or unreadable would be of no use offline either.
-            let mpd = try? MPD.parse(Array(fresh.body), url: fresh.finalURL)
+            // Its segment total is counted once per version (`MPDTotals`), not on every parse.
+            let body = Array(fresh.body)
+            let mpd = try? MPD.parse(body, url: fresh.finalURL, checkingTotal: false)
+            let refused = mpd.flatMap { livePlaylists.mpdTotals.refusal(origin, bytes: body, base: fresh.finalURL, mpd: $0) }
             // The stream is recorded when the copy is new: listing every segment URL of a large
             // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
-            if let mpd, keepCopy(video, fresh, url: origin) == .new || !((try? store.catalog.isStreamRoot(video.key)) ?? false) {
+            if let mpd, refused == nil, keepCopy(video, fresh, url: origin) == .new || !((try? store.catalog.isStreamRoot(video.key)) ?? false) {
                 recordStream(mpd, key: video.key)
             }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
@@ -52,6 +55,11 @@ extension Proxy {
             guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e) else { return nil }
             (bytes, finalURL, status) = (copy.bytes, copy.base, .hit)
             offline = true
+        }
+        if let refusal = livePlaylists.mpdTotals.refusal(origin, bytes: bytes, base: finalURL) {
+            // Past the segment total (Docs/dash.md, "limits"): refused as prefetch refuses it.
+            forgetRefusedMPD(video, refused: bytes)
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil, "the MPD cannot be read: \(refusal)")
         }
         let host = request.headers["host"].map { "http://" + $0 } ?? (serverNames?.base ?? "http://127.0.0.1")
         let rewritten: [UInt8]

@@ -140,7 +140,8 @@ enum EvictCommand: VCacheCommand {
         }
         for (root, i) in folded {
             let format = rootOf[root]?.format.uppercased() ?? "HLS"
-            out[i].url += " (\(format) stream, \(counts[root] ?? 1) entries)"
+            let n = counts[root] ?? 1
+            out[i].url += " (\(format) stream, \(n) \(n == 1 ? "entry" : "entries"))"
         }
         return out
     }

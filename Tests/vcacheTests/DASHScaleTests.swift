@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// MPDs that name close to a million segments (final-probe 4 and 6) and a stream evicted while a
+/// prefetch expands it (probe D5).
+@Suite struct DASHScaleTests {
+    let dir = TempDirectory("vcache-dashscale")
+    static let dashXML = DASHHostileOriginTests.dashXML
+
+    /// A static MPD of `representations` video AdaptationSets, each a `$Number$` template of
+    /// `segments` 1 s segments (99,999 each: under the per-Representation limit), all under `v/`
+    /// (the same files: the stream's members are one Representation's, so a prefetch of it
+    /// records 100,000 members, not a million, and the test takes seconds, not minutes).
+    static func manyMPD(representations: Int, segments: Int = 99_999) -> Data {
+        let sets = (0..<representations).map { i in
+            """
+            <AdaptationSet contentType="video" mimeType="video/mp4"><Representation id="r\(i)" bandwidth="\(100_000 + i)" width="320" height="180" codecs="avc1.42c00d">\
+            <SegmentTemplate initialization="v/init.mp4" media="v/$Number%05d$.m4s" duration="1" timescale="1" startNumber="1"/>\
+            </Representation></AdaptationSet>
+            """
+        }.joined()
+        return Data("""
+            <?xml version="1.0" encoding="utf-8"?>
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT\(segments)S" minBufferTime="PT2S" \
+            profiles="urn:mpeg:dash:profile:isoff-live:2011"><Period>\(sets)</Period></MPD>
+            """.utf8)
+    }
+
+    /// final-probe 4: 11 x 99,999 segments through serve is refused as prefetch refuses it (502,
+    /// nothing kept), the first time and again (the verdict remembered for that version).
+    @Test
+    func serveRefusesAnMPDPastTheSegmentTotalAndKeepsNothing() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/s/manifest.mpd", .init(body: Self.manyMPD(representations: 11), contentType: Self.dashXML))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let first = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
+        let again = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
+        let log = serve.log.joined(separator: "\n")
+        _ = serve.stop()
+        #expect(first.status == 502 && again.status == 502, "\(first.status) \(again.status)")
+        #expect(log.contains("its Representations name more than the limit of 1000000 segments in all"), "\(log)")
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/s/manifest.mpd")) == nil, "the refused MPD was kept")
+        let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+        #expect(!ls.stdout.contains("manifest.mpd"), "\(ls.stdout)")
+    }
+
+    /// final-probe 6: `ls` and `info` of a cached stream of 10 x 99,999 segments, 2 of each
+    /// cached, count them all (read from the few cached entries' names, not by keying every URL).
+    @Test
+    func lsCountsAStreamOfAMillionSegmentsFromTheFewCached() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/s/manifest.mpd", .init(body: Self.manyMPD(representations: 10), contentType: Self.dashXML))
+        origin.setResource("/s/v/init.mp4", .init(body: DASHHostileOriginTests.box("ftyp", 24, fill: 1), contentType: "video/mp4"))
+        for n in 1...2 {
+            origin.setResource(String(format: "/s/v/%05d.m4s", n), .init(body: DASHHostileOriginTests.box("moof", 300, fill: UInt8(n + 1)), contentType: "video/mp4"))
+        }
+        let cache = dir.file("cache")
+        let run = try VCacheBinary.run(["prefetch", "--seconds", "2", origin.url("/s/manifest.mpd")], cacheDir: cache)
+        #expect(run.status == 0, "\(run.stderr)")
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        let row = try #require(ls.stdout.split(separator: "\n").compactMap {
+            try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.first { $0["format"] as? String == "dash" }, "\(ls.stdout)")
+        #expect(row["segments"] as? Int == 999_990)
+        #expect(row["segments_cached"] as? Int == 20)
+        #expect(row["entries"] as? Int == 4, "the MPD, the init, 2 segments")
+        let reps = try #require(row["playlists"] as? [[String: Any]])
+        #expect(reps.count == 10)
+        for r in reps {
+            #expect(r["segments"] as? Int == 99_999 && r["segments_cached"] as? Int == 2, "\(r)")
+            #expect(r["seconds"] as? Double == 99_999 && r["seconds_cached"] as? Double == 2, "\(r)")
+        }
+        let info = try VCacheBinary.run(["info", origin.url("/s/manifest.mpd")], cacheDir: cache)
+        #expect(info.status == 0)
+        #expect(info.stdout.contains("id r9; 2/99999 segments, 2.0 of 99999.0 s"), "\(info.stdout)")
+    }
+
+    /// Probe D5: `evict --all` while a prefetch is fetching a stream's segments skips the whole
+    /// stream (its MPD is held in use to the run's end); the run completes it, and nothing is loose.
+    @Test
+    func evictDuringAStreamPrefetchSkipsTheWholeStream() throws {
+        let origin = try TestOrigin()
+        DASHHostileOriginTests.serveSegments(origin, "/s/v/", seed: 10)
+        DASHHostileOriginTests.serveSegments(origin, "/s/a/", seed: 20)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHHostileOriginTests.mpd(video: "v/"), contentType: Self.dashXML))
+        origin.hold("/s/a/1.m4s", at: 100)
+        let cache = dir.file("cache")
+        let prefetch = try VCacheBinary.start(["prefetch", "-j", "1", origin.url("/s/manifest.mpd")], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/a/1.m4s"))
+        let evict = try VCacheBinary.run(["evict", "--all"], cacheDir: cache)
+        origin.release("/s/a/1.m4s")
+        let done = prefetch.finish()
+        #expect(evict.status == 0, "\(evict.stderr)")
+        #expect(!evict.stdout.contains("manifest.mpd") || evict.stdout.contains("skipped"), "\(evict.stdout)")
+        #expect(done.status == 0, "\(done.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        #expect(ls.stdout.split(separator: "\n").filter { $0.contains("\"url\"") }.count == 1, "loose entries beside the stream: \(ls.stdout)")
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+    }
+
+    /// Probe D5 and D6: a media segment cached on its own (moof, no moov) is a fragment, not a
+    /// broken MP4: `verify` passes it.
+    @Test
+    func verifyPassesAMediaSegmentCachedOnItsOwn() throws {
+        let origin = try TestOrigin()
+        var segment = DASHHostileOriginTests.box("styp", 24)
+        segment.append(DASHHostileOriginTests.box("moof", 100))
+        segment.append(DASHHostileOriginTests.box("mdat", 200))
+        origin.setResource("/s/seg-1.m4s", .init(body: segment, contentType: "video/mp4"))
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", origin.url("/s/seg-1.m4s")], cacheDir: cache).status == 0)
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        #expect(!verify.stdout.contains("moov"), "\(verify.stdout)")
+    }
+
+    /// A fragment whose boxes do not tile it is still a problem.
+    @Test
+    func verifyStillFlagsACutFragment() throws {
+        let origin = try TestOrigin()
+        var segment = DASHHostileOriginTests.box("moof", 100)
+        segment.append(Data([0, 0, 0x10, 0, 0x6d, 0x64, 0x61, 0x74]))  // an mdat of 4096 bytes, 8 of them here
+        origin.setResource("/s/seg-1.m4s", .init(body: segment, contentType: "video/mp4"))
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", origin.url("/s/seg-1.m4s")], cacheDir: cache).status == 0)
+        let verify = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(verify.status == 1, "\(verify.stdout)\(verify.stderr)")
+        #expect(verify.stdout.contains("MP4 structure"), "\(verify.stdout)")
+    }
+
+    /// `evict` of a stream of one entry says "1 entry".
+    @Test
+    func evictSaysOneEntryInTheSingular() throws {
+        let origin = try TestOrigin()
+        DASHHostileOriginTests.serveSegments(origin, "/s/v/", seed: 10)
+        DASHHostileOriginTests.serveSegments(origin, "/s/a/", seed: 20)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHHostileOriginTests.mpd(video: "v/"), contentType: Self.dashXML))
+        let cache = dir.file("cache")
+        #expect(try VCacheBinary.run(["prefetch", "--seconds", "1", "--variant", "worst", origin.url("/s/manifest.mpd")], cacheDir: cache).status == 0)
+        // Its members gone one by one (each its own entry to evict by key), the MPD alone is left.
+        let inspector = try CacheInspector(directory: cache)
+        let members = try inspector.store.catalog.allEntries().filter { $0.latestURL != origin.url("/s/manifest.mpd") }
+        #expect(!members.isEmpty)
+        for m in members { #expect(try VCacheBinary.run(["evict", m.key.hex], cacheDir: cache).status == 0) }
+        let evict = try VCacheBinary.run(["evict", origin.url("/s/manifest.mpd")], cacheDir: cache)
+        #expect(evict.status == 0, "\(evict.stderr)")
+        #expect(evict.stdout.contains("(DASH stream, 1 entry)"), "\(evict.stdout)")
+    }
+}
