@@ -72,6 +72,22 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["prefetch", url, "--progress", "fancy"], cacheDir: cache).status == 2)
     }
 
+    /// A head cached from an origin with no validator is dropped before the rest is fetched (it
+    /// cannot be combined with new bytes), and the note says so as what it is: nothing changed
+    /// on the origin (probe M1: the note said "changed on the origin").
+    @Test func bytesWithoutAValidatorDroppedAreNotSaidToHaveChanged() throws {
+        let origin = try TestOrigin()
+        let body = TestBytes.make(1 << 20, seed: 13)
+        origin.setResource("/nv.mp4", .init(body: body))
+        let url = origin.url("/nv.mp4")
+        #expect(try VCacheBinary.run(["prefetch", url, "--bytes", "64K", "-q"], cacheDir: cache).status == 0)
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("note: \(url): cached bytes dropped and fetched again: the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones\n"), "\(r.stderr)")
+        #expect(!r.stderr.contains("changed on the origin"), "\(r.stderr)")
+        #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+    }
+
     @Test func secondsFromTheCommandLineAndFromAListLine() throws {
         let nginx = try Nginx()
         let end = try nginx.publish("end.mp4", try Fixtures.data("moov-at-end.mp4"))

@@ -4,7 +4,9 @@ extension PrefetchJob {
     /// catalog rows go first (durably), then `data` is replaced by a new empty file; meanwhile the job is in
     /// `droppingVersion`, the interrupted exchange's transfer held. Back on the loop, `then`
     /// follows, and a transfer that ended meanwhile is carried out. A failure ends the job.
-    func dropVersion(to new: Validators, reason: String, interrupting exchange: Exchange?, then: AfterDrop) {
+    /// `changed`: the origin showed another version; false when the cached bytes are dropped
+    /// for what they are (no strong validator to combine them by, not this stream member).
+    func dropVersion(to new: Validators, reason: String, changed: Bool = true, interrupting exchange: Exchange?, then: AfterDrop) {
         guard let writer else { preconditionFailure("prefetch job for \(item.url): a drop before the entry was opened") }
         enter(.droppingVersion(exchange, then: then))
         detachLanes(deferred: true)  // (a response head's callback may have called this)
@@ -18,11 +20,11 @@ extension PrefetchJob {
                 return .failure(PrefetchError(error))
             }
         }, then: { [self] outcome in
-            dropEnded(outcome, version: new, reason: reason)
+            dropEnded(outcome, version: new, reason: reason, changed: changed)
         })
     }
 
-    private func dropEnded(_ outcome: Result<RawFile, PrefetchError>, version: Validators, reason: String) {
+    private func dropEnded(_ outcome: Result<RawFile, PrefetchError>, version: Validators, reason: String, changed: Bool) {
         options.sharedLock?.endExclusive()
         guard case .droppingVersion(let exchange, let then) = phase else {
             precondition(isFinished, "prefetch job for \(item.url): a drop ended in \(phase)")
@@ -33,7 +35,7 @@ extension PrefetchJob {
         switch outcome {
         case .success(let fresh):
             beginVersion(version, in: fresh)
-            emit(.videoChanged(url: item.url, reason: reason))
+            emit(.videoChanged(url: item.url, reason: reason, changed: changed))
             switch then {
             case .nextRequest:
                 nextRequest()

@@ -175,13 +175,13 @@ final class PrefetchJob: TransferDelegate {
         if let why = cachedMemberProblem(found, data: data) {
             guard mayDropVersion() else { return finish(.lockBusy) }
             return dropVersion(to: Validators(length: nil, etag: nil, lastModified: nil), reason: "its cached bytes are not this stream member: \(why)",
-                               interrupting: nil, then: .nextRequest)
+                               changed: false, interrupting: nil, then: .nextRequest)
         }
         if !entry.heldFromThisRunOnly && !entry.validators.hasStrongValidator && nextAsked() != nil {
             // Parts without a strong validator are never combined across runs.
             guard mayDropVersion() else { return finish(.lockBusy) }
             return dropVersion(to: entry.validators, reason: "the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones",
-                               interrupting: nil, then: .nextRequest)
+                               changed: false, interrupting: nil, then: .nextRequest)
         }
         nextRequest()
     }

@@ -449,7 +449,9 @@ public enum PrefetchEvent: Sendable {
     case started(url: String, key: CacheKey, length: Int64?, alreadyCached: Int64, toFetch: Int64?)
     case waitingForLock(url: String)
     case progress(url: String, fetched: Int64, toFetch: Int64?)
-    case videoChanged(url: String, reason: String)
+    /// The cached bytes were dropped and the entry begun again: `changed` when the origin showed
+    /// another version, false when they could not be combined with new ones (`reason` says why).
+    case videoChanged(url: String, reason: String, changed: Bool = true)
     /// Something the user should know about what was fetched and why (e.g. the moov fetched too).
     case note(url: String, message: String)
     /// With `PrefetchOptions.verbose`: each request and response head, and each decision.

@@ -28,30 +28,51 @@ extension Prefetcher {
         let named: [CacheKey]
     }
 
-    /// The manifest `url` (a complete static MPD, or a VOD or master playlist) of the stream
-    /// `root` when that stream is partly cached (not complete as `ls` says it); nil when there is nothing to ask (a complete
-    /// stream, a live manifest, which is fetched again anyway, or no manifest at all).
-    func staleManifest(_ url: String, root: CacheKey) -> StaleManifest? {
+    /// A manifest cached whole under a run item's URL, read once for what the run does with it:
+    /// a live one is fetched again (`liveRefetch`), a static one asked for again when its stream
+    /// is partial (`staleManifest`).
+    struct CachedManifest {
+        let url: String
+        let key: CacheKey
+        let entry: CacheEntry
+        /// An MPD (else an HLS playlist).
+        let mpd: Bool
+        /// A dynamic MPD, or a media playlist without EXT-X-ENDLIST.
+        let live: Bool
+        var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
+    }
+
+    /// The manifest cached complete under `url`; nil when there is none (not cached whole, a
+    /// video, a segment).
+    func cachedManifest(_ url: String) -> CachedManifest? {
         let key = options.keyRules.key(for: url)
+        // Every item of a run comes here: its first bytes decide before the whole is read.
         guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length, length > 0 else { return nil }
         let head = store.cachedBytes(of: e, count: 4096) ?? []
-        let maxBytes: Int
-        if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
-            guard let mpd = store.cachedMPD(e)?.mpd, !mpd.isDynamic else { return nil }
-            maxBytes = MPD.maxBytes
-        } else if length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: head.prefix(16), contentType: e.contentType) {
+        if length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: head.prefix(16), contentType: e.contentType) {
             guard let playlist = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist else { return nil }
-            if case .media(let media) = playlist, media.isLive { return nil }
-            maxBytes = HLSPlaylist.maxBytes
-        } else {
-            return nil
+            var live = false
+            if case .media(let media) = playlist { live = media.isLive }
+            return CachedManifest(url: url, key: key, entry: e, mpd: false, live: live)
         }
+        if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
+            guard let mpd = store.cachedMPD(e)?.mpd else { return nil }
+            return CachedManifest(url: url, key: key, entry: e, mpd: true, live: mpd.isDynamic)
+        }
+        return nil
+    }
+
+    /// The static manifest `m` (an MPD, a VOD or master playlist) of the stream `root` when that
+    /// stream is partly cached (not complete as `ls` says it); nil when there is nothing to ask
+    /// (a complete stream).
+    func staleManifest(_ m: CachedManifest, root: CacheKey) -> StaleManifest? {
+        let (url, key, e, maxBytes) = (m.url, m.key, m.entry, m.maxBytes)
         // (Only now, a manifest known: the catalog's streams are read.)
         guard let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
         let members = stream.keys.filter { $0 != root }
         // Partial as `ls` says it (a variant never chosen does not make it partial).
         guard let summary = try? StreamInventory(store: store, keyRules: options.keyRules).summary(stream), !summary.isComplete else { return nil }
-        guard let bytes = store.cachedBytes(of: e), Int64(bytes.count) == length else { return nil }
+        guard let bytes = store.cachedBytes(of: e), Int64(bytes.count) == e.length else { return nil }
         // The root named all the stream holds; a media playlist of a master, its own members.
         var named = members
         if key != root {

@@ -122,27 +122,12 @@ public final class Prefetcher {
         return true
     }
 
-    /// A live playlist (no EXT-X-ENDLIST) or dynamic MPD cached whole is fetched again by the
-    /// next run, which then fetches the segments added since. Its cached entry and stream stay as
-    /// they are meanwhile: the new copy is fetched into an entry of its own (`LiveRefetch`) and
-    /// replaces the old one only once it is whole and the manifest it must be. Nil: not one.
-    private func liveRefetch(_ url: String) -> LiveRefetch? {
-        let key = options.keyRules.key(for: url)
-        // Every item of a run comes here: its first bytes decide before the whole is read.
-        guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let length = e.length else { return nil }
-        let head = store.cachedBytes(of: e, count: 4096) ?? []
-        let mpd: Bool
-        if length <= Int64(HLSPlaylist.maxBytes), HLSPlaylist.looksLikePlaylist(firstBytes: head.prefix(16), contentType: e.contentType) {
-            guard case .media(let media)? = store.cachedPlaylist(e, keyRules: options.keyRules, base: e.latestURL)?.playlist, media.isLive else { return nil }
-            mpd = false
-        } else if length <= Int64(MPD.maxBytes), MPD.looksLikeMPD(firstBytes: head, contentType: e.contentType) {
-            // A dynamic MPD, the same (Docs/dash.md).
-            guard let parsed = store.cachedMPD(e)?.mpd, parsed.isDynamic else { return nil }
-            mpd = true
-        } else {
-            return nil
-        }
-        let live = LiveRefetch(key: key, mpd: mpd)
+    /// A live playlist (no EXT-X-ENDLIST) or dynamic MPD cached whole (`cachedManifest`) is
+    /// fetched again by the next run, which then fetches the segments added since. Its cached
+    /// entry and stream stay as they are meanwhile: the new copy is fetched into an entry of its
+    /// own (`LiveRefetch`) and replaces the old one only once it is whole and the manifest it must be.
+    private func liveRefetch(_ m: CachedManifest) -> LiveRefetch {
+        let live = LiveRefetch(key: m.key, mpd: m.mpd)
         // What a run killed during its refetch left of the new copy goes first.
         discardStaging(live)
         return live
@@ -493,9 +478,10 @@ public final class Prefetcher {
                     // a live manifest is fetched again, a static one asked for again when its
                     // stream is partly cached (a segment, init or key is no manifest).
                     let reads = index >= run.given || completeAtStart?.contains(key) != false
-                    refetching[index] = reads ? self.liveRefetch(run.items[index].url) : nil
-                    if reads, refetching[index] == nil, run.items[index].memberOrigins == nil {
-                        stale = self.staleManifest(run.items[index].url, root: run.key(of: run.root(of: index)))
+                    let found = reads ? self.cachedManifest(run.items[index].url) : nil
+                    refetching[index] = found.flatMap { $0.live ? self.liveRefetch($0) : nil }
+                    if let found, !found.live, run.items[index].memberOrigins == nil {
+                        stale = self.staleManifest(found, root: run.key(of: run.root(of: index)))
                     }
                     if index < run.given { completeAtStart?.insert(key) }
                 }

@@ -79,10 +79,12 @@ final class PrefetchReporter {
                 }
             }
             redraw(force: false)
-        case .videoChanged(let url, let reason):
+        case .videoChanged(let url, let reason, let changed):
             switch mode {
             case .json: console.event("changed", ["url": url, "reason": reason])
-            case .bars, .lines: log("note: \(url) changed on the origin (\(reason)); cached bytes of the old version were dropped")
+            case .bars, .lines:
+                log(changed ? "note: \(url) changed on the origin (\(reason)); cached bytes of the old version were dropped"
+                    : "note: \(url): cached bytes dropped and fetched again: \(reason)")
             case .quiet: break
             }
         case .note(let url, let message):
