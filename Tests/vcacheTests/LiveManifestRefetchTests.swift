@@ -175,3 +175,72 @@ import VCacheTestSupport
         }
     }
 }
+
+/// An empty 200 for a manifest (an origin starting up, a CDN glitch): refused, nothing kept, and
+/// the manifest the origin serves later is fetched, by prefetch and by serve. It used to be kept
+/// as a complete 0-byte entry that every later run took for the manifest ("nothing to fetch",
+/// exit 0, serve answering 0 bytes for good), and an empty refetch of a live one exited 5,
+/// blaming the cache (hostile probe h1, F1, F1b, F2).
+@Suite struct EmptyManifestTests {
+    let dir = TempDirectory("vcache-emptymanifest")
+
+    @Test
+    func anEmptyManifestIsRefusedAndTheRealOneFetchedLater() throws {
+        let live = try LiveManifestRefetchTests().origin()
+        for (path, body, type, what) in [("/d/live.mpd", LiveManifestRefetchTests.dynamicMPD, LiveManifestRefetchTests.dashXML, "a .mpd is empty: not an MPD"),
+                                         ("/h/live.m3u8", LiveManifestRefetchTests.livePlaylist, "application/vnd.apple.mpegurl", "a .m3u8 is empty: not a playlist")] {
+            let cache = dir.file("c\(path.count)"), url = live.url(path)
+            live.setResource(path, .init(body: Data(), contentType: type))
+            let empty = try VCacheBinary.run(["prefetch", "--retries", "0", url], cacheDir: cache)
+            #expect(empty.status == 4, "\(empty.stderr)")
+            #expect(empty.stderr.contains("vcache: cannot prefetch \(url): origin's answer for \(what)"), "\(empty.stderr)")
+            #expect(try CacheInspector(directory: cache).entry(url) == nil, "the empty answer was kept")
+            // The origin serves the manifest now: fetched, its stream with it.
+            live.setResource(path, .init(body: body, contentType: type))
+            let real = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+            #expect(real.status == 0, "\(real.stderr)")
+            #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+            // A refetch answered empty: refused as not the manifest (4), the cached copy kept.
+            live.setResource(path, .init(body: Data(), contentType: type))
+            let refetch = try VCacheBinary.run(["prefetch", "--retries", "0", url], cacheDir: cache)
+            #expect(refetch.status == 4 && refetch.stderr.contains(what), "\(refetch.status): \(refetch.stderr)")
+            #expect(try CacheInspector(directory: cache).entry(url)?.sha256 == TestBytes.sha256(body))
+        }
+    }
+
+    @Test
+    func serveAnswersAnEmptyMPDWith502AndTheRealOneOnceTheOriginHasIt() throws {
+        let live = try LiveManifestRefetchTests().origin()
+        live.setResource("/d/live.mpd", .init(body: Data(), contentType: "application/octet-stream"))
+        let cache = dir.file("serve")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { serve.stop() }
+        let url = live.url("/d/live.mpd")
+        let empty = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(empty.status == 502, "\(empty.status): \(serve.log.suffix(2))")
+        live.setResource("/d/live.mpd", .init(body: LiveManifestRefetchTests.dynamicMPD, contentType: LiveManifestRefetchTests.dashXML))
+        let real = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(real.status == 200 && String(decoding: real.body, as: UTF8.self).contains("<MPD"), "\(real.status): \(serve.log.suffix(2))")
+    }
+
+    /// prefetch under too few descriptors says so and does not start: at 6 to 9 it died by SIGILL
+    /// (libdispatch), at 10 to 16 its downloads failed with EMFILE. Descriptors a parent left
+    /// open count against the limit (a wrapper holding 36 under `ulimit -n 48`: it died too).
+    @Test(.requires(.prlimit))
+    func prefetchWithTooFewDescriptorsSaysSoAndStartsNothing() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/v.bin", .init(body: TestBytes.make(1 << 16, seed: 5), etag: "\"v\""))
+        let cache = dir.file("fds")
+        let r = try Tool.run("/usr/bin/prlimit", ["--nofile=8:8", "/usr/bin/env", "VCACHE_DIR=\(cache)", VCacheBinary.path, "prefetch", origin.url("/v.bin")])
+        #expect(r.status == 1, "\(r.status): \(r.err)")
+        #expect(r.err == "vcache: cannot prefetch: only 8 open files are allowed (ulimit -n), and prefetch needs at least 24: raise the limit (ulimit -n)\n", "\(r.err)")
+        #expect(origin.requests("/v.bin").isEmpty)
+        // 40 allowed, 30 of them held open by the parent (a shell's `exec`): 10 left.
+        let held = try Tool.run("/usr/bin/prlimit", ["--nofile=40:40", "/bin/bash", "-c", "for n in $(seq 10 39); do eval \"exec $n</dev/null\"; done; exec \"$0\" \"$@\"",
+                                                     "/usr/bin/env", "VCACHE_DIR=\(cache)", VCacheBinary.path, "prefetch", origin.url("/v.bin")])
+        // (bash holds one more of its own: 9 or 10 left.)
+        #expect(held.status == 1 && held.err.contains(" open files are allowed (ulimit -n 40, less ") && held.err.contains(" its parent left open), and prefetch needs at least 24"),
+                "\(held.status): \(held.err)")
+        #expect(origin.requests("/v.bin").isEmpty)
+    }
+}

@@ -40,6 +40,9 @@ extension PrefetchJob {
     static func notTheManifest(url: String, mpd: Bool, _ bytes: [UInt8]) -> String? {
         let ext = (URL(string: url)?.path ?? url).fileExtension.lowercased()
         let shown = String(decoding: bytes.prefix(16).map { (0x20...0x7E).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+        if bytes.isEmpty {
+            return "origin's answer for \(mpd ? (ext == "mpd" ? "a .mpd" : "an MPD") : (ext == "m3u8" ? "a .m3u8" : "a playlist")) is empty: not \(mpd ? "an MPD" : "a playlist")"
+        }
         if mpd {
             guard !MPD.looksLikeMPD(firstBytes: bytes, contentType: nil) else { return nil }
             return "origin's answer for \(ext == "mpd" ? "a .mpd" : "an MPD") is not an MPD: its first bytes '\(shown)' are not an <MPD> root element"

@@ -150,6 +150,10 @@ public struct PrefetchOptions: Sendable {
     /// `descriptorsReservedForRun`, and never more, since a process that runs out of descriptors
     /// is ended by libdispatch (its thread-pool monitor cannot open `/proc/<tid>/stat`: SIGILL),
     /// and each download failing with EMFILE was a failed item anyway. At least 1.
+    /// The fewest descriptors prefetch starts with: one download and what the run opens (at 16
+    /// a download met EMFILE; at 6 to 9 libdispatch ended the run).
+    public static let minimumDescriptors = 24
+
     public static func jobs(_ asked: Int, descriptors: Int) -> Int {
         max(1, min(asked, (descriptors - descriptorsReservedForRun) / descriptorsReservedPerJob))
     }

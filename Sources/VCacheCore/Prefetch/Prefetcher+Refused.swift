@@ -25,14 +25,17 @@ extension Prefetcher {
         _ = try? Evictor(store: store).evict(c, dryRun: false)
     }
 
-    /// An item whose URL names an MPD (`.mpd`) held whole with a body that is not one (an error
-    /// page answered with 200): why it is refused, as a `.m3u8` is (`PrefetchJob.notAnMP4Start`),
+    /// An item whose URL names an MPD (`.mpd`) or a playlist (`.m3u8`) held whole with a body
+    /// that is not one (an error page answered with 200, an empty answer): why it is refused,
     /// else nil. Read from the cache: a copy cached before this check came in is judged too.
-    func notAnMPD(_ r: PrefetchResult, item: PrefetchItem) -> String? {
+    /// (A `.m3u8` page is refused as it arrives, `PrefetchJob.notAnMP4Start`; an empty one never
+    /// arrives.)
+    func notTheManifest(_ r: PrefetchResult, item: PrefetchItem) -> String? {
         // serve (no stream expanded) judges what it answers for a manifest itself.
-        guard options.expandStreams, item.checkSegment == nil, (URL(string: item.url)?.path ?? item.url).fileExtension.lowercased() == "mpd",
+        let ext = (URL(string: item.url)?.path ?? item.url).fileExtension.lowercased()
+        guard options.expandStreams, item.checkSegment == nil, ext == "mpd" || ext == "m3u8",
               let e = (try? store.catalog.entry(key: r.key)) ?? nil, e.isComplete, let length = e.length,
-              let head = store.cachedBytes(of: e, count: min(length, 64 << 10)) else { return nil }
-        return PrefetchJob.notTheManifest(url: item.url, mpd: true, head)
+              let head = length == 0 ? [] : store.cachedBytes(of: e, count: min(length, 64 << 10)) else { return nil }
+        return PrefetchJob.notTheManifest(url: item.url, mpd: ext == "mpd", head)
     }
 }

@@ -177,7 +177,7 @@ public final class Prefetcher {
     /// version (`CacheStore.storeWhole`); throws `.notTheVideo` when it is not the manifest the
     /// entry was. Returns the old copy's bytes.
     private func promote(_ live: LiveRefetch, url: String) throws -> CachedCopy? {
-        guard let e = try store.catalog.entry(key: live.staging), e.isComplete, let bytes = store.cachedBytes(of: e),
+        guard let e = try store.catalog.entry(key: live.staging), e.isComplete, let bytes = e.length == 0 ? [] : store.cachedBytes(of: e),
               e.length == Int64(bytes.count) else {
             throw PrefetchError.catalog("the new copy of \(url) cannot be read back from the cache")
         }
@@ -417,7 +417,7 @@ public final class Prefetcher {
             } else if done.entry.refusedManifest {
                 // A manifest stopped past its size limit is not kept as an entry (as one refused whole).
                 forgetRefusedPlaylist(key: done.key)
-            } else if let r = result, r.complete, let why = notAnMPD(r, item: run.items[index]) {
+            } else if let r = result, r.complete, let why = notTheManifest(r, item: run.items[index]) {
                 forgetRefusedPlaylist(key: r.key)
                 result?.complete = false
                 result?.error = .notTheVideo(why)

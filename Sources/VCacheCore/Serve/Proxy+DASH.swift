@@ -14,7 +14,11 @@ extension Proxy {
     /// Content-Type or first element, never its URL).
     func mpdAnswer(_ request: HTTPServer.Request, origin: String, video: ReadThrough.Video, peeked: [UInt8]? = nil) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
         let head = cachedHead(video, count: Int(min(video.length, 4096)), peeked: peeked)
-        guard MPD.looksLikeMPD(firstBytes: head ?? [], contentType: video.contentType) else { return nil }
+        // A URL named like an MPD is asked for fresh too, whatever is cached under it (an empty
+        // answer or an error page cached there must not hide the MPD the origin now serves), as
+        // a `.m3u8` is; what is an MPD is still decided by the answer's content.
+        let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "mpd"
+        guard named || MPD.looksLikeMPD(firstBytes: head ?? [], contentType: video.contentType) else { return nil }
         let store = readThrough.store
         let shared = livePlaylists.answerMPD(origin) {
             let outcome = headFetchedWhole(video).map { SmallGet.Outcome.answer($0) }
@@ -44,7 +48,9 @@ extension Proxy {
             guard MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else {
                 // The URL was an MPD and the origin now answers something else (a maintenance
                 // page, a video): never the cached MPD as it was (its URLs would lead off the
-                // proxy); the cached copy stays for offline answers.
+                // proxy); the cached copy stays for offline answers when it is an MPD, and goes
+                // when it is not one either (the same empty answer or page, kept by `open`).
+                forgetRefusedMPD(video, refused: Array(fresh.body))
                 return Self.notOne("the MPD", fresh)
             }
             (bytes, finalURL, status) = (Array(fresh.body), fresh.finalURL, shared.fetchedHere ? .miss : .hit)

@@ -59,7 +59,7 @@ enum Settings {
         if let v = overrides.connections { options.connections = v }
         // -j within what `ulimit -n` carries (the soft limit raised to the hard one first, as
         // serve does), and -j times --connections at most 64 transfers within what it leaves (Docs/cli.md).
-        let descriptors = Resources.raiseDescriptorLimit()
+        let descriptors = Resources.usableDescriptors().usable
         options.concurrency = PrefetchOptions.jobs(options.concurrency, descriptors: descriptors)
         options.connections = PrefetchOptions.connectionsPerEntry(options.connections, jobs: options.concurrency, descriptors: descriptors)
         if overrides.keyIgnoreQuery { options.keyRules.ignoreQuery = true }

@@ -100,6 +100,14 @@ enum PrefetchCommand: VCacheCommand {
             return 2
         }
         for e in inputErrors { console.error(e, kind: "bad_input") }
+        // Below it a download runs out of descriptors, and libdispatch ends a process that does
+        // (SIGILL; Docs/serve.md, "Descriptors"): said once, before anything is opened.
+        let usable = Resources.usableDescriptors()
+        guard usable.usable >= PrefetchOptions.minimumDescriptors else {
+            console.error("cannot prefetch: only \(Resources.describe(usable)), and prefetch needs at least \(PrefetchOptions.minimumDescriptors): raise the limit (ulimit -n)",
+                          kind: "failed", exitCode: 1)
+            return 1
+        }
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         do {
             try Settings.apply(store: store, Settings.Overrides(maxSize: args.maxSize, minFree: args.minFree, connections: args.connections, usesConnections: true, keys: args.keys), to: &options)

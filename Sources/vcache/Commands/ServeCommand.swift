@@ -90,9 +90,10 @@ enum ServeCommand: VCacheCommand {
         options.request.allowedOrigins = allowed
         // Each connection costs a descriptor, a cold one a few more (its storing job's `data`,
         // sockets to the origin): sized from the descriptor limit, raised first as nginx does.
-        let descriptors = Resources.raiseDescriptorLimit()
+        let usable = Resources.usableDescriptors()
+        let descriptors = usable.usable
         guard descriptors >= HTTPServer.minimumDescriptors else {
-            console.error("cannot serve: only \(descriptors) open files are allowed (ulimit -n), and serve needs at least \(HTTPServer.minimumDescriptors): raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit)",
+            console.error("cannot serve: only \(Resources.describe(usable)), and serve needs at least \(HTTPServer.minimumDescriptors): raise the limit (ulimit -n, or LimitNOFILE= in a systemd unit)",
                           kind: "failed", exitCode: 1)
             return 1
         }
