@@ -87,6 +87,27 @@ import VCacheTestSupport
         #expect(origin.requests("/s/manifest.mpd").count == 2)
     }
 
+    /// A bad deploy: the MPD once answered well-formed with no AdaptationSet (refused, exit 4).
+    /// Once the origin serves the stream again, the next run asks for the MPD and completes the
+    /// stream; a stream of no Representation was "complete", never asked again (probe h2, F17).
+    @Test
+    func aStreamWhoseMPDOnceNamedNothingIsCompletedOnceTheOriginIsFixed() throws {
+        let origin = try TestOrigin()
+        let old = Self.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(width: 320), etag: "\"m1\"", contentType: Self.dashXML))
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let empty = Data("<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\" mediaPresentationDuration=\"PT4S\"><Period/></MPD>\n".utf8)
+        origin.setResource("/s/manifest.mpd", .init(body: empty, etag: "\"bad\"", contentType: Self.dashXML))
+        #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 4)
+        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(width: 320), etag: "\"m3\"", contentType: Self.dashXML))
+        let fixed = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(try Self.cachedDigests(cache, origin, Array(old.keys)) == old.mapValues { TestBytes.sha256($0) })
+        #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+    }
+
     @Test
     func anUnchangedMPDIsAskedOnceConditionallyAndKeepsWhatIsCached() throws {
         let origin = try TestOrigin()

@@ -71,7 +71,9 @@ public struct StreamSummary: Sendable {
         guard entries.allSatisfy(\.isComplete) else { return false }
         if playlists.isEmpty || record.format == "dash" {
             guard entries.count == Set(record.keys).count else { return false }
-            if playlists.isEmpty { return true }
+            // An MPD naming no Representation (a bad deploy) is no complete stream: the next run
+            // asks for it again, and completes the stream from the MPD the origin has then.
+            if playlists.isEmpty { return record.format != "dash" }
         }
         return playlists.allSatisfy { !$0.cached || $0.isWhole } && playlists.contains(where: \.isWhole)
     }
