@@ -21,4 +21,17 @@ import Testing
         #expect(outcome(404, []) == .failed("origin answered 404", .fixOrigin))
         #expect(outcome(206, Array("<MP".utf8)) == .failed("origin answered 206", .fixOrigin))  // no range was asked
     }
+
+    /// The MPD moved behind a redirect (probe h2, F2): the same bytes, answered from another
+    /// folder, name other URLs: changed (a 304 too). Another query (a token) is no move.
+    @Test
+    func theSameBytesFromAnotherFolderAreAChange() {
+        func at(_ status: Int, _ body: [UInt8], _ final: String) -> ManifestRevalidation.Outcome {
+            ManifestRevalidation.outcome(status: status, body: body, cached: cached, cachedBase: "http://o/a/m.mpd?t=1", validators: v, contentType: nil, finalURL: final)
+        }
+        #expect(at(200, cached, "http://o/b/m.mpd") == .changed(body: cached, validators: v, contentType: nil, finalURL: "http://o/b/m.mpd"))
+        #expect(at(304, [], "http://o/b/m.mpd") == .changed(body: cached, validators: Validators(length: 8, etag: "\"2\"", lastModified: nil), contentType: nil, finalURL: "http://o/b/m.mpd"))
+        #expect(at(200, cached, "http://o/a/m.mpd?t=2") == .unchanged)
+        #expect(at(304, [], "http://o/a/other.mpd") == .unchanged)
+    }
 }

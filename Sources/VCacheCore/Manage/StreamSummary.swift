@@ -73,7 +73,7 @@ public struct StreamSummary: Sendable {
             guard entries.count == Set(record.keys).count else { return false }
             // An MPD naming no Representation (a bad deploy) is no complete stream: the next run
             // asks for it again, and completes the stream from the MPD the origin has then.
-            if playlists.isEmpty { return record.format != "dash" }
+            if playlists.isEmpty { return record.format != "dash" || dash == nil }
         }
         return playlists.allSatisfy { !$0.cached || $0.isWhole } && playlists.contains(where: \.isWhole)
     }

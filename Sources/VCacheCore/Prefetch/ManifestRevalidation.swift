@@ -26,16 +26,20 @@ final class ManifestRevalidation: TransferDelegate {
     private var failure: String?
     private var done: ((Outcome) -> Void)?
 
-    private init(cached: [UInt8], maxBytes: Int, done: @escaping (Outcome) -> Void) {
+    /// The URL the cached manifest's relative URLs resolve against (where it was answered).
+    private let cachedBase: String?
+
+    private init(cached: [UInt8], cachedBase: String?, maxBytes: Int, done: @escaping (Outcome) -> Void) {
         self.cached = cached
+        self.cachedBase = cachedBase
         self.maxBytes = maxBytes
         self.done = done
     }
 
     /// Starts the request for `url` on `fetcher`; nil (and `done` not called) when it cannot be made.
-    static func start(url: String, cached: [UInt8], validators: Validators, maxBytes: Int, options: RequestOptions,
+    static func start(url: String, cached: [UInt8], cachedBase: String?, validators: Validators, maxBytes: Int, options: RequestOptions,
                       fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
-        let r = ManifestRevalidation(cached: cached, maxBytes: maxBytes, done: done)
+        let r = ManifestRevalidation(cached: cached, cachedBase: cachedBase, maxBytes: maxBytes, done: done)
         var o = options
         if let etag = validators.etag {
             o.headers.append("If-None-Match: \(etag)")
@@ -47,17 +51,30 @@ final class ManifestRevalidation: TransferDelegate {
         return r
     }
 
-    /// What an answer means for the cached manifest `cached` (a pure decision).
-    static func outcome(status: Int, body: [UInt8], cached: [UInt8], validators: Validators, contentType: String?, finalURL: String?) -> Outcome {
+    /// What an answer means for the cached manifest `cached` (a pure decision). Answered from
+    /// another folder than the cached copy was (`cachedBase`; the MPD moved behind a redirect),
+    /// the same bytes name other URLs: changed.
+    static func outcome(status: Int, body: [UInt8], cached: [UInt8], cachedBase: String? = nil, validators: Validators, contentType: String?, finalURL: String?) -> Outcome {
+        let moved = finalURL.map { new in cachedBase.map { folder(of: $0) != folder(of: new) } ?? false } ?? false
         switch status {
+        case 304 where moved:
+            return .changed(body: cached, validators: Validators(length: Int64(cached.count), etag: validators.etag, lastModified: validators.lastModified),
+                            contentType: contentType, finalURL: finalURL)
         case 304: return .unchanged
-        case 200 where body == cached: return .unchanged
+        case 200 where body == cached && !moved: return .unchanged
         case 200 where body.isEmpty: return .failed("origin answered 200 with an empty body", .fixOrigin)
         case 200: return .changed(body: body, validators: validators, contentType: contentType, finalURL: finalURL)
         default:
             let e = PrefetchError.http(status: status, reason: "")
             return .failed(e.description, e.remedy)
         }
+    }
+
+    /// A URL without its query and last path segment: what relative URLs resolve against.
+    static func folder(of url: String) -> String {
+        let path = url.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? url
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[...slash])
     }
 
     func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
@@ -94,7 +111,7 @@ final class ManifestRevalidation: TransferDelegate {
             if let n = h.contentLength, h.status == 200, Int64(body.count) != n {
                 outcome = .failed("its body ended after \(body.count) of \(n) bytes", .tryLater)
             } else {
-                outcome = Self.outcome(status: h.status, body: body, cached: cached,
+                outcome = Self.outcome(status: h.status, body: body, cached: cached, cachedBase: cachedBase,
                                        validators: Validators(length: Int64(body.count), etag: h.etag, lastModified: h.lastModified),
                                        contentType: h.contentType, finalURL: h.effectiveURL)
             }

@@ -23,6 +23,8 @@ extension Prefetcher {
         let validators: Validators
         let contentType: String?
         let bytes: [UInt8]
+        /// Where the cached copy was answered (its relative URLs resolve against it).
+        let base: String
         let maxBytes: Int
         /// What the cached manifest named: the members dropped when it changed.
         let named: [CacheKey]
@@ -79,8 +81,9 @@ extension Prefetcher {
             guard let playlist = try? HLSPlaylist.parse(bytes, url: e.latestURL) else { return nil }
             named = playlist.members.map { options.keyRules.key(for: $0.url) }.filter { $0 != key && $0 != root }
         }
+        let base = ((try? store.catalog.finalURL(of: key)) ?? nil) ?? e.latestURL
         return StaleManifest(url: url, key: key, root: root, validators: e.validators, contentType: e.contentType,
-                             bytes: bytes, maxBytes: maxBytes, named: named)
+                             bytes: bytes, base: base, maxBytes: maxBytes, named: named)
     }
 
     /// What the origin answered about `m`, carried out before the run reads it. An error: the

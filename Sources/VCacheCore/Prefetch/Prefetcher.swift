@@ -506,7 +506,7 @@ public final class Prefetcher {
                 if let stale {
                     let id = ObjectIdentifier(job)
                     revalidations[id] = ManifestRevalidation.start(
-                        url: stale.url, cached: stale.bytes, validators: stale.validators, maxBytes: stale.maxBytes,
+                        url: stale.url, cached: stale.bytes, cachedBase: stale.base, validators: stale.validators, maxBytes: stale.maxBytes,
                         options: options.request, fetcher: fetcher) { outcome in
                             revalidations.removeValue(forKey: id)
                             if self.fetcher.isStopped { return job.start() }
