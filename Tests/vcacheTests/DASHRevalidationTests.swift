@@ -59,14 +59,20 @@ import VCacheTestSupport
         return out
     }
 
-    @Test
-    func aStreamReEncodedInPlaceIsCompletedFromTheNewMPDOnly() throws {
+    /// The origin serving encode 1 and its MPD (ETag "m1"), the stream's first 2 s cached.
+    func partlyCached() throws -> (origin: TestOrigin, old: [String: Data], cache: String, url: String) {
         let origin = try TestOrigin()
-        Self.encode(origin, seed: 1)
+        let old = Self.encode(origin, seed: 1)
         origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(width: 320), etag: "\"m1\"", contentType: Self.dashXML))
         let cache = dir.file("c")
         let url = origin.url("/s/manifest.mpd")
         #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        return (origin, old, cache, url)
+    }
+
+    @Test
+    func aStreamReEncodedInPlaceIsCompletedFromTheNewMPDOnly() throws {
+        let (origin, _, cache, url) = try partlyCached()
         // The origin re-encodes in place: the same URLs, new bytes, a new MPD with a new ETag.
         let new = Self.encode(origin, seed: 7)
         origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(width: 640), etag: "\"m2\"", contentType: Self.dashXML))
@@ -92,12 +98,7 @@ import VCacheTestSupport
     /// stream; a stream of no Representation was "complete", never asked again (probe h2, F17).
     @Test
     func aStreamWhoseMPDOnceNamedNothingIsCompletedOnceTheOriginIsFixed() throws {
-        let origin = try TestOrigin()
-        let old = Self.encode(origin, seed: 1)
-        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(width: 320), etag: "\"m1\"", contentType: Self.dashXML))
-        let cache = dir.file("c")
-        let url = origin.url("/s/manifest.mpd")
-        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let (origin, old, cache, url) = try partlyCached()
         let empty = Data("<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\" mediaPresentationDuration=\"PT4S\"><Period/></MPD>\n".utf8)
         origin.setResource("/s/manifest.mpd", .init(body: empty, etag: "\"bad\"", contentType: Self.dashXML))
         #expect(try VCacheBinary.run(["prefetch", url], cacheDir: cache).status == 4)
@@ -110,12 +111,7 @@ import VCacheTestSupport
 
     @Test
     func anUnchangedMPDIsAskedOnceConditionallyAndKeepsWhatIsCached() throws {
-        let origin = try TestOrigin()
-        let old = Self.encode(origin, seed: 1)
-        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(width: 320), etag: "\"m1\"", contentType: Self.dashXML))
-        let cache = dir.file("c")
-        let url = origin.url("/s/manifest.mpd")
-        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let (origin, old, cache, url) = try partlyCached()
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(!r.stderr.contains("note:"), "\(r.stderr)")
@@ -159,12 +155,7 @@ import VCacheTestSupport
     /// completed from a cached copy that may be stale; the item fails and nothing more is fetched.
     @Test
     func aPartialStreamWhoseMPDCannotBeAskedAgainIsNotCompletedFromTheCachedCopy() throws {
-        let origin = try TestOrigin()
-        Self.encode(origin, seed: 1)
-        origin.setResource("/s/manifest.mpd", .init(body: Self.mpd(width: 320), etag: "\"m1\"", contentType: Self.dashXML))
-        let cache = dir.file("c")
-        let url = origin.url("/s/manifest.mpd")
-        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let (origin, _, cache, url) = try partlyCached()
         var f = TestOrigin.Faults()
         f.statuses = [(503, [:])]
         origin.setFaults("/s/manifest.mpd", f)

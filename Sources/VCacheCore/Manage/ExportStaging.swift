@@ -221,11 +221,3 @@ struct ExportStaging {
         func close() { for fd in opened { _ = Glibc_close(fd) } }
     }
 }
-
-@inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 {
-    #if canImport(Glibc)
-    return Glibc.close(fd)
-    #else
-    return Darwin.close(fd)
-    #endif
-}

@@ -342,7 +342,8 @@ public enum FileSystem {
     #endif
 }
 
-@inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 {
+/// close(2) by its C name, where a type's own `close()` hides it (RawFile, ExportStaging).
+@inline(__always) func Glibc_close(_ fd: Int32) -> Int32 {
     #if canImport(Glibc)
     return Glibc.close(fd)
     #else
