@@ -174,4 +174,50 @@ import VCacheTestSupport
             }
         }
     }
+
+    /// Finding F3/F4: SIGKILL inside the replacement itself (`storeWhole`, between its commit
+    /// that drops the old claims and the one that claims the new bytes) left the manifest holding
+    /// no bytes ("partial ... 0/0 segments", export refused) and the new copy as a loose row of
+    /// the same URL, which the next run threw away: an origin that no longer answers never gave the
+    /// stream back. Now the next run restores the whole new copy, without the origin: one row,
+    /// complete with its members, the new manifest's SHA-256, export works.
+    @Test
+    func aKillInsideTheReplacementOfALiveManifestIsRestoredByTheNextRunWithoutTheOrigin() throws {
+        for (path, body) in [("/d/live.mpd", Self.dynamicMPD), ("/h/live.m3u8", Self.livePlaylist)] {
+            let origin = try origin()
+            let type = path.hasSuffix(".mpd") ? Self.dashXML : "application/vnd.apple.mpegurl"
+            let cache = dir.file("k\(path.count)"), url = origin.url(path)
+            origin.setResource(path, .init(body: body, contentType: type))
+            #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+            let before = try seen(cache, url)
+            #expect(before.rows == 1 && before.state == "complete", "\(before)")
+            let newer = body + Data((path.hasSuffix(".mpd") ? "<!-- later -->\n" : "#EXT-X-PROGRAM-DATE-TIME:2026-01-01T00:00:00Z\n").utf8)
+            origin.setResource(path, .init(body: newer, contentType: type))
+            let pauseDir = TempDirectory("vcache-liverefetch-pause")
+            let pause = PausePoint("drop-all-after-invalidate", in: pauseDir)
+            let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+            #expect(pause.waitUntilReached())
+            running.kill(SIGKILL)
+            #expect(running.finish().signalled)
+            // The origin no longer answers the manifest (the event is over).
+            var gone = TestOrigin.Faults()
+            gone.statuses = Array(repeating: (404, [:]), count: 20)
+            origin.setFaults(path, gone)
+            let next = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+            #expect(next.stderr.contains("\(url): \(Self.kept)"), "\(next.stderr)")
+            var after = before
+            after.manifestSHA = TestBytes.sha256(newer)
+            #expect(try seen(cache, url) == after)
+            #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(newer))
+            let out = dir.file("export\(path.count)")
+            let export = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+            if path.hasSuffix(".mpd") {
+                #expect(export.status == 0, "\(export.stderr)")
+            } else {
+                // A live playlist is refused by export as such (it was "not the root of a cached stream").
+                #expect(export.status == 1 && export.stderr.contains("\(url) is a live playlist (no EXT-X-ENDLIST)"), "\(export.stderr)")
+            }
+            #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        }
+    }
 }
