@@ -220,4 +220,29 @@ import VCacheTestSupport
             #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
         }
     }
+
+    /// Finding F4: the staging entry a killed refetch leaves is vcache's own: `ls` does not list
+    /// it as a second row of the URL (it did, and `info URL` did not know it), and `evict URL`
+    /// removes it with the entry (it stayed, and a second `evict URL` said "not in the cache").
+    @Test
+    func theStagingEntryOfAKilledRefetchIsNotListedAndGoesWithEvictURL() throws {
+        let origin = try origin()
+        let cache = dir.file("f4"), url = origin.url("/d/live.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let stream = try CacheInspector(directory: cache).store.catalog.allEntries().count
+        origin.setResource("/d/live.mpd", .init(body: Self.dynamicMPD + Data("<!-- later -->\n".utf8), contentType: Self.dashXML))
+        let pauseDir = TempDirectory("vcache-liverefetch-pause")
+        let pause = PausePoint("drop-all-after-invalidate", in: pauseDir)
+        let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        #expect(running.finish().signalled)
+        let store = try CacheInspector(directory: cache).store
+        #expect(try store.catalog.allEntries().count == stream + 1, "the stream's entries and the staging entry")
+        #expect(try seen(cache, url).rows == 1)
+        let evicted = try VCacheBinary.run(["evict", url], cacheDir: cache)
+        #expect(evicted.status == 0, "\(evicted.stderr)")
+        #expect(try store.catalog.allEntries().isEmpty)
+        #expect(try seen(cache, url).rows == 0)
+    }
 }
