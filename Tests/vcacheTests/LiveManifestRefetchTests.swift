@@ -245,4 +245,35 @@ import VCacheTestSupport
         #expect(try store.catalog.allEntries().isEmpty)
         #expect(try seen(cache, url).rows == 0)
     }
+
+    /// Finding F3 with `verify`: the manifest a kill left without bytes was "0 with problems";
+    /// now `verify` says it, and `verify --fix` restores the new copy (no origin asked).
+    @Test
+    func verifyFixRestoresALiveManifestWhoseReplacementAKillCut() throws {
+        let origin = try origin()
+        let cache = dir.file("vf"), url = origin.url("/h/live.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let before = try seen(cache, url)
+        let newer = Self.livePlaylist + Data("#EXT-X-PROGRAM-DATE-TIME:2026-01-01T00:00:00Z\n".utf8)
+        origin.setResource("/h/live.m3u8", .init(body: newer, contentType: "application/vnd.apple.mpegurl"))
+        let pauseDir = TempDirectory("vcache-liverefetch-pause")
+        let pause = PausePoint("drop-all-after-invalidate", in: pauseDir)
+        let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        #expect(running.finish().signalled)
+        let checked = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(checked.status != 0 && checked.stdout.contains("its bytes were lost by a run killed while replacing them with a new copy; 'vcache verify --fix' restores that copy"), "\(checked.stdout)\(checked.stderr)")
+        let requests = origin.requests("/h/live.m3u8").count
+        let fixed = try VCacheBinary.run(["verify", "--fix"], cacheDir: cache)
+        // 1: a problem was found, even if fixed (Docs/cli.md, verify).
+        #expect(fixed.status == 1, "\(fixed.stdout)\(fixed.stderr)")
+        #expect(fixed.stdout.contains("3 entries checked, 1 with problems, 1 fixed") && fixed.stdout.contains("restored the new copy that run fetched"), "\(fixed.stdout)")
+        var after = before
+        after.manifestSHA = TestBytes.sha256(newer)
+        #expect(try seen(cache, url) == after)
+        #expect(try CacheInspector(directory: cache).store.catalog.allEntries().count == before.rows + 2, "the playlist and its 2 segments, no staging entry")
+        #expect(origin.requests("/h/live.m3u8").count == requests)
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
 }
