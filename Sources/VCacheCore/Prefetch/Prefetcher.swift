@@ -615,8 +615,9 @@ public final class Prefetcher {
 
 /// A live manifest (`Prefetcher.liveRefetch`) fetched again: the new copy goes into an entry of
 /// its own, `staging`, until it is whole and accepted, so the cached one and its stream survive a
-/// run killed at any moment of the refetch (what such a run leaves in `staging` is removed by the
-/// next refetch of the URL).
+/// run killed during the refetch (what such a run leaves in `staging` is removed by the next
+/// refetch of the URL; a whole copy left by a kill inside `storeWhole` is restored by the next run
+/// and by `verify --fix`: `restoreStagedManifests`). vcache's own: `ls` does not list it.
 struct LiveRefetch {
     let key: CacheKey
     /// The cached copy is an MPD (else an HLS media playlist).
