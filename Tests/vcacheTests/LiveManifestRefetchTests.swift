@@ -174,6 +174,108 @@ import VCacheTestSupport
             }
         }
     }
+
+    /// Finding F3/F4: SIGKILL inside the replacement itself (`storeWhole`, between its commit
+    /// that drops the old claims and the one that claims the new bytes) left the manifest holding
+    /// no bytes ("partial ... 0/0 segments", export refused) and the new copy as a loose row of
+    /// the same URL, which the next run threw away: an origin that no longer answers never gave the
+    /// stream back. Now the next run restores the whole new copy, without the origin: one row,
+    /// complete with its members, the new manifest's SHA-256, export works.
+    @Test
+    func aKillInsideTheReplacementOfALiveManifestIsRestoredByTheNextRunWithoutTheOrigin() throws {
+        for (path, body) in [("/d/live.mpd", Self.dynamicMPD), ("/h/live.m3u8", Self.livePlaylist)] {
+            let origin = try origin()
+            let type = path.hasSuffix(".mpd") ? Self.dashXML : "application/vnd.apple.mpegurl"
+            let cache = dir.file("k\(path.count)"), url = origin.url(path)
+            origin.setResource(path, .init(body: body, contentType: type))
+            #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+            let before = try seen(cache, url)
+            #expect(before.rows == 1 && before.state == "complete", "\(before)")
+            let newer = body + Data((path.hasSuffix(".mpd") ? "<!-- later -->\n" : "#EXT-X-PROGRAM-DATE-TIME:2026-01-01T00:00:00Z\n").utf8)
+            origin.setResource(path, .init(body: newer, contentType: type))
+            let pauseDir = TempDirectory("vcache-liverefetch-pause")
+            let pause = PausePoint("drop-all-after-invalidate", in: pauseDir)
+            let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+            #expect(pause.waitUntilReached())
+            running.kill(SIGKILL)
+            #expect(running.finish().signalled)
+            // The origin no longer answers the manifest (the event is over).
+            var gone = TestOrigin.Faults()
+            gone.statuses = Array(repeating: (404, [:]), count: 20)
+            origin.setFaults(path, gone)
+            let next = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+            #expect(next.stderr.contains("\(url): \(Self.kept)"), "\(next.stderr)")
+            var after = before
+            after.manifestSHA = TestBytes.sha256(newer)
+            #expect(try seen(cache, url) == after)
+            #expect(try CacheInspector(directory: cache).dataSHA256(url) == TestBytes.sha256(newer))
+            let out = dir.file("export\(path.count)")
+            let export = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+            if path.hasSuffix(".mpd") {
+                #expect(export.status == 0, "\(export.stderr)")
+            } else {
+                // A live playlist is refused by export as such (it was "not the root of a cached stream").
+                #expect(export.status == 1 && export.stderr.contains("\(url) is a live playlist (no EXT-X-ENDLIST)"), "\(export.stderr)")
+            }
+            #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+        }
+    }
+
+    /// Finding F4: the staging entry a killed refetch leaves is vcache's own: `ls` does not list
+    /// it as a second row of the URL (it did, and `info URL` did not know it), and `evict URL`
+    /// removes it with the entry (it stayed, and a second `evict URL` said "not in the cache").
+    @Test
+    func theStagingEntryOfAKilledRefetchIsNotListedAndGoesWithEvictURL() throws {
+        let origin = try origin()
+        let cache = dir.file("f4"), url = origin.url("/d/live.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let stream = try CacheInspector(directory: cache).store.catalog.allEntries().count
+        origin.setResource("/d/live.mpd", .init(body: Self.dynamicMPD + Data("<!-- later -->\n".utf8), contentType: Self.dashXML))
+        let pauseDir = TempDirectory("vcache-liverefetch-pause")
+        let pause = PausePoint("drop-all-after-invalidate", in: pauseDir)
+        let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        #expect(running.finish().signalled)
+        let store = try CacheInspector(directory: cache).store
+        #expect(try store.catalog.allEntries().count == stream + 1, "the stream's entries and the staging entry")
+        #expect(try seen(cache, url).rows == 1)
+        let evicted = try VCacheBinary.run(["evict", url], cacheDir: cache)
+        #expect(evicted.status == 0, "\(evicted.stderr)")
+        #expect(try store.catalog.allEntries().isEmpty)
+        #expect(try seen(cache, url).rows == 0)
+    }
+
+    /// Finding F3 with `verify`: the manifest a kill left without bytes was "0 with problems";
+    /// now `verify` says it, and `verify --fix` restores the new copy (no origin asked).
+    @Test
+    func verifyFixRestoresALiveManifestWhoseReplacementAKillCut() throws {
+        let origin = try origin()
+        let cache = dir.file("vf"), url = origin.url("/h/live.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let before = try seen(cache, url)
+        let newer = Self.livePlaylist + Data("#EXT-X-PROGRAM-DATE-TIME:2026-01-01T00:00:00Z\n".utf8)
+        origin.setResource("/h/live.m3u8", .init(body: newer, contentType: "application/vnd.apple.mpegurl"))
+        let pauseDir = TempDirectory("vcache-liverefetch-pause")
+        let pause = PausePoint("drop-all-after-invalidate", in: pauseDir)
+        let running = try VCacheBinary.start(["prefetch", "-q", url], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        #expect(running.finish().signalled)
+        let checked = try VCacheBinary.run(["verify"], cacheDir: cache)
+        #expect(checked.status != 0 && checked.stdout.contains("its bytes were lost by a run killed while replacing them with a new copy; 'vcache verify --fix' restores that copy"), "\(checked.stdout)\(checked.stderr)")
+        let requests = origin.requests("/h/live.m3u8").count
+        let fixed = try VCacheBinary.run(["verify", "--fix"], cacheDir: cache)
+        // 1: a problem was found, even if fixed (Docs/cli.md, verify).
+        #expect(fixed.status == 1, "\(fixed.stdout)\(fixed.stderr)")
+        #expect(fixed.stdout.contains("3 entries checked, 1 with problems, 1 fixed") && fixed.stdout.contains("restored the new copy that run fetched"), "\(fixed.stdout)")
+        var after = before
+        after.manifestSHA = TestBytes.sha256(newer)
+        #expect(try seen(cache, url) == after)
+        #expect(try CacheInspector(directory: cache).store.catalog.allEntries().count == before.rows + 2, "the playlist and its 2 segments, no staging entry")
+        #expect(origin.requests("/h/live.m3u8").count == requests)
+        #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
+    }
 }
 
 /// An empty 200 for a manifest (an origin starting up, a CDN glitch): refused, nothing kept, and

@@ -49,19 +49,48 @@ public struct Verifier {
 
     /// Verifies `keys` (all entries when nil).
     public func verify(keys: [CacheKey]?, options: Options) throws -> [EntryReport] {
-        var entries = try store.catalog.allEntries()
+        let all = try store.catalog.allEntries()
+        var entries = all
         if let keys {
             // A stream's root stands for every member of the stream.
             var wanted = Set(keys)
             for s in try store.catalog.streams() where wanted.contains(s.root) { wanted.formUnion(s.keys) }
             entries = entries.filter { wanted.contains($0.key) }
         }
+        // A live manifest whose replacement a kill cut (Docs/reliability.md): not complete, its
+        // new copy whole in its staging entry. --fix restores that copy; without, it is a problem.
+        let complete = Set(all.filter(\.isComplete).map(\.key))
+        var cut: [CacheKey: String] = [:]
+        for e in entries where !e.isComplete && complete.contains(CacheStore.stagingKey(of: e.key)) {
+            if !options.fix || !store.restoreStagedManifest(key: e.key, staging: CacheStore.stagingKey(of: e.key), url: e.latestURL) {
+                cut[e.key] = "its bytes were lost by a run killed while replacing them with a new copy; 'vcache verify --fix' restores that copy"
+            } else {
+                cut[e.key] = ""
+            }
+        }
+        if !cut.isEmpty {
+            let now = Dictionary(try store.catalog.allEntries().map { ($0.key, $0) }) { a, _ in a }
+            entries = entries.compactMap { now[$0.key] }
+        }
         var originAnswers: [CacheKey: OriginProbe.Answer] = [:]
         if options.checkOrigin {
             let answers = OriginProbe.probe(entries.map(\.latestURL), known: entries.map(\.validators), options: options.request)
             for (e, a) in zip(entries, answers) { originAnswers[e.key] = a }
         }
-        return entries.map { verifyEntry($0, origin: originAnswers[$0.key], fix: options.fix) }
+        return entries.map { e in
+            var r = verifyEntry(e, origin: originAnswers[e.key], fix: options.fix)
+            if let why = cut[e.key] {
+                if why.isEmpty {
+                    r.problems.insert("its bytes were lost by a run killed while replacing them with a new copy", at: 0)
+                    r.actions.append("restored the new copy that run fetched")
+                    if r.state == .ok { r.state = .fixed }
+                } else {
+                    r.problems.insert(why, at: 0)
+                    if r.state == .ok { r.state = .problem }
+                }
+            }
+            return r
+        }
     }
 
     /// Checks one entry under its writer lock. The entry is read again once locked: the listing

@@ -142,6 +142,25 @@ public final class Prefetcher {
         _ = try? Evictor(store: store).evict(c, dryRun: false)
     }
 
+    /// A run killed inside `storeWhole` of a live manifest's new copy (between its two commits:
+    /// the old claims gone, the new ones not yet made) left the entry holding no bytes and the new
+    /// copy whole in its staging entry. That copy becomes the entry's version now, before anything
+    /// reads the entry, so the stream is whole again without asking the origin (which may no
+    /// longer answer). One catalog read for the URLs given; a staging copy is promoted only when
+    /// the entry is not complete and the copy is whole and a manifest. `verify --fix` does the same.
+    private func restoreStagedManifests(_ urls: [String]) {
+        let keys = urls.map { options.keyRules.key(for: $0) }
+        let stagings = keys.map { LiveRefetch(key: $0, mpd: false).staging }
+        guard let whole = try? store.catalog.completeKeys(among: stagings), !whole.isEmpty else { return }
+        for (i, key) in keys.enumerated() where whole.contains(stagings[i]) {
+            if store.restoreStagedManifest(key: key, staging: stagings[i], url: urls[i]) {
+                events(.note(url: urls[i], message: Self.restoredMessage))
+            }
+        }
+    }
+
+    static let restoredMessage = "its copy fetched by a run that was killed while keeping it is restored"
+
     /// The end of a live manifest's refetch: a new copy fetched whole that is the manifest it must
     /// be (an MPD for an MPD, a playlist for a playlist, whatever its Content-Type) replaces the
     /// cached one, and the result is the entry's; otherwise the cached copy and its stream stay as
@@ -348,6 +367,7 @@ public final class Prefetcher {
         // (`staleManifest`) at their first start. One read for the run instead of one per item on
         // the loop, where each waited for the connection behind another entry's commit
         // (Docs/performance.md). Nil (unreadable): each item is read.
+        if options.expandStreams { restoreStagedManifests((0..<run.given).map { run.items[$0].url }) }
         var completeAtStart = options.expandStreams ? try? store.catalog.completeKeys(among: run.keys) : nil
         // The live manifests this run fetches again, by item (`LiveRefetch`).
         var refetching: [Int: LiveRefetch] = [:]
@@ -595,13 +615,14 @@ public final class Prefetcher {
 
 /// A live manifest (`Prefetcher.liveRefetch`) fetched again: the new copy goes into an entry of
 /// its own, `staging`, until it is whole and accepted, so the cached one and its stream survive a
-/// run killed at any moment of the refetch (what such a run leaves in `staging` is removed by the
-/// next refetch of the URL).
+/// run killed during the refetch (what such a run leaves in `staging` is removed by the next
+/// refetch of the URL; a whole copy left by a kill inside `storeWhole` is restored by the next run
+/// and by `verify --fix`: `restoreStagedManifests`). vcache's own: `ls` does not list it.
 struct LiveRefetch {
     let key: CacheKey
     /// The cached copy is an MPD (else an HLS media playlist).
     let mpd: Bool
-    var staging: CacheKey { CacheKey(stored: SHA256Digest.hash("vcache live refetch " + key.hex)) }
+    var staging: CacheKey { CacheStore.stagingKey(of: key) }
 }
 
 /// A cached manifest's bytes and the entry they were, kept while its new copy is read.

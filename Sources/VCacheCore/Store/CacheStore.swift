@@ -365,6 +365,35 @@ public final class CacheStore: Sendable {
         try catalog.commit(u)
     }
 
+    /// The staging entry of a live manifest's refetch (`LiveRefetch.staging`, keyed by `key`'s
+    /// hex): vcache's own, never shown as the user's.
+    public static func stagingKey(of key: CacheKey) -> CacheKey {
+        CacheKey(stored: SHA256Digest.hash("vcache live refetch " + key.hex))
+    }
+
+    /// A run killed inside `storeWhole` of a live manifest's new copy (after its first commit)
+    /// left `key` holding no complete version while the new copy is whole in `staging`: that copy
+    /// becomes `key`'s version (`storeWhole`, under `key`'s writer lock) and `staging` goes.
+    /// Only a whole copy that is an MPD or a playlist; true when it was restored.
+    @discardableResult
+    public func restoreStagedManifest(key: CacheKey, staging: CacheKey, url: String) -> Bool {
+        guard let s = (try? catalog.entry(key: staging)) ?? nil, s.isComplete,
+              let bytes = cachedBytes(of: s), s.length == Int64(bytes.count), !bytes.isEmpty,
+              MPD.looksLikeMPD(firstBytes: Array(bytes.prefix(4096)), contentType: nil)
+                || HLSPlaylist.looksLikePlaylist(firstBytes: Array(bytes.prefix(16)), contentType: nil),
+              let lock = (try? tryLockWriter(key: key)) ?? nil else { return false }
+        defer { lock.release() }
+        // Read under the lock: a writer may have completed it meanwhile.
+        guard let e = (try? catalog.entry(key: key)) ?? nil, !e.isComplete else { return false }
+        guard (try? storeWhole(bytes, key: key, url: s.latestURL, validators: s.validators, contentType: s.contentType)) != nil else { return false }
+        if let final = (try? catalog.finalURL(of: staging)) ?? nil { try? catalog.recordFinalURL(key: key, url: final) }
+        var c = Evictor.Criteria()
+        c.keys = [staging]
+        c.alone = true
+        _ = try? Evictor(store: self).evict(c, dryRun: false)
+        return true
+    }
+
     /// Gives an entry a new, empty `data` (the caller holds the writer lock and no claim vouches
     /// for the old file's bytes: `dropVersion` removed them, or there were none). The old file is
     /// unlinked, never truncated: a reader still holding it keeps a consistent view, and a hard

@@ -47,7 +47,11 @@ enum EvictCommand: VCacheCommand {
         guard let store = openStore(args, console: console) else { return StoreOpening.failure }
         if !args.positionals.isEmpty {
             switch EntryLookup.keys(for: args.positionals, store: store) {
-            case .success(let keys): c.keys = Set(keys)
+            case .success(let keys):
+                // An entry named goes with the staging entry of its live refetch, if a killed run
+                // left one (vcache's own, not listed by `ls`).
+                let staged = keys.map(CacheStore.stagingKey(of:)).filter { ((try? store.catalog.entry(key: $0)) ?? nil) != nil }
+                c.keys = Set(keys + staged)
             case .failure(let e): console.error(e); return 1
             }
         }

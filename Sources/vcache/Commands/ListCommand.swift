@@ -42,9 +42,12 @@ enum ListCommand: VCacheCommand {
         var entries: [CacheEntry]
         var streams: [StreamSummary] = []
         do {
-            entries = try store.catalog.allEntries()
+            let keyRules = Settings.keyRules(store: store)
+            // The staging entry of a live manifest's refetch is vcache's own, not a row of the
+            // user's (Docs/reliability.md): it is the new copy of an entry listed under its URL.
+            entries = try store.catalog.allEntries().filter { $0.key != CacheStore.stagingKey(of: keyRules.key(for: $0.latestURL)) }
             // A stream is one row: its members fold into it (Docs/hls.md).
-            (streams, entries) = try StreamInventory(store: store, keyRules: Settings.keyRules(store: store)).fold(entries)
+            (streams, entries) = try StreamInventory(store: store, keyRules: keyRules).fold(entries)
             if cap == nil { cap = try store.catalog.config("max-size").flatMap(Units.parseSize) }
             if args.ranges {
                 for i in entries.indices { entries[i].ranges = try store.catalog.entry(key: entries[i].key)?.ranges ?? RangeSet() }
