@@ -346,3 +346,31 @@ import VCacheTestSupport
         #expect(origin.requests("/v.bin").isEmpty)
     }
 }
+
+/// serve asked for a manifest the origin answers with a 206 it was not asked for, or a 304 to no
+/// condition: 502 (or the manifest, fetched again), never that status passed on as the manifest's answer (an empty 206 without
+/// Content-Range, a 304 the player never asked for: hostile probe h1, F11). Its errors (4xx,
+/// 5xx) still reach the player as they are.
+@Suite struct ServeManifestStatusTests {
+    let dir = TempDirectory("vcache-servestatus")
+
+    @Test(arguments: [206, 304, 204])
+    func aManifestAnsweredWithAStatusNoPlainGETGetsIsNeverPassedOn(_ status: Int) throws {
+        let live = try LiveManifestRefetchTests().origin()
+        let serve = try ServeProcess(cacheDir: dir.file("c\(status)"), logDir: dir)
+        defer { serve.stop() }
+        for path in ["/d/live.mpd", "/h/live.m3u8"] {
+            var f = TestOrigin.Faults()
+            f.statuses = [(status, [:])]
+            live.setFaults(path, f)
+            // 502, or (the next request of serve's own, to the origin unfaulted) the manifest itself.
+            let r = try Curl.fetch([serve.url(live.url(path))], in: dir)
+            let text = String(decoding: r.body, as: UTF8.self)
+            #expect(r.status == 502 || (r.status == 200 && (text.contains("<MPD") || text.hasPrefix("#EXTM3U"))), "\(path): \(r.status): \(serve.log.suffix(2))")
+            var gone = TestOrigin.Faults()
+            gone.statuses = [(410, [:])]
+            live.setFaults(path, gone)
+            #expect(try Curl.fetch([serve.url(live.url(path))], in: dir).status == 410)
+        }
+    }
+}

@@ -42,7 +42,7 @@ extension Proxy {
         switch shared.outcome {
         case .answer(let fresh):
             guard fresh.status == 200 else {
-                let code = (100...599).contains(fresh.status) ? fresh.status : 502
+                let code = Self.relayedStatus(fresh.status)
                 return (HTTPServer.Response(status: code, headers: Self.inert), 0, 0, nil, "the origin answered \(fresh.status) for the MPD")
             }
             guard MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else {

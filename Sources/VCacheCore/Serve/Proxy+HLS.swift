@@ -48,7 +48,7 @@ extension Proxy {
         if let fresh = got {
             guard fresh.status == 200 else {
                 // The origin is reachable and says no: that is the answer, never a stale copy.
-                let code = (100...599).contains(fresh.status) ? fresh.status : 502
+                let code = Self.relayedStatus(fresh.status)
                 return (HTTPServer.Response(status: code, headers: Self.inert), 0, 0, nil, "the origin answered \(fresh.status) for the playlist")
             }
             // A playlist by its bytes (`#EXTM3U` first), or one that parses: a playlist's
@@ -170,6 +170,11 @@ extension Proxy {
 
     /// The answer when the origin answers a manifest's URL (`what`: "the playlist", "the MPD")
     /// 200 with something that is not one: 502, with what came in the log; the cached copy stays.
+    /// The status a player gets for a manifest the origin did not answer 200 to: its error (4xx,
+    /// 5xx) as it is; anything else is no answer to a plain GET (a 206 no range was asked for,
+    /// a 304 to no condition, a 1xx or 3xx left over): 502, never passed on as the manifest's.
+    static func relayedStatus(_ status: Int) -> Int { (400...599).contains(status) ? status : 502 }
+
     static func notOne(_ what: String, _ fresh: SmallGet.Answer) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String) {
         let first = LogText.escaped(String(decoding: fresh.body.prefix(16), as: UTF8.self))
         return (HTTPServer.Response(status: 502, headers: inert), 0, 0, nil,

@@ -153,7 +153,7 @@ public final class Proxy: Sendable {
         } catch {
             switch error {
             // The player learns what the origin said; no error body is ever stored as video bytes.
-            case .origin(let status, _): return finish(status, error.description, originError: "status")
+            case .origin(let status, _): return finish(Self.relayedStatus(status), error.description, originError: "status")
             case .unreachable(let why):
                 // A playlist sent chunked and longer than the head: no length came with it, which
                 // a playlist needs not (it is read whole, up to its limit, not served by ranges).
