@@ -150,7 +150,7 @@ public final class Prefetcher {
     /// the entry is not complete and the copy is whole and a manifest. `verify --fix` does the same.
     private func restoreStagedManifests(_ urls: [String]) {
         let keys = urls.map { options.keyRules.key(for: $0) }
-        let stagings = keys.map { LiveRefetch(key: $0, mpd: false).staging }
+        let stagings = keys.map { CacheStore.stagingKey(of: $0) }
         guard let whole = try? store.catalog.completeKeys(among: stagings), !whole.isEmpty else { return }
         for (i, key) in keys.enumerated() where whole.contains(stagings[i]) {
             if store.restoreStagedManifest(key: key, staging: stagings[i], url: urls[i]) {
