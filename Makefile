@@ -6,7 +6,7 @@ PREFIX      ?= /usr/local
 SWIFT       ?= swift
 CONFIG      ?= debug
 BUILD_DEPS  := libcurl4-openssl-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libxml2-dev pkg-config
-TEST_DEPS   := nginx ffmpeg mpv sqlite3 curl eatmydata fiu-utils nftables strace iproute2 gcc libc6-dev util-linux systemd python3 zsh fish
+TEST_DEPS   := nginx ffmpeg mpv gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad sqlite3 curl eatmydata fiu-utils nftables strace iproute2 gcc libc6-dev util-linux systemd python3 zsh fish
 BENCH_DEPS  := time aria2 binutils wrk
 
 .PHONY: all build test test-fast class-audit stress powercut demo install install-files uninstall deb bench bench-quick bench-ab clean deps deps-test fuzz fuzz-build fuzz-run sanitize-thread sanitize-address

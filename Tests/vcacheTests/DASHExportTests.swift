@@ -195,6 +195,29 @@ extension DASHExportTests {
         return b[(i + 8)..<(i + 8 + n)].reduce(Int64(0)) { $0 << 8 | Int64($1) }
     }
 
+    /// A video AdaptationSet over the `tl` fixture's segments from number `start`: a SegmentTimeline
+    /// of `r` + 1 two-second segments from `t`, with `pto` as its presentationTimeOffset.
+    static func rep(_ start: Int, _ pto: Int, _ t: Int, _ r: Int) -> String {
+        """
+        <AdaptationSet contentType="video" mimeType="video/mp4"><Representation id="0" bandwidth="300000" codecs="avc1.42c00d" width="320" height="180">
+        <SegmentTemplate timescale="12800" initialization="init-stream0.m4s" media="chunk-stream0-$Number%05d$.m4s" startNumber="\(start)" presentationTimeOffset="\(pto)"><SegmentTimeline><S t="\(t)" d="25600" r="\(r)"/></SegmentTimeline></SegmentTemplate>
+        </Representation></AdaptationSet>
+        """
+    }
+
+    /// A static MPD in `h/` over the `tl` fixture, lasting `duration`, of `periods`.
+    static func mpd(_ duration: String, _ periods: String) -> Data {
+        Data("""
+        <?xml version="1.0"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" profiles="urn:mpeg:dash:profile:isoff-live:2011" minBufferTime="PT2S" mediaPresentationDuration="\(duration)"><BaseURL>../tl/</BaseURL>
+        \(periods)</MPD>
+        """.utf8)
+    }
+
+    /// The `tl` fixture's 6 s in two Periods: 0-2 s (segment 1) and 2-6 s (segments 2 and 3,
+    /// presentationTimeOffset 2 s: S@t is the media's own time).
+    static let twoPeriods = mpd("PT6S", "<Period start=\"PT0S\" duration=\"PT2S\">\(rep(1, 0, 0, 0))</Period><Period start=\"PT2S\" duration=\"PT4S\">\(rep(2, 25600, 25600, 1))</Period>")
+
     /// An ended live stream (presentationTimeOffset, S@t at 2 s) and a second Period (its own
     /// offset): the exported MPD places each segment where its tfdt says, per ISO/IEC 23009-1
     /// (Period start + (S@t - @presentationTimeOffset) / @timescale; S@t / @timescale = tfdt /
@@ -203,23 +226,9 @@ extension DASHExportTests {
     @Test(.requires(.nginx, .dashTools))
     func exportedTimingMatchesTheMediaAndLsCountsEveryPeriod() throws {
         let nginx = try origin()
-        func rep(_ start: Int, _ pto: Int, _ t: Int, _ r: Int) -> String {
-            """
-            <AdaptationSet contentType="video" mimeType="video/mp4"><Representation id="0" bandwidth="300000" codecs="avc1.42c00d" width="320" height="180">
-            <SegmentTemplate timescale="12800" initialization="init-stream0.m4s" media="chunk-stream0-$Number%05d$.m4s" startNumber="\(start)" presentationTimeOffset="\(pto)"><SegmentTimeline><S t="\(t)" d="25600" r="\(r)"/></SegmentTimeline></SegmentTemplate>
-            </Representation></AdaptationSet>
-            """
-        }
-        func mpd(_ duration: String, _ periods: String) -> Data {
-            Data("""
-            <?xml version="1.0"?>
-            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" profiles="urn:mpeg:dash:profile:isoff-live:2011" minBufferTime="PT2S" mediaPresentationDuration="\(duration)"><BaseURL>../tl/</BaseURL>
-            \(periods)</MPD>
-            """.utf8)
-        }
         try FileManager.default.createDirectory(atPath: nginx.root + "/h", withIntermediateDirectories: true)
-        let two = try nginx.publish("h/twoper.mpd", mpd("PT6S", "<Period start=\"PT0S\" duration=\"PT2S\">\(rep(1, 0, 0, 0))</Period><Period start=\"PT2S\" duration=\"PT4S\">\(rep(2, 25600, 25600, 1))</Period>"))
-        let live = try nginx.publish("h/pto.mpd", mpd("PT4S", "<Period start=\"PT0S\">\(rep(2, 25600, 25600, 1))</Period>"))
+        let two = try nginx.publish("h/twoper.mpd", Self.twoPeriods)
+        let live = try nginx.publish("h/pto.mpd", Self.mpd("PT4S", "<Period start=\"PT0S\">\(Self.rep(2, 25600, 25600, 1))</Period>"))
         for (url, segments) in [(two, 3), (live, 2)] {
             let cache = dir.file("cache-\(segments)")
             #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
