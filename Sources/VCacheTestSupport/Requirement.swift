@@ -56,15 +56,16 @@ public struct Requirement: Sendable {
         ["ffmpeg", "ffprobe", "python3", "bash"].first { Tool.onPath($0) == nil }.map { "\($0) is not on PATH (Tests/Fixtures/dash/make-streams.sh needs it)" }
     }
 
-    /// GStreamer's `playbin` with its DASH demuxer, MP4 demuxer and an H.264 decoder
+    /// GStreamer's `playbin` with its HLS and DASH demuxers, MP4 demuxer and an H.264 decoder
     /// (gstreamer1.0-tools, -plugins-base, -plugins-good, -plugins-bad): the plugins' files looked
     /// for where Debian puts them, with no registry scan.
-    public static let gstreamerDASH = Requirement {
+    public static let gstreamer = Requirement {
         guard Tool.onPath("gst-launch-1.0") != nil else { return "gst-launch-1.0 is not on PATH (apt-get install gstreamer1.0-tools)" }
         let lib = "/usr/lib"
         let dirs = ((try? FileManager.default.contentsOfDirectory(atPath: lib)) ?? []).map { "\(lib)/\($0)/gstreamer-1.0" } + ["\(lib)/gstreamer-1.0"]
         let plugins = ["libgstplayback.so": "gstreamer1.0-plugins-base", "libgstisomp4.so": "gstreamer1.0-plugins-good",
-                       "libgstdash.so": "gstreamer1.0-plugins-bad", "libgstopenh264.so": "gstreamer1.0-plugins-bad"]
+                       "libgstdash.so": "gstreamer1.0-plugins-bad", "libgsthls.so": "gstreamer1.0-plugins-bad", "libgstmpegtsdemux.so": "gstreamer1.0-plugins-bad",
+                       "libgstopenh264.so": "gstreamer1.0-plugins-bad"]
         for (plugin, package) in plugins.sorted(by: { $0.key < $1.key })
         where !dirs.contains(where: { FileManager.default.fileExists(atPath: "\($0)/\(plugin)") }) {
             return "GStreamer's \(plugin) is not installed (apt-get install \(package))"

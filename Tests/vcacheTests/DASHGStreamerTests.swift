@@ -9,24 +9,9 @@ import VCacheTestSupport
 @Suite struct DASHGStreamerTests {
     let dir = TempDirectory("vcache-dashgst")
 
-    /// The video frames GStreamer decodes of `uri`, and the last one's time in seconds: playbin
-    /// with fake sinks, each buffer reported by `-v` (`vs: last-message = chain ... pts: H:MM:SS.n`).
-    static func play(_ uri: String) throws -> (frames: Int, last: Double?, status: Int32, err: String) {
-        let r = try Tool.run("/usr/bin/timeout", ["120", "gst-launch-1.0", "-v", "playbin", "uri=\(uri)",
-                                                  "video-sink=fakesink name=vs sync=false silent=false",
-                                                  "audio-sink=fakesink name=as sync=false"])
-        let lines = String(decoding: r.out, as: UTF8.self).split(separator: "\n").filter { $0.contains("vs: last-message = chain") }
-        let last = lines.last.flatMap { line -> Double? in
-            guard let at = line.range(of: "pts: ") else { return nil }
-            let parts = line[at.upperBound...].prefix { $0 != "," && $0 != " " }.split(separator: ":").compactMap { Double($0) }
-            return parts.count == 3 ? parts[0] * 3600 + parts[1] * 60 + parts[2] : nil
-        }
-        return (lines.count, last, r.status, r.err)
-    }
-
     /// Every kind warmed for its first 3 s (SegmentBase whole) plays offline through serve in
     /// GStreamer: every frame of the cached seconds (two 2 s segments at 25 fps), none past them.
-    @Test(.requires(.nginx, .dashTools, .gstreamerDASH))
+    @Test(.requires(.nginx, .dashTools, .gstreamer))
     func everyKindWarmedPlaysOfflineThroughServe() throws {
         let nginx = try Nginx()
         try Fixtures.makeDASHStreams(into: nginx.root)
@@ -43,7 +28,7 @@ import VCacheTestSupport
         defer { withExtendedLifetime(refused) {} }
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         for (s, frames) in partly.map({ ($0, 100) }) + [("sb", 150)] {
-            let got = try Self.play(serve.url(origin + "/\(s)/manifest.mpd"))
+            let got = try GStreamer.play(serve.url(origin + "/\(s)/manifest.mpd"))
             #expect(got.status == 0 && got.frames == frames, "\(s) offline: \(got.frames) frames, exit \(got.status): \(got.err)")
             #expect(got.last.map { abs($0 - Double(frames - 1) / 25) < 0.001 } == true, "\(s) offline: last frame at \(String(describing: got.last))")
         }
@@ -57,7 +42,7 @@ import VCacheTestSupport
     /// export that dropped the offset too; `exportedTimingMatchesTheMediaAndLsCountsEveryPeriod`
     /// holds the timing to the media's tfdt, as MSE players need it. A second Period with S@t in
     /// media time but no offset made GStreamer play 100 frames of the 150.)
-    @Test(.requires(.nginx, .dashTools, .gstreamerDASH))
+    @Test(.requires(.nginx, .dashTools, .gstreamer))
     func twoPeriodsPlayWholeFromTheExportAndThroughServe() throws {
         let nginx = try Nginx()
         try Fixtures.makeDASHStreams(into: nginx.root)
@@ -74,7 +59,7 @@ import VCacheTestSupport
         defer { withExtendedLifetime(refused) {} }
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         for (how, uri) in [("export", "file://\(out)/manifest.mpd"), ("serve", serve.url(url))] {
-            let got = try Self.play(uri)
+            let got = try GStreamer.play(uri)
             #expect(got.status == 0 && got.frames == 150, "\(how): \(got.frames) frames, exit \(got.status): \(got.err)")
             #expect(got.last.map { abs($0 - 5.96) < 0.001 } == true, "\(how): last frame at \(String(describing: got.last))")
         }

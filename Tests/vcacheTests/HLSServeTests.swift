@@ -91,7 +91,7 @@ import VCacheTestSupport
 @Suite struct HLSPrefetchTests {
     let dir = TempDirectory("vcache-hlsprefetch")
 
-    @Test(.requires(.streamTools, .nginx, .tool("/usr/bin/mpv", "mpv")))
+    @Test(.requires(.streamTools, .nginx, .tool("/usr/bin/mpv", "mpv"), .gstreamer))
     func aWarmedStreamPlaysOfflineThroughServe() throws {
         let nginx = try Nginx()
         try Fixtures.makeStreams(into: nginx.root + "/hls")
@@ -127,6 +127,11 @@ import VCacheTestSupport
             let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet",
                                                     serve.url(origin + "/hls/" + s)])
             #expect(mpv.status == 0, "mpv, \(s) offline after prefetch: \(mpv.err)")
+        }
+        // GStreamer's playbin, a third reader: every frame of the 4 s (100 at 25 fps).
+        for s in streams {
+            let gst = try GStreamer.play(serve.url(origin + "/hls/" + s))
+            #expect(gst.status == 0 && gst.frames == 100, "GStreamer, \(s) offline after prefetch: \(gst.frames) frames, exit \(gst.status): \(gst.err)")
         }
         serve.stop()
         // Offline, a master lists only the variants that play from the cache: the player's ABR
