@@ -378,11 +378,11 @@ public final class Prefetcher {
         // taking the manifest mid-run and leaving the segments loose (Docs/cache-format.md).
         var heldManifests: [CacheKey: RawFile] = [:]
         defer { heldManifests.values.forEach { $0.close() } }
-        // Each item given that is (or may become) a stream's root holds its stream's lock from
-        // before its manifest is read or asked for again to the end of its members
+        // Each item given that is a stream's root holds its stream's lock from before its
+        // manifest is read or asked for again to the end of its members
         // (`CacheStore.tryLockStream`): a second run of the stream waits for the first, then
         // revalidates what it left, instead of interleaving two manifest versions (Docs/dash.md).
-        // Not needed by an item complete at the start that is no stream's root (a cached video).
+        // An item that becomes a root in this run takes it before its members are recorded.
         let streamRoots = options.expandStreams ? ((try? store.catalog.streamRoots(among: run.keys)) ?? []) : []
         var streamLocks: [Int: EntryLock] = [:]
         var waitingForStream: [Int] = []
@@ -461,6 +461,17 @@ public final class Prefetcher {
                     if let error { run.followFailed(index, error) }
                     if let more { run.joinPart(more, of: index) }
                 case .stream(let r):
+                    // A stream first read in this run: its lock, before its members are recorded
+                    // (a run started since found no stream to wait for). Held by another run,
+                    // which began it meanwhile: that one completes it.
+                    if index < run.given, streamLocks[index] == nil {
+                        guard let lock = (try? store.tryLockStream(root: run.key(of: index))) ?? nil else {
+                            run.followFailed(index, .streamBusy("another vcache process began completing this stream during this run; run again once it has finished"))
+                            if let replaced { putBack(replaced, url: run.items[index].url) }
+                            continue
+                        }
+                        streamLocks[index] = lock
+                    }
                     // The stream it names joins the run (each URL of it once).
                     let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
                     if let error {
@@ -496,7 +507,7 @@ public final class Prefetcher {
         func streamLocked(_ index: Int) -> Bool {
             guard options.expandStreams, index < run.given, streamLocks[index] == nil else { return true }
             let key = run.key(of: index)
-            guard streamRoots.contains(key) || completeAtStart?.contains(key) != true else { return true }
+            guard streamRoots.contains(key) else { return true }  // (one that becomes a root locks then: `settle`)
             do {
                 if let lock = try store.tryLockStream(root: key) {
                     streamLocks[index] = lock
