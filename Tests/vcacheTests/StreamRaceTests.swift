@@ -67,8 +67,16 @@ import VCacheTestSupport
         origin.hold("/s/a/1.m4s", at: 10)
         let first = try VCacheBinary.start(["prefetch", "-q", "-j", "1", url], cacheDir: cache)
         #expect(origin.waitUntilHeld("/s/a/1.m4s"))
-        // The origin re-encodes again; a second run starts.
+        // The origin re-encodes again; a second run starts. Its wait is bounded by its
+        // --max-time; with --no-wait it skips the stream at once.
         _ = Self.serve(origin, seed: 13, width: 960)
+        let bounded = try VCacheBinary.run(["prefetch", "--max-time", "1s", url], cacheDir: cache)
+        #expect(bounded.status == 3, "\(bounded.stderr)")
+        #expect(bounded.stderr.contains("stopped \(url) at the --max-time deadline: 0 B fetched and kept"), "\(bounded.stderr)")
+        let skipped = try VCacheBinary.run(["prefetch", "--no-wait", url], cacheDir: cache)
+        #expect(skipped.status == 3, "\(skipped.stderr)")
+        #expect(skipped.stderr.contains("vcache: cannot prefetch \(url): another vcache process is completing this stream; skipped (--no-wait)\n"), "\(skipped.stderr)")
+        #expect(origin.requests("/s/manifest.mpd").count == 2, "only the first runs asked for the MPD")
         let second = try VCacheBinary.start(["prefetch", "--progress", "lines", url], cacheDir: cache)
         let said = second.process.waitForStderr(timeout: 30) { String(decoding: $0, as: UTF8.self).contains("waiting: another vcache process is writing ") }
         #expect(String(decoding: said, as: UTF8.self).contains("waiting: "), "the second run did not wait")
