@@ -169,7 +169,11 @@ extension Prefetcher {
     /// cached manifest says which version those are, so they go before it is fetched again, as
     /// for a changed one. Nil when there was nothing to drop or all of it went.
     func dropMembersOfLostManifest(root: CacheKey, url: String) -> PrefetchError? {
-        guard let e = (try? store.catalog.entry(key: root)) ?? nil, !e.isComplete,
+        guard let e = (try? store.catalog.entry(key: root)) ?? nil, !e.isComplete else { return nil }
+        // Read again as its writer: one writing it now (serve storing its answer) completes it.
+        guard let lock = (try? store.tryLockWriter(key: root)) ?? nil else { return nil }
+        defer { lock.release() }
+        guard let now = (try? store.catalog.entry(key: root)) ?? nil, !now.isComplete,
               let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
         let members = stream.keys.filter { $0 != root }
         guard ((try? store.catalog.entries(keys: members)) ?? [:]).contains(where: { !$0.value.ranges.isEmpty }) else { return nil }
