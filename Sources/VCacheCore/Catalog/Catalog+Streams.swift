@@ -154,6 +154,14 @@ extension Catalog {
         }
     }
 
+    /// Which of `keys` are streams' roots (one read).
+    public func streamRoots(among keys: some Sequence<CacheKey>) throws -> Set<CacheKey> {
+        guard schema >= Catalog.streamsSchema else { return [] }
+        var roots = Set<CacheKey>()
+        try database.read { c in try c.query("SELECT root FROM streams") { roots.insert($0.key(0)) } }
+        return roots.intersection(keys)
+    }
+
     /// The stream whose root is `key`, or nil.
     public func stream(root key: CacheKey) throws -> StreamRecord? {
         try streams().first { $0.root == key }

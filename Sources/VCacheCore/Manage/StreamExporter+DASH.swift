@@ -141,12 +141,18 @@ extension StreamExporter {
 
         let relatives = copies.map(\.name) + ["manifest.mpd"]
         try ExportStaging.check(relatives, in: destination, force: force)
+        let planned = try plannedVersions(of: copies.map(\.url), root: root)
+        testPause("stream-export-planned", destination)
         var staging = try ExportStaging(destination: destination) { try makeFolder($0, in: $0) }
         do {
             var written: Int64 = 0
-            for c in copies { written += try copyMember(c.url, c.range, to: try staging.path(c.name)) }
+            for c in copies {
+                try checkPlanned(c.url, planned)
+                written += try copyMember(c.url, c.range, to: try staging.path(c.name))
+            }
             try write(Array(xml.utf8), to: try staging.path("manifest.mpd"), force: false)
             written += Int64(xml.utf8.count)
+            try checkStillPlanned(planned)
             try staging.commit(relatives, force: force)
             try? store.catalog.touch(key: root.key)
             return Exported(master: manifest, files: relatives.count, bytes: written, playlists: periods.reduce(0) { $0 + $1.reps.count }, dropped: dropped)

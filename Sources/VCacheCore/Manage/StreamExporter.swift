@@ -111,6 +111,7 @@ public struct StreamExporter {
         var relatives = plan.resources.map(\.path) + playlistPaths
         if case .master = playlist { relatives.append("master.m3u8") }
         try ExportStaging.check(relatives, in: destination, force: force)
+        let planned = try plannedVersions(of: plan.resources.map(\.url) + plan.playlists.map(\.url), root: root)
         var staging = try ExportStaging(destination: destination) { try makeFolder($0, in: $0) }
         var files = 0
         var bytes: Int64 = 0
@@ -118,6 +119,7 @@ public struct StreamExporter {
             // Resources first, then the media playlists, then the master.
             for r in plan.resources {
                 // A key stays readable by its owner only, as in the cache, from the moment it has its name.
+                try checkPlanned(r.url, planned)
                 bytes += try copy(r.url, to: try staging.path(r.path), ranges: r.ranges, force: false, mode: r.isKey ? 0o600 : nil)
                 files += 1
             }
@@ -144,6 +146,7 @@ public struct StreamExporter {
             }
             // Every name made durable before the master's: a folder that has its master.m3u8
             // after a power cut plays whole, on any file system.
+            try checkStillPlanned(planned)
             try staging.commit(relatives, force: force)
         } catch {
             staging.discard()
@@ -215,6 +218,46 @@ public struct StreamExporter {
     static func relative(_ path: String, from folder: String) -> String {
         guard !folder.isEmpty else { return path }
         return path.hasPrefix(folder + "/") ? String(path.dropFirst(folder.count + 1)) : "../" + path
+    }
+
+    /// The version of each member the export was planned from, and of the root manifest
+    /// (`root`, as read for the plan), read in one snapshot: a stream whose manifest a prefetch
+    /// replaced meanwhile, or a member missing now, fails the export (exit 3, "replaced while it
+    /// was being exported"), never a folder mixing two versions (Docs/dash.md, "export").
+    func plannedVersions(of urls: [String], root: CacheEntry) throws -> [CacheKey: CacheEntry] {
+        var keys = [root.key]
+        var urlOf: [CacheKey: String] = [:]
+        for url in urls {
+            let k = keyRules.key(for: url)
+            if urlOf.updateValue(url, forKey: k) == nil { keys.append(k) }
+        }
+        let now = try store.catalog.entries(keys: keys)
+        guard let r = now[root.key], Self.sameVersion(planned: root, now: r) else { throw Exporter.ExportError.changedWhileExporting(url: root.latestURL) }
+        for k in keys where now[k] == nil { throw Exporter.ExportError.changedWhileExporting(url: urlOf[k] ?? k.hex) }
+        return now
+    }
+
+    /// Before the export's files take their names: every entry it copied is still the version
+    /// planned (`plannedVersions`), so what was copied is that version's bytes and no other.
+    func checkStillPlanned(_ planned: [CacheKey: CacheEntry]) throws {
+        let now = try store.catalog.entries(keys: Array(planned.keys))
+        for (k, p) in planned.sorted(by: { $0.key < $1.key }) {
+            guard let n = now[k], Self.sameVersion(planned: p, now: n) else { throw Exporter.ExportError.changedWhileExporting(url: p.latestURL) }
+        }
+    }
+
+    /// Before a member is copied: its entry is still the version planned (one dropped or
+    /// replaced since fails the export as replaced, not as "not cached").
+    func checkPlanned(_ url: String, _ planned: [CacheKey: CacheEntry]) throws {
+        guard let p = planned[keyRules.key(for: url)] else { return }
+        guard let n = entry(url), Self.sameVersion(planned: p, now: n) else { throw Exporter.ExportError.changedWhileExporting(url: p.latestURL) }
+    }
+
+    /// Whether `now` holds the bytes `planned` did: a complete entry the same SHA-256; a partial
+    /// one the same validators and length, and at least the ranges it had.
+    static func sameVersion(planned: CacheEntry, now: CacheEntry) -> Bool {
+        if planned.isComplete { return now.isComplete && now.sha256 == planned.sha256 }
+        return now.etag == planned.etag && now.lastModified == planned.lastModified && now.length == planned.length && now.ranges.contains(planned.ranges)
     }
 
     func entry(_ url: String) -> CacheEntry? { (try? store.catalog.entry(key: keyRules.key(for: url))) ?? nil }

@@ -109,6 +109,11 @@ struct PrefetchRun {
         return nil
     }
 
+    /// Whether an item of the stream given as item `t` is still to start, or to run again.
+    func waits(root t: Int) -> Bool {
+        again.contains { root(of: $0) == t } || (next..<items.count).contains { results[$0] == nil && root(of: $0) == t }
+    }
+
     /// A running job said it finished: held until its item's end is known (`settle`).
     mutating func hold(_ finished: PrefetchEvent, of i: Int) { heldFinish[i] = finished }
 

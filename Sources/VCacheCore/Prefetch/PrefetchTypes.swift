@@ -284,6 +284,9 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// the stream (`why`: the origin's answer); nothing of the stream was fetched, since the
     /// cached copy may name another version than the origin serves. `remedy`: the answer's.
     case staleManifest(why: String, remedy: Remedy)
+    /// A stream another process holds (completing it: `--no-wait`), or whose old members could
+    /// not be dropped (in use): nothing of it was fetched, nothing mixed; `why` says which.
+    case streamBusy(String)
 
     /// Wraps an error met while prefetching: file-system errors stay typed, the rest is the catalog's.
     init(_ error: any Error) {
@@ -342,6 +345,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .checksumMismatch: .fixOrigin
         case .changedUnderRanges: .tryLater
         case .staleManifest(_, let remedy): remedy
+        case .streamBusy: .tryLater
         }
     }
 
@@ -407,6 +411,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notStarted: "not started before the run stopped"
         case .checksumMismatch(let m): m.description
         case .staleManifest(let why, _): "its stream is partly cached and its manifest could not be asked for again (\(why)): nothing more was fetched, so the stream is not completed from a cached copy the origin may have changed; run again once the origin answers"
+        case .streamBusy(let why): why
         case .changedUnderRanges(let why): "changed on the origin during this run (\(why)): the byte ranges planned for it came from the old version, so none was cut from the new one; its cached bytes were dropped: run the prefetch again"
         case .refusedHost(let host, let own, let redirected, let more, let mpd):
             "refused: \(redirected ? "the origin redirected it to" : mpd ? "its MPD names it on" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"

@@ -13,6 +13,12 @@ import Foundation
 /// old version is ever completed into the new one. No answer to judge by (an error status, the
 /// network, an error page): the item fails and nothing of the stream is fetched. A complete stream is not asked again: a run
 /// that has nothing to fetch makes no request.
+///
+/// Invariant (Docs/dash.md, Docs/hls.md): a stream is never completed from members of two
+/// manifest versions. The old members go before the new manifest's bytes replace the old (a kill
+/// between leaves the old manifest and fewer of its members), a member that cannot go fails the
+/// item, and a run holds its stream's lock (`CacheStore.tryLockStream`) from before the manifest
+/// is asked for again to the end of its members, so a second run waits instead of interleaving.
 extension Prefetcher {
     /// A cached manifest to ask the origin about before the run reads it.
     struct StaleManifest {
@@ -104,26 +110,77 @@ extension Prefetcher {
                 return .lockBusy
             }
             defer { lock.release() }
+            // Members of the old version go (a re-encode keeps the URLs and changes the bytes)
+            // BEFORE the new manifest's bytes replace the old: a run killed at any point leaves
+            // the old manifest with what is left of its members, or the new one with none of
+            // them. One in use (an export reading it) fails the item; the old manifest stays.
+            let dropped: Int
+            switch dropOldMembers(m.named, root: m.root, why: "its manifest changed on the origin since the stream was partly cached") {
+            case .failure(let e): return e
+            case .success(let n): dropped = n
+            }
             do {
                 try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
             } catch {
                 return PrefetchError(error)
             }
             if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
-            // Members of the old version go (a re-encode keeps the URLs and changes the bytes):
-            // what the new manifest names is fetched, and recorded, as for a first run.
-            let held = ((try? store.catalog.entries(keys: m.named)) ?? [:]).filter { !$0.value.ranges.isEmpty }
-            try? store.catalog.releaseMembers(m.named, root: m.root)
-            var dropped = 0
-            if !held.isEmpty {
-                var c = Evictor.Criteria()
-                c.keys = Set(held.keys)
-                c.alone = true
-                dropped = ((try? Evictor(store: store).evict(c, dryRun: false))?.evicted.count) ?? 0
-            }
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
             events(.note(url: m.url, message: "its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; \(what)"))
+            return nil
+        }
+    }
+
+    /// Drops the entries among `keys` (what a stream's old manifest named) that hold bytes, each
+    /// alone, then takes `keys` out of the stream `root`: what the new manifest names is fetched,
+    /// and recorded, as for a first run. A member that cannot go (in use: an export or a `verify`
+    /// reading it) keeps the stream as it is (its members still recorded, so the next run drops
+    /// them) and fails the item: it is never counted as cached under a manifest that did not
+    /// name its bytes. Returns how many entries went.
+    func dropOldMembers(_ keys: [CacheKey], root: CacheKey, why: String) -> Result<Int, PrefetchError> {
+        let held: [CacheKey: CacheEntry]
+        do { held = try store.catalog.entries(keys: keys).filter { !$0.value.ranges.isEmpty } } catch { return .failure(PrefetchError(error)) }
+        var dropped = 0
+        if !held.isEmpty {
+            var c = Evictor.Criteria()
+            c.keys = Set(held.keys)
+            c.alone = true
+            do {
+                // One in use now keeps them all (an export reading the stream gets it whole); one
+                // taken between this look and the eviction still fails the item below.
+                let look = try Evictor(store: store).evict(c, dryRun: true)
+                let out = look.skipped.isEmpty ? try Evictor(store: store).evict(c, dryRun: false) : look
+                dropped = look.skipped.isEmpty ? out.evicted.count : 0
+                if let first = out.skipped.first {
+                    let n = out.skipped.count
+                    return .failure(.streamBusy("\(why), but \(n) \(n == 1 ? "entry" : "entries") cached from the old one could not be dropped (\(first.entry.latestURL): \(first.reason)): the stream was left as it was, so it is never completed from two versions; run again once \(n == 1 ? "it is" : "they are") free"))
+                }
+            } catch {
+                return .failure(PrefetchError(error))
+            }
+        }
+        do { try store.catalog.releaseMembers(keys, root: root) } catch { return .failure(PrefetchError(error)) }
+        return .success(dropped)
+    }
+
+    /// A stream root whose manifest is no longer cached whole (`verify --fix` dropped its damaged
+    /// bytes, a run killed while storing it) while members of its stream still hold bytes: no
+    /// cached manifest says which version those are, so they go before it is fetched again, as
+    /// for a changed one. Nil when there was nothing to drop or all of it went.
+    func dropMembersOfLostManifest(root: CacheKey, url: String) -> PrefetchError? {
+        guard let e = (try? store.catalog.entry(key: root)) ?? nil, !e.isComplete else { return nil }
+        // Read again as its writer: one writing it now (serve storing its answer) completes it.
+        guard let lock = (try? store.tryLockWriter(key: root)) ?? nil else { return nil }
+        defer { lock.release() }
+        guard let now = (try? store.catalog.entry(key: root)) ?? nil, !now.isComplete,
+              let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
+        let members = stream.keys.filter { $0 != root }
+        guard ((try? store.catalog.entries(keys: members)) ?? [:]).contains(where: { !$0.value.ranges.isEmpty }) else { return nil }
+        switch dropOldMembers(members, root: root, why: "its manifest is no longer cached whole while its stream's members are") {
+        case .failure(let e): return e
+        case .success(let n):
+            events(.note(url: url, message: "its manifest is no longer cached whole while its stream's members were: nothing says which version they are, so the \(n) \(n == 1 ? "entry" : "entries") cached of them \(n == 1 ? "was" : "were") dropped and the stream is completed from the manifest the origin serves now"))
             return nil
         }
     }

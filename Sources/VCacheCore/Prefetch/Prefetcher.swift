@@ -378,6 +378,17 @@ public final class Prefetcher {
         // taking the manifest mid-run and leaving the segments loose (Docs/cache-format.md).
         var heldManifests: [CacheKey: RawFile] = [:]
         defer { heldManifests.values.forEach { $0.close() } }
+        // Each item given that is a stream's root holds its stream's lock from before its
+        // manifest is read or asked for again to the end of its members
+        // (`CacheStore.tryLockStream`): a second run of the stream waits for the first, then
+        // revalidates what it left, instead of interleaving two manifest versions (Docs/dash.md).
+        // An item that becomes a root in this run takes it before its members are recorded.
+        let streamRoots = options.expandStreams ? ((try? store.catalog.streamRoots(among: run.keys)) ?? []) : []
+        var streamLocks: [Int: EntryLock] = [:]
+        var waitingForStream: [Int] = []
+        var pollingForStream = false
+        var waitedForStream = Set<Int>()
+        defer { for (t, lock) in streamLocks { store.releaseStreamLock(lock, root: run.key(of: t)) } }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -450,6 +461,17 @@ public final class Prefetcher {
                     if let error { run.followFailed(index, error) }
                     if let more { run.joinPart(more, of: index) }
                 case .stream(let r):
+                    // A stream first read in this run: its lock, before its members are recorded
+                    // (a run started since found no stream to wait for). Held by another run,
+                    // which began it meanwhile: that one completes it.
+                    if index < run.given, streamLocks[index] == nil {
+                        guard let lock = (try? store.tryLockStream(root: run.key(of: index))) ?? nil else {
+                            run.followFailed(index, .streamBusy("another vcache process began completing this stream during this run; run again once it has finished"))
+                            if let replaced { putBack(replaced, url: run.items[index].url) }
+                            continue
+                        }
+                        streamLocks[index] = lock
+                    }
                     // The stream it names joins the run (each URL of it once).
                     let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
                     if let error {
@@ -480,8 +502,70 @@ public final class Prefetcher {
             if let said = run.said(index) { events(said) }
         }
 
+        /// Whether item `index` may start: an item given that needs its stream's lock holds it.
+        /// Busy, the item waits (polled, to the deadline) or, with --no-wait, fails.
+        func streamLocked(_ index: Int) -> Bool {
+            guard options.expandStreams, index < run.given, streamLocks[index] == nil else { return true }
+            let key = run.key(of: index)
+            guard streamRoots.contains(key) else { return true }  // (one that becomes a root locks then: `settle`)
+            do {
+                if let lock = try store.tryLockStream(root: key) {
+                    streamLocks[index] = lock
+                    return true
+                }
+            } catch {
+                failUnstarted(index, PrefetchError(error))
+                return false
+            }
+            guard options.waitForLock else {
+                failUnstarted(index, .streamBusy("another vcache process is completing this stream; skipped (--no-wait)"))
+                return false
+            }
+            if waitedForStream.insert(index).inserted {
+                waitingForStream.append(index)
+                events(.waitingForLock(url: run.items[index].url))
+                testPause("stream-lock-busy", key)
+            }
+            if !pollingForStream {
+                pollingForStream = true
+                fetcher.after(0.05) {
+                    pollingForStream = false
+                    launch()
+                }
+            }
+            return false
+        }
+
+        /// Item `index` ends before a job was made for it.
+        func failUnstarted(_ index: Int, _ error: PrefetchError) {
+            let r = PrefetchResult(url: run.items[index].url, key: run.key(of: index), length: nil, fetchedBytes: 0, alreadyCachedBytes: 0,
+                                   requestedBytes: nil, complete: false, elapsed: 0, error: error)
+            _ = run.settle(index, r, expandStreams: false)
+            if let said = run.said(index) { events(said) }
+            releaseStreamLock(of: index)
+        }
+
+        /// The stream of item `index` has no item running or waiting any more: its lock goes.
+        func releaseStreamLock(of index: Int) {
+            let t = run.root(of: index)
+            guard let lock = streamLocks[t], !running.values.contains(where: { run.root(of: $0.index) == t }), !run.waits(root: t) else { return }
+            streamLocks.removeValue(forKey: t)
+            store.releaseStreamLock(lock, root: run.key(of: t))
+        }
+
+        /// The next item to start: one that waited for its stream's lock, when it is free now;
+        /// else the next of the run.
+        func nextToStart() -> Int? {
+            if let k = waitingForStream.firstIndex(where: { streamLocked($0) }) { return waitingForStream.remove(at: k) }
+            waitingForStream.removeAll { run.results[$0] != nil }  // failed meanwhile
+            while let index = run.nextToStart() {
+                if streamLocked(index) { return index }
+            }
+            return nil
+        }
+
         func launch() {
-            while running.count < max(1, options.concurrency), !fetcher.isStopped, let index = run.nextToStart() {
+            while running.count < max(1, options.concurrency), !fetcher.isStopped, let index = nextToStart() {
                 let events = self.events
                 let key = run.key(of: index)
                 let emit: (PrefetchEvent) -> Void = { event in
@@ -497,7 +581,13 @@ public final class Prefetcher {
                     // A later start (an item run again), or an item a stream named, is read now:
                     // a live manifest is fetched again, a static one asked for again when its
                     // stream is partly cached (a segment, init or key is no manifest).
-                    let reads = index >= run.given || completeAtStart?.contains(key) != false
+                    // (An item that waited for its stream's lock reads what the other run left.)
+                    let reads = index >= run.given || completeAtStart?.contains(key) != false || waitedForStream.contains(index)
+                    // A root whose manifest is gone while its members stay: they go first.
+                    if streamLocks[index] != nil, streamRoots.contains(key), let e = self.dropMembersOfLostManifest(root: key, url: run.items[index].url) {
+                        failUnstarted(index, e)
+                        continue
+                    }
                     let found = reads ? self.cachedManifest(run.items[index].url) : nil
                     refetching[index] = found.flatMap { $0.live ? self.liveRefetch($0) : nil }
                     if let found, !found.live, run.items[index].memberOrigins == nil {
@@ -517,6 +607,7 @@ public final class Prefetcher {
                     }
                     if end == .settle { settle(index, done) }
                     running.removeValue(forKey: ObjectIdentifier(done))
+                    if end == .settle { releaseStreamLock(of: index) }
                     fitUnderCap()
                     // Start the next one from a timer, not from inside this job's callback.
                     self.fetcher.after(0) { launch() }

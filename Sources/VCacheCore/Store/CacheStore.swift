@@ -289,6 +289,27 @@ public final class CacheStore: Sendable {
         return EntryLock(file: file)
     }
 
+    /// The lock of the stream whose root manifest is `root` (Docs/cache-format.md, "Streams"): a
+    /// prefetch holds it from before it asks for the stream's manifest again to the end of its
+    /// members, so two runs never complete one stream from two manifest versions. Its target is the
+    /// folder of a key of vcache's own (`streamLockKey`, no catalog row), removed by
+    /// `releaseStreamLock` (one a killed holder left is an empty orphan, swept). Nil when another
+    /// process holds it.
+    public func tryLockStream(root: CacheKey) throws -> EntryLock? {
+        try tryLockWriter(key: Self.streamLockKey(of: root))
+    }
+
+    /// Releases a lock `tryLockStream(root:)` took, its folder removed first (a process waiting
+    /// for it finds the folder gone and makes it again: `tryLockWriter`'s inode check).
+    public func releaseStreamLock(_ lock: EntryLock, root: CacheKey) {
+        removeFiles(key: Self.streamLockKey(of: root))
+        lock.release()
+    }
+
+    public static func streamLockKey(of root: CacheKey) -> CacheKey {
+        CacheKey(stored: SHA256Digest.hash("vcache stream lock " + root.hex))
+    }
+
     /// Removes an entry's files (the caller holds its writer lock and the catalog has no rows).
     /// True when `data` is gone (removed now, or not there).
     @discardableResult

@@ -117,7 +117,7 @@ struct FailureInfo {
         case .unprovenEnd: kind = "unproven_end"
         case .disk(let s): kind = Self.kind(s)
         case .catalog: kind = "catalog"
-        case .catalogBusy, .lockBusy: kind = "busy"
+        case .catalogBusy, .lockBusy, .streamBusy: kind = "busy"
         case .mp4: kind = "not_mp4"
         case .interrupted: kind = "interrupted"
         case .deadline: kind = "deadline"

@@ -52,7 +52,7 @@ enum PrefetchCommand: VCacheCommand {
         var allowHost = Repeated("allow-host", .originRule, help: "HLS and DASH: a host (and port) a stream's members may come from besides its playlists' or MPD's own, redirects included (repeatable)")
         var minFree = Option("min-free", .size(), help: "keep SIZE free on the cache's disk by evicting least recently used entries (default: config min-free)")
         var keys = KeyOptions()
-        var noWait = Flag("no-wait", help: "skip an entry another vcache process is writing instead of waiting")
+        var noWait = Flag("no-wait", help: "skip an entry (or a stream) another vcache process is writing instead of waiting")
         var origin = OriginOptions()
         var progress = Option<ProgressDisplay>("progress", help: "progress display: a bar on a terminal, plain lines in logs (default auto)")
         var stats = Option("stats", .duration, help: "with plain lines, a progress line per download this often (default 10s)")
