@@ -181,3 +181,29 @@ import Testing
         }
     }
 }
+
+/// A template resolved once per Representation (`DASHTemplate.resolved`) gives every segment the
+/// URL resolving each one did; a template it cannot stand for is left to the per-segment way.
+extension DASHSegmentTests {
+    @Test(arguments: [
+        ("chunk-$RepresentationID$-$Number%05d$.m4s", "https://cdn.example/v/manifest.mpd"),
+        ("../seg/$Number$.m4s?x=$Bandwidth$", "https://cdn.example/a/b/c.mpd"),
+        ("$Time$.m4s", "https://CDN.example:443/a/./b/../c/"),
+        ("/abs/$RepresentationID$/$SubNumber%03d$", "http://h/x.mpd?q=1"),
+        ("https://other.example/p/$Number$", "https://cdn.example/v/"),
+        ("a b/$Number$.m4s", "https://cdn.example/v/"),
+        ("s$Number$#frag", "https://cdn.example/v/m.mpd"),
+    ])
+    func aTemplateResolvedOnceGivesTheURLsResolvingEachDid(_ template: String, _ base: String) throws {
+        let t = try DASHTemplate(template)
+        let once = try #require(t.resolved(representationID: "v 1", bandwidth: 300_000, against: base))
+        for n: Int64 in [0, 1, 9, 10, 99_999, 1_000_000, Int64.max, -5] {
+            let each = HLSURI.resolve(t.substitute(representationID: "v 1", bandwidth: 300_000, number: n, time: n), against: base)
+            #expect(once.url(number: n, time: n) == each, "\(template) \(n)")
+        }
+    }
+
+    @Test func aTemplateVaryingInTwoPlacesIsResolvedPerSegment() throws {
+        #expect(try DASHTemplate("$Number$/$Time$.m4s").resolved(representationID: "v", bandwidth: 1, against: Self.url) == nil)
+    }
+}

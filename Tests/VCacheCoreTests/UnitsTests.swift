@@ -40,6 +40,17 @@ import Testing
         }
     }
 
+    /// Spaces, a unit given twice, and a positive duration under a millisecond were taken
+    /// (`--seconds ' 5'`, `1h1h` as 2h, `0.0000000000000000000001`; hostile probe h1, F10).
+    @Test func rejectsSpacesRepeatedUnitsAndDurationsUnderAMillisecond() {
+        for bad in [" 5", "5 ", " 5s", "1 h", "1h1h", "1d1d1d", "30m1h30m", "0.0000000000000000000001", "0.0004", "0.0009s", "0.5ms"] {
+            #expect(Units.parseDuration(bad) == nil, "'\(bad)'")
+        }
+        #expect(Units.parseDuration("0.001") == 0.001)
+        #expect(Units.parseDuration("1ms") == 0.001)
+        #expect(Units.parseDuration("1h30m10s") == 5410)
+    }
+
     @Test func formatsSizesInBinaryUnits() {
         #expect(Units.formatSize(512) == "512 B")
         #expect(Units.formatSize(1536) == "1.5 KiB")

@@ -47,6 +47,26 @@ import VCacheTestSupport
         #expect(!ls.stdout.contains("manifest.mpd"), "\(ls.stdout)")
     }
 
+    /// One Representation past the per-Representation limit (100,000): serve refuses it as
+    /// prefetch does (502, nothing kept); it answered 200 and kept the stream as `complete, 0/0
+    /// segments` (hostile probe h2, F10).
+    @Test
+    func serveRefusesAnMPDWithARepresentationPastItsLimitAndKeepsNothing() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/s/manifest.mpd", .init(body: Self.manyMPD(representations: 1, segments: 1_000_001), contentType: Self.dashXML))
+        let cache = dir.file("cache-rep")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let first = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
+        let again = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
+        let log = serve.log.joined(separator: "\n")
+        _ = serve.stop()
+        #expect(first.status == 502 && again.status == 502, "\(first.status) \(again.status)")
+        #expect(log.contains("the MPD cannot be read: Representation 'r0' has more than the limit of 100000 segments"), "\(log)")
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/s/manifest.mpd")) == nil, "the refused MPD was kept")
+        let prefetch = try VCacheBinary.run(["prefetch", "--seconds", "1", origin.url("/s/manifest.mpd")], cacheDir: dir.file("cache-rep-prefetch"))
+        #expect(prefetch.status == 4 && prefetch.stderr.contains("Representation 'r0' has more than the limit of 100000 segments"), "\(prefetch.stderr)")
+    }
+
     /// final-probe 6: `ls` and `info` of a cached stream of 10 x 99,999 segments, 2 of each
     /// cached, count them all (read from the few cached entries' names, not by keying every URL).
     @Test

@@ -79,11 +79,15 @@ extension MPD.Representation {
             guard let media = t.media else { throw .unbounded(representation: id, why: "its SegmentTemplate has no @media") }
             let ts = Double(t.timescale)
             var out: [DASHSegment] = []
+            // Resolved once for the Representation, not once per segment (most of serve's first
+            // answer of a large MPD went on resolving each URL: Docs/dash.md, "limits").
+            let resolved = naming ? media.resolved(representationID: id, bandwidth: bandwidth, against: t.mediaBase) : nil
             func append(number: Int64, time: Int64, start: Double, duration: Double) throws(DASHError) {
                 guard out.count < limit else { throw .tooManySegments(representation: id, limit: limit) }
                 guard naming else { return out.append(DASHSegment(url: "", range: nil, start: start, duration: duration)) }
-                let path = media.substitute(representationID: id, bandwidth: bandwidth, number: number, time: time)
-                out.append(DASHSegment(url: HLSURI.resolve(path, against: t.mediaBase), range: nil, start: start, duration: duration))
+                let url = resolved.map { $0.url(number: number, time: time) }
+                    ?? HLSURI.resolve(media.substitute(representationID: id, bandwidth: bandwidth, number: number, time: time), against: t.mediaBase)
+                out.append(DASHSegment(url: url, range: nil, start: start, duration: duration))
             }
             if let times = try timelineTimes(t.timeline, timescale: t.timescale, pto: t.presentationTimeOffset, periodDuration: periodDuration,
                                              until: until, maxCount: nil, live: live) {

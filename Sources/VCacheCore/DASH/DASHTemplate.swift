@@ -87,3 +87,50 @@ public struct DASHTemplate: Equatable, Sendable {
         return out
     }
 }
+
+extension DASHTemplate {
+    /// A template whose one `$Number$`, `$SubNumber$` or `$Time$` is its only varying part,
+    /// resolved once against `base`: every segment's URL is then the resolved text around the
+    /// value, its digits put in. A run of digits (with a `-`) in a path is inert to resolution (no
+    /// dot segment, slash, query, percent sign or space), which two probes confirm for this
+    /// template and base; nil when they do not, or the template varies in more than one place.
+    public struct Resolved: Sendable {
+        let before: String
+        let after: String
+        let identifier: Identifier
+        let width: Int
+
+        public func url(number: Int64?, time: Int64?) -> String {
+            let value = (identifier == .time ? time : number).map(String.init) ?? ""
+            let pad = value.count < width && !value.hasPrefix("-") ? String(repeating: "0", count: width - value.count) : ""
+            return before + pad + value + after
+        }
+    }
+
+    public func resolved(representationID: String, bandwidth: Int64, against base: String) -> Resolved? {
+        let varying = parts.filter { if case .value(let id, _) = $0 { id != .representationID && id != .bandwidth } else { false } }
+        guard varying.count == 1, case .value(let identifier, let width) = varying[0] else { return nil }
+        func path(_ digits: String) -> String {
+            var out = ""
+            for part in parts {
+                switch part {
+                case .literal(let s): out += s
+                case .value(.representationID, _): out += representationID
+                case .value(.bandwidth, let w):
+                    let v = String(bandwidth)
+                    out += (v.count < w && !v.hasPrefix("-") ? String(repeating: "0", count: w - v.count) : "") + v
+                case .value: out += digits
+                }
+            }
+            return out
+        }
+        let one = Array(HLSURI.resolve(path("1"), against: base).utf8), two = Array(HLSURI.resolve(path("22"), against: base).utf8)
+        guard two.count == one.count + 1 else { return nil }
+        var head = 0
+        while head < one.count && one[head] == two[head] { head += 1 }
+        guard head < one.count, one[head] == UInt8(ascii: "1"), two[head] == UInt8(ascii: "2"), two[head + 1] == UInt8(ascii: "2"),
+              one[(head + 1)...] == two[(head + 2)...] else { return nil }
+        return Resolved(before: String(decoding: one[..<head], as: UTF8.self), after: String(decoding: one[(head + 1)...], as: UTF8.self),
+                        identifier: identifier, width: width)
+    }
+}

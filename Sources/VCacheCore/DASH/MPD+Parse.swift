@@ -43,15 +43,24 @@ extension MPD {
     }
 
     /// Throws when all the Representations together name more than `DASHLimits.maxTotalSegments`
-    /// (a dynamic MPD: those available at `now`, seconds since 1970). Only counted: no URL is
-    /// built, and each Representation stops at its own limit (its planner says that error).
-    public func checkSegmentTotal(now: Double?) throws(DASHError) {
+    /// (a dynamic MPD: those available at `now`, seconds since 1970), or (`perRepresentation`, as
+    /// serve asks) a static one has a Representation past `DASHLimits.maxSegments`, which
+    /// prefetch's planner refuses. Only counted: no URL is built.
+    public func checkSegmentTotal(now: Double?, perRepresentation: Bool = false) throws(DASHError) {
         let live = isDynamic ? DASHLiveClock(now: now ?? Date().timeIntervalSince1970) : nil
         var total = 0
         for period in periods {
             for set in period.adaptationSets {
                 for rep in set.representations {
-                    guard let plan = try? rep.plan(periodDuration: period.duration, live: live.map { ($0, self, period.start) }, naming: false) else { continue }
+                    let plan: DASHSegmentPlan
+                    do {
+                        plan = try rep.plan(periodDuration: period.duration, live: live.map { ($0, self, period.start) }, naming: false)
+                    } catch .tooManySegments(let id, let limit) where perRepresentation && !isDynamic {
+                        // A static MPD naming more than a Representation may: refused as prefetch refuses it.
+                        throw .tooManySegments(representation: id, limit: limit)
+                    } catch {
+                        continue
+                    }
                     total += plan.segments.count
                     if total > DASHLimits.maxTotalSegments { throw .tooManySegmentsInAll(limit: DASHLimits.maxTotalSegments) }
                 }

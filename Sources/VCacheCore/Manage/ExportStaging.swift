@@ -24,6 +24,13 @@ import Foundation
 /// (an existing file without `force`, a symlinked or non-folder subfolder) is found before the
 /// first move. Only a move itself failing (EIO) can leave part of the files moved, and it says so
 /// by its own error, not by "nothing was written".
+///
+/// One export into DIR at a time: DIR is held with an exclusive flock(2) from the making of the
+/// hidden folder to the end of the commit, and a second export into it is refused (`busy`). The
+/// moves run inside `Exporter.commitGate`: SIGINT/SIGTERM/SIGHUP arriving meanwhile is acted on
+/// once every file has its name, never between two. Before the first move the hidden folder gets
+/// a journal (`.vcache-commit`, the names in order), so an export killed outright (SIGKILL, a power
+/// cut) half-way is finished by the next export into DIR (ExportStaging+Recovery.swift).
 struct ExportStaging {
     /// The export folder as the user named it.
     let destination: String
@@ -31,6 +38,8 @@ struct ExportStaging {
     let folder: String
     let writeRoot: String
     private let handle: RawFile
+    /// DIR, held open under an exclusive flock(2) (its lock unset where the file system has none).
+    private let lock: RawFile
     /// Folders this export made in DIR (DIR itself when it was missing), to remove on failure.
     private var made: [String] = []
 
@@ -42,12 +51,28 @@ struct ExportStaging {
             made.append(destination)
             Exporter.madeFolders.withLock { $0.append(destination) }
         }
+        do {
+            lock = try RawFile.openFollowing(destination, flags: O_RDONLY | O_DIRECTORY)
+        } catch {
+            if made.contains(destination) { rmdir(destination) }
+            throw error
+        }
+        if flock(lock.fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            // (ENOLCK, EOPNOTSUPP: a file system without locks; the names are still checked at the commit.)
+            if e == EWOULDBLOCK || e == EAGAIN {
+                lock.close()
+                Exporter.madeFolders.withLock { $0.removeAll { $0 == destination } }
+                throw StreamExporter.StreamExportError.busy(destination)
+            }
+        }
         var name = ""
         while true {
             name = destination + "/.vcache-export-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
             if mkdir(name, 0o700) == 0 { break }
             let e = errno
             if e == EEXIST { continue }
+            lock.close()
             if made.contains(destination) { rmdir(destination) }
             throw SystemError("mkdir", path: name, errno: e)
         }
@@ -57,6 +82,7 @@ struct ExportStaging {
             handle = try RawFile.open(name, flags: O_RDONLY | O_DIRECTORY)
         } catch {
             rmdir(name)
+            lock.close()
             if made.contains(destination) { rmdir(destination) }
             throw error
         }
@@ -123,13 +149,22 @@ struct ExportStaging {
             throw error
         }
         testPause("stream-export-commit", destination)
-        for (i, t) in targets.enumerated() {
-            if i == targets.count - 1 {
-                for (path, fd) in folders.byPath.sorted(by: { $0.key.count > $1.key.count }) where fd >= 0 { try Self.sync(fd, folder: path) }
+        try Self.writeJournal(relatives, into: handle.fd, folder: folder)
+        let byPath = folders.byPath, root = folders.root, handle = self.handle, destination = self.destination
+        Exporter.committing.withLock { $0 = destination }
+        defer { Exporter.committing.withLock { $0 = nil } }
+        try Exporter.commitGate.withLock { (stopping: inout Bool) throws(any Error) in
+            // A signal caught before the moves began: the handler is removing the hidden folder.
+            guard !stopping else { throw SystemError("rename", path: destination, errno: EINTR) }
+            for (i, t) in targets.enumerated() {
+                if i == targets.count - 1 {
+                    for (path, fd) in byPath.sorted(by: { $0.key.count > $1.key.count }) where fd >= 0 { try Self.sync(fd, folder: path) }
+                }
+                guard renameat(handle.fd, relatives[i], t.fd, t.name) == 0 else { throw SystemError("rename", path: t.path, errno: errno) }
+                if i == 0 { testPause("stream-export-renaming", destination) }
             }
-            guard renameat(handle.fd, relatives[i], t.fd, t.name) == 0 else { throw SystemError("rename", path: t.path, errno: errno) }
+            try Self.sync(root, folder: destination)
         }
-        try Self.sync(folders.root, folder: destination)
         discard(removeMade: false)
     }
 
@@ -137,18 +172,19 @@ struct ExportStaging {
     func discard(removeMade: Bool = true) {
         FileSystem.removeTree(folder)
         handle.close()
+        lock.close()
         Exporter.temporaryFolders.withLock { $0.removeAll { $0 == folder } }
         Exporter.madeFolders.withLock { $0.removeAll { $0 == destination } }
         if removeMade { for f in made.reversed() { rmdir(f) } }
     }
 
-    private static func sync(_ fd: Int32, folder: String) throws {
+    static func sync(_ fd: Int32, folder: String) throws {
         guard fsync(fd) == 0 || errno == EINVAL else { throw SystemError("fsync", path: folder, errno: errno) }
     }
 
     /// DIR and its subfolders as descriptors, opened (and with `create`, made) without following
     /// a symlink below DIR.
-    private struct Folders {
+    struct Folders {
         let destination: String
         let create: Bool
         var root: Int32 = -1

@@ -200,11 +200,26 @@ public struct Exporter {
 
     /// Removes the temp files of exports in progress: for a process stopped by a signal, so an
     /// interrupted export leaves no hidden partial file behind.
-    public static func removeTemporaries() {
+    /// Returns the export folder whose files were being moved into place when it was called: those
+    /// moves are finished first (`ExportStaging.commit`), so the folder holds the new export whole.
+    @discardableResult
+    public static func removeTemporaries() -> String? {
+        let finished = committing.withLock { $0 }
+        // Moves under way end before the gate is free: this waits for them.
+        commitGate.withLock { $0 = true }
         for t in temporaries.withLock({ $0 }) { unlink(t) }
         for f in temporaryFolders.withLock({ $0 }) { FileSystem.removeTree(f) }
         for f in madeFolders.withLock({ $0 }).reversed() { rmdir(f) }
+        return finished
     }
+
+    /// Held by a stream export while it moves its files to their names, and by the signal handler
+    /// before it removes the temp files, so a signal never lands between two moves; true once a
+    /// signal was caught (no commit may begin then).
+    static let commitGate = Locked(false)
+
+    /// The export folder whose files are being moved to their names now.
+    static let committing = Locked<String?>(nil)
 
     /// Export folders a stream export made (DIR when it was missing), removed when still empty.
     static let madeFolders = Locked<[String]>([])

@@ -38,6 +38,8 @@ public struct StreamExporter {
         case linkedFolder(String)
         /// A folder stands where the export writes a file.
         case folderInTheWay(String)
+        /// Another export is writing into the folder now.
+        case busy(String)
 
         public var description: String {
             switch self {
@@ -48,6 +50,7 @@ public struct StreamExporter {
             case .notAFolder(let p): return "'\(p)' exists and is not a folder: a stream is exported into a folder (DIR/master.m3u8, DIR/manifest.mpd)"
             case .folderInTheWay(let p): return "'\(p)' is a folder where the export writes a file; move it away, or export into another folder"
             case .linkedFolder(let p): return "'\(p)' is a symbolic link: vcache writes no file through one inside an export folder; remove it, or export into another folder"
+            case .busy(let p): return "another vcache export is writing into '\(p)' now; wait for it to end, or export into another folder"
             }
         }
     }
@@ -64,7 +67,10 @@ public struct StreamExporter {
 
     /// Exports the stream whose root manifest is the entry `key` into the folder `destination`
     /// (made when missing; its parent must exist).
-    public func export(root key: CacheKey, to destination: String, force: Bool) throws -> Exported {
+    /// `note`: a line for each earlier export killed in the folder that this one finished or removed.
+    public func export(root key: CacheKey, to destination: String, force: Bool,
+                       note: (String) -> Void = { _ in }) throws -> Exported {
+        try ExportStaging.recoverKilledExports(in: destination, note: note)
         guard let root = try store.catalog.entry(key: key) else { throw StreamExportError.notAStream(key.hex) }
         if (try? store.catalog.stream(root: key))??.format == "dash" { return try exportDASH(root, to: destination, force: force) }
         guard let playlist = parse(root) else { throw StreamExportError.notAStream(root.latestURL) }

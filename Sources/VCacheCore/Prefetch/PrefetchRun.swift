@@ -456,7 +456,10 @@ struct PrefetchRun {
                 out[t].refusedMembers += r.refusedMembers
             }
             for u in roots(of: i) where u != i {
-                if let e = r.error { out[u].error = e }
+                if let e = r.error {
+                    out[u].error = e
+                    out[u].failedMember = r.url
+                }
                 if !r.complete { out[u].complete = false }
             }
         }

@@ -423,6 +423,16 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
 extension PrefetchResult {
     /// Stopped by the run's --max-time deadline (or not started before it): planned, not failed.
     public var stoppedByDeadline: Bool { error == .deadline || error == .notStarted }
+
+    /// Why it failed, as said to the user: a stopped refetch of a live manifest resumes nothing.
+    public var errorText: String? {
+        guard let error else { return nil }
+        if newCopyDropped && (error == .interrupted || error == .deadline) {
+            return (error == .deadline ? "stopped at the --max-time deadline" : "interrupted")
+                + "; the new copy being fetched was dropped and the cached copy kept: the next run fetches it again"
+        }
+        return error.description
+    }
 }
 
 public struct PrefetchResult: Equatable, Sendable {
@@ -449,6 +459,11 @@ public struct PrefetchResult: Equatable, Sendable {
     /// Further URLs given in the run for this same entry (the same URL again, or one the key rules
     /// map to it): folded into this one result, not fetched or counted again.
     public var mergedURLs: [String] = []
+    /// A stream's: the member whose failure `error` is (nil: the root's own).
+    public var failedMember: String? = nil
+    /// A live manifest's refetch stopped (a signal, --max-time): what arrived of the new copy
+    /// was dropped, the cached copy kept; nothing resumes from it.
+    public var newCopyDropped = false
 
     public var succeeded: Bool { error == nil }
 }

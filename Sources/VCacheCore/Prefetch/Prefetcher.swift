@@ -187,6 +187,7 @@ public final class Prefetcher {
         if ((try? store.catalog.entry(key: live.key)) ?? nil)?.isComplete == true {
             events(.note(url: url, message: Self.keptMessage))
         }
+        if out?.error == .interrupted || out?.error == .deadline { out?.newCopyDropped = true }
         return (out, nil)
     }
 

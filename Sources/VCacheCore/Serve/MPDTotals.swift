@@ -34,7 +34,7 @@ public final class MPDTotals: Sendable {
         }
         guard let mpd = mpd ?? (try? MPD.parse(bytes, url: base, checkingTotal: false)) else { return nil }
         var refusal: DASHError?
-        do { try mpd.checkSegmentTotal(now: nil) } catch { refusal = error }
+        do { try mpd.checkSegmentTotal(now: nil, perRepresentation: true) } catch { refusal = error }
         let verdict = Verdict(count: bytes.count, hash: hash, refusal: refusal, until: mpd.isDynamic ? now + Self.dynamicFor : nil)
         verdicts.withLock { v in
             if v.count >= Self.capacity && v[url] == nil { v.removeAll() }

@@ -38,15 +38,16 @@ public enum Units {
     public static let maxDuration: Double = 3650 * 86400
     public static let maxDurationText = "3650d"
 
-    /// `90s`, `30m`, `12h`, `7d`, `2w`, `500ms`, or a bare number of seconds; `1h30m` combines.
-    /// nil for anything malformed or longer than `maxDuration`.
+    /// `90s`, `30m`, `12h`, `7d`, `2w`, `500ms`, or a bare number of seconds; `1h30m` combines
+    /// (each unit once). nil for anything malformed (a space, `1h1h`), longer than `maxDuration`,
+    /// or more than 0 but shorter than a millisecond (no clock vcache sets counts finer).
     public static func parseDuration(_ text: String) -> Double? {
-        guard let d = parseAnyDuration(text), d <= maxDuration else { return nil }
+        guard let d = parseAnyDuration(text), d <= maxDuration, d == 0 || d >= 0.001 else { return nil }
         return d
     }
 
     private static func parseAnyDuration(_ text: String) -> Double? {
-        let s = text.trimming(.whitespaces).lowercased()
+        let s = text.lowercased()
         guard !s.isEmpty else { return nil }
         // A bare number is decimal digits with at most one point: `Double(_:)` alone would also take
         // `0x10` (16), `1e3`, `-0` and `inf`, none of which the command line documents.
@@ -56,12 +57,14 @@ public enum Units {
         }
         var total = 0.0
         var rest = Substring(s)
+        var units = Set<Substring>()
         while !rest.isEmpty {
             let number = rest.prefix { $0.isNumber || $0 == "." }
             guard !number.isEmpty, let value = Double(number) else { return nil }
             rest = rest.dropFirst(number.count)
             let unit = rest.prefix { $0.isLetter }
             rest = rest.dropFirst(unit.count)
+            guard units.insert(unit).inserted else { return nil }
             switch unit {
             case "ms": total += value / 1000
             case "s": total += value

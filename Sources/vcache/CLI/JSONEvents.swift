@@ -77,6 +77,8 @@ struct FailureInfo {
             case .noCache: self.init(kind: "no_cache", message: text, exitCode: 1)
             case .corruptCatalog, .repairInterrupted: self.init(kind: "corrupt_catalog", message: text, exitCode: 5)
             }
+        case StreamExporter.StreamExportError.busy:
+            self.init(kind: "busy", message: text, exitCode: 3)
         case let e as Exporter.ExportError:
             switch e {
             case .incomplete: self.init(kind: "incomplete", message: text, exitCode: 1)

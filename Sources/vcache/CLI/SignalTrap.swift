@@ -47,6 +47,16 @@ final class SignalTrap: @unchecked Sendable {
         Self.die(by: signal)
     }
 
+    /// "SIGINT", "SIGTERM", "SIGHUP" (or "signal N"), for messages.
+    static func name(_ sig: Int32) -> String {
+        switch sig {
+        case SIGINT: "SIGINT"
+        case SIGTERM: "SIGTERM"
+        case SIGHUP: "SIGHUP"
+        default: "signal \(sig)"
+        }
+    }
+
     /// Dies by `signal` at once (from the handler itself, when there is nothing to checkpoint).
     static func die(by signal: Int32) -> Never {
         fflush(nil)

@@ -13,7 +13,9 @@ extension ExportCommand {
             return 2
         }
         do {
-            let done = try StreamExporter(store: store, keyRules: Settings.keyRules(store: store)).export(root: key, to: dir, force: args.force)
+            let done = try StreamExporter(store: store, keyRules: Settings.keyRules(store: store)).export(root: key, to: dir, force: args.force) { line in
+                console.err(Console.oneLine("note: " + line) + "\n")
+            }
             if args.json {
                 console.event("exported", ["path": done.master, "size_bytes": done.bytes, "linked": false, "key": key,
                                            "files": done.files, "playlists": done.playlists, "dropped": done.dropped])

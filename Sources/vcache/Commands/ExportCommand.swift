@@ -55,7 +55,10 @@ enum ExportCommand: VCacheCommand {
         let exporter = Exporter(store: store)
         // Ctrl-C, SIGTERM, SIGHUP or a closed pipe mid-way: no hidden partial file stays behind.
         let trap = SignalTrap { sig in
-            Exporter.removeTemporaries()
+            // A stream export moving its files into DIR finishes that first: DIR then holds it whole.
+            if let dir = Exporter.removeTemporaries() {
+                console.err(Console.oneLine("vcache: stopped by \(SignalTrap.name(sig)) after the export's files were all moved into '\(dir)' (a stop between two moves would have mixed two exports)") + "\n")
+            }
             SignalTrap.die(by: sig)
         }
         defer { withExtendedLifetime(trap) {} }

@@ -133,16 +133,21 @@ final class PrefetchReporter {
             if let e = r.error { o["error"] = FailureInfo(prefetch: e).json }
             console.event(r.error == nil ? "done" : r.stoppedByDeadline ? "stopped" : "failed", o)
         case .quiet:
-            if let e = r.error, !r.stoppedByDeadline { console.error(e, context: "cannot prefetch \(r.url)") }
+            if let e = r.error, !r.stoppedByDeadline {
+                var failure = FailureInfo(e, context: "cannot prefetch \(r.url)")
+                if r.newCopyDropped, let text = r.errorText { failure.message = FailureInfo.joined("cannot prefetch \(r.url)", text) }
+                console.error(failure)
+            }
         case .bars, .lines:
             if r.stoppedByDeadline {
                 // Planned, not a failure: said as what it is.
-                log("stopped \(r.url) at the --max-time deadline: \(Units.formatSize(r.fetchedBytes)) fetched and kept; the next run resumes")
+                log(r.newCopyDropped ? "stopped \(r.url) at the --max-time deadline: the new copy being fetched was dropped and the cached copy kept; the next run fetches it again"
+                    : "stopped \(r.url) at the --max-time deadline: \(Units.formatSize(r.fetchedBytes)) fetched and kept; the next run resumes")
             } else if let e = r.error {
                 clearBars()
                 // A run logged by cron gets the time on every line, failures included.
                 let stamp = mode == .lines ? Self.timestamp() + " " : ""
-                console.err("\(stamp)vcache: " + Console.oneLine(FailureInfo.joined("cannot prefetch \(r.url)", "\(e)")) + "\n")
+                console.err("\(stamp)vcache: " + Console.oneLine(FailureInfo.joined("cannot prefetch \(r.url)", r.errorText ?? "\(e)")) + "\n")
                 redraw(force: true)
             } else if mode == .lines || expectedCount > 1 {
                 let state = r.complete ? "complete" : "partial"

@@ -49,7 +49,10 @@ struct Summary {
     var recap: String {
         let failures = results.filter { !$0.succeeded && !$0.stoppedByDeadline }
         guard results.count > 1, !failures.isEmpty else { return "" }
-        return "failed:\n" + failures.map { "  " + Console.oneLine("\($0.url): \($0.error.map(\.description) ?? "")") + "\n" }.joined()
+        // A stream failed by a member names the member: its own URL may well have answered.
+        return "failed:\n" + failures.map { r in
+            "  " + Console.oneLine("\(r.url): " + (r.failedMember.map { "member \($0): " } ?? "") + (r.errorText ?? "")) + "\n"
+        }.joined()
     }
 
     var json: [String: Any] {
