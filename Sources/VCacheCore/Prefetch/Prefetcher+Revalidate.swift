@@ -110,6 +110,11 @@ extension Prefetcher {
                 return PrefetchError(error)
             }
             if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
+            // The same stream in other bytes (signed anew, attributes reordered) names the same
+            // entries: its members stay; the new copy is kept, its URLs the ones that answer now.
+            if !moved(m, finalURL), ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: m.maxBytes == MPD.maxBytes, rules: options.keyRules) {
+                return nil
+            }
             // Members of the old version go (a re-encode keeps the URLs and changes the bytes):
             // what the new manifest names is fetched, and recorded, as for a first run.
             let held = ((try? store.catalog.entries(keys: m.named)) ?? [:]).filter { !$0.value.ranges.isEmpty }
@@ -126,6 +131,11 @@ extension Prefetcher {
             events(.note(url: m.url, message: "its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; \(what)"))
             return nil
         }
+    }
+
+    /// Answered from another folder than the cached copy was (`ManifestRevalidation.outcome`).
+    private func moved(_ m: StaleManifest, _ finalURL: String?) -> Bool {
+        finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
     }
 
     /// Why `body` cannot stand for the cached manifest of `m` (another kind, or not readable), nil when it can.
