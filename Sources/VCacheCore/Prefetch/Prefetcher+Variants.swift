@@ -17,16 +17,20 @@ extension Prefetcher {
     /// the run's loop, when every media playlist asked for has answered.
     func keepingUnchangedVariants(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome, on fetcher: Fetcher, then: @escaping (StaleManifest) -> Void) {
         guard m.key == m.root, case .changed(let body, _, _, let finalURL) = outcome,
-              case .master? = try? HLSPlaylist.parse(m.bytes, url: m.base),
-              let new = try? HLSPlaylist.parse(body, url: finalURL ?? m.url), case .master = new,
+              case .master(let oldMaster)? = try? HLSPlaylist.parse(m.bytes, url: m.base),
+              let new = try? HLSPlaylist.parse(body, url: finalURL ?? m.url), case .master(let newMaster) = new,
               !ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: false, rules: options.keyRules) else { return then(m) }
         let rules = options.keyRules
         let named = Set(m.named)
+        let (was, now) = (Self.entries(oldMaster, rules), Self.entries(newMaster, rules))
         var asks: [(url: String, key: CacheKey, bytes: [UInt8], base: String, validators: Validators)] = []
         var seen = Set<CacheKey>()
         for (url, _) in new.members {
             let key = rules.key(for: url)
-            guard named.contains(key), seen.insert(key).inserted, let c = cachedManifest(url), !c.mpd, !c.live,
+            // A variant whose master entry changed (another RESOLUTION, CODECS, BANDWIDTH: a
+            // re-encode under the same names, its media playlist byte for byte the same) goes.
+            guard named.contains(key), seen.insert(key).inserted, Self.sameEntries(was[key] ?? [], now[key] ?? []),
+                  let c = cachedManifest(url), !c.mpd, !c.live,
                   let bytes = store.cachedBytes(of: c.entry), Int64(bytes.count) == c.entry.length else { continue }
             let base = ((try? store.catalog.finalURL(of: key)) ?? nil) ?? c.entry.latestURL
             asks.append((url, key, bytes, base, c.entry.validators))
@@ -49,6 +53,30 @@ extension Prefetcher {
         // (Answers come on later turns of the loop: none has been counted yet.)
         if state.count == 0 { finish() }
     }
+
+    /// What a master says of each playlist it names, by key: its variants, renditions and
+    /// I-frame streams, their place in the text and the URI's spelling aside.
+    private static func entries(_ m: HLSMasterPlaylist, _ rules: CacheKeyRules) -> [CacheKey: [String]] {
+        var out: [CacheKey: [String]] = [:]
+        for var v in m.variants {
+            let key = rules.key(for: v.uri)
+            (v.uri, v.rawURI, v.line) = ("", "", 0)
+            out[key, default: []].append(String(describing: v))
+        }
+        for var r in m.renditions {
+            guard let uri = r.uri else { continue }
+            (r.uri, r.line) = (nil, 0)
+            out[rules.key(for: uri), default: []].append(String(describing: r))
+        }
+        for var i in m.iFrameStreams {
+            let key = rules.key(for: i.uri)
+            (i.uri, i.line) = ("", 0)
+            out[key, default: []].append(String(describing: i))
+        }
+        return out
+    }
+
+    private static func sameEntries(_ a: [String], _ b: [String]) -> Bool { a.sorted() == b.sorted() }
 
     /// Whether the media playlist `key` is unchanged by `o`; one the same under the key rules
     /// in other bytes is stored as it is answered now.
