@@ -47,7 +47,7 @@ extension ManifestRevalidation {
     private static func keyedPlaylist(_ bytes: [UInt8], _ rules: CacheKeyRules) -> [String]? {
         guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
         var out: [String] = []
-        for raw in text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+        for raw in text.split(whereSeparator: { $0.isNewline }) {
             let line = String(raw).trimming(.whitespaces)
             if line.isEmpty { continue }
             guard line.hasPrefix("#") else {
