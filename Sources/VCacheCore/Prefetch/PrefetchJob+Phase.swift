@@ -76,6 +76,9 @@ extension PrefetchJob {
         var manifest = ManifestWatch()
         /// It ended while a drop held it; carried out once the drop is done.
         var ended: Ending?
+        /// A whole answer to a range-planned file under other validators, being compared with
+        /// what is held before anything of it is written (`SameBytesCheck`).
+        var sameBytes: SameBytesCheck?
 
         struct Ending { var error: TransportError? }
 

@@ -44,6 +44,16 @@ extension PrefetchJob {
                 update(x)
                 return .stop
             }
+            if isRangePlannedMember, head.status == 200, let writer, writer.writeStaged() == nil,
+               let check = SameBytesCheck(held: writer.held, old: entry.validators, answer: v, contentType: head.contentType, reason: reason) {
+                // The whole file under other validators: compared with what is held before any of
+                // it is written; the same bytes are the same file (`compareWithHeld`).
+                trace("the whole file under other validators: compared with the \(check.held.count) bytes held")
+                x.sameBytes = check
+                beginWriting(&x, at: 0, limit: max(limit ?? check.end, check.end))
+                update(x)
+                return .proceed
+            }
             if isRangePlannedMember {
                 // Ranges a manifest or sidx gave for the old version cut the new one wrong: the old
                 // version goes, and the item fails, so the next run plans from the new one.
@@ -77,6 +87,47 @@ extension PrefetchJob {
         }
     }
 
+    /// The part of `bytes` (at `x.offset`) before the end of the held bytes, compared with them
+    /// (`SameBytesCheck`); what follows it is returned, to be written as any body. Every held byte
+    /// equal: the file is the same under the answer's validators, adopted, and the bytes between
+    /// held ranges are written. One differing: the version changed, dropped as any other, the item
+    /// failing (`changedUnderRanges`); nil then (the transfer stops).
+    private func compareWithHeld(_ x: inout Exchange, _ bytes: UnsafeRawBufferPointer, writer: EntryWriter) -> UnsafeRawBufferPointer? {
+        guard var check = x.sameBytes else { return bytes }
+        let n = Int(min(Int64(bytes.count), check.end - x.offset))
+        guard check.take(UnsafeRawBufferPointer(rebasing: bytes[0..<n]), at: x.offset, read: { try writer.data.bytes(Int($0.count), at: $0.lowerBound) }) else {
+            x.sameBytes = nil
+            x.failure = .changedUnderRanges(check.reason)
+            if let e = versionChangeRefused(check.reason) {
+                x.failure = e
+                update(x)
+                return nil
+            }
+            update(x)
+            dropVersion(to: check.validators, reason: check.reason, interrupting: x, then: .awaitEnd)
+            return nil
+        }
+        x.offset += Int64(n)
+        guard x.offset == check.end else {
+            x.sameBytes = check
+            return UnsafeRawBufferPointer(rebasing: bytes[n...])
+        }
+        x.sameBytes = nil
+        trace("the same bytes: kept under the new validators")
+        adopt(check.validators, contentType: check.contentType)
+        for gap in check.gaps {
+            let (staged, error) = gap.bytes.withUnsafeBytes { writer.stage($0, at: gap.offset) }
+            x.bytes += Int64(staged)
+            received(staged)
+            if let error {
+                x.failure = error
+                update(x)
+                return nil
+            }
+        }
+        return UnsafeRawBufferPointer(rebasing: bytes[n...])
+    }
+
     /// A stream member asked for by byte ranges its manifest or sidx gave (`rangesMustFit`): they
     /// hold for the version they were planned from only.
     var isRangePlannedMember: Bool { item.rangesMustFit && item.checkSegment != nil }
@@ -99,6 +150,15 @@ extension PrefetchJob {
     func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
         fetcher.preconditionOnLoop()
         guard case .fetching(var x) = phase, let writer else { return false }
+        var bytes = bytes
+        if x.sameBytes != nil {
+            guard let rest = compareWithHeld(&x, bytes, writer: writer) else { return false }
+            bytes = rest
+            guard !bytes.isEmpty else {
+                update(x)
+                return true
+            }
+        }
         defer { update(x) }
         var count = bytes.count
         if x.offset < 4096, x.offset == Int64(x.manifest.start.count) { x.manifest.start += bytes.prefix(4096 - Int(x.offset)) }

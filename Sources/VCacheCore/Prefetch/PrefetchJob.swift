@@ -180,8 +180,14 @@ final class PrefetchJob: TransferDelegate {
         if !entry.heldFromThisRunOnly && !entry.validators.hasStrongValidator && nextAsked() != nil {
             // Parts without a strong validator are never combined across runs.
             guard mayDropVersion() else { return finish(.lockBusy) }
-            return dropVersion(to: entry.validators, reason: "the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones",
-                               changed: false, interrupting: nil, then: .nextRequest)
+            var reason = "the cached bytes have no strong validator (ETag or Last-Modified), so they cannot be combined with new ones"
+            // A run stopped by its clock begins again from byte 0 the next time, forever when no
+            // run has the time to fetch it whole (hostile probe h2, F12): said, with what to do.
+            if options.maxTime != nil {
+                let size = entry.validators.length.map { " (\(Units.formatSize($0)))" } ?? ""
+                reason += "; a run stopped by --max-time before its end leaves it to be fetched again from the start, so it is kept only by a run long enough to fetch all of it\(size): give --max-time that long, or have the origin send an ETag or Last-Modified"
+            }
+            return dropVersion(to: entry.validators, reason: reason, changed: false, interrupting: nil, then: .nextRequest)
         }
         nextRequest()
     }

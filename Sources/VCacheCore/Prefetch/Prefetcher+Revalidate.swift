@@ -110,6 +110,18 @@ extension Prefetcher {
                 return .lockBusy
             }
             defer { lock.release() }
+            // The same stream in other bytes (signed anew, attributes reordered) names the same
+            // entries: its members stay; the new copy replaces the cached one, its URLs the ones
+            // that answer now.
+            if !moved(m, finalURL), ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: m.maxBytes == MPD.maxBytes, rules: options.keyRules) {
+                do {
+                    try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
+                } catch {
+                    return PrefetchError(error)
+                }
+                if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
+                return nil
+            }
             // Members of the old version go (a re-encode keeps the URLs and changes the bytes)
             // BEFORE the new manifest's bytes replace the old: a run killed at any point leaves
             // the old manifest with what is left of its members, or the new one with none of
@@ -183,6 +195,11 @@ extension Prefetcher {
             events(.note(url: url, message: "its manifest is no longer cached whole while its stream's members were: nothing says which version they are, so the \(n) \(n == 1 ? "entry" : "entries") cached of them \(n == 1 ? "was" : "were") dropped and the stream is completed from the manifest the origin serves now"))
             return nil
         }
+    }
+
+    /// Answered from another folder than the cached copy was (`ManifestRevalidation.outcome`).
+    private func moved(_ m: StaleManifest, _ finalURL: String?) -> Bool {
+        finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
     }
 
     /// Why `body` cannot stand for the cached manifest of `m` (another kind, or not readable), nil when it can.

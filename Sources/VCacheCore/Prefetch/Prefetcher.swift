@@ -622,8 +622,11 @@ public final class Prefetcher {
                         options: options.request, fetcher: fetcher) { outcome in
                             revalidations.removeValue(forKey: id)
                             if self.fetcher.isStopped { return job.start() }
-                            if let e = self.revalidated(stale, outcome) { return job.abort(e) }
-                            job.start()
+                            self.keepingUnchangedVariants(stale, outcome, on: self.fetcher) { stale in
+                                if self.fetcher.isStopped { return job.start() }
+                                if let e = self.revalidated(stale, outcome) { return job.abort(e) }
+                                job.start()
+                            }
                         }
                     if revalidations[id] != nil { continue }
                 }
