@@ -28,21 +28,28 @@ import VCacheTestSupport
             """.utf8)
     }
 
-    /// final-probe 4: 11 x 99,999 segments through serve is refused as prefetch refuses it (502,
-    /// nothing kept), the first time and again (the verdict remembered for that version).
-    @Test
-    func serveRefusesAnMPDPastTheSegmentTotalAndKeepsNothing() throws {
-        let origin = try TestOrigin()
-        origin.setResource("/s/manifest.mpd", .init(body: Self.manyMPD(representations: 11), contentType: Self.dashXML))
-        let cache = dir.file("cache")
+    /// `mpd` at /s/manifest.mpd of `origin`, asked twice through serve: 502 both times (the verdict
+    /// remembered for that version), the log `saying` why, and nothing of it kept in `cache`.
+    func refusedTwiceByServe(_ mpd: Data, origin: TestOrigin, cache: String, saying why: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        origin.setResource("/s/manifest.mpd", .init(body: mpd, contentType: Self.dashXML))
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         let first = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
         let again = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
         let log = serve.log.joined(separator: "\n")
         _ = serve.stop()
-        #expect(first.status == 502 && again.status == 502, "\(first.status) \(again.status)")
-        #expect(log.contains("its Representations name more than the limit of 1000000 segments in all"), "\(log)")
-        #expect(try CacheInspector(directory: cache).entry(origin.url("/s/manifest.mpd")) == nil, "the refused MPD was kept")
+        #expect(first.status == 502 && again.status == 502, "\(first.status) \(again.status)", sourceLocation: sourceLocation)
+        #expect(log.contains(why), "\(log)", sourceLocation: sourceLocation)
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/s/manifest.mpd")) == nil, "the refused MPD was kept", sourceLocation: sourceLocation)
+    }
+
+    /// final-probe 4: 11 x 99,999 segments through serve is refused as prefetch refuses it (502,
+    /// nothing kept), the first time and again (the verdict remembered for that version).
+    @Test
+    func serveRefusesAnMPDPastTheSegmentTotalAndKeepsNothing() throws {
+        let origin = try TestOrigin()
+        let cache = dir.file("cache")
+        try refusedTwiceByServe(Self.manyMPD(representations: 11), origin: origin, cache: cache,
+                                saying: "its Representations name more than the limit of 1000000 segments in all")
         let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
         #expect(!ls.stdout.contains("manifest.mpd"), "\(ls.stdout)")
     }
@@ -53,16 +60,8 @@ import VCacheTestSupport
     @Test
     func serveRefusesAnMPDWithARepresentationPastItsLimitAndKeepsNothing() throws {
         let origin = try TestOrigin()
-        origin.setResource("/s/manifest.mpd", .init(body: Self.manyMPD(representations: 1, segments: 1_000_001), contentType: Self.dashXML))
-        let cache = dir.file("cache-rep")
-        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let first = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
-        let again = try Curl.fetch([serve.url(origin.url("/s/manifest.mpd"))], in: dir)
-        let log = serve.log.joined(separator: "\n")
-        _ = serve.stop()
-        #expect(first.status == 502 && again.status == 502, "\(first.status) \(again.status)")
-        #expect(log.contains("the MPD cannot be read: Representation 'r0' has more than the limit of 100000 segments"), "\(log)")
-        #expect(try CacheInspector(directory: cache).entry(origin.url("/s/manifest.mpd")) == nil, "the refused MPD was kept")
+        try refusedTwiceByServe(Self.manyMPD(representations: 1, segments: 1_000_001), origin: origin, cache: dir.file("cache-rep"),
+                                saying: "the MPD cannot be read: Representation 'r0' has more than the limit of 100000 segments")
         let prefetch = try VCacheBinary.run(["prefetch", "--seconds", "1", origin.url("/s/manifest.mpd")], cacheDir: dir.file("cache-rep-prefetch"))
         #expect(prefetch.status == 4 && prefetch.stderr.contains("Representation 'r0' has more than the limit of 100000 segments"), "\(prefetch.stderr)")
     }

@@ -136,8 +136,8 @@ import VCacheTestSupport
     /// Warmed by prefetch (`--seconds 3`: two 2 s video segments; a SegmentBase file whole), then
     /// read through serve with the origin stopped: the MPD lists only what plays from the cache
     /// (the warmed video Representation and its audio; the time cached), so ABR cannot pick the
-    /// other, and ffmpeg and mpv play the cached seconds cleanly.
-    @Test(.requires(.nginx, .dashTools, .tool("/usr/bin/mpv", "mpv")))
+    /// other, and ffmpeg, mpv and GStreamer play the cached seconds cleanly.
+    @Test(.requires(.nginx, .dashTools, .tool("/usr/bin/mpv", "mpv"), .gstreamer))
     func aWarmedStreamPlaysOfflineAndItsMPDListsOnlyWhatIsCached() throws {
         let nginx = try origin()
         let cache = dir.file("cache")
@@ -173,6 +173,13 @@ import VCacheTestSupport
             let mpv = try Tool.run("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--ao-null-untimed", "--untimed", "--really-quiet",
                                                     serve.url(origin + "/\(s)/manifest.mpd")])
             #expect(mpv.status == 0, "mpv, \(s) offline: \(mpv.err)")
+        }
+        // GStreamer's playbin, a third reader (its own DASH demuxer): every frame of the cached
+        // seconds (two 2 s segments at 25 fps; the SegmentBase file whole), none past them.
+        for (s, frames) in partly.map({ ($0, 100) }) + [("sb", 150)] {
+            let got = try GStreamer.play(serve.url(origin + "/\(s)/manifest.mpd"))
+            #expect(got.status == 0 && got.frames == frames, "GStreamer, \(s) offline: \(got.frames) frames, exit \(got.status): \(got.err)")
+            #expect(got.last.map { abs($0 - Double(frames - 1) / 25) < 0.001 } == true, "GStreamer, \(s) offline: last frame at \(String(describing: got.last))")
         }
         _ = serve.stop()
     }
