@@ -90,6 +90,54 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
     }
 
+    /// Two runs of one stream not cached at all, started together (cron overlapping itself): the
+    /// second to read the MPD finds the first completing the stream and waits for it, then finds
+    /// it complete: both exit 0, each segment asked once (hostile probe h3, F1: the second failed,
+    /// exit 3, "another vcache process began completing this stream during this run").
+    @Test func twoRunsOfAStreamNotYetCachedBothSucceedTheSecondWaiting() throws {
+        let origin = try TestOrigin()
+        let encode = Self.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        // The first run's MPD is held, so the second starts before any stream is recorded: it
+        // waits for the MPD's entry, then reads it as this run's, as the first did.
+        origin.hold("/s/manifest.mpd", at: 10)
+        origin.hold("/s/a/1.m4s", at: 10)
+        let first = try VCacheBinary.start(["prefetch", "-q", "-j", "1", url], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/manifest.mpd"))
+        let second = try VCacheBinary.start(["prefetch", "--progress", "lines", url], cacheDir: cache)
+        func waits(_ n: Int) -> Bool {
+            let said = second.process.waitForStderr(timeout: 30) { String(decoding: $0, as: UTF8.self).components(separatedBy: "waiting: ").count > n }
+            return String(decoding: said, as: UTF8.self).components(separatedBy: "waiting: ").count > n
+        }
+        #expect(waits(1), "the second run did not wait for the MPD's entry")
+        origin.release("/s/manifest.mpd")
+        // The first holds the stream (a member held); the second, its MPD read, waits for it.
+        #expect(waits(2), "the second run did not wait for the stream")
+        origin.release("/s/a/1.m4s")
+        let r1 = first.finish()
+        let r2 = second.finish()
+        #expect(r1.status == 0, "\(r1.stderr)")
+        #expect(r2.status == 0, "\(r2.stderr)")
+        try Self.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
+        for path in encode.keys { #expect(origin.requests(path).count == 1, "\(path) asked \(origin.requests(path).count) times") }
+    }
+
+    /// A run stopped by --max-time while it asks for a partly cached stream's MPD again: the
+    /// stream was not completed, so the item is stopped (exit 3), not "ok ... complete", exit 0
+    /// (hostile probe h3, F9: "nothing to fetch", the stream still partial).
+    @Test func aRunStoppedWhileAskingForTheMPDAgainSaysItStopped() throws {
+        let (origin, _, cache, url) = try partlyCached()
+        _ = Self.serve(origin, seed: 7, width: 640)
+        origin.hold("/s/manifest.mpd", at: 10)
+        let r = try VCacheBinary.run(["prefetch", "--max-time", "1s", url], cacheDir: cache)
+        origin.release("/s/manifest.mpd")
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("stopped \(url) at the --max-time deadline"), "\(r.stderr)")
+        #expect(!r.stderr.contains("nothing to fetch"), "\(r.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+    }
+
     /// F13 and F7: an export reading a member while a prefetch finds the MPD changed. The member
     /// in use cannot be dropped: the prefetch fails (exit 3, naming it) and leaves the stream as it
     /// was (old MPD), so the export writes the old encode only; the next prefetch completes the

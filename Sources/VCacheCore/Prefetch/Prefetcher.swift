@@ -389,6 +389,11 @@ public final class Prefetcher {
         var waitingForStream: [Int] = []
         var pollingForStream = false
         var waitedForStream = Set<Int>()
+        var deferredStreams: [DeferredStream] = []
+        // Items stopped while their stream's manifest was asked for again: not complete, even
+        // when the manifest's cached copy is (the stream was not read).
+        var stoppedUnread = Set<Int>()
+        var pollingDeferred = false
         defer { for (t, lock) in streamLocks { store.releaseStreamLock(lock, root: run.key(of: t)) } }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
@@ -429,13 +434,78 @@ public final class Prefetcher {
             events(said)
         }
 
+        /// The stream item `index` names (its manifest's result `r`) joins the run, each URL of it
+        /// once, under its stream's lock (`replaced`: a live manifest's old copy, put back when
+        /// the new one's stream is refused).
+        func followStream(_ index: Int, _ r: PrefetchResult, replaced: CachedCopy?) {
+            // The stream it names joins the run (each URL of it once).
+            let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
+            if let error {
+                run.followFailed(index, error)
+                if let replaced { putBack(replaced, url: run.items[index].url) }
+            }
+            if error == nil, heldManifests[r.key] == nil, let held = try? store.openDataForReading(key: r.key) { heldManifests[r.key] = held }
+            // The hosts its playlists came from: the URL given, and where each was redirected
+            // (this run, or as the catalog recorded it when it is cached already).
+            let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
+            let own = run.streamHosts(of: index, answered: answered)
+            for var m in members {
+                if m.memberOrigins != nil {
+                    // A segment, init or key: its stream's hosts only, redirects included.
+                    var only = options.memberHosts
+                    for host in own { only.add(host: host, port: nil) }
+                    m.memberOrigins = only
+                    // Its other BaseURLs only when on hosts the stream may reach.
+                    if let mirrors = m.mirrors {
+                        m.mirrors?.bases = mirrors.bases.enumerated().filter { $0.offset == 0 || self.refusal($0.element, own: own) == nil }.map { $0.element }
+                        if m.mirrors?.bases.count == 1 { m.mirrors = nil }
+                    }
+                }
+                run.joinMember(m, of: index, refusal: refusal(m.url, own: own, mpd: m.checkSegment == .dashSegment))
+            }
+        }
+
+        /// Streams first read in this run whose lock another run took meanwhile: each follows once
+        /// that run lets the lock go (it reads what that run left), polled from a timer as items
+        /// waiting to start are; stopped, each fails with the stop's reason.
+        func pollDeferredStreams() {
+            deferredStreams.removeAll { d in
+                guard run.results[d.index]?.error == nil else {
+                    if let said = run.said(d.index) { events(said) }
+                    return true
+                }
+                guard let lock = (try? store.tryLockStream(root: run.key(of: d.index))) ?? nil else { return false }
+                streamLocks[d.index] = lock
+                followStream(d.index, d.result, replaced: d.replaced)
+                if let said = run.said(d.index) { events(said) }  // held till now (`settle`)
+                releaseStreamLock(of: d.index)
+                return true
+            }
+            guard !deferredStreams.isEmpty, !pollingDeferred, !fetcher.isStopped else { return }
+            pollingDeferred = true
+            fetcher.after(0.05) {
+                pollingDeferred = false
+                pollDeferredStreams()
+                launch()
+            }
+        }
+
+        /// Why the run stopped: its deadline, the cap, or a signal.
+        func stopped() -> PrefetchError {
+            switch fetcher.stopReason {
+            case Self.deadlineReason: .deadline
+            case Self.overCapReason: noRoom(limit() ?? options.maxSize ?? 0)
+            default: .interrupted
+            }
+        }
+
         /// Item `index`'s end is known: what follows from it joins the run, then it is said.
         func settle(_ index: Int, _ done: PrefetchJob) {
             var result = done.result
             // Stopped with its completion already on the checkpoint queue: the job's end waited
             // for that commit, so the catalog says whether the video completed. Complete, it is
             // done (before: said stopped, counted unfinished, exit 3, though complete).
-            if fetcher.isStopped, var r = result, !r.complete, r.error == .deadline || r.error == .interrupted,
+            if fetcher.isStopped, !stoppedUnread.contains(index), var r = result, !r.complete, r.error == .deadline || r.error == .interrupted,
                ((try? store.catalog.entry(key: r.key)) ?? nil)?.isComplete == true {
                 r.error = nil
                 r.complete = true
@@ -464,43 +534,33 @@ public final class Prefetcher {
                 case .stream(let r):
                     // A stream first read in this run: its lock, before its members are recorded
                     // (a run started since found no stream to wait for). Held by another run,
-                    // which began it meanwhile: that one completes it.
+                    // which began it meanwhile: this one waits for that one (polled, to the
+                    // deadline), then follows what it left; with --no-wait it fails.
                     if index < run.given, streamLocks[index] == nil {
-                        guard let lock = (try? store.tryLockStream(root: run.key(of: index))) ?? nil else {
-                            run.followFailed(index, .streamBusy("another vcache process began completing this stream during this run; run again once it has finished"))
+                        let lock: EntryLock?
+                        do { lock = try store.tryLockStream(root: run.key(of: index)) } catch {
+                            run.followFailed(index, PrefetchError(error))
                             if let replaced { putBack(replaced, url: run.items[index].url) }
+                            continue
+                        }
+                        guard let lock else {
+                            guard options.waitForLock else {
+                                run.followFailed(index, .streamBusy("another vcache process began completing this stream during this run; skipped (--no-wait)"))
+                                if let replaced { putBack(replaced, url: run.items[index].url) }
+                                continue
+                            }
+                            events(.waitingForLock(url: run.items[index].url))
+                            deferredStreams.append(DeferredStream(index: index, result: r, replaced: replaced))
+                            pollDeferredStreams()
                             continue
                         }
                         streamLocks[index] = lock
                     }
-                    // The stream it names joins the run (each URL of it once).
-                    let (members, error) = expand(r, item: run.items[index], root: run.key(of: run.root(of: index)))
-                    if let error {
-                        run.followFailed(index, error)
-                        if let replaced { putBack(replaced, url: run.items[index].url) }
-                    }
-                    if error == nil, heldManifests[r.key] == nil, let held = try? store.openDataForReading(key: r.key) { heldManifests[r.key] = held }
-                    // The hosts its playlists came from: the URL given, and where each was redirected
-                    // (this run, or as the catalog recorded it when it is cached already).
-                    let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
-                    let own = run.streamHosts(of: index, answered: answered)
-                    for var m in members {
-                        if m.memberOrigins != nil {
-                            // A segment, init or key: its stream's hosts only, redirects included.
-                            var only = options.memberHosts
-                            for host in own { only.add(host: host, port: nil) }
-                            m.memberOrigins = only
-                            // Its other BaseURLs only when on hosts the stream may reach.
-                            if let mirrors = m.mirrors {
-                                m.mirrors?.bases = mirrors.bases.enumerated().filter { $0.offset == 0 || self.refusal($0.element, own: own) == nil }.map { $0.element }
-                                if m.mirrors?.bases.count == 1 { m.mirrors = nil }
-                            }
-                        }
-                        run.joinMember(m, of: index, refusal: refusal(m.url, own: own, mpd: m.checkSegment == .dashSegment))
-                    }
+                    followStream(index, r, replaced: replaced)
                 }
             }
-            if let said = run.said(index) { events(said) }
+            // A stream waiting for another run's lock is said once it follows (`pollDeferredStreams`).
+            if !deferredStreams.contains(where: { $0.index == index }), let said = run.said(index) { events(said) }
         }
 
         /// Whether item `index` may start: an item given that needs its stream's lock holds it.
@@ -621,9 +681,17 @@ public final class Prefetcher {
                         url: stale.url, cached: stale.bytes, cachedBase: stale.base, validators: stale.validators, maxBytes: stale.maxBytes,
                         options: options.request, fetcher: fetcher) { outcome in
                             revalidations.removeValue(forKey: id)
-                            if self.fetcher.isStopped { return job.start() }
+                            // Stopped while it was asked: the stream was not completed, whatever the
+                            // root's cached copy says (it read "ok ... complete", exit 0, a stream 4/8).
+                            if self.fetcher.isStopped {
+                                stoppedUnread.insert(index)
+                                return job.abort(stopped())
+                            }
                             self.keepingUnchangedVariants(stale, outcome, on: self.fetcher) { stale in
-                                if self.fetcher.isStopped { return job.start() }
+                                if self.fetcher.isStopped {
+                                    stoppedUnread.insert(index)
+                                    return job.abort(stopped())
+                                }
                                 if let e = self.revalidated(stale, outcome) { return job.abort(e) }
                                 job.start()
                             }
@@ -654,13 +722,16 @@ public final class Prefetcher {
             }
         })
         // Stopped: every job still running checkpoints and reports; the rest never started.
-        let why: PrefetchError = switch fetcher.stopReason {
-        case Self.deadlineReason: .deadline
-        case Self.overCapReason: noRoom(limit() ?? options.maxSize ?? 0)
-        default: .interrupted
-        }
-        for (_, r) in running.sorted(by: { $0.value.index < $1.value.index }) {
+        let why = stopped()
+        for (id, r) in running.sorted(by: { $0.value.index < $1.value.index }) {
+            // One still asking for its stream's manifest again read nothing of its stream.
+            if revalidations[id] != nil { stoppedUnread.insert(r.index) }
             r.job.abort(why)
+        }
+        // A stream that waited for another run's lock and never got it: not followed.
+        for d in deferredStreams {
+            if run.results[d.index]?.error == nil { run.followFailed(d.index, why) }
+            if let said = run.said(d.index) { events(said) }
         }
         let usage = fitUnderCap(final: true)
         let never = run.neverStarted(why)
@@ -706,6 +777,14 @@ public final class Prefetcher {
         revalidations.removeAll()
         return run.outcome()
     }
+}
+
+/// A stream first read by a run while another run took its lock (`Prefetcher.run`): it follows
+/// once that lock is free.
+struct DeferredStream {
+    let index: Int
+    let result: PrefetchResult
+    let replaced: CachedCopy?
 }
 
 /// A live manifest (`Prefetcher.liveRefetch`) fetched again: the new copy goes into an entry of
