@@ -79,6 +79,54 @@ import VCacheTestSupport
         #expect(DASHExportTests.tree(out) == ref)
     }
 
+    /// The killed export's PID belongs to a live process now (reused, or another PID namespace's):
+    /// the next export still finishes it, DIR's lock saying no export holds it, before its own
+    /// moves (hostile probe h4, F1: it was "left as it is", the next export committed over it,
+    /// and a later one replayed the stale journal over that newer export).
+    @Test(.requires(.nginx, .dashTools))
+    func aKilledExportWhosePIDIsReusedIsStillFinishedFirst() throws {
+        let nginx = try nginx()
+        let (url, cache, out, ref) = try setUp(nginx, "reused")
+        let pause = PausePoint("stream-export-renaming", in: dir)
+        let running = try VCacheBinary.start(["export", "--force", url, out], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        _ = running.finish()
+        let hidden = try #require((try FileManager.default.contentsOfDirectory(atPath: out)).first { $0.hasPrefix(".vcache-export-") })
+        let live = ".vcache-export-\(getpid())-" + (hidden.split(separator: "-").last.map(String.init) ?? "1")
+        try FileManager.default.moveItem(atPath: out + "/" + hidden, toPath: out + "/" + live)
+        let r = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.hasPrefix("note: finished the export into '\(out)' that process \(getpid()) was killed in the middle of: "), "\(r.stderr)")
+        #expect(DASHExportTests.tree(out) == ref)
+    }
+
+    /// A journal naming a file through a symbolic link in the hidden folder: nothing outside DIR
+    /// is moved (hostile probe h4, F2: the link was followed, a file outside DIR moved into it).
+    @Test(.requires(.nginx, .dashTools))
+    func aJournalThroughALinkMovesNothingFromOutside() throws {
+        let nginx = try nginx()
+        let (url, cache, out, _) = try setUp(nginx, "link")
+        let outside = dir.file("outside")
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: outside + "/secret"))
+        let hidden = out + "/.vcache-export-\(try Self.deadPID())-1"
+        #expect(mkdir(hidden, 0o700) == 0)
+        try FileManager.default.createSymbolicLink(atPath: hidden + "/x", withDestinationPath: outside)
+        try Data("x/secret\n".utf8).write(to: URL(fileURLWithPath: hidden + "/.vcache-commit"))
+        _ = try VCacheBinary.run(["export", "--force", url, out], cacheDir: cache)
+        #expect(FileManager.default.contents(atPath: outside + "/secret") == Data("mine".utf8), "a file outside DIR was moved")
+        #expect(!FileManager.default.fileExists(atPath: out + "/x/secret"))
+    }
+
+    /// A PID no process has: one of a child that ended.
+    static func deadPID() throws -> Int32 {
+        let child = try Child("/bin/true", [])
+        let pid = child.pid
+        _ = child.wait()
+        return pid
+    }
+
     /// A killed export's hidden copy (killed before any move) is removed by the next export into
     /// the folder, with a line (before: it stayed for ever, a full copy of the stream).
     @Test(.requires(.nginx, .dashTools))

@@ -55,11 +55,10 @@ extension ExportStaging {
         for name in names.sorted() {
             let path = destination + "/" + name
             let parts = name.dropFirst(folderPrefix.count).split(separator: "-")
+            // DIR's lock, held by every export from its hidden folder's making to its last move,
+            // is this one's: whatever process made it is no export any more (its PID may be
+            // another process's now, or one of another PID namespace).
             guard parts.count == 2, let pid = Int32(parts[0]), pid > 0, pid != getpid() else { continue }
-            if kill(pid, 0) == 0 || errno == EPERM {
-                note("'\(path)' is left as it is: process \(pid), which made it, is still running")
-                continue
-            }
             guard let folder = try? RawFile.open(path, flags: O_RDONLY | O_DIRECTORY), let st = try? folder.status(),
                   st.st_uid == geteuid(), st.st_mode & 0o077 == 0 else {
                 note("'\(path)' is left as it is: it is not a hidden export folder of yours; remove it by hand")
@@ -111,6 +110,16 @@ extension ExportStaging {
         for r in relatives {
             var st = stat()
             guard fstatat(folderFD, r, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            // Every folder on the way a real folder of the hidden one, never a link out of it.
+            let parts = r.split(separator: "/").map(String.init)
+            var way = ""
+            for part in parts.dropLast() {
+                way += way.isEmpty ? part : "/" + part
+                var dst = stat()
+                guard fstatat(folderFD, way, &dst, AT_SYMLINK_NOFOLLOW) == 0, (dst.st_mode & S_IFMT) == S_IFDIR else {
+                    throw SystemError("rename", path: destination + "/" + r, errno: ELOOP)
+                }
+            }
             let (fd, name) = try folders.target(r, force: true)
             guard renameat(folderFD, r, fd, name) == 0 else { throw SystemError("rename", path: destination + "/" + r, errno: errno) }
             moved += 1

@@ -305,22 +305,46 @@ public enum FileSystem {
     /// Allocated bytes on disk (what `du` counts), not the apparent length.
     public static func allocatedBytes(_ st: stat) -> Int64 { Int64(st.st_blocks) * 512 }
 
+    /// Removes `path` and, when it is a folder, all it holds, without following a symbolic link
+    /// anywhere below `path` (a link is removed, not what it names): each folder is opened with
+    /// O_NOFOLLOW and emptied through its descriptor (`unlinkat`), so a folder swapped for a link
+    /// by another user while it is removed leads nowhere outside it. `path` itself last, by name:
+    /// a folder put in its place meanwhile is removed only when empty.
     public static func removeTree(_ path: String) {
-        guard let st = status(path) else { return }
-        if (st.st_mode & S_IFMT) == S_IFDIR {
-            if let dir = opendir(path) {
-                while let ent = readdir(dir) {
-                    // The name read in place: a dirent is only as long as its name (d_reclen), so
-                    // copying the whole 256-byte d_name read past glibc's buffer (AddressSanitizer).
-                    let name = withUnsafePointer(to: &ent.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-                    if name == "." || name == ".." { continue }
-                    removeTree(path + "/" + name)
-                }
-                closedir(dir)
+        let fd = Glibc_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
+        guard fd >= 0 else {
+            unlink(path)  // a file or a link (or nothing)
+            return
+        }
+        removeContents(of: fd)
+        _ = Glibc_close(fd)
+        rmdir(path)
+    }
+
+    /// Empties the folder open as `fd` (which stays open), through descriptors only.
+    private static func removeContents(of fd: Int32) {
+        let listing = dup(fd)
+        guard listing >= 0, let dir = fdopendir(listing) else {
+            if listing >= 0 { _ = Glibc_close(listing) }
+            return
+        }
+        var names: [String] = []
+        while let ent = readdir(dir) {
+            // The name read in place: a dirent is only as long as its name (d_reclen), so
+            // copying the whole 256-byte d_name read past glibc's buffer (AddressSanitizer).
+            let name = withUnsafePointer(to: &ent.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        closedir(dir)
+        for name in names {
+            let sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if sub >= 0 {
+                removeContents(of: sub)
+                _ = Glibc_close(sub)
+                unlinkat(fd, name, AT_REMOVEDIR)
+            } else {
+                unlinkat(fd, name, 0)
             }
-            rmdir(path)
-        } else {
-            unlink(path)
         }
     }
 }
