@@ -255,7 +255,7 @@ import VCacheTestSupport
 
         #expect(try vcache(["prefetch", "-q", url]).status == 0)
         try dir.write("exists.mp4", Data("mine".utf8))
-        let exists = try vcache(["export", url, dir.file("exists.mp4")])
+        let exists = try vcache(["-q", "export", url, dir.file("exists.mp4")])  // -q: the error still said (h4 F4)
         #expect(exists.status == 1)
         #expect(exists.stderr == "vcache: cannot export to '\(dir.file("exists.mp4"))': '\(dir.file("exists.mp4"))' already exists; use --force to overwrite it\n")
         #expect(try String(contentsOfFile: dir.file("exists.mp4"), encoding: .utf8) == "mine")

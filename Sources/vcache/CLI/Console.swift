@@ -37,9 +37,12 @@ struct Console: Sendable {
     /// A failure: `vcache: <message>` on stderr and, with `--json`, an `error` event on stdout.
     func error(_ failure: FailureInfo) {
         // One line, whatever origin text the message embeds (a URL an MPD gave, its BaseURL).
-        Self.write(2, "vcache: \(Self.oneLine(failure.message))\n")
+        failureLine(failure)
         event("error", ["error": failure.json])
     }
+
+    /// A failure's line on stderr, `-q` or not (the caller says its own `--json` event).
+    func failureLine(_ failure: FailureInfo) { Self.write(2, "vcache: \(Self.oneLine(failure.message))\n") }
 
     /// A failure the command met itself, with its machine-readable kind (Docs/json.md).
     func error(_ message: String, kind: String, exitCode: Int32 = 1) {

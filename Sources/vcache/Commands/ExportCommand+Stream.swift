@@ -27,7 +27,7 @@ extension ExportCommand {
             return 0
         } catch {
             let failure = FailureInfo(error, context: "cannot export to '\(dir)'")
-            console.err("vcache: \(Console.oneLine(failure.message))\n")
+            console.failureLine(failure)
             console.event("failed", ["path": dir, "key": key, "error": failure.json])
             console.event("summary", ["exported": 0, "failed": 1, "exit_code": failure.exitCode])
             return failure.exitCode

@@ -121,7 +121,7 @@ enum ExportCommand: VCacheCommand {
                 failed += 1
                 let failure = FailureInfo(error, context: "cannot export to '\(job.dest)'")
                 status = ExportCommand.morePressing(status, failure.exitCode)
-                console.err("vcache: \(failure.message)\n")
+                console.failureLine(failure)
                 console.event("failed", ["path": job.dest, "key": job.key, "error": failure.json])
             }
         }
