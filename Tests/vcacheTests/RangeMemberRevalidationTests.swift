@@ -147,4 +147,33 @@ import VCacheTestSupport
         #expect(origin.servedBytes("/br/index.ts") - served == file.count)
         #expect(try DASHRevalidationTests.cachedDigests(cache, origin, ["/br/index.ts"]) == ["/br/index.ts": TestBytes.sha256(file)])
     }
+
+    /// Per-answer ETags and every whole answer cut after the cached head: each attempt finds the
+    /// same bytes (no version change), then loses its connection: the retries' limit, exit 3 (try
+    /// again later), not "the origin's version changed 3 times", exit 4 (fix the origin: hostile
+    /// probe h3, F3); a later run without the cuts completes it, byte-exact.
+    @Test(.requires(.dashTools))
+    func perAnswerETagsAndCutAnswersAreANetworkFailureNotAnUnstableOrigin() throws {
+        let streams = dir.file("streams")
+        try Fixtures.makeDASHStreams(into: streams)
+        let origin = try TestOrigin()
+        let files = try Self.serveSegmentBase(origin, from: streams)
+        let cache = dir.file("c")
+        let url = origin.url("/sb/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        for (p, body) in files {
+            var cut = Self.flapping
+            cut.dropAfterBytes = body.count * 7 / 8
+            cut.dropCount = 100
+            origin.setFaults(p, cut)
+        }
+        // Deeper (planned from the cached sidx: byte ranges of each file), as a cron's next --seconds.
+        let r = try VCacheBinary.run(["prefetch", "--retries", "2", "--seconds", "6", url], cacheDir: cache)
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(!r.stderr.contains("version changed"), "\(r.stderr)")
+        for p in files.keys { origin.setFaults(p, Self.flapping) }
+        let again = try VCacheBinary.run(["prefetch", "--seconds", "6", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try DASHRevalidationTests.cachedDigests(cache, origin, Array(files.keys)) == files.mapValues { TestBytes.sha256($0) })
+    }
 }

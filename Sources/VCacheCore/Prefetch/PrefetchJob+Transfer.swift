@@ -39,20 +39,22 @@ extension PrefetchJob {
             update(x)
             return .proceed
         case .replace(let offset, let limit, let v, let reason):
-            if let e = versionChangeRefused(reason) {
-                x.failure = e
-                update(x)
-                return .stop
-            }
             if isRangePlannedMember, head.status == 200, let writer, writer.writeStaged() == nil,
                let check = SameBytesCheck(held: writer.held, old: entry.validators, answer: v, contentType: head.contentType, reason: reason) {
                 // The whole file under other validators: compared with what is held before any of
-                // it is written; the same bytes are the same file (`compareWithHeld`).
+                // it is written; the same bytes are the same file (`compareWithHeld`), and no
+                // version change is counted for it (per-answer ETags and a connection cut: the
+                // retries' limit, exit 3, not "the version changed 3 times", exit 4).
                 trace("the whole file under other validators: compared with the \(check.held.count) bytes held")
                 x.sameBytes = check
                 beginWriting(&x, at: 0, limit: max(limit ?? check.end, check.end))
                 update(x)
                 return .proceed
+            }
+            if let e = versionChangeRefused(reason) {
+                x.failure = e
+                update(x)
+                return .stop
             }
             if isRangePlannedMember {
                 // Ranges a manifest or sidx gave for the old version cut the new one wrong: the old
