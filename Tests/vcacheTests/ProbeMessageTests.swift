@@ -30,6 +30,12 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", "--retries", "0", mpd, origin.url("/other.mp4")], cacheDir: dir.file("c"))
         #expect(r.status == 4, "\(r.stderr)")
         #expect(r.stderr.contains("failed:\n  \(mpd): member \(origin.url("/d/v/1.m4s")): origin answered 404 Not Found\n"), "\(r.stderr)")
+        // --json's summary names it too (hostile probe h4, F7: it read as the MPD answering 404).
+        let json = try VCacheBinary.run(["prefetch", "--json", "--retries", "0", mpd], cacheDir: dir.file("c-json"))
+        let summary = try #require(json.stdout.split(separator: "\n").last { $0.contains("\"event\":\"summary\"") })
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(summary.utf8)) as? [String: Any])
+        let failures = try #require(object["failures"] as? [[String: Any]])
+        #expect(failures.count == 1 && failures[0]["url"] as? String == mpd && failures[0]["member"] as? String == origin.url("/d/v/1.m4s"), "\(summary)")
     }
 
     /// A live MPD's refetch stopped by SIGTERM or --max-time: the new copy is dropped (the cached

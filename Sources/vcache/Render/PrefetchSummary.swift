@@ -58,6 +58,13 @@ struct Summary {
     var json: [String: Any] {
         ["done": results.count - failed - stopped, "failed": failed, "stopped": stopped, "fetched_bytes": fetched, "already_cached_bytes": cached,
          "elapsed_seconds": PrefetchReporter.seconds(elapsed), "bad_input_lines": inputErrors, "merged_urls": merged, "refused_members": refused, "exit_code": Int(exitCode),
-         "failures": results.filter { !$0.stoppedByDeadline }.compactMap { r in r.error.map { ["url": r.url, "error": FailureInfo(prefetch: $0).json] } }]
+         "failures": results.filter { !$0.stoppedByDeadline }.compactMap { r in
+             r.error.map { e -> [String: Any] in
+                 // A stream failed by one of its members names it, as the text recap does.
+                 var f: [String: Any] = ["url": r.url, "error": FailureInfo(prefetch: e).json]
+                 if let member = r.failedMember { f["member"] = member }
+                 return f
+             }
+         }]
     }
 }
