@@ -33,6 +33,19 @@ import VCacheTestSupport
         return files
     }
 
+    /// The SegmentBase stream under per-answer ETags, its first 2 s cached: the origin, its two
+    /// files by path, the cache and the MPD's URL.
+    func headCached(sourceLocation: SourceLocation = #_sourceLocation) throws -> (TestOrigin, [String: Data], String, String) {
+        let streams = dir.file("streams")
+        try Fixtures.makeDASHStreams(into: streams)
+        let origin = try TestOrigin()
+        let files = try Self.serveSegmentBase(origin, from: streams)
+        let cache = dir.file("c")
+        let url = origin.url("/sb/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0, sourceLocation: sourceLocation)
+        return (origin, files, cache, url)
+    }
+
     static func served(_ origin: TestOrigin, _ paths: some Sequence<String>) -> [String: Int] {
         Dictionary(uniqueKeysWithValues: paths.map { ($0, origin.servedBytes($0)) })
     }
@@ -72,13 +85,7 @@ import VCacheTestSupport
     /// another version: the existing `changed` path, nothing of the old kept beside the new.
     @Test(.requires(.dashTools))
     func aSegmentBaseFileWhoseCachedBytesDifferUnderANewETagIsChanged() throws {
-        let streams = dir.file("streams")
-        try Fixtures.makeDASHStreams(into: streams)
-        let origin = try TestOrigin()
-        let files = try Self.serveSegmentBase(origin, from: streams)
-        let cache = dir.file("c")
-        let url = origin.url("/sb/manifest.mpd")
-        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let (origin, files, cache, url) = try headCached()
         let video = "/sb/manifest-stream0.mp4"
         let held = try #require(try CacheInspector(directory: cache).entry(origin.url(video))).ranges
         let last = try #require(held.ranges.last)
@@ -154,13 +161,7 @@ import VCacheTestSupport
     /// probe h3, F3); a later run without the cuts completes it, byte-exact.
     @Test(.requires(.dashTools))
     func perAnswerETagsAndCutAnswersAreANetworkFailureNotAnUnstableOrigin() throws {
-        let streams = dir.file("streams")
-        try Fixtures.makeDASHStreams(into: streams)
-        let origin = try TestOrigin()
-        let files = try Self.serveSegmentBase(origin, from: streams)
-        let cache = dir.file("c")
-        let url = origin.url("/sb/manifest.mpd")
-        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let (origin, files, cache, url) = try headCached()
         for (p, body) in files {
             var cut = Self.flapping
             cut.dropAfterBytes = body.count * 7 / 8
