@@ -44,15 +44,8 @@ extension ExportStaging {
         if flock(dir.fd, LOCK_EX | LOCK_NB) != 0 && (errno == EWOULDBLOCK || errno == EAGAIN) {
             throw StreamExporter.StreamExportError.busy(destination)
         }
-        var names: [String] = []
-        if let d = opendir(destination) {
-            while let ent = readdir(d) {
-                let name = withUnsafePointer(to: &ent.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-                if name.hasPrefix(folderPrefix) { names.append(name) }
-            }
-            closedir(d)
-        }
-        for name in names.sorted() {
+        // The folder locked, not whatever its name leads to now.
+        for name in FileSystem.names(inFolder: dir.fd).filter({ $0.hasPrefix(folderPrefix) }).sorted() {
             let path = destination + "/" + name
             let parts = name.dropFirst(folderPrefix.count).split(separator: "-")
             // DIR's lock, held by every export from its hidden folder's making to its last move,

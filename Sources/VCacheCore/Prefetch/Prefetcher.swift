@@ -393,7 +393,6 @@ public final class Prefetcher {
         // Items stopped while their stream's manifest was asked for again: not complete, even
         // when the manifest's cached copy is (the stream was not read).
         var stoppedUnread = Set<Int>()
-        var pollingDeferred = false
         defer { for (t, lock) in streamLocks { store.releaseStreamLock(lock, root: run.key(of: t)) } }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
@@ -481,11 +480,16 @@ public final class Prefetcher {
                 releaseStreamLock(of: d.index)
                 return true
             }
-            guard !deferredStreams.isEmpty, !pollingDeferred, !fetcher.isStopped else { return }
-            pollingDeferred = true
+            if !deferredStreams.isEmpty { pollStreamLocks() }
+        }
+
+        /// `launch` again in 50 ms (once, however many wait): a stream's lock another run holds
+        /// is polled, for an item waiting to start and for a stream waiting to be followed.
+        func pollStreamLocks() {
+            guard !pollingForStream, !fetcher.isStopped else { return }
+            pollingForStream = true
             fetcher.after(0.05) {
-                pollingDeferred = false
-                pollDeferredStreams()
+                pollingForStream = false
                 launch()
             }
         }
@@ -587,13 +591,7 @@ public final class Prefetcher {
                 events(.waitingForLock(url: run.items[index].url))
                 testPause("stream-lock-busy", key)
             }
-            if !pollingForStream {
-                pollingForStream = true
-                fetcher.after(0.05) {
-                    pollingForStream = false
-                    launch()
-                }
-            }
+            pollStreamLocks()
             return false
         }
 
@@ -626,6 +624,7 @@ public final class Prefetcher {
         }
 
         func launch() {
+            if !deferredStreams.isEmpty, !fetcher.isStopped { pollDeferredStreams() }
             while running.count < max(1, options.concurrency), !fetcher.isStopped, let index = nextToStart() {
                 let events = self.events
                 let key = run.key(of: index)

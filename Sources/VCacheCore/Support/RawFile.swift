@@ -321,12 +321,12 @@ public enum FileSystem {
         rmdir(path)
     }
 
-    /// Empties the folder open as `fd` (which stays open), through descriptors only.
-    private static func removeContents(of fd: Int32) {
+    /// The names in the folder open as `fd` (which stays open), "." and ".." left out.
+    public static func names(inFolder fd: Int32) -> [String] {
         let listing = dup(fd)
         guard listing >= 0, let dir = fdopendir(listing) else {
             if listing >= 0 { _ = Glibc_close(listing) }
-            return
+            return []
         }
         var names: [String] = []
         while let ent = readdir(dir) {
@@ -336,7 +336,12 @@ public enum FileSystem {
             if name != "." && name != ".." { names.append(name) }
         }
         closedir(dir)
-        for name in names {
+        return names
+    }
+
+    /// Empties the folder open as `fd` (which stays open), through descriptors only.
+    private static func removeContents(of fd: Int32) {
+        for name in names(inFolder: fd) {
             let sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if sub >= 0 {
                 removeContents(of: sub)
