@@ -29,38 +29,3 @@ extension HLSPlaylist {
         return out
     }
 }
-
-extension HLSMediaPlaylist {
-    /// What the bytes of the resources this playlist names must be, seen through `key` (the
-    /// cache's key rules): per segment its resource, byte range, duration and sequence, its init
-    /// section and the keys in force (method, resource, IV, format). Two playlists of equal shape
-    /// describe the same media at the same cache entries, whatever else differs between them:
-    /// a token the key rules strip, a comment, an EXTINF title, a date tag, line endings.
-    public func shape(key: (String) -> String) -> [SegmentShape] {
-        segments.map { s in
-            SegmentShape(resource: key(s.uri), byteRange: s.byteRange, duration: s.duration, sequence: s.sequence,
-                         map: s.map.map { SegmentShape.Part(resource: key($0.uri), byteRange: $0.byteRange) },
-                         keys: s.keys.map { SegmentShape.Key(method: $0.method, resource: $0.uri.map(key), iv: $0.iv, keyFormat: $0.keyFormat) })
-        }
-    }
-
-    /// One segment as `shape` sees it.
-    public struct SegmentShape: Hashable, Sendable {
-        public struct Part: Hashable, Sendable {
-            public var resource: String
-            public var byteRange: ByteRange?
-        }
-        public struct Key: Hashable, Sendable {
-            public var method: HLSKey.Method
-            public var resource: String?
-            public var iv: String?
-            public var keyFormat: String
-        }
-        public var resource: String
-        public var byteRange: ByteRange?
-        public var duration: Double
-        public var sequence: Int
-        public var map: Part?
-        public var keys: [Key]
-    }
-}

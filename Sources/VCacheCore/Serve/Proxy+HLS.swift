@@ -121,16 +121,15 @@ extension Proxy {
     /// old file keeps a consistent view); one another process is writing right now is left to
     /// that writer's own version checks. The cached copy is then replaced by the origin's, so
     /// offline the stream plays as it is now.
-    /// Other bytes naming the same stream (`HLSMediaPlaylist.shape`: a token the key rules strip,
-    /// a comment, a date) are no change: nothing is dropped and the cached copy stays, so an
+    /// Other bytes naming the same stream (`HLSPlaylist.sameUnderKeyRules`, prefetch's rule too: a
+    /// token the key rules strip, a comment, a date) are no change: nothing is dropped and the cached copy stays, so an
     /// origin that signs every answer anew does not empty the cache of a warmed stream.
     private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data, url: String) {
         let rules = readThrough.options.keyRules
         guard case .media(let fresh)? = now, !fresh.isLive,
               let old = readThrough.store.cachedPlaylist(key: video.key, keyRules: rules, complete: false), old.bytes != Array(body),
               case .media(let was)? = old.playlist, !was.isLive else { return }
-        let key = { (u: String) in rules.key(for: u).hex }
-        guard was.shape(key: key) != fresh.shape(key: key) else { return }
+        guard !HLSPlaylist.sameUnderKeyRules(Array(body), old.bytes, rules: rules) else { return }
         let named = Set(HLSPlaylist.media(fresh).members.map { rules.key(for: $0.url) })
         for k in Set(HLSPlaylist.media(was).members.map { rules.key(for: $0.url) }) where named.contains(k) {
             readThrough.dropCachedBytes(key: k)
