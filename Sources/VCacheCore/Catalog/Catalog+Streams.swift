@@ -176,6 +176,31 @@ extension Catalog {
         }
     }
 
+    /// The roots of the streams each of `keys` is a media playlist of (role `playlist`: a master's
+    /// variant or rendition), for the keys that are one (one read).
+    public func playlistOwners(among keys: some Sequence<CacheKey>) throws -> [CacheKey: [CacheKey]] {
+        guard schema >= Catalog.streamsSchema else { return [:] }
+        let wanted = Set(keys)
+        var out: [CacheKey: [CacheKey]] = [:]
+        try database.read { c in
+            try c.query("SELECT key, root FROM stream_members WHERE role = ? AND root != key ORDER BY root", .text(StreamRole.playlist.rawValue)) { r in
+                let key = r.key(0)
+                if wanted.contains(key) { out[key, default: []].append(r.key(1)) }
+            }
+        }
+        return out
+    }
+
+    /// Marks the stream `root` as partial until its root manifest is asked for again (`ask`), or
+    /// clears that mark: the role of the root's own row (`StreamRole.manifestToAsk`).
+    public func markRootToAsk(_ root: CacheKey, _ ask: Bool) throws {
+        let role = ask ? StreamRole.manifestToAsk : .manifest
+        try database.write { c in
+            _ = try c.run("UPDATE stream_members SET role = ? WHERE key = ? AND root = ? AND role != ?",
+                          .text(role.rawValue), .key(root), .key(root), .text(role.rawValue))
+        }
+    }
+
     /// Called with a removed entry's row: when it was a root, its stream's rows go (the members
     /// stay entries of their own, and of the other streams naming them). A member's row stays:
     /// its stream still names it, now not cached (as `--seconds` leaves members named and not

@@ -9,6 +9,12 @@ import Foundation
 public enum StreamRole: String, Sendable, CaseIterable {
     /// The stream's top manifest (an HLS master or a lone media playlist; a DASH MPD): its root.
     case manifest
+    /// The root's own row, when a manifest it names changed on the origin since the stream was
+    /// cached (a media playlist prefetched by its own URL and found re-encoded), or went alone
+    /// (`evict` of it, `verify --fix` dropping it): the stream is partial until its root is asked
+    /// for again (`Catalog.markRootToAsk`). Read by a vcache
+    /// that does not know it as a `segment` role of the root's own row, which changes nothing.
+    case manifestToAsk = "manifest-to-ask"
     /// A manifest the root names (an HLS variant's or rendition's media playlist).
     case playlist
     case segment

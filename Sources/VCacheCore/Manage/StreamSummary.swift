@@ -67,8 +67,11 @@ public struct StreamSummary: Sendable {
     /// DASH: the stream names the Representations its runs chose and each of their members, so
     /// every one of them must be cached (audio whole beside a video whose segments were all
     /// refused is not a complete stream).
+    /// A root marked to be asked for again (`StreamRole.manifestToAsk`: a media playlist of it
+    /// changed on the origin, was evicted or dropped by `verify --fix`) is partial too.
     public var isComplete: Bool {
         guard entries.allSatisfy(\.isComplete) else { return false }
+        if record.members.first?.role == .manifestToAsk { return false }
         if playlists.isEmpty || record.format == "dash" {
             guard entries.count == Set(record.keys).count else { return false }
             // An MPD naming no Representation (a bad deploy) is no complete stream: the next run

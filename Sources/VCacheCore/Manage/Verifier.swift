@@ -44,6 +44,9 @@ public struct Verifier {
         public var fix = false
         public var checkOrigin = false
         public var request = RequestOptions()
+        /// How the manifests' URLs map to keys (the cache's key rules): what a dropped media
+        /// playlist named is found by them (`Evictor.fallout`).
+        public var keyRules = CacheKeyRules()
         public init() {}
     }
 
@@ -77,7 +80,7 @@ public struct Verifier {
             let answers = OriginProbe.probe(entries.map(\.latestURL), known: entries.map(\.validators), options: options.request)
             for (e, a) in zip(entries, answers) { originAnswers[e.key] = a }
         }
-        return entries.map { e in
+        let reports = entries.map { e in
             var r = verifyEntry(e, origin: originAnswers[e.key], fix: options.fix)
             if let why = cut[e.key] {
                 if why.isEmpty {
@@ -91,6 +94,42 @@ public struct Verifier {
             }
             return r
         }
+        return options.fix ? try droppingWhatDroppedPlaylistsNamed(reports, keyRules: options.keyRules) : reports
+    }
+
+    /// A master's media playlist whose bytes `--fix` dropped takes the segments, init sections and
+    /// keys only it named (nothing cached says which version they are: `Evictor.fallout`), each a
+    /// report of its own, and its master's stream is partial until the master is asked for again.
+    private func droppingWhatDroppedPlaylistsNamed(_ reports: [EntryReport], keyRules: CacheKeyRules) throws -> [EntryReport] {
+        let fixed = reports.filter { $0.state == .fixed }.map(\.key)
+        guard !fixed.isEmpty else { return reports }
+        let dropped = Set(try store.catalog.entries(keys: fixed).filter { !$0.value.isComplete }.keys)
+        let fallout = try Evictor(store: store).fallout(ofRemoving: dropped, keyRules: keyRules)
+        guard !fallout.playlists.isEmpty else { return reports }
+        try fallout.markRoots(in: store.catalog, gone: fallout.playlists)
+        guard !fallout.members.isEmpty else { return reports }
+        var c = Evictor.Criteria()
+        c.keys = fallout.members
+        c.alone = true
+        let out = try Evictor(store: store).evict(c, dryRun: false)
+        var all = reports
+        let rootURL = fallout.roots.first.flatMap { (try? store.catalog.entry(key: $0)) ?? nil }?.latestURL
+        let urlOf = Dictionary(reports.map { ($0.key, $0.url) }) { a, _ in a }
+        func report(_ e: CacheEntry, _ state: EntryReport.State, _ action: String) {
+            let playlist = fallout.namedBy[e.key].flatMap { urlOf[$0] } ?? "?"
+            var r = EntryReport(key: e.key, url: e.latestURL, state: state,
+                                problems: ["the media playlist naming it was dropped (\(playlist)), and no cached playlist names it: nothing says which version it is"],
+                                actions: [action])
+            if let i = all.firstIndex(where: { $0.key == e.key }) {
+                r.problems = all[i].problems + r.problems
+                all[i] = r
+            } else {
+                all.append(r)
+            }
+        }
+        for e in out.evicted { report(e, .fixed, "dropped it; 'vcache prefetch \(rootURL ?? e.latestURL)' fetches it again") }
+        for (e, why) in out.skipped { report(e, .problem, "not dropped: \(why); 'vcache verify --fix' drops it once it is free") }
+        return all
     }
 
     /// Checks one entry under its writer lock. The entry is read again once locked: the listing
@@ -293,7 +332,9 @@ public struct Verifier {
 
     private func checkStructure(_ e: CacheEntry, _ data: RawFile, length: Int64, into report: inout EntryReport) {
         // A stream's member is checked as what it is to the stream (Docs/hls.md).
-        switch (try? store.catalog.streamRole(of: e.key)) ?? nil {
+        var role = (try? store.catalog.streamRole(of: e.key)) ?? nil
+        if role == .manifestToAsk { role = .manifest }
+        switch role {
         case .manifest? where ((try? store.catalog.stream(root: e.key)) ?? nil)?.format == "dash":
             guard length <= Int64(MPD.maxBytes) else {
                 report.problems.append("DASH MPD: larger than \(Units.formatSize(Int64(MPD.maxBytes)))")
@@ -305,7 +346,7 @@ public struct Verifier {
                 report.problems.append("DASH MPD: \(error)")
             }
             return
-        case .manifest?, .playlist?:
+        case .manifest?, .manifestToAsk?, .playlist?:
             guard length <= Int64(HLSPlaylist.maxBytes) else {
                 report.problems.append("HLS playlist: larger than \(Units.formatSize(Int64(HLSPlaylist.maxBytes)))")
                 return

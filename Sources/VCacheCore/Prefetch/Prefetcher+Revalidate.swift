@@ -34,6 +34,10 @@ extension Prefetcher {
         let maxBytes: Int
         /// What the cached manifest named: the members dropped when it changed.
         let named: [CacheKey]
+        /// A master's media playlist given by its own URL (a stream root for its run): the roots
+        /// of the streams it is a member of, released from the members dropped and marked to be
+        /// asked for again when it changed.
+        var owners: [CacheKey] = []
     }
 
     /// A manifest cached whole under a run item's URL, read once for what the run does with it:
@@ -73,10 +77,17 @@ extension Prefetcher {
     /// The static manifest `m` (an MPD, a VOD or master playlist) of the stream `root` when that
     /// stream is partly cached (not complete as `ls` says it); nil when there is nothing to ask
     /// (a complete stream).
-    func staleManifest(_ m: CachedManifest, root: CacheKey) -> StaleManifest? {
+    /// `owners`: for a master's media playlist given by its own URL, the roots of the streams it
+    /// is a member of; it is then a stream of its own for this run (itself and what it names).
+    func staleManifest(_ m: CachedManifest, root: CacheKey, owners: [CacheKey] = []) -> StaleManifest? {
         let (url, key, e, maxBytes) = (m.url, m.key, m.entry, m.maxBytes)
         // (Only now, a manifest known: the catalog's streams are read.)
-        guard let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
+        var found = (try? store.catalog.stream(root: root)) ?? nil
+        if found == nil, !owners.isEmpty, !m.mpd, key == root, let p = store.cachedPlaylist(e, keyRules: options.keyRules)?.playlist {
+            found = StreamRecord(root: key, format: "hls", members: [.init(key: key, role: .manifest)]
+                                 + p.members.map { .init(key: options.keyRules.key(for: $0.url), role: $0.role) })
+        }
+        guard let stream = found else { return nil }
         let members = stream.keys.filter { $0 != root }
         // Partial as `ls` says it (a variant never chosen does not make it partial).
         guard let summary = try? StreamInventory(store: store, keyRules: options.keyRules).summary(stream), !summary.isComplete else { return nil }
@@ -89,7 +100,7 @@ extension Prefetcher {
         }
         let base = ((try? store.catalog.finalURL(of: key)) ?? nil) ?? e.latestURL
         return StaleManifest(url: url, key: key, root: root, validators: e.validators, contentType: e.contentType,
-                             bytes: bytes, base: base, maxBytes: maxBytes, named: named)
+                             bytes: bytes, base: base, maxBytes: maxBytes, named: named, owners: owners)
     }
 
     /// What the origin answered about `m`, carried out before the run reads it. An error: the
@@ -97,6 +108,7 @@ extension Prefetcher {
     func revalidated(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome) -> PrefetchError? {
         switch outcome {
         case .unchanged:
+            askedAgain(m)
             return nil
         case .failed(let why, let remedy):
             return .staleManifest(why: why, remedy: remedy)
@@ -120,6 +132,7 @@ extension Prefetcher {
                     return PrefetchError(error)
                 }
                 if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
+                askedAgain(m)
                 return nil
             }
             // Members of the old version go (a re-encode keeps the URLs and changes the bytes)
@@ -131,6 +144,16 @@ extension Prefetcher {
             case .failure(let e): return e
             case .success(let n): dropped = n
             }
+            // Its masters' streams: the old members leave them too, and each is partial until
+            // its master is asked for again (it may name the variant re-encoded otherwise).
+            for owner in m.owners {
+                do {
+                    try store.catalog.releaseMembers(m.named, root: owner)
+                    try store.catalog.markRootToAsk(owner, true)
+                } catch {
+                    return PrefetchError(error)
+                }
+            }
             do {
                 try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
             } catch {
@@ -140,8 +163,19 @@ extension Prefetcher {
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
             events(.note(url: m.url, message: "its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; \(what)"))
+            for owner in m.owners {
+                let master = ((try? store.catalog.entry(key: owner)) ?? nil)?.latestURL ?? owner.hex
+                events(.note(url: m.url, message: "it is a member of the stream of \(master), whose master is asked for again by its next run: a member of it changed on the origin"))
+            }
+            askedAgain(m)
             return nil
         }
+    }
+
+    /// The root `m` was asked for again and stands: a mark that its stream must be
+    /// (`StreamRole.manifestToAsk`) is cleared.
+    private func askedAgain(_ m: StaleManifest) {
+        if m.key == m.root { try? store.catalog.markRootToAsk(m.root, false) }
     }
 
     /// Drops the entries among `keys` (what a stream's old manifest named) that hold bytes, each

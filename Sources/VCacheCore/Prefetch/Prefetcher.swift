@@ -385,7 +385,12 @@ public final class Prefetcher {
         // revalidates what it left, instead of interleaving two manifest versions (Docs/dash.md).
         // An item that becomes a root in this run takes it before its members are recorded.
         let streamRoots = options.expandStreams ? ((try? store.catalog.streamRoots(among: run.keys)) ?? []) : []
-        var streamLocks: [Int: EntryLock] = [:]
+        // A master's media playlist given by its own URL is a stream root for this run (asked for
+        // again when partly cached, `staleManifest`), under the lock of each master's stream
+        // naming it, so a run of the master and one of the playlist never interleave.
+        let playlistOwners = options.expandStreams
+            ? ((try? store.catalog.playlistOwners(among: (0..<run.given).map { run.key(of: $0) }.filter { !streamRoots.contains($0) })) ?? [:]) : [:]
+        var streamLocks: [Int: [(root: CacheKey, lock: EntryLock)]] = [:]
         var waitingForStream: [Int] = []
         var pollingForStream = false
         var waitedForStream = Set<Int>()
@@ -393,7 +398,28 @@ public final class Prefetcher {
         // Items stopped while their stream's manifest was asked for again: not complete, even
         // when the manifest's cached copy is (the stream was not read).
         var stoppedUnread = Set<Int>()
-        defer { for (t, lock) in streamLocks { store.releaseStreamLock(lock, root: run.key(of: t)) } }
+        defer { for held in streamLocks.values { for (root, lock) in held { store.releaseStreamLock(lock, root: root) } } }
+
+        /// Takes the stream lock item `t` needs (its own key's; a master's media playlist given
+        /// by its own URL, each master's), all or none; one this run holds already (for another
+        /// item) is not taken twice. False when another process holds one.
+        func lockStream(_ t: Int) throws -> Bool {
+            var held: [(root: CacheKey, lock: EntryLock)] = []
+            for root in playlistOwners[run.key(of: t)] ?? [run.key(of: t)] where !streamLocks.values.contains(where: { $0.contains { $0.root == root } }) {
+                let lock: EntryLock?
+                do { lock = try store.tryLockStream(root: root) } catch {
+                    for h in held { store.releaseStreamLock(h.lock, root: h.root) }
+                    throw error
+                }
+                guard let lock else {
+                    for h in held { store.releaseStreamLock(h.lock, root: h.root) }
+                    return false
+                }
+                held.append((root, lock))
+            }
+            streamLocks[t] = held
+            return true
+        }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -473,8 +499,7 @@ public final class Prefetcher {
                     if let said = run.said(d.index) { events(said) }
                     return true
                 }
-                guard let lock = (try? store.tryLockStream(root: run.key(of: d.index))) ?? nil else { return false }
-                streamLocks[d.index] = lock
+                guard (try? lockStream(d.index)) == true else { return false }
                 followStream(d.index, d.result, replaced: d.replaced)
                 if let said = run.said(d.index) { events(said) }  // held till now (`settle`)
                 releaseStreamLock(of: d.index)
@@ -541,13 +566,13 @@ public final class Prefetcher {
                     // which began it meanwhile: this one waits for that one (polled, to the
                     // deadline), then follows what it left; with --no-wait it fails.
                     if index < run.given, streamLocks[index] == nil {
-                        let lock: EntryLock?
-                        do { lock = try store.tryLockStream(root: run.key(of: index)) } catch {
+                        let locked: Bool
+                        do { locked = try lockStream(index) } catch {
                             run.followFailed(index, PrefetchError(error))
                             if let replaced { putBack(replaced, url: run.items[index].url) }
                             continue
                         }
-                        guard let lock else {
+                        guard locked else {
                             guard options.waitForLock else {
                                 run.followFailed(index, .streamBusy("another vcache process began completing this stream during this run; skipped (--no-wait)"))
                                 if let replaced { putBack(replaced, url: run.items[index].url) }
@@ -558,7 +583,6 @@ public final class Prefetcher {
                             pollDeferredStreams()
                             continue
                         }
-                        streamLocks[index] = lock
                     }
                     followStream(index, r, replaced: replaced)
                 }
@@ -572,12 +596,9 @@ public final class Prefetcher {
         func streamLocked(_ index: Int) -> Bool {
             guard options.expandStreams, index < run.given, streamLocks[index] == nil else { return true }
             let key = run.key(of: index)
-            guard streamRoots.contains(key) else { return true }  // (one that becomes a root locks then: `settle`)
+            guard streamRoots.contains(key) || playlistOwners[key] != nil else { return true }  // (one that becomes a root locks then: `settle`)
             do {
-                if let lock = try store.tryLockStream(root: key) {
-                    streamLocks[index] = lock
-                    return true
-                }
+                if try lockStream(index) { return true }
             } catch {
                 failUnstarted(index, PrefetchError(error))
                 return false
@@ -607,9 +628,8 @@ public final class Prefetcher {
         /// The stream of item `index` has no item running or waiting any more: its lock goes.
         func releaseStreamLock(of index: Int) {
             let t = run.root(of: index)
-            guard let lock = streamLocks[t], !running.values.contains(where: { run.root(of: $0.index) == t }), !run.waits(root: t) else { return }
-            streamLocks.removeValue(forKey: t)
-            store.releaseStreamLock(lock, root: run.key(of: t))
+            guard streamLocks[t] != nil, !running.values.contains(where: { run.root(of: $0.index) == t }), !run.waits(root: t) else { return }
+            for (root, lock) in streamLocks.removeValue(forKey: t) ?? [] { store.releaseStreamLock(lock, root: root) }
         }
 
         /// The next item to start: one that waited for its stream's lock, when it is free now;
@@ -651,7 +671,7 @@ public final class Prefetcher {
                     let found = reads ? self.cachedManifest(run.items[index].url) : nil
                     refetching[index] = found.flatMap { $0.live ? self.liveRefetch($0) : nil }
                     if let found, !found.live, run.items[index].memberOrigins == nil {
-                        stale = self.staleManifest(found, root: run.key(of: run.root(of: index)))
+                        stale = self.staleManifest(found, root: run.key(of: run.root(of: index)), owners: index < run.given ? playlistOwners[key] ?? [] : [])
                     }
                     if index < run.given { completeAtStart?.insert(key) }
                 }

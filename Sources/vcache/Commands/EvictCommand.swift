@@ -55,6 +55,14 @@ enum EvictCommand: VCacheCommand {
             case .failure(let e): console.error(e); return 1
             }
         }
+        // A master's media playlist named goes with what only it named (Docs/hls.md).
+        var fallout = Evictor.MemberPlaylistFallout()
+        if let keys = c.keys {
+            do { fallout = try Evictor(store: store).fallout(ofRemoving: keys, keyRules: Settings.keyRules(store: store)) } catch {
+                return console.fail(error, context: "cannot evict from \(store.directory)")
+            }
+            c.keys = keys.union(fallout.members)
+        }
         let dry = args.dryRun
         // Streams as they are before the run (their rows go with them): a stream is one line.
         let streams = (try? store.catalog.streams()) ?? []
@@ -63,6 +71,7 @@ enum EvictCommand: VCacheCommand {
         do {
             if !dry { try evictor.sweepOrphans() }
             out = try evictor.evict(c, dryRun: dry)
+            if !dry { try fallout.markRoots(in: store.catalog, gone: out.evicted.map(\.key)) }
         } catch {
             return console.fail(error, context: "cannot evict from \(store.directory)")
         }

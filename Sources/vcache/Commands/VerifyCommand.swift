@@ -106,6 +106,7 @@ enum VerifyCommand: VCacheCommand {
         var options = Verifier.Options()
         options.fix = fix
         options.checkOrigin = args.origin
+        options.keyRules = Settings.keyRules(store: store)
         let reports: [Verifier.EntryReport]
         var orphans: [CacheKey] = []
         do {
