@@ -92,6 +92,32 @@ import VCacheTestSupport
         #expect(try run(["verify"], cache).status == 0)
     }
 
+    /// F6, the lock: a run of the media playlist given by its own URL waits for a run of its
+    /// master completing the stream (with --no-wait it skips it, exit 3) instead of reading the
+    /// playlist the master's run is replacing (before: it took no lock and went on).
+    @Test
+    func aMediaPlaylistGivenByItsOwnURLWaitsForItsMastersRun() throws {
+        let origin = try TestOrigin()
+        Self.encode(origin, seed: 1)
+        let cache = dir.file("c")
+        let master = origin.url("/h/master.m3u8"), media = origin.url("/h/a.m3u8")
+        #expect(try run(["prefetch", "-q", "--seconds", "2", "--variant", "worst", master], cache).status == 0)
+        let new = Self.encode(origin, seed: 50)
+        origin.hold("/h/a/50-3.ts", at: 10)
+        let first = try VCacheBinary.start(["prefetch", "-q", "-j", "1", "--variant", "worst", master], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/h/a/50-3.ts"))
+        let skipped = try run(["prefetch", "--no-wait", media], cache)
+        #expect(skipped.status == 3, "\(skipped.stderr)")
+        #expect(skipped.stderrLines.contains("vcache: cannot prefetch \(media): another vcache process is completing this stream; skipped (--no-wait)"), "\(skipped.stderr)")
+        origin.release("/h/a/50-3.ts")
+        let r1 = first.finish()
+        #expect(r1.status == 0, "\(r1.stderr)")
+        let again = try run(["prefetch", "-q", media], cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        try expectCachedAsNamed("/h/a.m3u8", new, gone: (0..<4).map { "/h/a/1-\($0).ts" }, origin, cache)
+        #expect(try masterState(origin, cache) == "complete")
+    }
+
     /// F7: `evict` of a media playlist takes the segments only it named (before: they stayed,
     /// and the master's stream said complete with the variant gone); the other variant stays
     /// whole, and the master's stream is partial, so its next run asks for its master again and
