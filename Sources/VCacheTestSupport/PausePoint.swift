@@ -15,6 +15,11 @@ public struct PausePoint {
     /// The environment that arms it in a child process.
     public var environment: [String: String] { ["VCACHE_TEST_PAUSE": "\(name):\(prefix)"] }
 
+    /// The environment that arms all of `points` in one child process.
+    public static func environment(_ points: [PausePoint]) -> [String: String] {
+        ["VCACHE_TEST_PAUSE": points.map { "\($0.name):\($0.prefix)" }.joined(separator: "\n")]
+    }
+
     /// Polls for the marker file (every 5 ms) until it exists or `timeout` passes.
     public func waitUntilReached(timeout: Double = 30) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

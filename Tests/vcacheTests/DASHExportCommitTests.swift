@@ -113,7 +113,7 @@ import VCacheTestSupport
         let hidden = out + "/.vcache-export-\(try Self.deadPID())-1"
         #expect(mkdir(hidden, 0o700) == 0)
         try FileManager.default.createSymbolicLink(atPath: hidden + "/x", withDestinationPath: outside)
-        try Data("x/secret\n".utf8).write(to: URL(fileURLWithPath: hidden + "/.vcache-commit"))
+        try Data("x/secret\n.\n".utf8).write(to: URL(fileURLWithPath: hidden + "/.vcache-commit"))
         _ = try VCacheBinary.run(["export", "--force", url, out], cacheDir: cache)
         #expect(FileManager.default.contents(atPath: outside + "/secret") == Data("mine".utf8), "a file outside DIR was moved")
         #expect(!FileManager.default.fileExists(atPath: out + "/x/secret"))
@@ -145,6 +145,31 @@ import VCacheTestSupport
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.hasPrefix("note: removed '\(out)/\(hidden.first ?? "")': the copy of an export into '\(out)' killed before it moved any file (process "), "\(r.stderr)")
         #expect(DASHExportTests.tree(out) == ref)
+    }
+
+    /// A journal cut short at a line's end (a power cut while it was written: it is written and
+    /// synced before the first move) names fewer files than the export had: nothing is moved from
+    /// it, the copy is removed as one killed before any move, and DIR keeps the earlier export
+    /// whole (hostile probe h4, F12: the names it held were moved, mixing two exports).
+    @Test(.requires(.nginx, .dashTools))
+    func aJournalCutAtALinesEndMovesNothing() throws {
+        let nginx = try nginx()
+        let (url, cache, out, _) = try setUp(nginx, "cut")
+        let before = DASHExportTests.tree(out)
+        let pause = PausePoint("stream-export-commit", in: dir)
+        let running = try VCacheBinary.start(["export", "--force", url, out], cacheDir: cache, environment: pause.environment)
+        #expect(pause.waitUntilReached())
+        running.kill(SIGKILL)
+        _ = running.finish()
+        let hidden = try #require((try FileManager.default.contentsOfDirectory(atPath: out)).first { $0.hasPrefix(".vcache-export-") })
+        let copied = DASHExportTests.tree(out + "/" + hidden).filter { $0.value != "folder" }.keys.sorted()
+        #expect(copied.count > 2, "\(copied)")
+        // The first two names of the journal, ending at a line's end, as a cut write leaves them.
+        try Data((copied.prefix(2).joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: out + "/" + hidden + "/.vcache-commit"))
+        let r = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.hasPrefix("note: removed '\(out)/\(hidden)': the copy of an export into '\(out)' killed before it moved any file (process "), "\(r.stderr)")
+        #expect(DASHExportTests.tree(out) == before)
     }
 
     /// Two exports into one folder at once: the second is refused (exit 3, busy) and the first

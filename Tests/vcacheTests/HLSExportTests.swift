@@ -75,6 +75,40 @@ import VCacheTestSupport
         #expect(left.isEmpty, "\(left)")
     }
 
+    /// A signal caught while the export goes on writing: the handler removes the hidden folder
+    /// and ends the process, and the export's own thread, which failed on what the handler
+    /// removed, says nothing and makes nothing more. Before: it printed `cannot export to 'DIR':
+    /// cannot rename 'DIR/index2.ts': No such file or directory`, and a file it made while the
+    /// handler removed the folder left `DIR/.vcache-export-PID-N/` behind.
+    @Test(.requires(.streamTools), arguments: [SIGINT, SIGTERM])
+    func aSignalCaughtWhileTheExportGoesOnLeavesNothingAndSaysNothingMore(signal: Int32) throws {
+        let origin = try origin()
+        let url = origin.url("/o/ts/index.m3u8")
+        let cache = dir.file("cache-caught-\(signal)")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let out = dir.file("out-caught-\(signal)")
+        let writing = PausePoint("stream-export-writing", in: dir)
+        let caught = PausePoint("export-signal-caught", in: dir)
+        let refused = PausePoint("export-refused-after-signal", in: dir)
+        defer { caught.release(); writing.release(); refused.release() }
+        let running = try VCacheBinary.start(["export", url, out], cacheDir: cache,
+                                             environment: PausePoint.environment([writing, caught, refused]))
+        #expect(writing.waitUntilReached())
+        running.kill(signal)
+        // The handler has marked the export stopped and removed nothing yet; the export's thread,
+        // let go, goes on to its next file or its commit, and is refused there.
+        #expect(caught.waitUntilReached())
+        writing.release()
+        #expect(refused.waitUntilReached())
+        refused.release()
+        caught.release()
+        let r = running.finish()
+        #expect(r.signalled, "exit \(r.status) \(r.stderr)")
+        #expect(!r.stderr.contains("cannot export"), "\(r.stderr)")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []
+        #expect(left.isEmpty, "\(left)")
+    }
+
     /// Offline, serve's master lists only renditions that play, as it lists only such variants.
     /// The export folder's fsync failing (EIO): its names may not survive a power cut, so the
     /// export is no success: one line naming the folder, exit 5 (the folders were never synced).

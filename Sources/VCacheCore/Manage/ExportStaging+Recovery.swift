@@ -23,14 +23,19 @@ extension ExportStaging {
     static let journalName = ".vcache-commit"
     static let folderPrefix = ".vcache-export-"
 
-    /// Writes the names to move, in order, into the hidden folder and makes them durable, before
-    /// the first move.
+    /// The journal's last line: a journal without it was cut short (a power cut while it was
+    /// written, which at a line's end would read as a shorter list of names), so no move began.
+    /// No name is `.` (a journal's names never hold a `.` part).
+    static let journalEnd = "."
+
+    /// Writes the names to move, in order, then `journalEnd`, into the hidden folder and makes
+    /// them durable, before the first move.
     static func writeJournal(_ relatives: [String], into folderFD: Int32, folder: String) throws {
         let path = folder + "/" + journalName
         let fd = openat(folderFD, journalName, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw SystemError("create", path: path, errno: errno) }
         defer { _ = Glibc_close(fd) }
-        let text = Array((relatives.joined(separator: "\n") + "\n").utf8)
+        let text = Array((relatives.joined(separator: "\n") + "\n" + journalEnd + "\n").utf8)
         try text.withUnsafeBytes { try RawFile.writeAll(fd, $0, named: path) }
         try sync(fd, folder: path)
         try sync(folderFD, folder: folder)
@@ -87,8 +92,9 @@ extension ExportStaging {
             bytes += buffer[0..<n]
         }
         let text = String(decoding: bytes, as: UTF8.self)
-        guard text.hasSuffix("\n") else { return nil }  // cut short: written before any move, so none was made
-        let names = text.split(separator: "\n").map(String.init)
+        // Cut short (anywhere, a line's end too): written before any move, so none was made.
+        guard text.hasSuffix("\n" + journalEnd + "\n") else { return nil }
+        let names = text.split(separator: "\n").dropLast().map(String.init)
         let safe = names.allSatisfy { n in
             !n.hasPrefix("/") && n.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." }
         }

@@ -47,9 +47,11 @@ struct ExportStaging {
     init(destination: String, makeFolder: (String) throws -> Void) throws {
         self.destination = destination
         if FileSystem.followingStatus(destination) == nil {
-            try makeFolder(destination)
+            try Exporter.unlessStopped {
+                try makeFolder(destination)
+                Exporter.madeFolders.withLock { $0.append(destination) }
+            }
             made.append(destination)
-            Exporter.madeFolders.withLock { $0.append(destination) }
         }
         do {
             lock = try RawFile.openFollowing(destination, flags: O_RDONLY | O_DIRECTORY)
@@ -66,18 +68,26 @@ struct ExportStaging {
                 throw StreamExporter.StreamExportError.busy(destination)
             }
         }
-        var name = ""
-        while true {
-            name = destination + "/.vcache-export-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            if mkdir(name, 0o700) == 0 { break }
-            let e = errno
-            if e == EEXIST { continue }
+        let name: String
+        do {
+            name = try Exporter.unlessStopped {
+                while true {
+                    let name = destination + "/.vcache-export-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+                    if mkdir(name, 0o700) == 0 {
+                        Exporter.temporaryFolders.withLock { $0.append(name) }
+                        return name
+                    }
+                    let e = errno
+                    if e == EEXIST { continue }
+                    throw SystemError("mkdir", path: name, errno: e)
+                }
+            }
+        } catch {
             lock.close()
             if made.contains(destination) { rmdir(destination) }
-            throw SystemError("mkdir", path: name, errno: e)
+            throw error
         }
         folder = name
-        Exporter.temporaryFolders.withLock { $0.append(name) }
         do {
             handle = try RawFile.open(name, flags: O_RDONLY | O_DIRECTORY)
         } catch {
@@ -100,7 +110,9 @@ struct ExportStaging {
         var at = writeRoot
         for part in relative.split(separator: "/").dropLast() {
             at += "/" + part
-            guard mkdir(at, 0o755) == 0 || errno == EEXIST else { throw SystemError("mkdir", path: label(at), errno: errno) }
+            try Exporter.unlessStopped {
+                guard mkdir(at, 0o755) == 0 || errno == EEXIST else { throw SystemError("mkdir", path: label(at), errno: errno) }
+            }
         }
         return writeRoot + "/" + relative
     }
@@ -151,11 +163,9 @@ struct ExportStaging {
         testPause("stream-export-commit", destination)
         try Self.writeJournal(relatives, into: handle.fd, folder: folder)
         let byPath = folders.byPath, root = folders.root, handle = self.handle, destination = self.destination
-        Exporter.committing.withLock { $0 = destination }
-        defer { Exporter.committing.withLock { $0 = nil } }
         try Exporter.commitGate.withLock { (stopping: inout Bool) throws(any Error) in
             // A signal caught before the moves began: the handler is removing the hidden folder.
-            guard !stopping else { throw SystemError("rename", path: destination, errno: EINTR) }
+            guard !stopping else { throw Exporter.refusedAfterSignal() }
             for (i, t) in targets.enumerated() {
                 if i == targets.count - 1 {
                     for (path, fd) in byPath.sorted(by: { $0.key.count > $1.key.count }) where fd >= 0 { try Self.sync(fd, folder: path) }
@@ -164,6 +174,7 @@ struct ExportStaging {
                 if i == 0 { testPause("stream-export-renaming", destination) }
             }
             try Self.sync(root, folder: destination)
+            Exporter.committed.withLock { $0 = destination }
         }
         discard(removeMade: false)
     }

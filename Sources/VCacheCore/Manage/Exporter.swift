@@ -32,6 +32,8 @@ public struct Exporter {
         case notFastStartable(String)
         case notRegular(path: String, what: String)
         case io(SystemError)
+        /// A signal was caught: the handler removes what the export made and ends the process.
+        case stopped
 
         public var description: String {
             switch self {
@@ -50,6 +52,7 @@ public struct Exporter {
             case .changedWhileExporting(let url): return "the cached file of \(url) was replaced while it was being exported; nothing was written; try again"
             case .notRegular(let p, let what): return "'\(p)' is \(what): export replaces only regular files (write to a device or a FIFO by naming it, to stdout with '-')"
             case .io(let e): return e.description
+            case .stopped: return "stopped by a signal"
             }
         }
     }
@@ -118,9 +121,11 @@ public struct Exporter {
                 try digest.update(from: data, ByteRange(0, length))
                 guard digest.finalize() == sha else { throw ExportError.checksumMismatch(url: e.latestURL) }
                 testPause("export-link-after-hash", key)
-                if Glibc_link(store.dataPath(key), temp) != 0 {
-                    if errno == EXDEV { throw ExportError.crossDevice(folder) }
-                    throw ExportError.io(SystemError("link", path: temp, errno: errno))
+                try Self.unlessStopped {
+                    if Glibc_link(store.dataPath(key), temp) != 0 {
+                        if errno == EXDEV { throw ExportError.crossDevice(folder) }
+                        throw ExportError.io(SystemError("link", path: temp, errno: errno))
+                    }
                 }
                 // link() works by path: publish only if the link is the very file that was hashed.
                 let hashed = try data.status()
@@ -204,22 +209,48 @@ public struct Exporter {
     /// moves are finished first (`ExportStaging.commit`), so the folder holds the new export whole.
     @discardableResult
     public static func removeTemporaries() -> String? {
-        let finished = committing.withLock { $0 }
-        // Moves under way end before the gate is free: this waits for them.
+        // Moves under way end before the gate is free: this waits for them, and for a making of
+        // a temp file or folder; after it nothing more is made (`unlessStopped`).
         commitGate.withLock { $0 = true }
+        testPause("export-signal-caught", "")
+        let finished = committed.withLock { $0 }
         for t in temporaries.withLock({ $0 }) { unlink(t) }
         for f in temporaryFolders.withLock({ $0 }) { FileSystem.removeTree(f) }
         for f in madeFolders.withLock({ $0 }).reversed() { rmdir(f) }
         return finished
     }
 
-    /// Held by a stream export while it moves its files to their names, and by the signal handler
-    /// before it removes the temp files, so a signal never lands between two moves; true once a
-    /// signal was caught (no commit may begin then).
+    /// Held by a stream export while it moves its files to their names, by every making of a temp
+    /// file or folder a signal must remove (`unlessStopped`), and by the signal handler before it
+    /// removes them, so a signal never lands between two moves and nothing is made after the
+    /// removal; true once a signal was caught (no commit may begin, nothing may be made then).
     static let commitGate = Locked(false)
 
-    /// The export folder whose files are being moved to their names now.
-    static let committing = Locked<String?>(nil)
+    /// The export folder whose files were all moved to their names (set inside `commitGate`, so
+    /// the handler, which reads it after taking the gate, knows whether a commit finished).
+    static let committed = Locked<String?>(nil)
+
+    /// Whether a signal was caught: the export is being stopped by the handler, which removes the
+    /// temp files and ends the process. A failure the removal caused (a rename of a file it
+    /// removed) is not the user's to read.
+    public static var isStopping: Bool { commitGate.withLock { $0 } }
+
+    /// Runs `make` (the making of a temp file or folder that a signal must remove, and its
+    /// registration) inside `commitGate`, unless a signal was caught: then `stopped` is thrown and
+    /// nothing is made. So the handler's removal, after it set `stopping` under the gate, misses
+    /// nothing a thread made in the meantime (a file made after it would stay behind).
+    static func unlessStopped<T>(_ make: () throws -> T) throws -> T {
+        try commitGate.withLock { (stopping: inout Bool) throws(any Error) -> T in
+            guard !stopping else { throw refusedAfterSignal() }
+            return try make()
+        }
+    }
+
+    /// The error a making or a commit refused after a signal throws.
+    static func refusedAfterSignal() -> ExportError {
+        testPause("export-refused-after-signal", "")
+        return .stopped
+    }
 
     /// Export folders a stream export made (DIR when it was missing), removed when still empty.
     static let madeFolders = Locked<[String]>([])
@@ -265,7 +296,7 @@ public struct Exporter {
 
     /// Writes `pieces` (ranges of `data`, new bytes) to `path`, a new file, and fsyncs it.
     private func write(_ pieces: [FastStart.Piece], from data: RawFile, to path: String) throws {
-        let out = try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        let out = try Self.unlessStopped { try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) }
         defer { out.close() }
         var at: Int64 = 0
         try Self.emit(pieces, from: data) { bytes in
@@ -278,7 +309,7 @@ public struct Exporter {
     /// Copies `data` to `path` (a new file), hashing as it goes; the file is fsynced, and removed
     /// when the bytes do not match `sha`.
     private func copy(_ data: RawFile, length: Int64, expecting sha: String, to path: String, url: String) throws {
-        let out = try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        let out = try Self.unlessStopped { try RawFile.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) }
         defer { out.close() }
         let digest = SHA256Digest()
         try data.readChunks(ByteRange(0, length), chunk: 1 << 20) { piece, offset in

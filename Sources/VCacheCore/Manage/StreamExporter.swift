@@ -335,7 +335,7 @@ public struct StreamExporter {
         defer { data.close() }
         let temp = Self.temporary(for: path)
         defer { Exporter.temporaries.withLock { _ = $0.remove(temp) } }
-        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode ?? 0o644)
+        let out = try Exporter.unlessStopped { try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode ?? 0o644) }
         do {
             defer { out.close() }
             try out.resize(to: length)
@@ -371,7 +371,7 @@ public struct StreamExporter {
         if FileSystem.status(path) != nil && !force { throw StreamExportError.destinationExists(path) }
         let temp = Self.temporary(for: path)
         defer { Exporter.temporaries.withLock { _ = $0.remove(temp) } }
-        let out = try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        let out = try Exporter.unlessStopped { try RawFile.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644) }
         do {
             defer { out.close() }
             try bytes.withUnsafeBytes { try out.write($0, toAbsoluteOffset: 0) }

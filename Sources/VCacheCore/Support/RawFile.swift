@@ -386,12 +386,17 @@ enum TestSeam {
     /// Pause points for race and crash tests, so a test can act at an exact moment instead of
     /// guessing with a sleep. In-process: a hook set in `hooks` runs there. Across processes:
     /// `VCACHE_TEST_PAUSE=NAME:PREFIX` makes the process create `PREFIX.reached` at point NAME and
-    /// wait until `PREFIX.go` exists (or be killed there).
+    /// wait until `PREFIX.go` exists (or be killed there); several points are joined by newlines.
     nonisolated(unsafe) static var hooks: [String: @Sendable (String) -> Void] = [:]
     private static let hooksLock = Locked(())
-    private static let pausePoint: (name: String, prefix: String)? = {
-        guard let v = ProcessInfo.processInfo.environment["VCACHE_TEST_PAUSE"], let colon = v.firstIndex(of: ":") else { return nil }
-        return (String(v[..<colon]), String(v[v.index(after: colon)...]))
+    private static let pausePoints: [String: String] = {
+        guard let v = ProcessInfo.processInfo.environment["VCACHE_TEST_PAUSE"] else { return [:] }
+        var points: [String: String] = [:]
+        for item in v.split(separator: "\n") {
+            guard let colon = item.firstIndex(of: ":") else { continue }
+            points[String(item[..<colon])] = String(item[item.index(after: colon)...])
+        }
+        return points
     }()
 
     /// A hook runs at point `name` for the entry `key` only (the point's detail): tests running
@@ -403,9 +408,9 @@ enum TestSeam {
 
     static func pause(_ name: String, _ detail: String) {
         if let hook = hooksLock.withLock({ _ in hooks[name + "\u{0}" + detail] }) { hook(detail) }
-        guard let p = pausePoint, p.name == name else { return }
-        _ = FileManager.default.createFile(atPath: p.prefix + ".reached", contents: nil)
-        while !FileManager.default.fileExists(atPath: p.prefix + ".go") { usleep(5_000) }
+        guard let prefix = pausePoints[name] else { return }
+        _ = FileManager.default.createFile(atPath: prefix + ".reached", contents: nil)
+        while !FileManager.default.fileExists(atPath: prefix + ".go") { usleep(5_000) }
     }
 }
 #endif

@@ -90,6 +90,7 @@ struct FailureInfo {
             case .changedWhileExporting: self.init(kind: "busy", message: text, exitCode: 3)
             case .notFastStartable: self.init(kind: "not_mp4", message: text, exitCode: 1)
             case .io(let s): self.init(kind: Self.kind(s), message: text, exitCode: 5)
+            case .stopped: self.init(kind: "stopped", message: text, exitCode: 3)
             }
         default:
             self.init(kind: "failed", message: text, exitCode: 1)

@@ -57,6 +57,12 @@ final class SignalTrap: @unchecked Sendable {
         }
     }
 
+    /// Waits for the signal handler running on another thread to end the process (`die(by:)`),
+    /// saying nothing: for a failure its own clean-up caused.
+    static func awaitDeath() -> Never {
+        while true { pause() }
+    }
+
     /// Dies by `signal` at once (from the handler itself, when there is nothing to checkpoint).
     static func die(by signal: Int32) -> Never {
         fflush(nil)

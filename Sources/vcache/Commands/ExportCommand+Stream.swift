@@ -26,6 +26,8 @@ extension ExportCommand {
             console.event("summary", ["exported": 1, "failed": 0, "exit_code": 0])
             return 0
         } catch {
+            // A signal's handler removed the hidden folder this failed on, and ends the process.
+            if Exporter.isStopping { SignalTrap.awaitDeath() }
             let failure = FailureInfo(error, context: "cannot export to '\(dir)'")
             console.failureLine(failure)
             console.event("failed", ["path": dir, "key": key, "error": failure.json])

@@ -118,6 +118,8 @@ enum ExportCommand: VCacheCommand {
             } catch Exporter.ExportError.io(let e) where e.errno == EPIPE {
                 SignalTrap.die(by: SIGPIPE)
             } catch {
+                // A signal's handler removed the temp file this failed on, and ends the process.
+                if Exporter.isStopping { SignalTrap.awaitDeath() }
                 failed += 1
                 let failure = FailureInfo(error, context: "cannot export to '\(job.dest)'")
                 status = ExportCommand.morePressing(status, failure.exitCode)
