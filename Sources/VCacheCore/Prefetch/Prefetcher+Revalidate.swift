@@ -34,6 +34,10 @@ extension Prefetcher {
         let maxBytes: Int
         /// What the cached manifest named: the members dropped when it changed.
         let named: [CacheKey]
+        /// The stream is complete, for other choices than this run's (`choiceNeedsUncached`).
+        var newChoice = false
+        /// How the stream stood, as its lines say it.
+        var since: String { newChoice ? "since the stream was cached for another choice" : "since the stream was partly cached" }
     }
 
     /// A manifest cached whole under a run item's URL, read once for what the run does with it:
@@ -71,15 +75,18 @@ extension Prefetcher {
     }
 
     /// The static manifest `m` (an MPD, a VOD or master playlist) of the stream `root` when that
-    /// stream is partly cached (not complete as `ls` says it); nil when there is nothing to ask
-    /// (a complete stream).
-    func staleManifest(_ m: CachedManifest, root: CacheKey) -> StaleManifest? {
+    /// stream is partly cached (not complete as `ls` says it), or complete while `item`'s choice
+    /// (`--variant`, `--audio`) names members not cached (`choiceNeedsUncached`); nil when there
+    /// is nothing to ask (a complete stream asked for again with a choice it holds).
+    func staleManifest(_ m: CachedManifest, root: CacheKey, item: PrefetchItem) -> StaleManifest? {
         let (url, key, e, maxBytes) = (m.url, m.key, m.entry, m.maxBytes)
         // (Only now, a manifest known: the catalog's streams are read.)
         guard let stream = (try? store.catalog.stream(root: root)) ?? nil else { return nil }
         let members = stream.keys.filter { $0 != root }
         // Partial as `ls` says it (a variant never chosen does not make it partial).
-        guard let summary = try? StreamInventory(store: store, keyRules: options.keyRules).summary(stream), !summary.isComplete else { return nil }
+        guard let summary = try? StreamInventory(store: store, keyRules: options.keyRules).summary(stream) else { return nil }
+        let newChoice = summary.isComplete
+        if newChoice { guard key == root, choiceNeedsUncached(m, item: item) else { return nil } }
         guard let bytes = store.cachedBytes(of: e), Int64(bytes.count) == e.length else { return nil }
         // The root named all the stream holds; a media playlist of a master, its own members.
         var named = members
@@ -89,7 +96,7 @@ extension Prefetcher {
         }
         let base = ((try? store.catalog.finalURL(of: key)) ?? nil) ?? e.latestURL
         return StaleManifest(url: url, key: key, root: root, validators: e.validators, contentType: e.contentType,
-                             bytes: bytes, base: base, maxBytes: maxBytes, named: named)
+                             bytes: bytes, base: base, maxBytes: maxBytes, named: named, newChoice: newChoice)
     }
 
     /// What the origin answered about `m`, carried out before the run reads it. An error: the
@@ -99,12 +106,12 @@ extension Prefetcher {
         case .unchanged:
             return nil
         case .failed(let why, let remedy):
-            return .staleManifest(why: why, remedy: remedy)
+            return .staleManifest(why: why, remedy: remedy, newChoice: m.newChoice)
         case .changed(let body, let validators, let contentType, let finalURL):
             // Only a manifest of the same kind that reads replaces it (an error page answered 200,
             // a broken deploy): the stream is never traded for something it cannot be read from.
             if let why = unreadable(body, like: m, contentType: contentType, base: finalURL ?? m.url) {
-                return .staleManifest(why: "the origin's answer \(why)", remedy: .fixOrigin)
+                return .staleManifest(why: "the origin's answer \(why)", remedy: .fixOrigin, newChoice: m.newChoice)
             }
             guard let lock = (try? store.tryLockWriter(key: m.key)) ?? nil else {
                 return .lockBusy
@@ -127,7 +134,7 @@ extension Prefetcher {
             // the old manifest with what is left of its members, or the new one with none of
             // them. One in use (an export reading it) fails the item; the old manifest stays.
             let dropped: Int
-            switch dropOldMembers(m.named, root: m.root, why: "its manifest changed on the origin since the stream was partly cached") {
+            switch dropOldMembers(m.named, root: m.root, why: "its manifest changed on the origin \(m.since)") {
             case .failure(let e): return e
             case .success(let n): dropped = n
             }
@@ -139,7 +146,8 @@ extension Prefetcher {
             if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
-            events(.note(url: m.url, message: "its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; \(what)"))
+            let from = m.newChoice ? "this run's choice is fetched from the new one" : "the stream is completed from the new one"
+            events(.note(url: m.url, message: "its manifest changed on the origin \(m.since): \(from); \(what)"))
             return nil
         }
     }

@@ -651,7 +651,7 @@ public final class Prefetcher {
                     let found = reads ? self.cachedManifest(run.items[index].url) : nil
                     refetching[index] = found.flatMap { $0.live ? self.liveRefetch($0) : nil }
                     if let found, !found.live, run.items[index].memberOrigins == nil {
-                        stale = self.staleManifest(found, root: run.key(of: run.root(of: index)))
+                        stale = self.staleManifest(found, root: run.key(of: run.root(of: index)), item: run.items[index])
                     }
                     if index < run.given { completeAtStart?.insert(key) }
                 }
