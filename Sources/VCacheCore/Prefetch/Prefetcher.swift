@@ -393,6 +393,10 @@ public final class Prefetcher {
         // Items stopped while their stream's manifest was asked for again: not complete, even
         // when the manifest's cached copy is (the stream was not read).
         var stoppedUnread = Set<Int>()
+        // Streams whose root manifest is being asked for again at their end (`endCheck`), and
+        // those asked already (once per run).
+        var endChecks: [Int: [ManifestRevalidation]] = [:]
+        var endChecked = Set<Int>()
         defer { for (t, lock) in streamLocks { store.releaseStreamLock(lock, root: run.key(of: t)) } }
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
@@ -604,12 +608,58 @@ public final class Prefetcher {
             releaseStreamLock(of: index)
         }
 
-        /// The stream of item `index` has no item running or waiting any more: its lock goes.
+        /// The stream of item `index` has no item running or waiting any more: its static root
+        /// manifest is asked for again when this run fetched members of it (`endCheck`), then
+        /// its lock goes.
         func releaseStreamLock(of index: Int) {
             let t = run.root(of: index)
-            guard let lock = streamLocks[t], !running.values.contains(where: { run.root(of: $0.index) == t }), !run.waits(root: t) else { return }
+            guard let lock = streamLocks[t], !running.values.contains(where: { run.root(of: $0.index) == t }), !run.waits(root: t),
+                  endChecks[t] == nil else { return }
+            if endChecked.insert(t).inserted, endCheck(t) { return }
             streamLocks.removeValue(forKey: t)
             store.releaseStreamLock(lock, root: run.key(of: t))
+        }
+
+        /// Asks for root `t`'s static manifests again (its root; an HLS master's media playlists
+        /// too, each that members were fetched under) when this run fetched members of its
+        /// stream (`changedDuringRun`, Prefetcher+EndCheck.swift); false when there is nothing
+        /// to ask (nothing fetched, a live stream).
+        func endCheck(_ t: Int) -> Bool {
+            guard options.expandStreams, t < run.given, !fetcher.isStopped, run.results[t]?.error == nil else { return false }
+            let fetched = run.fetchedMembers(of: t)
+            guard !fetched.isEmpty, let root = self.readManifest(run.items[t].url) else { return false }
+            var read = [root]
+            if !root.mpd {
+                for p in run.named(by: t) where !run.named(by: p).isEmpty {
+                    guard let c = self.cachedManifest(run.items[p].url) else { continue }
+                    if c.live { return false }  // a live playlist changes by design
+                    if !run.fetchedMembers(of: t, under: p).isEmpty, let m = self.readManifest(run.items[p].url) { read.append(m) }
+                }
+            }
+            var asks: [ManifestRevalidation] = []
+            var left = read.count
+            var failure: PrefetchError?
+            for m in read {
+                let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, maxBytes: m.maxBytes,
+                                                     options: options.request, fetcher: fetcher) { outcome in
+                    if failure == nil, !self.fetcher.isStopped, self.changedDuringRun(m, outcome) {
+                        for key in fetched { heldManifests.removeValue(forKey: key)?.close() }  // this run's own hold
+                        failure = self.dropFetched(fetched)
+                    }
+                    left -= 1
+                    guard left == 0 else { return }
+                    endChecks.removeValue(forKey: t)
+                    if let failure {
+                        run.changedDuringRun(t, failure)
+                        if let r = run.results[t] { self.events(.finished(r)) }
+                    }
+                    releaseStreamLock(of: t)
+                }
+                if let ask { asks.append(ask) } else { left -= 1 }
+            }
+            guard !asks.isEmpty else { return false }
+            endChecks[t] = asks
+            return true
         }
 
         /// The next item to start: one that waited for its stream's lock, when it is free now;
@@ -774,6 +824,7 @@ public final class Prefetcher {
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
         revalidations.removeAll()
+        endChecks.removeAll()
         return run.outcome()
     }
 }
