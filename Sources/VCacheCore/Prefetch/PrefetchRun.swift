@@ -428,8 +428,11 @@ struct PrefetchRun {
         items.indices.filter { $0 != t && root(of: $0) == t && (p == nil || parent[$0] == p) && (results[$0]?.fetchedBytes ?? 0) > 0 }.map { key(of: $0) }
     }
 
-    /// The items item `i` named (a master's media playlists, a playlist's segments).
-    func named(by i: Int) -> [Int] { items.indices.filter { parent[$0] == i } }
+    /// The items item `i` named that named items in turn (a master's media playlists), in one pass.
+    func playlistsNamed(by i: Int) -> [Int] {
+        let parents = Set(parent.values)
+        return items.indices.filter { parent[$0] == i && parents.contains($0) }
+    }
 
     /// Root `t`'s manifest changed during the run (`Prefetcher.changedDuringRun`): it fails.
     mutating func changedDuringRun(_ t: Int, _ error: PrefetchError) {

@@ -133,6 +133,9 @@ extension Prefetcher {
             // BEFORE the new manifest's bytes replace the old: a run killed at any point leaves
             // the old manifest with what is left of its members, or the new one with none of
             // them. One in use (an export reading it) fails the item; the old manifest stays.
+            // Another stream's manifest naming members of the old version (two MPDs naming the
+            // same segment URLs) may be of the old version too: its copy goes first.
+            if let e = dropOtherManifests(naming: m.named, root: m.root, url: m.url) { return e }
             let dropped: Int
             switch dropOldMembers(m.named, root: m.root, why: "its manifest changed on the origin \(m.since)") {
             case .failure(let e): return e
@@ -182,6 +185,33 @@ extension Prefetcher {
         }
         do { try store.catalog.releaseMembers(keys, root: root) } catch { return .failure(PrefetchError(error)) }
         return .success(dropped)
+    }
+
+    /// The cached copies of the other streams' manifests that name any of `keys` (the members of
+    /// a stream whose manifest changed, about to be dropped and fetched from the new one) are
+    /// dropped, their entries kept (as `verify --fix` drops damaged bytes): each such stream's
+    /// next run finds its manifest no longer cached whole, drops its members
+    /// (`dropMembersOfLostManifest`) and fetches the manifest the origin serves now. Without it,
+    /// the other stream, complete again once this run refills the shared members from the new
+    /// version, would be served and exported under its old manifest (hostile probe h3, F5). One
+    /// that cannot be dropped (its writer busy) fails the item, nothing dropped yet.
+    func dropOtherManifests(naming keys: [CacheKey], root: CacheKey, url: String) -> PrefetchError? {
+        let others: Set<CacheKey>
+        do { others = try store.catalog.otherRoots(naming: keys, besides: root) } catch { return PrefetchError(error) }
+        for other in others.sorted() {
+            guard let e = (try? store.catalog.entry(key: other)) ?? nil, !e.ranges.isEmpty else { continue }
+            guard let lock = (try? store.tryLockWriter(key: other)) ?? nil else {
+                return .streamBusy("its manifest changed on the origin, and the manifest of another stream naming the same members (\(e.latestURL)) could not be dropped (in use by another vcache process): nothing was dropped, so neither stream is completed from two versions; run again once it is free")
+            }
+            defer { lock.release() }
+            do {
+                try store.dropVersion(key: other, validators: Validators(length: nil, etag: nil, lastModified: nil)).close()
+            } catch {
+                return PrefetchError(error)
+            }
+            events(.note(url: url, message: "its manifest changed on the origin, and \(e.latestURL) names members of its old version too: that manifest's cached copy was dropped, so its next run drops what it named and fetches it again"))
+        }
+        return nil
     }
 
     /// A stream root whose manifest is no longer cached whole (`verify --fix` dropped its damaged

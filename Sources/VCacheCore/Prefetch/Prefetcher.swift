@@ -630,7 +630,7 @@ public final class Prefetcher {
             guard !fetched.isEmpty, let root = self.readManifest(run.items[t].url) else { return false }
             var read = [root]
             if !root.mpd {
-                for p in run.named(by: t) where !run.named(by: p).isEmpty {
+                for p in run.playlistsNamed(by: t) {
                     guard let c = self.cachedManifest(run.items[p].url) else { continue }
                     if c.live { return false }  // a live playlist changes by design
                     if !run.fetchedMembers(of: t, under: p).isEmpty, let m = self.readManifest(run.items[p].url) { read.append(m) }
