@@ -12,7 +12,9 @@ import Foundation
 /// every member the old one named is dropped and released from the stream, so no member of the
 /// old version is ever completed into the new one. No answer to judge by (an error status, the
 /// network, an error page): the item fails and nothing of the stream is fetched. A complete stream is not asked again: a run
-/// that has nothing to fetch makes no request.
+/// that has nothing to fetch makes no request; one whose choice needs members it does not hold is
+/// (`Prefetcher+Choice.swift`), and a run that fetched members asks again at their end
+/// (`Prefetcher+EndCheck.swift`).
 ///
 /// Invariant (Docs/dash.md, Docs/hls.md): a stream is never completed from members of two
 /// manifest versions. The old members go before the new manifest's bytes replace the old (a kill
