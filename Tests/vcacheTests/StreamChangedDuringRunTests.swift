@@ -38,7 +38,7 @@ import VCacheTestSupport
     }
 
     /// Unchanged at the end (304): the run stands, with one request more; a run that fetched
-    /// nothing asks for nothing. The JSON summary names the kind.
+    /// nothing asks for nothing.
     @Test
     func anUnchangedMPDAtTheRunsEndCostsOneConditionalRequest() throws {
         let origin = try TestOrigin()
