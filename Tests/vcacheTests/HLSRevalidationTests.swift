@@ -38,7 +38,8 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.contains("note: \(url): its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; the 2 entries cached from the old one were dropped\n"), "\(r.stderr)")
-        #expect(origin.headers("/h/master.m3u8").last?["if-none-match"] == "\"320x180\"")
+        // (The first run asked for the master again at its end: Docs/hls.md.)
+        #expect(origin.headers("/h/master.m3u8").dropFirst(2).first?["if-none-match"] == "\"320x180\"")
         let store = try CacheStore(directory: cache, readOnly: true)
         for (path, body) in new {
             let e = try #require(try CacheInspector(directory: cache).entry(origin.url(path)))

@@ -97,7 +97,8 @@ import VCacheTestSupport
         let own = try VCacheBinary.run(["prefetch", origin.url("/s/self.m3u8")], cacheDir: cache)
         #expect(own.status == 4 && own.stderr.contains("a master playlist that names itself as a variant: not supported"), "\(own.stderr)")
         #expect(origin.requests("/n/media.m3u8").isEmpty)
-        #expect(origin.requests("/l/a.m3u8").count == 1 && origin.requests("/l/b.m3u8").count == 1)
+        // (a.m3u8 asked again at the run's end, b.m3u8 fetched in it: Docs/hls.md.)
+        #expect(origin.requests("/l/a.m3u8").count == 2 && origin.requests("/l/b.m3u8").count == 1)
         #expect(origin.requests("/s/self.m3u8").count == 1)
     }
 

@@ -162,6 +162,18 @@ extension Catalog {
         return roots.intersection(keys)
     }
 
+    /// The roots of the streams other than `root` that name any of `keys` as a member (one read).
+    public func otherRoots(naming keys: [CacheKey], besides root: CacheKey) throws -> Set<CacheKey> {
+        guard schema >= Catalog.streamsSchema, !keys.isEmpty else { return [] }
+        var out = Set<CacheKey>()
+        try database.read { c in
+            for k in Set(keys) {
+                try c.query("SELECT root FROM stream_members WHERE key = ? AND root != ? AND root != key", .key(k), .key(root)) { out.insert($0.key(0)) }
+            }
+        }
+        return out
+    }
+
     /// The stream whose root is `key`, or nil.
     public func stream(root key: CacheKey) throws -> StreamRecord? {
         try streams().first { $0.root == key }

@@ -423,6 +423,23 @@ struct PrefetchRun {
         results[i]?.complete = false
     }
 
+    /// The members of root `t`'s stream this run stored bytes of (`under`: only those item `p` named).
+    func fetchedMembers(of t: Int, under p: Int? = nil) -> [CacheKey] {
+        items.indices.filter { $0 != t && root(of: $0) == t && (p == nil || parent[$0] == p) && (results[$0]?.fetchedBytes ?? 0) > 0 }.map { key(of: $0) }
+    }
+
+    /// The items item `i` named that named items in turn (a master's media playlists), in one pass.
+    func playlistsNamed(by i: Int) -> [Int] {
+        let parents = Set(parent.values)
+        return items.indices.filter { parent[$0] == i && parents.contains($0) }
+    }
+
+    /// Root `t`'s manifest changed during the run (`Prefetcher.changedDuringRun`): it fails.
+    mutating func changedDuringRun(_ t: Int, _ error: PrefetchError) {
+        results[t]?.error = error
+        results[t]?.complete = false
+    }
+
     /// Item `i`, stopped for room, stayed and is complete: it is done after all.
     mutating func stayedComplete(_ i: Int) {
         results[i]?.error = nil

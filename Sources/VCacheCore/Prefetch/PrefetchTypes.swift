@@ -280,10 +280,16 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// ranges were planned from the old version, so none is cut from the new one. Its cached
     /// bytes were dropped; the next run plans from the new version.
     case changedUnderRanges(String)
+    /// A static manifest asked for again at the end of a run that fetched members of its stream
+    /// (`Prefetcher.changedDuringRun`) had changed: those members may be the new version under
+    /// the old manifest, so the `dropped` entries this run fetched went (`busy`: in use, kept;
+    /// the stream stays partial, so the next run asks for the manifest again).
+    case manifestChangedDuringRun(dropped: Int, busy: Int)
     /// A partly cached stream's manifest could not be asked for again before the run completed
     /// the stream (`why`: the origin's answer); nothing of the stream was fetched, since the
     /// cached copy may name another version than the origin serves. `remedy`: the answer's.
-    case staleManifest(why: String, remedy: Remedy)
+    /// `newChoice`: the stream was complete for other choices than this run's.
+    case staleManifest(why: String, remedy: Remedy, newChoice: Bool = false)
     /// A stream another process holds (completing it: `--no-wait`), or whose old members could
     /// not be dropped (in use): nothing of it was fetched, nothing mixed; `why` says which.
     case streamBusy(String)
@@ -343,8 +349,8 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notAsCompleted: .tryLater
         case .refusedHost: .fixOrigin
         case .checksumMismatch: .fixOrigin
-        case .changedUnderRanges: .tryLater
-        case .staleManifest(_, let remedy): remedy
+        case .changedUnderRanges, .manifestChangedDuringRun: .tryLater
+        case .staleManifest(_, let remedy, _): remedy
         case .streamBusy: .tryLater
         }
     }
@@ -410,8 +416,12 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRoom(let cap, nil, nil): "does not fit under --max-size \(Units.formatSize(cap)) with the rest of this run's videos (every other entry is evicted already); raise the cap or shorten the list"
         case .notStarted: "not started before the run stopped"
         case .checksumMismatch(let m): m.description
-        case .staleManifest(let why, _): "its stream is partly cached and its manifest could not be asked for again (\(why)): nothing more was fetched, so the stream is not completed from a cached copy the origin may have changed; run again once the origin answers"
+        case .staleManifest(let why, _, true): "its stream is cached for other choices than this run's and its manifest could not be asked for again (\(why)): nothing was fetched, so this choice is not fetched under a cached copy the origin may have changed; run again once the origin answers"
+        case .staleManifest(let why, _, false): "its stream is partly cached and its manifest could not be asked for again (\(why)): nothing more was fetched, so the stream is not completed from a cached copy the origin may have changed; run again once the origin answers"
         case .streamBusy(let why): why
+        case .manifestChangedDuringRun(let n, let busy):
+            "its manifest changed on the origin during this run: the \(n) \(n == 1 ? "entry" : "entries") this run fetched of its stream may be of the new version, not the one the manifest it read names, so \(n == 1 ? "it was" : "they were") dropped"
+                + (busy > 0 ? " (\(busy) more in use by another vcache process stayed; the stream is partial, so the next run asks for its manifest again)" : "") + ": run the prefetch again"
         case .changedUnderRanges(let why): "changed on the origin during this run (\(why)): the byte ranges planned for it came from the old version, so none was cut from the new one; its cached bytes were dropped: run the prefetch again"
         case .refusedHost(let host, let own, let redirected, let more, let mpd):
             "refused: \(redirected ? "the origin redirected it to" : mpd ? "its MPD names it on" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"

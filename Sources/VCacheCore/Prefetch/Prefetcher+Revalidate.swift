@@ -12,7 +12,9 @@ import Foundation
 /// every member the old one named is dropped and released from the stream, so no member of the
 /// old version is ever completed into the new one. No answer to judge by (an error status, the
 /// network, an error page): the item fails and nothing of the stream is fetched. A complete stream is not asked again: a run
-/// that has nothing to fetch makes no request.
+/// that has nothing to fetch makes no request; one whose choice needs members it does not hold is
+/// (`Prefetcher+Choice.swift`), and a run that fetched members asks again at their end
+/// (`Prefetcher+EndCheck.swift`).
 ///
 /// Invariant (Docs/dash.md, Docs/hls.md): a stream is never completed from members of two
 /// manifest versions. The old members go before the new manifest's bytes replace the old (a kill
@@ -38,6 +40,10 @@ extension Prefetcher {
         /// of the streams it is a member of, released from the members dropped and marked to be
         /// asked for again when it changed.
         var owners: [CacheKey] = []
+        /// The stream is complete, for other choices than this run's (`choiceNeedsUncached`).
+        var newChoice = false
+        /// How the stream stood, as its lines say it.
+        var since: String { newChoice ? "since the stream was cached for another choice" : "since the stream was partly cached" }
     }
 
     /// A manifest cached whole under a run item's URL, read once for what the run does with it:
@@ -75,11 +81,12 @@ extension Prefetcher {
     }
 
     /// The static manifest `m` (an MPD, a VOD or master playlist) of the stream `root` when that
-    /// stream is partly cached (not complete as `ls` says it); nil when there is nothing to ask
-    /// (a complete stream).
+    /// stream is partly cached (not complete as `ls` says it), or complete while `item`'s choice
+    /// (`--variant`, `--audio`) names members not cached (`choiceNeedsUncached`); nil when there
+    /// is nothing to ask (a complete stream asked for again with a choice it holds).
     /// `owners`: for a master's media playlist given by its own URL, the roots of the streams it
     /// is a member of; it is then a stream of its own for this run (itself and what it names).
-    func staleManifest(_ m: CachedManifest, root: CacheKey, owners: [CacheKey] = []) -> StaleManifest? {
+    func staleManifest(_ m: CachedManifest, root: CacheKey, item: PrefetchItem, owners: [CacheKey] = []) -> StaleManifest? {
         let (url, key, e, maxBytes) = (m.url, m.key, m.entry, m.maxBytes)
         // (Only now, a manifest known: the catalog's streams are read.)
         var found = (try? store.catalog.stream(root: root)) ?? nil
@@ -90,7 +97,9 @@ extension Prefetcher {
         guard let stream = found else { return nil }
         let members = stream.keys.filter { $0 != root }
         // Partial as `ls` says it (a variant never chosen does not make it partial).
-        guard let summary = try? StreamInventory(store: store, keyRules: options.keyRules).summary(stream), !summary.isComplete else { return nil }
+        guard let summary = try? StreamInventory(store: store, keyRules: options.keyRules).summary(stream) else { return nil }
+        let newChoice = summary.isComplete
+        if newChoice { guard key == root, choiceNeedsUncached(m, item: item) else { return nil } }
         guard let bytes = store.cachedBytes(of: e), Int64(bytes.count) == e.length else { return nil }
         // The root named all the stream holds; a media playlist of a master, its own members.
         var named = members
@@ -100,7 +109,7 @@ extension Prefetcher {
         }
         let base = ((try? store.catalog.finalURL(of: key)) ?? nil) ?? e.latestURL
         return StaleManifest(url: url, key: key, root: root, validators: e.validators, contentType: e.contentType,
-                             bytes: bytes, base: base, maxBytes: maxBytes, named: named, owners: owners)
+                             bytes: bytes, base: base, maxBytes: maxBytes, named: named, owners: owners, newChoice: newChoice)
     }
 
     /// What the origin answered about `m`, carried out before the run reads it. An error: the
@@ -111,12 +120,12 @@ extension Prefetcher {
             askedAgain(m)
             return nil
         case .failed(let why, let remedy):
-            return .staleManifest(why: why, remedy: remedy)
+            return .staleManifest(why: why, remedy: remedy, newChoice: m.newChoice)
         case .changed(let body, let validators, let contentType, let finalURL):
             // Only a manifest of the same kind that reads replaces it (an error page answered 200,
             // a broken deploy): the stream is never traded for something it cannot be read from.
             if let why = unreadable(body, like: m, contentType: contentType, base: finalURL ?? m.url) {
-                return .staleManifest(why: "the origin's answer \(why)", remedy: .fixOrigin)
+                return .staleManifest(why: "the origin's answer \(why)", remedy: .fixOrigin, newChoice: m.newChoice)
             }
             guard let lock = (try? store.tryLockWriter(key: m.key)) ?? nil else {
                 return .lockBusy
@@ -139,8 +148,11 @@ extension Prefetcher {
             // BEFORE the new manifest's bytes replace the old: a run killed at any point leaves
             // the old manifest with what is left of its members, or the new one with none of
             // them. One in use (an export reading it) fails the item; the old manifest stays.
+            // Another stream's manifest naming members of the old version (two MPDs naming the
+            // same segment URLs) may be of the old version too: its copy goes first.
+            if let e = dropOtherManifests(naming: m.named, root: m.root, url: m.url) { return e }
             let dropped: Int
-            switch dropOldMembers(m.named, root: m.root, why: "its manifest changed on the origin since the stream was partly cached") {
+            switch dropOldMembers(m.named, root: m.root, why: "its manifest changed on the origin \(m.since)") {
             case .failure(let e): return e
             case .success(let n): dropped = n
             }
@@ -162,7 +174,8 @@ extension Prefetcher {
             if let finalURL { try? store.catalog.recordFinalURL(key: m.key, url: finalURL) }
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
-            events(.note(url: m.url, message: "its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; \(what)"))
+            let from = m.newChoice ? "this run's choice is fetched from the new one" : "the stream is completed from the new one"
+            events(.note(url: m.url, message: "its manifest changed on the origin \(m.since): \(from); \(what)"))
             for owner in m.owners {
                 let master = ((try? store.catalog.entry(key: owner)) ?? nil)?.latestURL ?? owner.hex
                 events(.note(url: m.url, message: "it is a member of the stream of \(master), whose master is asked for again by its next run: a member of it changed on the origin"))
@@ -208,6 +221,33 @@ extension Prefetcher {
         }
         do { try store.catalog.releaseMembers(keys, root: root) } catch { return .failure(PrefetchError(error)) }
         return .success(dropped)
+    }
+
+    /// The cached copies of the other streams' manifests that name any of `keys` (the members of
+    /// a stream whose manifest changed, about to be dropped and fetched from the new one) are
+    /// dropped, their entries kept (as `verify --fix` drops damaged bytes): each such stream's
+    /// next run finds its manifest no longer cached whole, drops its members
+    /// (`dropMembersOfLostManifest`) and fetches the manifest the origin serves now. Without it,
+    /// the other stream, complete again once this run refills the shared members from the new
+    /// version, would be served and exported under its old manifest (hostile probe h3, F5). One
+    /// that cannot be dropped (its writer busy) fails the item, nothing dropped yet.
+    func dropOtherManifests(naming keys: [CacheKey], root: CacheKey, url: String) -> PrefetchError? {
+        let others: Set<CacheKey>
+        do { others = try store.catalog.otherRoots(naming: keys, besides: root) } catch { return PrefetchError(error) }
+        for other in others.sorted() {
+            guard let e = (try? store.catalog.entry(key: other)) ?? nil, !e.ranges.isEmpty else { continue }
+            guard let lock = (try? store.tryLockWriter(key: other)) ?? nil else {
+                return .streamBusy("its manifest changed on the origin, and the manifest of another stream naming the same members (\(e.latestURL)) could not be dropped (in use by another vcache process): nothing was dropped, so neither stream is completed from two versions; run again once it is free")
+            }
+            defer { lock.release() }
+            do {
+                try store.dropVersion(key: other, validators: Validators(length: nil, etag: nil, lastModified: nil)).close()
+            } catch {
+                return PrefetchError(error)
+            }
+            events(.note(url: url, message: "its manifest changed on the origin, and \(e.latestURL) names members of its old version too: that manifest's cached copy was dropped, so its next run drops what it named and fetches it again"))
+        }
+        return nil
     }
 
     /// A stream root whose manifest is no longer cached whole (`verify --fix` dropped its damaged

@@ -119,7 +119,7 @@ extension Prefetcher {
         }
         keep.subtract(others.subtracting(kept.keys))
         return StaleManifest(url: m.url, key: m.key, root: m.root, validators: m.validators, contentType: m.contentType,
-                             bytes: m.bytes, base: m.base, maxBytes: m.maxBytes, named: m.named.filter { !keep.contains($0) })
+                             bytes: m.bytes, base: m.base, maxBytes: m.maxBytes, named: m.named.filter { !keep.contains($0) }, newChoice: m.newChoice)
     }
 }
 

@@ -421,6 +421,11 @@ public final class Prefetcher {
             return true
         }
 
+        // Streams whose root manifest is being asked for again at their end (`endCheck`), and
+        // those asked already (once per run).
+        var endChecks: [Int: [ManifestRevalidation]] = [:]
+        var endChecked = Set<Int>()
+
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
         @discardableResult
@@ -625,11 +630,57 @@ public final class Prefetcher {
             releaseStreamLock(of: index)
         }
 
-        /// The stream of item `index` has no item running or waiting any more: its lock goes.
+        /// The stream of item `index` has no item running or waiting any more: its static root
+        /// manifest is asked for again when this run fetched members of it (`endCheck`), then
+        /// its lock goes.
         func releaseStreamLock(of index: Int) {
             let t = run.root(of: index)
-            guard streamLocks[t] != nil, !running.values.contains(where: { run.root(of: $0.index) == t }), !run.waits(root: t) else { return }
+            guard streamLocks[t] != nil, !running.values.contains(where: { run.root(of: $0.index) == t }), !run.waits(root: t),
+                  endChecks[t] == nil else { return }
+            if endChecked.insert(t).inserted, endCheck(t) { return }
             for (root, lock) in streamLocks.removeValue(forKey: t) ?? [] { store.releaseStreamLock(lock, root: root) }
+        }
+
+        /// Asks for root `t`'s static manifests again (its root; an HLS master's media playlists
+        /// too, each that members were fetched under) when this run fetched members of its
+        /// stream (`changedDuringRun`, Prefetcher+EndCheck.swift); false when there is nothing
+        /// to ask (nothing fetched, a live stream).
+        func endCheck(_ t: Int) -> Bool {
+            guard options.expandStreams, t < run.given, !fetcher.isStopped, run.results[t]?.error == nil else { return false }
+            let fetched = run.fetchedMembers(of: t)
+            guard !fetched.isEmpty, let root = self.readManifest(run.items[t].url) else { return false }
+            var read = [root]
+            if !root.mpd {
+                for p in run.playlistsNamed(by: t) {
+                    guard let c = self.cachedManifest(run.items[p].url) else { continue }
+                    if c.live { return false }  // a live playlist changes by design
+                    if !run.fetchedMembers(of: t, under: p).isEmpty, let m = self.readManifest(run.items[p].url) { read.append(m) }
+                }
+            }
+            var asks: [ManifestRevalidation] = []
+            var left = read.count
+            var failure: PrefetchError?
+            for m in read {
+                let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, maxBytes: m.maxBytes,
+                                                     options: options.request, fetcher: fetcher) { outcome in
+                    if failure == nil, !self.fetcher.isStopped, self.changedDuringRun(m, outcome) {
+                        for key in fetched { heldManifests.removeValue(forKey: key)?.close() }  // this run's own hold
+                        failure = self.dropFetched(fetched)
+                    }
+                    left -= 1
+                    guard left == 0 else { return }
+                    endChecks.removeValue(forKey: t)
+                    if let failure {
+                        run.changedDuringRun(t, failure)
+                        if let r = run.results[t] { self.events(.finished(r)) }
+                    }
+                    releaseStreamLock(of: t)
+                }
+                if let ask { asks.append(ask) } else { left -= 1 }
+            }
+            guard !asks.isEmpty else { return false }
+            endChecks[t] = asks
+            return true
         }
 
         /// The next item to start: one that waited for its stream's lock, when it is free now;
@@ -671,7 +722,7 @@ public final class Prefetcher {
                     let found = reads ? self.cachedManifest(run.items[index].url) : nil
                     refetching[index] = found.flatMap { $0.live ? self.liveRefetch($0) : nil }
                     if let found, !found.live, run.items[index].memberOrigins == nil {
-                        stale = self.staleManifest(found, root: run.key(of: run.root(of: index)), owners: index < run.given ? playlistOwners[key] ?? [] : [])
+                        stale = self.staleManifest(found, root: run.key(of: run.root(of: index)), item: run.items[index], owners: index < run.given ? playlistOwners[key] ?? [] : [])
                     }
                     if index < run.given { completeAtStart?.insert(key) }
                 }
@@ -794,6 +845,7 @@ public final class Prefetcher {
         // The jobs ended after the loop did (stopped) left timers and results no loop will run.
         fetcher.discardPending()
         revalidations.removeAll()
+        endChecks.removeAll()
         return run.outcome()
     }
 }

@@ -129,7 +129,7 @@ struct FailureInfo {
         case .notStarted: kind = "not_started"
         case .notAsCompleted: kind = "digest_mismatch"
         case .checksumMismatch: kind = "checksum_mismatch"
-        case .changedUnderRanges: kind = "changed"
+        case .changedUnderRanges, .manifestChangedDuringRun: kind = "changed"
         case .staleManifest: kind = "stale_manifest"
         case .refusedHost: kind = "refused_host"
         }

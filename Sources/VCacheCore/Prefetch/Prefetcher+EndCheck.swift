@@ -1,0 +1,57 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The origin re-encoding in place while a run fetches a stream: the run's later members are the
+/// new encode under the manifest it read, and nothing ties a segment's validators to its
+/// manifest. So a run that fetched members of a stream whose root manifest is static (an MPD of
+/// `type="static"`, an HLS master or VOD playlist) asks for that manifest once more when the
+/// last of them has ended, under the stream's lock, conditionally (Docs/dash.md, Docs/hls.md,
+/// "Changed during a run"). A 304, the same bytes, or the same under the key rules: the run
+/// stands. Otherwise what it fetched of the stream is dropped and the item fails (`changed`,
+/// exit 3): the stream is partial, so the next run asks for the manifest again and completes the
+/// stream from the new one. A live manifest changes by design: never asked. Invariant as in
+/// `Prefetcher+Revalidate.swift`: a stream is never completed from members of two versions.
+extension Prefetcher {
+    /// The copy of a stream's root manifest a run read, to be compared with the origin's at its end.
+    struct ReadManifest {
+        let url: String
+        let bytes: [UInt8]
+        let base: String
+        let validators: Validators
+        let mpd: Bool
+        var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
+    }
+
+    /// The static manifest cached whole under `url` (the copy the run read, or the one its
+    /// revalidation stored); nil for a live one, or none.
+    func readManifest(_ url: String) -> ReadManifest? {
+        guard let m = cachedManifest(url), !m.live, let bytes = store.cachedBytes(of: m.entry), Int64(bytes.count) == m.entry.length else { return nil }
+        let base = ((try? store.catalog.finalURL(of: m.key)) ?? nil) ?? m.entry.latestURL
+        return ReadManifest(url: url, bytes: bytes, base: base, validators: m.entry.validators, mpd: m.mpd)
+    }
+
+    /// Whether the origin's answer `outcome` about `m`, asked at the end of a run that fetched
+    /// members of its stream, is another version: not when unchanged, the same under the key
+    /// rules, or no answer to judge by (an error status, the network: the run stands).
+    func changedDuringRun(_ m: ReadManifest, _ outcome: ManifestRevalidation.Outcome) -> Bool {
+        guard case .changed(let body, _, _, let finalURL) = outcome else { return false }
+        let moved = finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
+        return moved || !ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
+    }
+
+    /// Drops the entries `fetched` (what this run fetched of a stream whose manifest changed
+    /// under it), each on its own: they stay members of the stream, so it is partial, and the
+    /// next run asks for its manifest again and drops what the old one named. The error says so.
+    func dropFetched(_ fetched: [CacheKey]) -> PrefetchError {
+        var c = Evictor.Criteria()
+        c.keys = Set(fetched)
+        c.alone = true
+        guard let out = try? Evictor(store: store).evict(c, dryRun: false) else {
+            return .manifestChangedDuringRun(dropped: 0, busy: fetched.count)
+        }
+        return .manifestChangedDuringRun(dropped: out.evicted.count, busy: out.skipped.count)
+    }
+}
