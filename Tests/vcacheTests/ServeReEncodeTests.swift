@@ -108,6 +108,49 @@ import VCacheTestSupport
         #expect(try Self.cachedDASH(cache, origin) == want)
     }
 
+    /// HLS, a prefetch holding the stream: the new master and its media playlist are answered,
+    /// the segments passed through; the old master and the segment cached from it stay as they
+    /// were, nothing of the new encode stored.
+    @Test
+    func anHLSStreamHeldByAnotherProcessIsPassedThroughAndNothingOfTheNewVersionIsStored() throws {
+        let origin = try TestOrigin()
+        let old = HLSRevalidationTests.encode(origin, seed: 1, resolution: "320x180")
+        let cache = dir.file("c")
+        let url = origin.url("/h/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let new = HLSRevalidationTests.encode(origin, seed: 50, resolution: "640x360")
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try playHLS(serve, url) == (0..<4).map { TestBytes.sha256(new["/h/\($0).ts"]!) }, "a player read the old encode's bytes under the new playlists")
+        #expect(serve.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 4, "\(serve.log)")
+        _ = serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        let m = try #require(try inspector.entry(url))
+        #expect(store.cachedBytes(of: m).map { String(decoding: $0, as: UTF8.self).contains("320x180") } == true, "the new master was stored")
+        let first = try #require(try inspector.entry(origin.url("/h/0.ts")))
+        #expect(store.cachedBytes(of: first, at: 0, count: try #require(first.length)).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(old["/h/0.ts"]!))
+        for n in 1..<4 { #expect(try inspector.entry(origin.url("/h/\(n).ts"))?.ranges.isEmpty ?? true, "\(n).ts stored") }
+    }
+
+    /// The master, its variant's media playlist and every segment through serve: their SHA-256s.
+    func playHLS(_ serve: ServeProcess, _ url: String) throws -> [String] {
+        let master = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(master.status == 200)
+        let variant = try #require(String(decoding: master.body, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") })
+        let media = try Curl.fetch([String(variant)], in: dir)
+        #expect(media.status == 200)
+        let uris = String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+        #expect(uris.count == 4)
+        return try uris.map { u in
+            let r = try Curl.fetch([String(u)], in: dir)
+            #expect(r.status == 200, "\(u): \(r.status)")
+            return TestBytes.sha256(r.body)
+        }
+    }
+
     /// HLS: a master re-encoded in place (its variant's RESOLUTION changed) over a media
     /// playlist of the same text: the segments cached from the old encode are never served
     /// under it, and those cached after are the new encode's only.
@@ -120,19 +163,7 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
         let new = HLSRevalidationTests.encode(origin, seed: 50, resolution: "640x360")
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
-        let master = try Curl.fetch([serve.url(url)], in: dir)
-        #expect(master.status == 200)
-        let variant = try #require(String(decoding: master.body, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") })
-        let media = try Curl.fetch([String(variant)], in: dir)
-        #expect(media.status == 200)
-        let uris = String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
-        #expect(uris.count == 4)
-        var played: [String] = []
-        for u in uris {
-            let r = try Curl.fetch([String(u)], in: dir)
-            #expect(r.status == 200, "\(u): \(r.status)")
-            played.append(TestBytes.sha256(r.body))
-        }
+        let played = try playHLS(serve, url)
         _ = serve.stop()
         #expect(played == (0..<4).map { TestBytes.sha256(new["/h/\($0).ts"]!) }, "a player read the old encode's bytes under the new playlists")
         let store = try CacheStore(directory: cache, readOnly: true)
