@@ -34,6 +34,7 @@ extension Proxy {
             // The stream is recorded when the copy is new: listing every segment URL of a large
             // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
             if let mpd, refused == nil {
+                learnTemplates(mpd, root: video.key, segments: livePlaylists.mpdTotals.segments(origin))
                 switch keepCopy(video, fresh, mpd: mpd, url: origin) {
                 case .new: recordStream(mpd, key: video.key)
                 case .same: if !((try? store.catalog.isStreamRoot(video.key)) ?? false) { recordStream(mpd, key: video.key) }
@@ -177,15 +178,21 @@ extension Proxy {
     /// the stream is one unit to `ls`, `evict` and the cap. Best effort: the answer does not wait
     /// on it, and a catalog that says no leaves the entries each on its own.
     private func recordStream(_ mpd: MPD, key: CacheKey) {
-        _ = try? readThrough.store.catalog.recordStream(root: key, format: "dash", members: members(of: mpd))
+        let lazy = lazyTemplates.withLock { $0[key] != nil }
+        _ = try? readThrough.store.catalog.recordStream(root: key, format: "dash", members: members(of: mpd, lazy: lazy))
     }
 
-    /// Every init segment and segment (a SegmentBase file) of every Representation of `mpd`.
-    private func members(of mpd: MPD) -> [StreamRecord.Member] {
+    /// Every init segment and segment (a SegmentBase file) of every Representation of `mpd`;
+    /// `lazy`: of a template Representation whose URLs `lazyMember` reads back, its init only.
+    private func members(of mpd: MPD, lazy: Bool = false) -> [StreamRecord.Member] {
         let rules = readThrough.options.keyRules
         let live = mpd.isDynamic ? DASHLiveClock(now: Date().timeIntervalSince1970) : nil
         var members: [StreamRecord.Member] = [], seen = Set<String>()
         for (p, _, rep) in mpd.representations {
+            if lazy, let t = Self.readableTemplate(rep) {
+                if let i = t.initialization, seen.insert(i).inserted { members.append(.init(key: rules.key(for: i), role: .initSection)) }
+                continue
+            }
             let period = mpd.periods[p]
             guard let plan = try? rep.plan(periodDuration: period.duration, live: live.map { ($0, mpd, period.start) }) else { continue }
             // A SegmentBase file (its init, index and media one resource) is a segment, as prefetch has it.
@@ -195,6 +202,55 @@ extension Proxy {
             }
         }
         return members
+    }
+
+    /// More segments than this in all of an MPD's Representations: its template segments are
+    /// recorded as stream members one at a time, when serve stores one, not all when the MPD is
+    /// first answered (a million member rows made the catalog 1 GB and `ls` take a minute).
+    static let eagerMembers = 10_000
+
+    /// Which of `mpd`'s Representations have their segments recorded when stored (`lazyMember`):
+    /// when it names more than `eagerMembers` segments, those of a SegmentTemplate whose URL a
+    /// segment's name can be read back from (`DASHTemplate.values(namedBy:)`). Remembered per
+    /// root for this process (learnt again from each answer of the MPD).
+    private func learnTemplates(_ mpd: MPD, root: CacheKey, segments: Int) {
+        var lazy: [LazyTemplate] = []
+        if segments > Self.eagerMembers {
+            for (_, _, rep) in mpd.representations {
+                guard let t = Self.readableTemplate(rep), let media = t.media else { continue }
+                lazy.append(LazyTemplate(media: media, base: t.mediaBase, id: rep.id, bandwidth: rep.bandwidth))
+            }
+        }
+        lazyTemplates.withLock { l in
+            if lazy.isEmpty { l[root] = nil; return }
+            if l.count >= 64 && l[root] == nil { l.removeAll() }
+            l[root] = lazy
+        }
+    }
+
+    /// The Representation's SegmentTemplate when a segment's URL can be read back to its number or time.
+    private static func readableTemplate(_ rep: MPD.Representation) -> MPD.SegmentTemplate? {
+        guard case .template(let t) = rep.segments, let media = t.media,
+              media.values(namedBy: [], representationID: rep.id, bandwidth: rep.bandwidth) != nil else { return nil }
+        return t
+    }
+
+    /// Records `url` (its key `key`) as a segment of the MPD stream whose template names it
+    /// (`learnTemplates`), when it is no member yet: before it is opened, so it is checked as a
+    /// member before it is stored and joins the stream (one unit to `evict` and the cap).
+    func lazyMember(_ url: String, key: CacheKey) {
+        let all = lazyTemplates.withLock { $0 }
+        guard !all.isEmpty else { return }
+        let name: Set<String> = [CachedURLIndex.lastName(url)], rules = readThrough.options.keyRules
+        for (root, templates) in all {
+            for t in templates {
+                guard let (id, values) = t.media.values(namedBy: name, representationID: t.id, bandwidth: t.bandwidth), let v = values.first else { continue }
+                let path = t.media.substitute(representationID: t.id, bandwidth: t.bandwidth, number: id == .number ? v : nil, time: id == .time ? v : nil)
+                guard rules.key(for: HLSURI.resolve(path, against: t.base)) == key else { continue }
+                if !isMember(key) { _ = try? readThrough.store.catalog.recordStream(root: root, format: "dash", members: [.init(key: key, role: .segment)]) }
+                return
+            }
+        }
     }
 
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
@@ -232,4 +288,12 @@ extension Proxy {
     }
 
     private enum KeptCopy { case same, new, notKept }
+}
+
+/// A template Representation of a large MPD whose segments serve records when it stores them.
+struct LazyTemplate: Sendable {
+    let media: DASHTemplate
+    let base: String
+    let id: String
+    let bandwidth: Int64
 }

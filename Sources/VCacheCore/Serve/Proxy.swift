@@ -41,6 +41,9 @@ public final class Proxy: Sendable {
     /// Per stream root whose manifest a player read in a version serve could not store
     /// (`takeNewVersion`), the members it names, by role: passed through, never cached.
     let unstored = Locked<[CacheKey: [CacheKey: StreamRole]]>([:])
+    /// Per MPD root naming more than `eagerMembers` segments, its template Representations whose
+    /// segments are recorded as members one at a time, when serve stores one (`lazyMember`).
+    let lazyTemplates = Locked<[CacheKey: [LazyTemplate]]>([:])
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
     /// Called (once) when a request finds the catalog replaced since serve opened it (a repair
