@@ -274,13 +274,13 @@ extension Proxy {
         }
         if copy.bytes == body {
             try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
-            versionKept(root: video.key)
+            versionKept(video.key)
             return .same
         }
         guard !mpd.isDynamic, let was = copy.mpd, !was.isDynamic,
               !ManifestRevalidation.sameUnderKeyRules(body, copy.bytes, mpd: true, rules: readThrough.options.keyRules) else {
             _ = keep()
-            versionKept(root: video.key)
+            versionKept(video.key)
             return .new
         }
         let old = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? members(of: was).map(\.key)

@@ -31,10 +31,11 @@ extension Proxy {
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return (outcome, nil) }
             let now = try? HLSPlaylist.parse(fresh.body, url: fresh.finalURL)
-            if let (root, role) = unstoredMember(video.key), role == .playlist {
+            if let (master, role) = unstoredMember(video.key), role == .playlist {
                 // Named by a master whose new version is not stored: what it names is passed
-                // through too, and its cached copy (the old version's) left as it is.
-                if let now { passThroughToo(root: root, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) }) }
+                // through too (until that master's is), and its cached copy (the old version's)
+                // left as it is.
+                if let now { passThroughLater(manifest: master, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) }) }
                 return (outcome, now)
             }
             if let now { dropIfChanged(video, now: now, fresh: fresh, url: origin) }
@@ -140,25 +141,25 @@ extension Proxy {
         case .media(let m): guard !m.isLive else { return }; master = false
         }
         guard let old = store.cachedPlaylist(key: video.key, keyRules: rules, complete: master), let was = old.playlist else { return }
-        guard old.bytes != body else { return versionKept(root: video.key) }
+        guard old.bytes != body else { return versionKept(video.key) }
         func members(_ p: HLSPlaylist) -> [StreamRecord.Member] { p.members.map { StreamRecord.Member(key: rules.key(for: $0.url), role: $0.role) } }
         let root: CacheKey, named: [CacheKey]
         switch (was, now) {
         case (.media(let w), .media(let f)) where !w.isLive:
             let key = { (u: String) in rules.key(for: u).hex }
-            guard w.shape(key: key) != f.shape(key: key) else { return }
+            guard w.shape(key: key) != f.shape(key: key) else { return versionKept(video.key) }
             let masters = ((try? store.catalog.playlists(naming: video.key)) ?? nil).flatMap { $0.role == .playlist ? $0.playlists : nil } ?? []
             root = masters.first ?? video.key
             named = members(was).map(\.key)
         case (.master, .master):
-            guard !ManifestRevalidation.sameUnderKeyRules(body, old.bytes, mpd: false, rules: rules) else { return }
+            guard !ManifestRevalidation.sameUnderKeyRules(body, old.bytes, mpd: false, rules: rules) else { return versionKept(video.key) }
             root = video.key
             named = ((try? store.catalog.stream(root: root)) ?? nil)?.keys ?? members(was).map(\.key)
         default:
             return
         }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
-        takeNewVersion(root: root, old: named, new: members(now)) {
+        takeNewVersion(root: root, manifest: video.key, old: named, new: members(now)) {
             self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
     }

@@ -135,55 +135,54 @@ extension Proxy {
     /// members as old), `new` (what the player reads from the new manifest) is passed through
     /// from the origin, never read from nor stored in the cache (`passThrough`), until a later
     /// answer finds the cached copy the version the origin serves. Returns whether it was kept.
+    /// `manifest`: the manifest answered (the root, or a media playlist of the master `root`).
     @discardableResult
-    func takeNewVersion(root: CacheKey, old: [CacheKey], new: [StreamRecord.Member], keep: () -> Bool) -> Bool {
-        let store = readThrough.store
+    func takeNewVersion(root: CacheKey, manifest: CacheKey? = nil, old: [CacheKey], new: [StreamRecord.Member], keep: () -> Bool) -> Bool {
+        let store = readThrough.store, manifest = manifest ?? root
         guard let lock = (try? store.tryLockStream(root: root)) ?? nil else {
-            passThroughLater(root: root, new)
+            passThroughLater(manifest: manifest, new)
             return false
         }
         defer { store.releaseStreamLock(lock, root: root) }
-        let members = old.filter { $0 != root }
+        let members = old.filter { $0 != root && $0 != manifest }
         let held = ((try? store.catalog.entries(keys: members)) ?? [:]).filter { !$0.value.ranges.isEmpty }
         for k in held.keys.sorted(by: { $0.hex < $1.hex }) where !readThrough.dropCachedBytes(key: k) {
-            passThroughLater(root: root, new)
+            passThroughLater(manifest: manifest, new)
             return false
         }
         try? store.catalog.releaseMembers(members, root: root)
         guard keep() else {
             // The old manifest must not stay over members the player fetches from the new one.
-            if !readThrough.dropCachedBytes(key: root) { passThroughLater(root: root, new) }
+            if !readThrough.dropCachedBytes(key: manifest) { passThroughLater(manifest: manifest, new) }
             return false
         }
-        unstored.withLock { $0[root] = nil }
+        versionKept(manifest)
         return true
     }
 
-    /// The cached copy of `root`'s manifest is the version the origin serves: nothing of its
-    /// stream is passed through any more.
-    func versionKept(root: CacheKey) {
-        unstored.withLock { if $0[root] != nil { $0[root] = nil } }
+    /// The cached copy of `manifest` is the version the origin serves: what its answers named
+    /// is no longer passed through.
+    func versionKept(_ manifest: CacheKey) {
+        unstored.withLock { if $0[manifest] != nil { $0[manifest] = nil } }
     }
 
-    private func passThroughLater(root: CacheKey, _ members: [StreamRecord.Member]) {
+    /// What `manifest`'s answer named, passed through from now on (`unstoredMember`).
+    func passThroughLater(manifest: CacheKey, _ members: [StreamRecord.Member]) {
         unstored.withLock { u in
-            var roles = u[root] ?? [:]
-            for m in members where m.key != root { roles[m.key] = m.role }
-            u[root] = roles
+            var roles = u[manifest] ?? [:]
+            for m in members where m.key != manifest { roles[m.key] = m.role }
+            u[manifest] = roles
         }
     }
 
-    /// The role of `key` in a stream whose manifest a player read in a version not cached
-    /// (`takeNewVersion`), and that stream's root; nil when it is none.
-    func unstoredMember(_ key: CacheKey) -> (root: CacheKey, role: StreamRole)? {
+    /// The role of `key` in a manifest a player read in a version not cached (`takeNewVersion`),
+    /// and that manifest; nil when it is none.
+    func unstoredMember(_ key: CacheKey) -> (manifest: CacheKey, role: StreamRole)? {
         unstored.withLock { u in
-            for (root, roles) in u { if let role = roles[key] { return (root, role) } }
+            for (manifest, roles) in u { if let role = roles[key] { return (manifest, role) } }
             return nil
         }
     }
-
-    /// A media playlist passed through (`unstoredMember`): what it names is passed through too.
-    func passThroughToo(root: CacheKey, _ members: [StreamRecord.Member]) { passThroughLater(root: root, members) }
 
     /// The answer for a member of a stream whose new manifest could not be stored: the origin's
     /// answer as it is, never read from nor stored in the cache (a segment of the new encode

@@ -38,8 +38,8 @@ public final class Proxy: Sendable {
     public let metrics = ServeMetrics()
     /// Live playlists fetched in the last half target duration (`LivePlaylists`).
     let livePlaylists = LivePlaylists()
-    /// Per stream root whose manifest a player read in a version serve could not store
-    /// (`takeNewVersion`), the members it names, by role: passed through, never cached.
+    /// Per manifest a player read in a version serve could not store (`takeNewVersion`), the
+    /// members it names, by role: passed through, never cached.
     let unstored = Locked<[CacheKey: [CacheKey: StreamRole]]>([:])
     /// Per MPD root naming more than `eagerMembers` segments, its template Representations whose
     /// segments are recorded as members one at a time, when serve stores one (`lazyMember`).
