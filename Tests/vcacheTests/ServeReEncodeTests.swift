@@ -135,6 +135,58 @@ import VCacheTestSupport
         for n in 1..<4 { #expect(try inspector.entry(origin.url("/h/\(n).ts"))?.ranges.isEmpty ?? true, "\(n).ts stored") }
     }
 
+    /// A VOD media playlist given alone, re-encoded in place (new durations and bytes) while a
+    /// prefetch holds it: its segments are passed through; once the lock is free the next answer
+    /// takes the new version, the old segment dropped first.
+    @Test
+    func aMediaPlaylistHeldByAnotherProcessIsPassedThroughThenTakenOnceFree() throws {
+        let origin = try TestOrigin()
+        func encode(_ seed: UInt64, duration: String) -> [Data] {
+            var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:3\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+            var out: [Data] = []
+            for n in 0..<4 {
+                text += "#EXTINF:\(duration),\n\(n).ts\n"
+                out.append(HLSHostileOriginTests.ts(20, seed: seed &+ UInt64(n)))
+                origin.setResource("/p/\(n).ts", .init(body: out[n], etag: "\"\(seed)-\(n)\"", contentType: "video/mp2t"))
+            }
+            origin.setResource("/p/index.m3u8", .init(body: Data((text + "#EXT-X-ENDLIST\n").utf8), contentType: "application/vnd.apple.mpegurl"))
+            return out
+        }
+        let old = encode(1, duration: "2.0")
+        let cache = dir.file("c"), url = origin.url("/p/index.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let new = encode(50, duration: "2.5").map { TestBytes.sha256($0) }
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        func play() throws -> [String] {
+            let media = try Curl.fetch([serve.url(url)], in: dir)
+            #expect(media.status == 200)
+            return try String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map {
+                let r = try Curl.fetch([String($0)], in: dir)
+                #expect(r.status == 200, "\($0): \(r.status)")
+                return TestBytes.sha256(r.body)
+            }
+        }
+        #expect(try play() == new, "a player read the old encode's bytes under the new playlist")
+        #expect(serve.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 4, "\(serve.log)")
+        let inspector = try CacheInspector(directory: cache)
+        func cached(_ path: String) throws -> String? {
+            guard let e = try inspector.entry(origin.url(path)), e.isComplete, let n = e.length else { return nil }
+            return store.cachedBytes(of: e, at: 0, count: n).map { TestBytes.sha256(Data($0)) }
+        }
+        let playlist = try #require(try inspector.entry(url))
+        #expect(store.cachedBytes(of: playlist).map { String(decoding: $0, as: UTF8.self).contains("#EXTINF:2.0,") } == true,
+                "the new playlist was stored over the old segment")
+        #expect(try cached("/p/0.ts") == TestBytes.sha256(old[0]))
+        for n in 1..<4 { #expect(try cached("/p/\(n).ts") == nil, "\(n).ts stored") }
+        store.releaseStreamLock(lock, root: root)
+        #expect(try play() == new)
+        _ = serve.stop()
+        #expect(try (0..<4).map { try cached("/p/\($0).ts") } == new)
+    }
+
     /// The master, its variant's media playlist and every segment through serve: their SHA-256s.
     func playHLS(_ serve: ServeProcess, _ url: String) throws -> [String] {
         let master = try Curl.fetch([serve.url(url)], in: dir)
