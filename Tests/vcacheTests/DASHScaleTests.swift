@@ -100,7 +100,8 @@ import VCacheTestSupport
     /// An MPD of more segments than serve lists eagerly (`Proxy.eagerMembers`, 10,000): serve's
     /// first answer records the MPD and each Representation's init, and each template segment
     /// when a player asks for it (so it is checked as a member before it is stored: an error page
-    /// in a segment's place is 502 and not kept); `ls` counts every segment, `evict` of the stream takes what serve stored.
+    /// in a segment's place is 502 and not kept); `ls` counts every segment, offline the MPD
+    /// lists what is cached, and `evict` of the stream takes what serve stored.
     /// Serve recorded 20,002 member rows for this MPD (a million for 10 x 99,999: a 1 GB catalog).
     @Test
     func serveRecordsTheTemplateSegmentsOfALargeMPDOnlyWhenItStoresThem() throws {
@@ -139,6 +140,13 @@ import VCacheTestSupport
         #expect(row["segments"] as? Int == 20_000, "\(row)")
         #expect(row["segments_cached"] as? Int == 2, "\(row)")
         #expect(row["entries"] as? Int == 4, "\(row)")
+        // Offline, the MPD lists what plays from the cache: the init and the two segments (2 s).
+        origin.stop()
+        let offline = try ServeProcess(cacheDir: cache, logDir: dir)
+        let answer = try Curl.fetch([offline.url(url)], in: dir)
+        _ = offline.stop()
+        #expect(answer.status == 200 && String(decoding: answer.body, as: UTF8.self).contains("mediaPresentationDuration=\"PT2.000S\""),
+                "\(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
         let evict = try VCacheBinary.run(["evict", url], cacheDir: cache)
         #expect(evict.status == 0, "\(evict.stderr)")
         for path in ["/s/manifest.mpd", "/s/v/init.mp4", "/s/v/00001.m4s", "/s/v/00002.m4s"] {
