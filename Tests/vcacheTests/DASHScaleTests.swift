@@ -102,7 +102,7 @@ import VCacheTestSupport
     /// when a player asks for it (so it is checked as a member before it is stored: an error page
     /// in a segment's place is 502 and not kept); `ls` counts every segment, offline the MPD
     /// lists what is cached, and `evict` of the stream takes what serve stored.
-    /// Serve recorded 20,002 member rows for this MPD (a million for 10 x 99,999: a 1 GB catalog).
+    /// Serve recorded 20,002 member rows for this MPD (999,990 for 10 x 99,999: a 312 MB catalog).
     @Test
     func serveRecordsTheTemplateSegmentsOfALargeMPDOnlyWhenItStoresThem() throws {
         let origin = try TestOrigin()
