@@ -83,6 +83,55 @@ import VCacheTestSupport
         #expect(r.status == 0 && origin.requests("/s/manifest.mpd").count == before, "\(r.stderr)")
     }
 
+    /// A player: ffmpeg's own DASH stream (320x180), its first 2 s prefetched, then encoded
+    /// again in place at 640x360 under the same names; ffmpeg reading through serve decodes
+    /// every frame of the new encode exactly as from its files, and the cache holds that encode.
+    @Test(.requires(.dashTools))
+    func ffmpegPlaysEveryFrameOfTheNewEncodeThroughServe() throws {
+        func encode(_ name: String, size: String) throws -> String {
+            let folder = dir.file("encode-" + name)
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let r = try Tool.run("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25",
+                                                     "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "6", "-map", "0:v", "-map", "1:a",
+                                                     "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-keyint_min", "50", "-sc_threshold", "0",
+                                                     "-b:v", "300k", "-c:a", "aac", "-b:a", "64k", "-f", "dash", "-seg_duration", "2",
+                                                     "-use_template", "1", "-use_timeline", "0", folder + "/manifest.mpd"])
+            #expect(r.status == 0, "\(r.err)")
+            return folder
+        }
+        let origin = try TestOrigin()
+        func publish(_ folder: String, _ tag: String) throws -> [String: Data] {
+            var out: [String: Data] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+                out[name] = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+                origin.setResource("/n/" + name, .init(body: out[name]!, etag: "\"\(tag)-\(name)\"",
+                                                       contentType: name.hasSuffix(".mpd") ? DASHRevalidationTests.dashXML : "video/mp4"))
+            }
+            return out
+        }
+        let old = try encode("old", size: "320x180"), new = try encode("new", size: "640x360")
+        _ = try publish(old, "old")
+        let cache = dir.file("c"), url = origin.url("/n/manifest.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let files = try publish(new, "new")
+        func frames(_ input: String) throws -> (String, String) {
+            let r = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", input, "-map", "0:v", "-f", "framemd5", "-"])
+            return (String(decoding: r.out, as: UTF8.self), r.err)
+        }
+        let (want, _) = try frames(new + "/manifest.mpd")
+        #expect(want.split(separator: "\n").filter { !$0.hasPrefix("#") }.count == 150)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let (played, errors) = try frames(serve.url(url))
+        _ = serve.stop()
+        #expect(played == want, "ffmpeg through serve decoded other frames than the new encode's: \(errors)")
+        let store = try CacheStore(directory: cache, readOnly: true)
+        for (name, body) in files where !name.hasSuffix(".mpd") {
+            guard let e = try CacheInspector(directory: cache).entry(origin.url("/n/" + name)), let n = e.length, e.isComplete else { continue }
+            #expect(store.cachedBytes(of: e, at: 0, count: n).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(body), "\(name): the old encode's bytes")
+        }
+    }
+
     /// A prefetch holding the stream (here: the test holds its lock): serve answers the new MPD
     /// and its segments from the origin and stores none of it; the old MPD and its members stay
     /// as they were. Once the lock is free, the next answer of the MPD takes the new version.
