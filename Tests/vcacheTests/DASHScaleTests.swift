@@ -97,6 +97,63 @@ import VCacheTestSupport
         #expect(info.stdout.contains("id r9; 2/99999 segments, 2.0 of 99999.0 s"), "\(info.stdout)")
     }
 
+    /// An MPD of more segments than serve lists eagerly (`Proxy.eagerMembers`, 10,000): serve's
+    /// first answer records the MPD and each Representation's init, and each template segment
+    /// when a player asks for it (so it is checked as a member before it is stored: an error page
+    /// in a segment's place is 502 and not kept); `ls` counts every segment, offline the MPD
+    /// lists what is cached, and `evict` of the stream takes what serve stored.
+    /// Serve recorded 20,002 member rows for this MPD (999,990 for 10 x 99,999: a 312 MB catalog).
+    @Test
+    func serveRecordsTheTemplateSegmentsOfALargeMPDOnlyWhenItStoresThem() throws {
+        let origin = try TestOrigin()
+        let url = origin.url("/s/manifest.mpd")
+        origin.setResource("/s/manifest.mpd", .init(body: Self.manyMPD(representations: 1, segments: 20_000), contentType: Self.dashXML))
+        origin.setResource("/s/v/init.mp4", .init(body: DASHHostileOriginTests.box("ftyp", 24, fill: 1), lastModified: "Sat, 01 Jan 2022 00:00:00 GMT", contentType: "video/mp4"))
+        var bodies: [String: Data] = ["v/init.mp4": DASHHostileOriginTests.box("ftyp", 24, fill: 1)]
+        for n in 1...2 {
+            bodies[String(format: "v/%05d.m4s", n)] = DASHHostileOriginTests.box("moof", 300, fill: UInt8(n + 1))
+            origin.setResource(String(format: "/s/v/%05d.m4s", n), .init(body: bodies[String(format: "v/%05d.m4s", n)]!, lastModified: "Sat, 01 Jan 2022 00:00:00 GMT", contentType: "video/mp4"))
+        }
+        origin.setResource("/s/v/00003.m4s", .init(body: Data("<html>error</html>".utf8), contentType: "video/mp4"))
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let base = try ServeReEncodeTests.baseURL(mpd.body)
+        for (name, body) in bodies {
+            let r = try Curl.fetch([base + name], in: dir)
+            #expect(r.status == 200 && r.body == body, "\(name): \(r.status)")
+        }
+        #expect(try Curl.fetch([base + "v/00003.m4s"], in: dir).status == 502, "an error page answered as a segment")
+        _ = serve.stop()
+        let store = try CacheStore(directory: cache, readOnly: true)
+        let rules = CacheKeyRules()
+        let stream = try #require(try store.catalog.stream(root: rules.key(for: url)))
+        let want = Set([url, origin.url("/s/v/init.mp4"), origin.url("/s/v/00001.m4s"), origin.url("/s/v/00002.m4s"),
+                        origin.url("/s/v/00003.m4s")].map { rules.key(for: $0) })
+        #expect(Set(stream.keys) == want, "\(stream.keys.count) member rows")
+        #expect(try CacheInspector(directory: cache).entry(origin.url("/s/v/00003.m4s")).map { $0.ranges.isEmpty } ?? true, "the error page was kept")
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        let row = try #require(ls.stdout.split(separator: "\n").compactMap {
+            try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.first { $0["format"] as? String == "dash" }, "\(ls.stdout)")
+        #expect(row["segments"] as? Int == 20_000, "\(row)")
+        #expect(row["segments_cached"] as? Int == 2, "\(row)")
+        #expect(row["entries"] as? Int == 4, "\(row)")
+        // Offline, the MPD lists what plays from the cache: the init and the two segments (2 s).
+        origin.stop()
+        let offline = try ServeProcess(cacheDir: cache, logDir: dir)
+        let answer = try Curl.fetch([offline.url(url)], in: dir)
+        _ = offline.stop()
+        #expect(answer.status == 200 && String(decoding: answer.body, as: UTF8.self).contains("mediaPresentationDuration=\"PT2.000S\""),
+                "\(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
+        let evict = try VCacheBinary.run(["evict", url], cacheDir: cache)
+        #expect(evict.status == 0, "\(evict.stderr)")
+        for path in ["/s/manifest.mpd", "/s/v/init.mp4", "/s/v/00001.m4s", "/s/v/00002.m4s"] {
+            #expect(try CacheInspector(directory: cache).entry(origin.url(path)) == nil, "\(path) left after evicting the stream")
+        }
+    }
+
     /// Probe D5: `evict --all` while a prefetch is fetching a stream's segments skips the whole
     /// stream (its MPD is held in use to the run's end); the run completes it, and nothing is loose.
     @Test

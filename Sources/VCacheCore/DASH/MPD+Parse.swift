@@ -46,7 +46,8 @@ extension MPD {
     /// (a dynamic MPD: those available at `now`, seconds since 1970), or (`perRepresentation`, as
     /// serve asks) a static one has a Representation past `DASHLimits.maxSegments`, which
     /// prefetch's planner refuses. Only counted: no URL is built.
-    public func checkSegmentTotal(now: Double?, perRepresentation: Bool = false) throws(DASHError) {
+    @discardableResult
+    public func checkSegmentTotal(now: Double?, perRepresentation: Bool = false) throws(DASHError) -> Int {
         let live = isDynamic ? DASHLiveClock(now: now ?? Date().timeIntervalSince1970) : nil
         var total = 0
         for period in periods {
@@ -66,6 +67,7 @@ extension MPD {
                 }
             }
         }
+        return total
     }
 
     /// The parse state: only what is inherited down the levels.

@@ -14,6 +14,8 @@ public final class MPDTotals: Sendable {
         var count: Int
         var hash: Int
         var refusal: DASHError?
+        /// Its segments in all Representations (0 when refused).
+        var segments: Int
         /// Nil: a static MPD's verdict, for good.
         var until: ContinuousClock.Instant?
     }
@@ -33,13 +35,17 @@ public final class MPDTotals: Sendable {
             return known.refusal
         }
         guard let mpd = mpd ?? (try? MPD.parse(bytes, url: base, checkingTotal: false)) else { return nil }
-        var refusal: DASHError?
-        do { try mpd.checkSegmentTotal(now: nil, perRepresentation: true) } catch { refusal = error }
-        let verdict = Verdict(count: bytes.count, hash: hash, refusal: refusal, until: mpd.isDynamic ? now + Self.dynamicFor : nil)
+        var refusal: DASHError?, segments = 0
+        do { segments = try mpd.checkSegmentTotal(now: nil, perRepresentation: true) } catch { refusal = error }
+        let verdict = Verdict(count: bytes.count, hash: hash, refusal: refusal, segments: segments, until: mpd.isDynamic ? now + Self.dynamicFor : nil)
         verdicts.withLock { v in
             if v.count >= Self.capacity && v[url] == nil { v.removeAll() }
             v[url] = verdict
         }
         return refusal
     }
+
+    /// The segments in all Representations of the version of the MPD at `url` last counted by
+    /// `refusal`; 0 when none was.
+    func segments(_ url: String) -> Int { verdicts.withLock { $0[url]?.segments ?? 0 } }
 }

@@ -33,8 +33,13 @@ extension Proxy {
             let refused = mpd.flatMap { livePlaylists.mpdTotals.refusal(origin, bytes: body, base: fresh.finalURL, mpd: $0) }
             // The stream is recorded when the copy is new: listing every segment URL of a large
             // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
-            if let mpd, refused == nil, keepCopy(video, fresh, url: origin) == .new || !((try? store.catalog.isStreamRoot(video.key)) ?? false) {
-                recordStream(mpd, key: video.key)
+            if let mpd, refused == nil {
+                learnTemplates(mpd, root: video.key, segments: livePlaylists.mpdTotals.segments(origin))
+                switch keepCopy(video, fresh, mpd: mpd, url: origin) {
+                case .new: recordStream(mpd, key: video.key)
+                case .same: if !((try? store.catalog.isStreamRoot(video.key)) ?? false) { recordStream(mpd, key: video.key) }
+                case .notKept: break
+                }
             }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
         }
@@ -173,10 +178,21 @@ extension Proxy {
     /// the stream is one unit to `ls`, `evict` and the cap. Best effort: the answer does not wait
     /// on it, and a catalog that says no leaves the entries each on its own.
     private func recordStream(_ mpd: MPD, key: CacheKey) {
+        let lazy = lazyTemplates.withLock { $0[key] != nil }
+        _ = try? readThrough.store.catalog.recordStream(root: key, format: "dash", members: members(of: mpd, lazy: lazy))
+    }
+
+    /// Every init segment and segment (a SegmentBase file) of every Representation of `mpd`;
+    /// `lazy`: of a template Representation whose URLs `lazyMember` reads back, its init only.
+    private func members(of mpd: MPD, lazy: Bool = false) -> [StreamRecord.Member] {
         let rules = readThrough.options.keyRules
         let live = mpd.isDynamic ? DASHLiveClock(now: Date().timeIntervalSince1970) : nil
         var members: [StreamRecord.Member] = [], seen = Set<String>()
         for (p, _, rep) in mpd.representations {
+            if lazy, let t = Self.readableTemplate(rep) {
+                if let i = t.initialization, seen.insert(i).inserted { members.append(.init(key: rules.key(for: i), role: .initSection)) }
+                continue
+            }
             let period = mpd.periods[p]
             guard let plan = try? rep.plan(periodDuration: period.duration, live: live.map { ($0, mpd, period.start) }) else { continue }
             // A SegmentBase file (its init, index and media one resource) is a segment, as prefetch has it.
@@ -185,21 +201,42 @@ extension Proxy {
                 members.append(.init(key: rules.key(for: url), role: role))
             }
         }
-        _ = try? readThrough.store.catalog.recordStream(root: key, format: "dash", members: members)
+        return members
     }
 
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
     /// that answered it, which its BaseURLs resolve against): an older copy is replaced by the
-    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request). Whether the
-    /// cache held these very bytes already.
-    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, url: String) -> KeptCopy {
+    /// very bytes answered (`ReadThrough.keepWhole`: no second origin request). A static MPD
+    /// cached whole that names another stream than the answer (a re-encode in place: not the
+    /// same under the key rules, `ManifestRevalidation.sameUnderKeyRules`) is another version:
+    /// its members go first, under the stream's lock (`takeNewVersion`); when they cannot, the
+    /// answer is not kept and the new members are passed through. Whether the cache held these
+    /// very bytes already, took them, or could not.
+    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, mpd: MPD, url: String) -> KeptCopy {
         let store = readThrough.store, body = Array(fresh.body)
-        try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
-        if let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e), copy.bytes == body { return .same }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
-        readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
-        return .new
+        let keep = { () -> Bool in
+            try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            return self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
+        }
+        guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e) else {
+            _ = keep()
+            return .new
+        }
+        if copy.bytes == body {
+            try? store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            versionKept(video.key)
+            return .same
+        }
+        guard !mpd.isDynamic, let was = copy.mpd, !was.isDynamic,
+              !ManifestRevalidation.sameUnderKeyRules(body, copy.bytes, mpd: true, rules: readThrough.options.keyRules) else {
+            _ = keep()
+            versionKept(video.key)
+            return .new
+        }
+        let old = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? members(of: was).map(\.key)
+        return takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) ? .new : .notKept
     }
 
-    private enum KeptCopy { case same, new }
+    private enum KeptCopy { case same, new, notKept }
 }

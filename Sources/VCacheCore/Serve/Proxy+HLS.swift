@@ -31,7 +31,14 @@ extension Proxy {
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return (outcome, nil) }
             let now = try? HLSPlaylist.parse(fresh.body, url: fresh.finalURL)
-            dropIfChanged(video, now: now, body: fresh.body, url: origin)
+            if let (master, role) = unstoredMember(video.key), role == .playlist {
+                // Named by a master whose new version is not stored: what it names is passed
+                // through too (until that master's is), and its cached copy (the old version's)
+                // left as it is.
+                if let now { passThroughLater(manifest: master, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) }) }
+                return (outcome, now)
+            }
+            if let now { dropIfChanged(video, now: now, fresh: fresh, url: origin) }
             // Kept for offline: the cached copy's relative URIs resolve against it too.
             try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
             return (outcome, now)
@@ -113,29 +120,46 @@ extension Proxy {
                 status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten")
     }
 
-    /// A VOD media playlist the origin now answers with another stream than the cached copy
-    /// names: the stream changed under the same URLs, so what both name (segments, init
-    /// sections, keys) holds the old stream's bytes, which the new playlist must never be
-    /// answered with (a single file's new byte ranges would be read from the old file). Each is
-    /// dropped as a changed version is (rows first, then a new `data`; a reader still holding the
-    /// old file keeps a consistent view); one another process is writing right now is left to
-    /// that writer's own version checks. The cached copy is then replaced by the origin's, so
-    /// offline the stream plays as it is now.
-    /// Other bytes naming the same stream (`HLSPlaylist.sameUnderKeyRules`, prefetch's rule too: a
-    /// token the key rules strip, a comment, a date) are no change: nothing is dropped and the cached copy stays, so an
-    /// origin that signs every answer anew does not empty the cache of a warmed stream.
-    private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist?, body: Data, url: String) {
-        let rules = readThrough.options.keyRules
-        guard case .media(let fresh)? = now, !fresh.isLive,
-              let old = readThrough.store.cachedPlaylist(key: video.key, keyRules: rules, complete: false), old.bytes != Array(body),
-              case .media(let was)? = old.playlist, !was.isLive else { return }
-        guard !HLSPlaylist.sameUnderKeyRules(Array(body), old.bytes, rules: rules) else { return }
-        let named = Set(HLSPlaylist.media(fresh).members.map { rules.key(for: $0.url) })
-        for k in Set(HLSPlaylist.media(was).members.map { rules.key(for: $0.url) }) where named.contains(k) {
-            readThrough.dropCachedBytes(key: k)
+    /// A VOD media playlist or a master the origin now answers with another stream than the
+    /// cached copy names: the stream changed under the same URLs (a re-encode in place), so what
+    /// the old copy names (segments, init sections, keys; a master's media playlists and all
+    /// they name: its whole stream) holds the old stream's bytes, which the new playlist must
+    /// never be answered with nor completed from. They go first, under the stream's lock (the
+    /// root: the master naming a media playlist, else the playlist itself), then the origin's
+    /// copy replaces the cached one (`takeNewVersion`, as prefetch does when it asks again);
+    /// when they cannot (a prefetch holds the stream, another process writes a member), what
+    /// the new one names is passed through, never cached. Other bytes naming the same stream
+    /// (`HLSPlaylist.sameUnderKeyRules`, prefetch's rule too: a token the key
+    /// rules strip, a comment, a date) are no change: nothing is dropped and the cached copy
+    /// stays, so an origin that signs every answer anew does not empty the cache of a warmed
+    /// stream.
+    private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist, fresh: SmallGet.Answer, url: String) {
+        let rules = readThrough.options.keyRules, store = readThrough.store, body = Array(fresh.body)
+        let master: Bool
+        switch now {
+        case .master: master = true
+        case .media(let m): guard !m.isLive else { return }; master = false
         }
-        if readThrough.dropCachedBytes(key: video.key) {
-            readThrough.store(url, upTo: Int64(HLSPlaylist.maxBytes))
+        guard let old = store.cachedPlaylist(key: video.key, keyRules: rules, complete: master), let was = old.playlist else { return }
+        guard old.bytes != body else { return versionKept(video.key) }
+        func members(_ p: HLSPlaylist) -> [StreamRecord.Member] { p.members.map { StreamRecord.Member(key: rules.key(for: $0.url), role: $0.role) } }
+        let root: CacheKey, named: [CacheKey]
+        switch (was, now) {
+        case (.media(let w), .media(let f)) where !w.isLive:
+            guard !f.isLive, !HLSPlaylist.sameUnderKeyRules(body, old.bytes, rules: rules) else { return versionKept(video.key) }
+            let masters = ((try? store.catalog.playlists(naming: video.key)) ?? nil).flatMap { $0.role == .playlist ? $0.playlists : nil } ?? []
+            root = masters.first ?? video.key
+            named = members(was).map(\.key)
+        case (.master, .master):
+            guard !ManifestRevalidation.sameUnderKeyRules(body, old.bytes, mpd: false, rules: rules) else { return versionKept(video.key) }
+            root = video.key
+            named = ((try? store.catalog.stream(root: root)) ?? nil)?.keys ?? members(was).map(\.key)
+        default:
+            return
+        }
+        let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
+        takeNewVersion(root: root, manifest: video.key, old: named, new: members(now)) {
+            self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
     }
 

@@ -77,6 +77,7 @@ extension Proxy {
     /// (401, 403) is opened under its renewed URL (`renewedURL`) when there is one.
     func openMember(_ url: String) throws(ReadThrough.OpenError) -> ReadThrough.Video {
         let key = readThrough.options.keyRules.key(for: url)
+        lazyMember(url, key: key)
         do {
             return try readThrough.open(url, memberCheck: { self.memberCheck(key) }, isMember: { self.isMember(key) })
         } catch {

@@ -38,6 +38,12 @@ public final class Proxy: Sendable {
     public let metrics = ServeMetrics()
     /// Live playlists fetched in the last half target duration (`LivePlaylists`).
     let livePlaylists = LivePlaylists()
+    /// Per manifest a player read in a version serve could not store (`takeNewVersion`), the
+    /// members it names, by role: passed through, never cached.
+    let unstored = Locked<[CacheKey: [CacheKey: StreamRole]]>([:])
+    /// Per MPD root naming more than `eagerMembers` segments, its template Representations whose
+    /// segments are recorded as members one at a time, when serve stores one (`lazyMember`).
+    let lazyTemplates = Locked<[CacheKey: [LazyTemplate]]>([:])
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
     /// Called (once) when a request finds the catalog replaced since serve opened it (a repair
@@ -146,6 +152,22 @@ public final class Proxy: Sendable {
             line.note = playlist.note
             account(line, cache: playlist.cache, originError: playlist.cache == nil ? "status" : nil)
             return playlist.response
+        }
+        // A member of a stream whose new manifest could not be stored: never read from nor
+        // stored in the cache (its cached bytes, if any, are the old version's).
+        if let (_, role) = unstoredMember(readThrough.options.keyRules.key(for: origin)) {
+            if role == .playlist {
+                let unread = ReadThrough.Video(key: readThrough.options.keyRules.key(for: origin), url: origin, length: 0,
+                                               validators: Validators(length: nil, etag: nil, lastModified: nil),
+                                               contentType: nil, fromCatalog: false, snapshot: ReadThrough.Snapshot())
+                if let answer = asPlaylist(unread) { return answer }
+            }
+            let passed = passThrough(request, origin: origin)
+            line.status = passed.response.status
+            line.fromOrigin = passed.fromOrigin
+            line.note = passed.note
+            account(line, cache: passed.response.status < 300 ? .miss : nil, originError: passed.response.status < 300 ? nil : "status")
+            return passed.response
         }
         let video: ReadThrough.Video
         do {

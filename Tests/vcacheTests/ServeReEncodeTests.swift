@@ -1,0 +1,278 @@
+import Foundation
+import Testing
+import VCacheCore
+import VCacheTestSupport
+
+/// `serve` completing a partly cached stream after the origin re-encoded it in place (hostile
+/// probe h3, "Not covered yet"): a player reading through serve gets only the new encode's bytes,
+/// and the cache never holds members of two manifest versions. Served by TestOrigin.
+@Suite struct ServeReEncodeTests {
+    let dir = TempDirectory("vcache-servereencode")
+    static let dashPaths = ["v/init.mp4", "v/0.m4s", "v/1.m4s", "a/init.mp4", "a/0.m4s", "a/1.m4s"]
+
+    /// The rewritten MPD's proxied BaseURL (`…/d/<folder>/`).
+    static func baseURL(_ mpd: Data) throws -> String {
+        let text = String(decoding: mpd, as: UTF8.self)
+        let open = try #require(text.range(of: "<BaseURL>")), close = try #require(text.range(of: "</BaseURL>"))
+        return String(text[open.upperBound..<close.lowerBound])
+    }
+
+    /// Every member of the DASH stream through serve: SHA-256 by origin path, with each status.
+    func playDASH(_ serve: ServeProcess, _ url: String) throws -> [String: String] {
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200, "MPD: \(mpd.status)")
+        let base = try Self.baseURL(mpd.body)
+        var got: [String: String] = [:]
+        for p in Self.dashPaths {
+            let r = try Curl.fetch([base + p], in: dir)
+            #expect(r.status == 200, "\(p): \(r.status)")
+            got["/s/" + p] = TestBytes.sha256(r.body)
+        }
+        return got
+    }
+
+    /// Every cached member that holds bytes, SHA-256 of what is held, by origin path (partial ones too).
+    static func cachedDASH(_ cache: String, _ origin: TestOrigin) throws -> [String: String] {
+        let store = try CacheStore(directory: cache, readOnly: true)
+        var out: [String: String] = [:]
+        for p in dashPaths {
+            guard let e = try CacheInspector(directory: cache).entry(origin.url("/s/" + p)), let n = e.length, e.isComplete,
+                  let bytes = store.cachedBytes(of: e, at: 0, count: n) else { continue }
+            out["/s/" + p] = TestBytes.sha256(Data(bytes))
+        }
+        return out
+    }
+
+    static func cachedMPD(_ cache: String, _ url: String) throws -> Data? {
+        let store = try CacheStore(directory: cache, readOnly: true)
+        guard let e = try CacheInspector(directory: cache).entry(url) else { return nil }
+        return store.cachedMPD(e).map { Data($0.bytes) }
+    }
+
+    /// Encode 1 and its MPD, its first 2 s cached by prefetch; then the origin re-encodes in
+    /// place (encode 7, a new MPD). Returns the new encode's bytes and the old.
+    func reEncodedAfterPartialPrefetch() throws -> (origin: TestOrigin, old: [String: Data], new: [String: Data], cache: String, url: String) {
+        let origin = try TestOrigin()
+        let old = DASHRevalidationTests.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 320), etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        #expect(try Self.cachedDASH(cache, origin).count == 4)
+        let new = DASHRevalidationTests.encode(origin, seed: 7)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 640), etag: "\"m2\"", contentType: DASHRevalidationTests.dashXML))
+        return (origin, old, new, cache, url)
+    }
+
+    @Test
+    func aDASHStreamReEncodedAfterAPartialPrefetchIsServedAndCachedFromTheNewMPDOnly() throws {
+        let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let played = try playDASH(serve, url)
+        _ = serve.stop()
+        let want = new.mapValues { TestBytes.sha256($0) }
+        #expect(played == want, "a player read the old encode's bytes under the new MPD")
+        // The new MPD over the new members only: every member cached, each the new encode's.
+        #expect(try Self.cachedMPD(cache, url) == DASHRevalidationTests.mpd(width: 640))
+        #expect(try Self.cachedDASH(cache, origin) == want)
+        #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+        // A prefetch now finds it complete: it asks for nothing.
+        let before = origin.requests("/s/manifest.mpd").count
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0 && origin.requests("/s/manifest.mpd").count == before, "\(r.stderr)")
+    }
+
+    /// A player: ffmpeg's own DASH stream (320x180), its first 2 s prefetched, then encoded
+    /// again in place at 640x360 under the same names; ffmpeg reading through serve decodes
+    /// every frame of the new encode exactly as from its files, and the cache holds that encode.
+    @Test(.requires(.dashTools))
+    func ffmpegPlaysEveryFrameOfTheNewEncodeThroughServe() throws {
+        func encode(_ name: String, size: String) throws -> String {
+            let folder = dir.file("encode-" + name)
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let r = try Tool.run("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25",
+                                                     "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "6", "-map", "0:v", "-map", "1:a",
+                                                     "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-keyint_min", "50", "-sc_threshold", "0",
+                                                     "-b:v", "300k", "-c:a", "aac", "-b:a", "64k", "-f", "dash", "-seg_duration", "2",
+                                                     "-use_template", "1", "-use_timeline", "0", folder + "/manifest.mpd"])
+            #expect(r.status == 0, "\(r.err)")
+            return folder
+        }
+        let origin = try TestOrigin()
+        func publish(_ folder: String, _ tag: String) throws -> [String: Data] {
+            var out: [String: Data] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+                out[name] = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+                origin.setResource("/n/" + name, .init(body: out[name]!, etag: "\"\(tag)-\(name)\"",
+                                                       contentType: name.hasSuffix(".mpd") ? DASHRevalidationTests.dashXML : "video/mp4"))
+            }
+            return out
+        }
+        let old = try encode("old", size: "320x180"), new = try encode("new", size: "640x360")
+        _ = try publish(old, "old")
+        let cache = dir.file("c"), url = origin.url("/n/manifest.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let files = try publish(new, "new")
+        func frames(_ input: String) throws -> (String, String) {
+            let r = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", input, "-map", "0:v", "-f", "framemd5", "-"])
+            return (String(decoding: r.out, as: UTF8.self), r.err)
+        }
+        let (want, _) = try frames(new + "/manifest.mpd")
+        #expect(want.split(separator: "\n").filter { !$0.hasPrefix("#") }.count == 150)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let (played, errors) = try frames(serve.url(url))
+        _ = serve.stop()
+        #expect(played == want, "ffmpeg through serve decoded other frames than the new encode's: \(errors)")
+        let store = try CacheStore(directory: cache, readOnly: true)
+        for (name, body) in files where !name.hasSuffix(".mpd") {
+            guard let e = try CacheInspector(directory: cache).entry(origin.url("/n/" + name)), let n = e.length, e.isComplete else { continue }
+            #expect(store.cachedBytes(of: e, at: 0, count: n).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(body), "\(name): the old encode's bytes")
+        }
+    }
+
+    /// A prefetch holding the stream (here: the test holds its lock): serve answers the new MPD
+    /// and its segments from the origin and stores none of it; the old MPD and its members stay
+    /// as they were. Once the lock is free, the next answer of the MPD takes the new version.
+    @Test
+    func aDASHStreamHeldByAnotherProcessIsPassedThroughAndNothingOfTheNewVersionIsStored() throws {
+        let (origin, old, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let want = new.mapValues { TestBytes.sha256($0) }
+        #expect(try playDASH(serve, url) == want, "a player read the old encode's bytes under the new MPD")
+        let passed = serve.logLines(within: 5) { $0.contains("passed through, not stored") }
+        #expect(passed.count == 6, "\(serve.log)")
+        // Nothing of the new version stored: the old MPD over the old members it named.
+        #expect(try Self.cachedMPD(cache, url) == DASHRevalidationTests.mpd(width: 320))
+        let oldCached = try Self.cachedDASH(cache, origin)
+        #expect(oldCached == old.filter { !$0.key.hasSuffix("/1.m4s") }.mapValues { TestBytes.sha256($0) })
+        store.releaseStreamLock(lock, root: root)
+        #expect(try playDASH(serve, url) == want)
+        _ = serve.stop()
+        #expect(try Self.cachedMPD(cache, url) == DASHRevalidationTests.mpd(width: 640))
+        #expect(try Self.cachedDASH(cache, origin) == want)
+    }
+
+    /// HLS, a prefetch holding the stream: the new master and its media playlist are answered,
+    /// the segments passed through; the old master and the segment cached from it stay as they
+    /// were, nothing of the new encode stored.
+    @Test
+    func anHLSStreamHeldByAnotherProcessIsPassedThroughAndNothingOfTheNewVersionIsStored() throws {
+        let origin = try TestOrigin()
+        let old = HLSRevalidationTests.encode(origin, seed: 1, resolution: "320x180")
+        let cache = dir.file("c")
+        let url = origin.url("/h/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let new = HLSRevalidationTests.encode(origin, seed: 50, resolution: "640x360")
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try playHLS(serve, url) == (0..<4).map { TestBytes.sha256(new["/h/\($0).ts"]!) }, "a player read the old encode's bytes under the new playlists")
+        #expect(serve.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 4, "\(serve.log)")
+        _ = serve.stop()
+        let inspector = try CacheInspector(directory: cache)
+        let m = try #require(try inspector.entry(url))
+        #expect(store.cachedBytes(of: m).map { String(decoding: $0, as: UTF8.self).contains("320x180") } == true, "the new master was stored")
+        let first = try #require(try inspector.entry(origin.url("/h/0.ts")))
+        #expect(store.cachedBytes(of: first, at: 0, count: try #require(first.length)).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(old["/h/0.ts"]!))
+        for n in 1..<4 { #expect(try inspector.entry(origin.url("/h/\(n).ts"))?.ranges.isEmpty ?? true, "\(n).ts stored") }
+    }
+
+    /// A VOD media playlist given alone, re-encoded in place (new durations and bytes) while a
+    /// prefetch holds it: its segments are passed through; once the lock is free the next answer
+    /// takes the new version, the old segment dropped first.
+    @Test
+    func aMediaPlaylistHeldByAnotherProcessIsPassedThroughThenTakenOnceFree() throws {
+        let origin = try TestOrigin()
+        func encode(_ seed: UInt64, duration: String) -> [Data] {
+            var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:3\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+            var out: [Data] = []
+            for n in 0..<4 {
+                text += "#EXTINF:\(duration),\n\(n).ts\n"
+                out.append(HLSHostileOriginTests.ts(20, seed: seed &+ UInt64(n)))
+                origin.setResource("/p/\(n).ts", .init(body: out[n], etag: "\"\(seed)-\(n)\"", contentType: "video/mp2t"))
+            }
+            origin.setResource("/p/index.m3u8", .init(body: Data((text + "#EXT-X-ENDLIST\n").utf8), contentType: "application/vnd.apple.mpegurl"))
+            return out
+        }
+        let old = encode(1, duration: "2.0")
+        let cache = dir.file("c"), url = origin.url("/p/index.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let new = encode(50, duration: "2.5").map { TestBytes.sha256($0) }
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        func play() throws -> [String] {
+            let media = try Curl.fetch([serve.url(url)], in: dir)
+            #expect(media.status == 200)
+            return try String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map {
+                let r = try Curl.fetch([String($0)], in: dir)
+                #expect(r.status == 200, "\($0): \(r.status)")
+                return TestBytes.sha256(r.body)
+            }
+        }
+        #expect(try play() == new, "a player read the old encode's bytes under the new playlist")
+        #expect(serve.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 4, "\(serve.log)")
+        let inspector = try CacheInspector(directory: cache)
+        func cached(_ path: String) throws -> String? {
+            guard let e = try inspector.entry(origin.url(path)), e.isComplete, let n = e.length else { return nil }
+            return store.cachedBytes(of: e, at: 0, count: n).map { TestBytes.sha256(Data($0)) }
+        }
+        let playlist = try #require(try inspector.entry(url))
+        #expect(store.cachedBytes(of: playlist).map { String(decoding: $0, as: UTF8.self).contains("#EXTINF:2.0,") } == true,
+                "the new playlist was stored over the old segment")
+        #expect(try cached("/p/0.ts") == TestBytes.sha256(old[0]))
+        for n in 1..<4 { #expect(try cached("/p/\(n).ts") == nil, "\(n).ts stored") }
+        store.releaseStreamLock(lock, root: root)
+        #expect(try play() == new)
+        _ = serve.stop()
+        #expect(try (0..<4).map { try cached("/p/\($0).ts") } == new)
+    }
+
+    /// The master, its variant's media playlist and every segment through serve: their SHA-256s.
+    func playHLS(_ serve: ServeProcess, _ url: String) throws -> [String] {
+        let master = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(master.status == 200)
+        let variant = try #require(String(decoding: master.body, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") })
+        let media = try Curl.fetch([String(variant)], in: dir)
+        #expect(media.status == 200)
+        let uris = String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+        #expect(uris.count == 4)
+        return try uris.map { u in
+            let r = try Curl.fetch([String(u)], in: dir)
+            #expect(r.status == 200, "\(u): \(r.status)")
+            return TestBytes.sha256(r.body)
+        }
+    }
+
+    /// HLS: a master re-encoded in place (its variant's RESOLUTION changed) over a media
+    /// playlist of the same text: the segments cached from the old encode are never served
+    /// under it, and those cached after are the new encode's only.
+    @Test
+    func anHLSStreamReEncodedAfterAPartialPrefetchIsServedAndCachedFromTheNewPlaylistsOnly() throws {
+        let origin = try TestOrigin()
+        HLSRevalidationTests.encode(origin, seed: 1, resolution: "320x180")
+        let cache = dir.file("c")
+        let url = origin.url("/h/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let new = HLSRevalidationTests.encode(origin, seed: 50, resolution: "640x360")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let played = try playHLS(serve, url)
+        _ = serve.stop()
+        #expect(played == (0..<4).map { TestBytes.sha256(new["/h/\($0).ts"]!) }, "a player read the old encode's bytes under the new playlists")
+        let store = try CacheStore(directory: cache, readOnly: true)
+        for (path, body) in new {
+            let e = try #require(try CacheInspector(directory: cache).entry(origin.url(path)), "\(path) not cached")
+            #expect(store.cachedBytes(of: e, at: 0, count: try #require(e.length)).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(body), "\(path)")
+        }
+        let m = try #require(try CacheInspector(directory: cache).entry(url))
+        #expect(store.cachedBytes(of: m).map { String(decoding: $0, as: UTF8.self).contains("640x360") } == true, "the old master stayed over the new members")
+    }
+}
