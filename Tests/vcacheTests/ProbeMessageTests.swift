@@ -62,11 +62,13 @@ import VCacheTestSupport
         }
     }
 
-    /// An MPD with a DOCTYPE before its root is refused for its DTD, not as "not an <MPD> root element".
-    @Test
-    func anMPDWithADoctypeIsRefusedForItsDTD() throws {
+    /// An MPD with a DOCTYPE before its root is refused for its DTD, not as "not an <MPD> root
+    /// element", after a short comment or a long one (hostile probe h4, F9: past the first 4 KiB
+    /// it was the latter).
+    @Test(arguments: [1, 6000])
+    func anMPDWithADoctypeIsRefusedForItsDTD(commentLength: Int) throws {
         let origin = try origin()
-        var body = Data("<?xml version=\"1.0\"?>\n<!-- c -->\n<!DOCTYPE MPD>\n".utf8)
+        var body = Data("<?xml version=\"1.0\"?>\n<!-- \(String(repeating: "c", count: commentLength)) -->\n<!DOCTYPE MPD>\n".utf8)
         body += LiveManifestRefetchTests.dynamicMPD.split(separator: UInt8(ascii: "\n"), maxSplits: 1, omittingEmptySubsequences: false)[1]
         origin.setResource("/d/doct.mpd", .init(body: body, contentType: "text/xml"))
         let r = try VCacheBinary.run(["prefetch", "-q", origin.url("/d/doct.mpd")], cacheDir: dir.file("c"))

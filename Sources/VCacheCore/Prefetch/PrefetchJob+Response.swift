@@ -46,8 +46,7 @@ extension PrefetchJob {
         if mpd {
             guard !MPD.looksLikeMPD(firstBytes: bytes, contentType: nil) else { return nil }
             // A DTD before the root hides it from the look at the first element: said for what it is.
-            let head = String(decoding: bytes.prefix(4096), as: UTF8.self)
-            if head.firstRange(of: "<!DOCTYPE") != nil || head.firstRange(of: "<!ENTITY") != nil {
+            if XMLTree.declaresDTD(bytes) {
                 return "origin's answer for \(ext == "mpd" ? "a .mpd" : "an MPD") declares a DTD or entities (<!DOCTYPE or <!ENTITY): vcache refuses those in an MPD, never expanded or fetched"
             }
             return "origin's answer for \(ext == "mpd" ? "a .mpd" : "an MPD") is not an MPD: its first bytes '\(shown)' are not an <MPD> root element"
