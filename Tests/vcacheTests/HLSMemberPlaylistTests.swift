@@ -348,4 +348,33 @@ import VCacheTestSupport
         #expect(again.status == 0, "\(again.stderr)")
         try expectWhole(new, master: "/s/master.m3u8", origin, cache)
     }
+
+    /// F1: a master marked while every member is cached (a.m3u8 evicted, then fetched again by
+    /// its own URL) is partial to `check` and `info` as to `ls`: `check` says missing, exit 1;
+    /// `info` says why (no `manifest-to-asks` row), its JSON root member keeps the role
+    /// `manifest` with `ask_again`. The master's next run clears it.
+    @Test
+    func aMarkedMasterIsPartialToCheckAndInfo() throws {
+        let origin = try TestOrigin()
+        Self.encode(origin, seed: 1)
+        let cache = dir.file("c")
+        let master = origin.url("/h/master.m3u8")
+        #expect(try run(["prefetch", "-q", "--variant", "all", master], cache).status == 0)
+        #expect(try run(["evict", origin.url("/h/a.m3u8")], cache).status == 0)
+        #expect(try run(["prefetch", "-q", origin.url("/h/a.m3u8")], cache).status == 0)
+        #expect(try masterState(origin, cache) == "partial")
+        let check = try run(["check", "--variant", "all", master], cache)
+        #expect(check.status == 1, "\(check.stdout)")
+        #expect(check.stdout.split(separator: "\n").dropFirst().first.map(String.init) == "missing  \(master)  a media playlist of its stream changed on the origin, was evicted or dropped by 'verify --fix': prefetch asks for the master again before the stream is cached whole", "\(check.stdout)")
+        let info = try run(["info", master], cache)
+        #expect(info.stdout.contains("state          partial; its master is asked for again by the next prefetch (a media playlist of it changed on the origin, was evicted or dropped by verify --fix)\n"), "\(info.stdout)")
+        #expect(!info.stdout.contains("manifest-to-ask"), "\(info.stdout)")
+        let json = HLSCacheTests.events(try run(["info", "--json", master], cache)).first { $0["event"] as? String == "stream" }
+        let root = (json?["members"] as? [[String: Any]])?.first
+        #expect(root?["role"] as? String == "manifest")
+        #expect(root?["ask_again"] as? Bool == true)
+        #expect(try run(["prefetch", "-q", "--variant", "all", master], cache).status == 0)
+        #expect(try run(["check", "--variant", "all", master], cache).status == 0)
+        #expect(try masterState(origin, cache) == "complete")
+    }
 }
