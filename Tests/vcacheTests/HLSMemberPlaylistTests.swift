@@ -377,4 +377,64 @@ import VCacheTestSupport
         #expect(try run(["check", "--variant", "all", master], cache).status == 0)
         #expect(try masterState(origin, cache) == "complete")
     }
+
+    /// An AES-128 master: `lo/index.m3u8` and `hi/index.m3u8` both name `../enc.key`, one key
+    /// for the stream. Encode `seed` (1: testsrc2, else smptebars) has its own key and IV, the same
+    /// file names; made with ffmpeg in `dir`, served by `origin`. Returns the files by path.
+    static func encodeAES(_ origin: TestOrigin, seed: Int, in dir: TempDirectory) throws -> [String: Data] {
+        let base = dir.file("aes\(seed)")
+        var files: [String: Data] = [:]
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        let key = Data((0..<16).map { UInt8(($0 * 7 + seed * 31) & 0xff) })
+        try key.write(to: URL(fileURLWithPath: base + "/enc.key"))
+        let iv = String(repeating: String(format: "%02x", seed), count: 16)
+        try Data("../enc.key\n\(base)/enc.key\n\(iv)\n".utf8).write(to: URL(fileURLWithPath: base + "/ki"))
+        files["/k/enc.key"] = key
+        for (v, size) in [("lo", "160x90"), ("hi", "320x180")] {
+            try FileManager.default.createDirectory(atPath: base + "/" + v, withIntermediateDirectories: true)
+            let source = (seed == 1 ? "testsrc2" : "smptebars") + "=size=\(size):rate=10"
+            let made = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", source, "-t", "3", "-c:v", "mpeg2video", "-g", "10",
+                                                       "-f", "hls", "-hls_time", "1", "-hls_playlist_type", "vod", "-hls_key_info_file", base + "/ki",
+                                                       "-hls_segment_filename", base + "/\(v)/s%02d.ts", base + "/\(v)/index.m3u8"])
+            guard made.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: made.err]) }
+            for name in try FileManager.default.contentsOfDirectory(atPath: base + "/" + v) {
+                files["/k/\(v)/\(name)"] = try Data(contentsOf: URL(fileURLWithPath: base + "/\(v)/\(name)"))
+            }
+        }
+        files["/k/master.m3u8"] = Data("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=100000\nlo/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=300000\nhi/index.m3u8\n".utf8)
+        for (path, body) in files {
+            let type = path.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : path.hasSuffix(".ts") ? "video/mp2t" : "application/octet-stream"
+            origin.setResource(path, .init(body: body, etag: "\"\(TestBytes.sha256(body).prefix(16))\"", contentType: type))
+        }
+        return files
+    }
+
+    /// F11 with a shared AES key: `evict hi/index.m3u8` keeps the key (lo names it); after a
+    /// re-encode with a new key the master's next run asks lo again, finds it changed and drops
+    /// lo, its segments and the key with it: every cached file is the new encode's, and both
+    /// variants of the export decode (ffmpeg). Before: hi was fetched from the new encode under
+    /// the old key, and did not decode.
+    @Test(.requires(.ffmpeg))
+    func aSharedKeyIsNeverKeptUnderANewEncode() throws {
+        let origin = try TestOrigin()
+        _ = try Self.encodeAES(origin, seed: 1, in: dir)
+        let cache = dir.file("c")
+        let master = origin.url("/k/master.m3u8")
+        #expect(try run(["prefetch", "-q", "--variant", "all", master], cache).status == 0)
+        #expect(try run(["evict", origin.url("/k/hi/index.m3u8")], cache).status == 0)
+        let new = try Self.encodeAES(origin, seed: 2, in: dir)
+        let again = try run(["prefetch", "-q", "--variant", "all", master], cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        for (p, body) in new { #expect(try Self.cachedSHA(origin.url(p), cache) == TestBytes.sha256(body), "\(p)") }
+        let out = dir.file("export-aes")
+        let ex = try run(["export", master, out], cache)
+        #expect(ex.status == 0, "\(ex.stderr)")
+        origin.stop()
+        let variants = try FileManager.default.subpathsOfDirectory(atPath: out).filter { $0.hasSuffix("index.m3u8") }
+        #expect(variants.count == 2, "\(variants)")
+        for playlist in variants {
+            let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-allowed_extensions", "ALL", "-i", out + "/" + playlist, "-f", "null", "-"])
+            #expect(play.status == 0 && play.err.isEmpty, "\(playlist): \(play.err)")
+        }
+    }
 }
