@@ -437,4 +437,27 @@ import VCacheTestSupport
             #expect(play.status == 0 && play.err.isEmpty, "\(playlist): \(play.err)")
         }
     }
+
+    /// A marked master's media playlist asked for again that the origin does not answer (503):
+    /// the item fails as for the master's own (exit 3), nothing is dropped or fetched, and the
+    /// stream stays marked. Before: b.m3u8 was not asked at all and the mark was cleared.
+    @Test
+    func aMarkedMastersPlaylistNotAnsweredFailsTheItemDroppingNothing() throws {
+        let origin = try TestOrigin()
+        let old = Self.encode(origin, seed: 1)
+        let cache = dir.file("c")
+        let master = origin.url("/h/master.m3u8")
+        #expect(try run(["prefetch", "-q", "--variant", "all", master], cache).status == 0)
+        #expect(try run(["evict", origin.url("/h/a.m3u8")], cache).status == 0)
+        var f = TestOrigin.Faults()
+        f.statuses = [(503, [:])]
+        origin.setFaults("/h/b.m3u8", f)
+        let asked = origin.requests("/h/a.m3u8").count
+        let r = try run(["prefetch", "-q", "--variant", "all", master], cache)
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderrLines.contains("vcache: cannot prefetch \(master): its stream is partly cached and its manifest could not be asked for again (\(origin.url("/h/b.m3u8")): origin answered 503): nothing more was fetched, so the stream is not completed from a cached copy the origin may have changed; run again once the origin answers"), "\(r.stderr)")
+        #expect(origin.requests("/h/a.m3u8").count == asked)
+        try expectCachedAsNamed("/h/b.m3u8", old, gone: [], origin, cache)
+        #expect(try masterState(origin, cache) == "partial")
+    }
 }

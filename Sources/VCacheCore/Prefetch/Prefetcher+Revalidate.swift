@@ -49,6 +49,9 @@ extension Prefetcher {
         var dropIfStanding: [CacheKey] = []
         /// The media playlists asked for again with it: the run does not ask them once more.
         var asked: Set<CacheKey> = []
+        /// One of those the origin gave no answer to judge by (an error status, the network):
+        /// the item fails as for the master's own, nothing dropped.
+        var askFailed: (why: String, remedy: PrefetchError.Remedy)?
         /// How the stream stood, as its lines say it.
         var since: String { newChoice ? "since the stream was cached for another choice" : "since the stream was partly cached" }
     }
@@ -122,6 +125,7 @@ extension Prefetcher {
     /// What the origin answered about `m`, carried out before the run reads it. An error: the
     /// item fails with it, nothing of the stream fetched (its cached copy may be stale).
     func revalidated(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome) -> PrefetchError? {
+        if let f = m.askFailed { return .staleManifest(why: f.why, remedy: f.remedy, newChoice: m.newChoice) }
         switch outcome {
         case .unchanged:
             if let e = droppingUnconfirmed(m) { return e }

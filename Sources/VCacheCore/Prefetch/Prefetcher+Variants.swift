@@ -95,12 +95,14 @@ extension Prefetcher {
             var d = m
             d.dropIfStanding = unconfirmed(m, old: old, kept: state.kept)
             d.asked = Set(asks.map(\.key))
+            d.askFailed = state.failed
             then(d)
         }
         for a in asks {
             let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, maxBytes: HLSPlaylist.maxBytes,
                                                options: options.request, fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
+                if case .failed(let why, let remedy) = o, state.failed == nil { state.failed = ("\(a.url): \(why)", remedy) }
                 state.count -= 1
                 if state.count == 0 { finish() }
             }
@@ -209,6 +211,8 @@ extension Prefetcher {
 private final class VariantAsks {
     var count: Int
     var kept: [CacheKey: [UInt8]] = [:]
+    /// The first asked that gave no answer to judge by (`askingMediaPlaylists`).
+    var failed: (why: String, remedy: PrefetchError.Remedy)?
     /// Held until every one answered (a transfer holds its delegate weakly).
     var requests: [ManifestRevalidation] = []
     init(count: Int) { self.count = count }
