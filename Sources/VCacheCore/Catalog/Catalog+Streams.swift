@@ -305,6 +305,17 @@ extension Catalog {
     }
 
     /// The role of `key` in the stream it belongs to, or nil (no stream, or a catalog older than streams).
+    /// The role of the root `root`'s own row (`manifest`, or `manifestToAsk` when marked); nil
+    /// when it is no stream's root.
+    public func streamRole(ofRoot root: CacheKey) throws -> StreamRole? {
+        guard schema >= Catalog.streamsSchema else { return nil }
+        return try database.read { c in
+            var role: StreamRole?
+            try c.query("SELECT role FROM stream_members WHERE key = ? AND root = ?", .key(root), .key(root)) { role = StreamRole(rawValue: $0.text(0)) ?? .segment }
+            return role
+        }
+    }
+
     public func streamRole(of key: CacheKey) throws -> StreamRole? {
         guard schema >= Catalog.streamsSchema else { return nil }
         return try database.read { c in

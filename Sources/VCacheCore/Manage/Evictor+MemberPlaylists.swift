@@ -29,6 +29,25 @@ extension Evictor {
             guard gone.contains(where: playlists.contains) else { return }
             for root in roots { try catalog.markRootToAsk(root, true) }
         }
+
+        /// Marks `roots` partial until asked for again BEFORE anything goes (a process killed
+        /// between its deletes leaves the masters marked, never complete and unmarked); returns
+        /// the roots this marked (not marked before), for `unmarkUnless`.
+        public func markRootsFirst(in catalog: Catalog) throws -> [CacheKey] {
+            guard !playlists.isEmpty else { return [] }
+            var marked: [CacheKey] = []
+            for root in roots where try catalog.streamRole(ofRoot: root) != .manifestToAsk {
+                try catalog.markRootToAsk(root, true)
+                marked.append(root)
+            }
+            return marked
+        }
+
+        /// Clears the marks `markRootsFirst` set when none of `playlists` went (`gone`: in use).
+        public func unmark(_ marked: [CacheKey], in catalog: Catalog, unless gone: some Sequence<CacheKey>) throws {
+            guard !gone.contains(where: playlists.contains) else { return }
+            for root in marked { try catalog.markRootToAsk(root, false) }
+        }
     }
 
     /// What goes with `keys` when the media playlists among them go alone; `keys` that are no

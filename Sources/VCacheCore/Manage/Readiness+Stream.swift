@@ -29,6 +29,11 @@ extension Readiness {
               HLSPlaylist.looksLikePlaylist(firstBytes: head, contentType: entry.contentType) else { return nil }
         let (seconds, notForAStream) = streamSeconds(item, format: "an HLS playlist", whole: "the whole stream")
         if let notForAStream { return notForAStream }
+        // A master marked to be asked for again (`StreamRole.manifestToAsk`) is what prefetch
+        // would ask the origin about: not ready, whatever its members say (as `ls` says partial).
+        if ((try? store.catalog.streamRole(ofRoot: entry.key)) ?? nil) == .manifestToAsk {
+            return .missing(bytes: nil, why: "a media playlist of its stream changed on the origin, was evicted or dropped by 'verify --fix': prefetch asks for the master again before the stream is cached whole")
+        }
         var plan = plan
         plan.seconds = seconds
         // Counted as `info` counts a stream's members: entries (a byte-range file once), the root too.

@@ -42,6 +42,16 @@ extension Prefetcher {
         var owners: [CacheKey] = []
         /// The stream is complete, for other choices than this run's (`choiceNeedsUncached`).
         var newChoice = false
+        /// A master that stands (unchanged, or the same under the key rules) whose cached media
+        /// playlists were asked for again too (`keepingUnchangedVariants`): what of its stream
+        /// no playlist confirmed names (a changed playlist's members, those no cached playlist
+        /// names any more) goes all the same.
+        var dropIfStanding: [CacheKey] = []
+        /// The media playlists asked for again with it: the run does not ask them once more.
+        var asked: Set<CacheKey> = []
+        /// One of those the origin gave no answer to judge by (an error status, the network):
+        /// the item fails as for the master's own, nothing dropped.
+        var askFailed: (why: String, remedy: PrefetchError.Remedy)?
         /// How the stream stood, as its lines say it.
         var since: String { newChoice ? "since the stream was cached for another choice" : "since the stream was partly cached" }
     }
@@ -115,8 +125,10 @@ extension Prefetcher {
     /// What the origin answered about `m`, carried out before the run reads it. An error: the
     /// item fails with it, nothing of the stream fetched (its cached copy may be stale).
     func revalidated(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome) -> PrefetchError? {
+        if let f = m.askFailed { return .staleManifest(why: f.why, remedy: f.remedy, newChoice: m.newChoice) }
         switch outcome {
         case .unchanged:
+            if let e = droppingUnconfirmed(m) { return e }
             askedAgain(m)
             return nil
         case .failed(let why, let remedy):
@@ -135,6 +147,7 @@ extension Prefetcher {
             // entries: its members stay; the new copy replaces the cached one, its URLs the ones
             // that answer now.
             if !moved(m, finalURL), ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: m.maxBytes == MPD.maxBytes, rules: options.keyRules) {
+                if let e = droppingUnconfirmed(m) { return e }
                 do {
                     try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
                 } catch {
@@ -150,21 +163,38 @@ extension Prefetcher {
             // them. One in use (an export reading it) fails the item; the old manifest stays.
             // Another stream's manifest naming members of the old version (two MPDs naming the
             // same segment URLs) may be of the old version too: its copy goes first.
-            if let e = dropOtherManifests(naming: m.named, root: m.root, url: m.url) { return e }
-            let dropped: Int
-            switch dropOldMembers(m.named, root: m.root, why: "its manifest changed on the origin \(m.since)") {
-            case .failure(let e): return e
-            case .success(let n): dropped = n
-            }
-            // Its masters' streams: the old members leave them too, and each is partial until
-            // its master is asked for again (it may name the variant re-encoded otherwise).
-            for owner in m.owners {
+            // A master's media playlist given by its own URL found changed: the origin
+            // re-encoded. Its masters are marked first (a kill from here on leaves them marked,
+            // never complete), then every member of their streams goes but the masters
+            // themselves: the other variants, renditions, segments, init sections and keys may be
+            // of the old encode (two playlists naming the same segments or one AES key), and
+            // nothing of it is left to mix with the new one (hostile probe h9a, F6).
+            var named = m.named
+            var ownersNamed: [CacheKey] = []
+            if !m.owners.isEmpty {
                 do {
-                    try store.catalog.releaseMembers(m.named, root: owner)
-                    try store.catalog.markRootToAsk(owner, true)
+                    for owner in m.owners { try store.catalog.markRootToAsk(owner, true) }
+                    for owner in m.owners {
+                        for k in ((try store.catalog.stream(root: owner))?.keys ?? []) where k != m.key && !m.owners.contains(k) { ownersNamed.append(k) }
+                    }
                 } catch {
                     return PrefetchError(error)
                 }
+                named = Array(Set(named).union(ownersNamed)).sorted()
+            }
+            if let e = dropOtherManifests(naming: named, root: m.root, url: m.url, besides: Set(m.owners)) { return e }
+            let dropped: Int
+            switch dropOldMembers(named, root: m.root, why: "its manifest changed on the origin \(m.since)") {
+            case .failure(let e): return e
+            case .success(let n): dropped = n
+            }
+            // Its masters' streams: the old members leave them (the media playlists' rows stay:
+            // their masters still name them, now not cached).
+            do {
+                let playlists = Set((try store.catalog.playlistOwners(among: named)).keys)
+                for owner in m.owners { try store.catalog.releaseMembers(named.filter { !playlists.contains($0) }, root: owner) }
+            } catch {
+                return PrefetchError(error)
             }
             do {
                 try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
@@ -178,9 +208,28 @@ extension Prefetcher {
             events(.note(url: m.url, message: "its manifest changed on the origin \(m.since): \(from); \(what)"))
             for owner in m.owners {
                 let master = ((try? store.catalog.entry(key: owner)) ?? nil)?.latestURL ?? owner.hex
-                events(.note(url: m.url, message: "it is a member of the stream of \(master), whose master is asked for again by its next run: a member of it changed on the origin"))
+                events(.note(url: m.url, message: "it is a member of the stream of \(master): a member of it changed on the origin, so what that stream's other playlists named went too (it may be of the old encode), and its master is asked for again by its next run"))
             }
             askedAgain(m)
+            return nil
+        }
+    }
+
+    /// A master that stands, its media playlists asked for again with it: what of its stream no
+    /// playlist confirmed names goes (held entries only) before the run reads it, so a member of
+    /// a changed playlist, or one a killed `evict`/`verify --fix` left named by no cached
+    /// playlist, is never completed into the stream. Nil when all of it went (or none had to).
+    private func droppingUnconfirmed(_ m: StaleManifest) -> PrefetchError? {
+        guard !m.dropIfStanding.isEmpty else { return nil }
+        let held: [CacheKey]
+        do { held = try store.catalog.entries(keys: m.dropIfStanding).filter { !$0.value.ranges.isEmpty }.map(\.key).sorted() } catch { return PrefetchError(error) }
+        guard !held.isEmpty else { return nil }
+        let why = "a media playlist of its stream changed on the origin, or is no longer cached"
+        if let e = dropOtherManifests(naming: held, root: m.root, url: m.url) { return e }
+        switch dropOldMembers(held, root: m.root, why: why) {
+        case .failure(let e): return e
+        case .success(let n):
+            events(.note(url: m.url, message: "\(why): the \(n) \(n == 1 ? "entry" : "entries") of its stream no cached playlist the origin confirmed names \(n == 1 ? "was" : "were") dropped (nothing says which version \(n == 1 ? "it is" : "they are")), and the stream is completed from what the origin serves now"))
             return nil
         }
     }
@@ -231,9 +280,9 @@ extension Prefetcher {
     /// the other stream, complete again once this run refills the shared members from the new
     /// version, would be served and exported under its old manifest (hostile probe h3, F5). One
     /// that cannot be dropped (its writer busy) fails the item, nothing dropped yet.
-    func dropOtherManifests(naming keys: [CacheKey], root: CacheKey, url: String) -> PrefetchError? {
+    func dropOtherManifests(naming keys: [CacheKey], root: CacheKey, url: String, besides: Set<CacheKey> = []) -> PrefetchError? {
         let others: Set<CacheKey>
-        do { others = try store.catalog.otherRoots(naming: keys, besides: root) } catch { return PrefetchError(error) }
+        do { others = try store.catalog.otherRoots(naming: keys, besides: root).subtracting(besides) } catch { return PrefetchError(error) }
         for other in others.sorted() {
             guard let e = (try? store.catalog.entry(key: other)) ?? nil, !e.ranges.isEmpty else { continue }
             guard let lock = (try? store.tryLockWriter(key: other)) ?? nil else {

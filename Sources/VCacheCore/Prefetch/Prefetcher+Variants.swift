@@ -15,7 +15,24 @@ extension Prefetcher {
     /// `m`, a master whose `outcome` is a change, with the members of its unchanged media
     /// playlists taken out of what is dropped; `m` itself otherwise. `then` is called once, on
     /// the run's loop, when every media playlist asked for has answered.
+    /// A master that stands (a 304, the same bytes or the same under the key rules) while its
+    /// stream is partial or marked (`StreamRole.manifestToAsk`) has its cached media playlists
+    /// asked for again as well (`askingMediaPlaylists`): a 304 of the master alone says nothing of
+    /// them (hostile probe h9a, F2).
     func keepingUnchangedVariants(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome, on fetcher: Fetcher, then: @escaping (StaleManifest) -> Void) {
+        if m.key == m.root, !m.newChoice, case .master? = try? HLSPlaylist.parse(m.bytes, url: m.base) {
+            switch outcome {
+            case .unchanged:
+                return askingMediaPlaylists(m, on: fetcher, then: then)
+            case .changed(let body, _, _, let finalURL):
+                let moved = finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
+                if !moved, ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: false, rules: options.keyRules) {
+                    return askingMediaPlaylists(m, on: fetcher, then: then)
+                }
+            case .failed:
+                return then(m)
+            }
+        }
         guard m.key == m.root, case .changed(let body, _, _, let finalURL) = outcome,
               case .master(let oldMaster)? = try? HLSPlaylist.parse(m.bytes, url: m.base),
               let new = try? HLSPlaylist.parse(body, url: finalURL ?? m.url), case .master(let newMaster) = new,
@@ -52,6 +69,73 @@ extension Prefetcher {
         }
         // (Answers come on later turns of the loop: none has been counted yet.)
         if state.count == 0 { finish() }
+    }
+
+    /// `m`, a master that stands, with each media playlist of it cached whole asked for again
+    /// (conditionally: a 304 costs no bytes). What a changed one named, and what of the stream no
+    /// cached playlist names (a killed `evict` or `verify --fix` left it), is set to go
+    /// (`StaleManifest.dropIfStanding`) even when shared with an unchanged one: its bytes may be
+    /// of the old encode. A live media playlist changes by design: such a stream is left as it is.
+    private func askingMediaPlaylists(_ m: StaleManifest, on fetcher: Fetcher, then: @escaping (StaleManifest) -> Void) {
+        guard let old = try? HLSPlaylist.parse(m.bytes, url: m.base) else { return then(m) }
+        let rules = options.keyRules
+        var asks: [(url: String, key: CacheKey, bytes: [UInt8], base: String, validators: Validators)] = []
+        var seen = Set<CacheKey>()
+        for (url, role) in old.members where role == .playlist {
+            let key = rules.key(for: url)
+            guard seen.insert(key).inserted, let c = cachedManifest(url), !c.mpd else { continue }
+            if c.live { return then(m) }
+            guard let bytes = store.cachedBytes(of: c.entry), Int64(bytes.count) == c.entry.length else { continue }
+            let base = ((try? store.catalog.finalURL(of: key)) ?? nil) ?? c.entry.latestURL
+            asks.append((url, key, bytes, base, c.entry.validators))
+        }
+        let state = VariantAsks(count: asks.count)
+        let finish = { [self] in
+            state.requests.removeAll()
+            var d = m
+            d.dropIfStanding = unconfirmed(m, old: old, kept: state.kept)
+            d.asked = Set(asks.map(\.key))
+            d.askFailed = state.failed
+            then(d)
+        }
+        for a in asks {
+            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, maxBytes: HLSPlaylist.maxBytes,
+                                               options: options.request, fetcher: fetcher) { [self] o in
+                if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
+                if case .failed(let why, let remedy) = o, state.failed == nil { state.failed = ("\(a.url): \(why)", remedy) }
+                state.count -= 1
+                if state.count == 0 { finish() }
+            }
+            if let r { state.requests.append(r) } else { state.count -= 1 }
+        }
+        if state.count == 0 { finish() }
+    }
+
+    /// What of `m`'s stream no playlist the origin confirmed (`kept`) names: the members of the
+    /// others (changed, or not cached), those no cached playlist names, and a member a kept
+    /// playlist shares with a changed one. The master's own members (a session key) stay.
+    private func unconfirmed(_ m: StaleManifest, old: HLSPlaylist, kept: [CacheKey: [UInt8]]) -> [CacheKey] {
+        let rules = options.keyRules
+        func members(_ key: CacheKey) -> [CacheKey]? {
+            guard let e = (try? store.catalog.entry(key: key)) ?? nil, e.isComplete, let bytes = store.cachedBytes(of: e),
+                  let p = try? HLSPlaylist.parse(bytes, url: e.latestURL) else { return nil }
+            return p.members.map { rules.key(for: $0.url) }
+        }
+        var keep = Set(kept.keys)
+        var others = Set<CacheKey>()
+        for (url, role) in old.members {
+            let key = rules.key(for: url)
+            if role != .playlist {
+                keep.insert(key)
+            } else if kept[key] != nil {
+                guard let names = members(key) else { return m.named }
+                keep.formUnion(names)
+            } else if let names = members(key) {
+                others.formUnion(names)
+            }
+        }
+        keep.subtract(others.subtracting(kept.keys))
+        return m.named.filter { !keep.contains($0) }
     }
 
     /// What a master says of each playlist it names, by key: its variants, renditions and
@@ -127,6 +211,8 @@ extension Prefetcher {
 private final class VariantAsks {
     var count: Int
     var kept: [CacheKey: [UInt8]] = [:]
+    /// The first asked that gave no answer to judge by (`askingMediaPlaylists`).
+    var failed: (why: String, remedy: PrefetchError.Remedy)?
     /// Held until every one answered (a transfer holds its delegate weakly).
     var requests: [ManifestRevalidation] = []
     init(count: Int) { self.count = count }

@@ -398,6 +398,8 @@ public final class Prefetcher {
         // Items stopped while their stream's manifest was asked for again: not complete, even
         // when the manifest's cached copy is (the stream was not read).
         var stoppedUnread = Set<Int>()
+        // Media playlists asked for again with their master (`askingMediaPlaylists`): not twice.
+        var askedWithMaster = Set<CacheKey>()
         defer { for held in streamLocks.values { for (root, lock) in held { store.releaseStreamLock(lock, root: root) } } }
 
         /// Takes the stream lock item `t` needs (its own key's; a master's media playlist given
@@ -721,7 +723,7 @@ public final class Prefetcher {
                     }
                     let found = reads ? self.cachedManifest(run.items[index].url) : nil
                     refetching[index] = found.flatMap { $0.live ? self.liveRefetch($0) : nil }
-                    if let found, !found.live, run.items[index].memberOrigins == nil {
+                    if let found, !found.live, run.items[index].memberOrigins == nil, !askedWithMaster.contains(key) {
                         stale = self.staleManifest(found, root: run.key(of: run.root(of: index)), item: run.items[index], owners: index < run.given ? playlistOwners[key] ?? [] : [])
                     }
                     if index < run.given { completeAtStart?.insert(key) }
@@ -758,6 +760,7 @@ public final class Prefetcher {
                                 return job.abort(stopped())
                             }
                             self.keepingUnchangedVariants(stale, outcome, on: self.fetcher) { stale in
+                                askedWithMaster.formUnion(stale.asked)
                                 if self.fetcher.isStopped {
                                     stoppedUnread.insert(index)
                                     return job.abort(stopped())

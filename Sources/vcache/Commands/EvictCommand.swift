@@ -70,8 +70,10 @@ enum EvictCommand: VCacheCommand {
         let out: Evictor.Outcome
         do {
             if !dry { try evictor.sweepOrphans() }
+            // Its masters are marked first, so a kill between the deletes leaves them marked.
+            let marked = dry ? [] : try fallout.markRootsFirst(in: store.catalog)
             out = try evictor.evict(c, dryRun: dry)
-            if !dry { try fallout.markRoots(in: store.catalog, gone: out.evicted.map(\.key)) }
+            if !dry { try fallout.unmark(marked, in: store.catalog, unless: out.evicted.map(\.key)) }
         } catch {
             return console.fail(error, context: "cannot evict from \(store.directory)")
         }

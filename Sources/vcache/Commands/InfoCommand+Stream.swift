@@ -12,7 +12,9 @@ extension InfoCommand {
             var o = streamJSON(s)
             o["members"] = s.record.members.map { m -> [String: Any] in
                 let e = s.entries.first { $0.key == m.key }
-                var member: [String: Any] = ["key": m.key, "role": m.role.rawValue, "cached": e != nil]
+                // A root marked to be asked for again is still the stream's manifest: said apart.
+                var member: [String: Any] = ["key": m.key, "role": m.role == .manifestToAsk ? StreamRole.manifest.rawValue : m.role.rawValue, "cached": e != nil]
+                if m.role == .manifestToAsk { member["ask_again"] = true }
                 if let e {
                     member["url"] = e.latestURL
                     member["state"] = e.isComplete ? "complete" : "partial"
@@ -28,7 +30,8 @@ extension InfoCommand {
             ("url", s.url),
             ("key", s.root.hex),
             ("format", s.record.format.uppercased()),
-            ("state", (s.isComplete ? "complete" : "partial") + (s.pinned ? ", pinned" : "")),
+            ("state", (s.isComplete ? "complete" : "partial") + (s.pinned ? ", pinned" : "")
+                + (s.record.members.first?.role == .manifestToAsk ? "; its master is asked for again by the next prefetch (a media playlist of it changed on the origin, was evicted or dropped by verify --fix)" : "")),
             ("members", "\(s.entries.count) of the \(named) it names cached"),
             ("cached", "\(s.cachedBytes) bytes (\(Units.formatSize(s.cachedBytes)))"),
             ("disk usage", Units.formatSize(s.diskBytes)),
@@ -38,7 +41,7 @@ extension InfoCommand {
         // Members by role: entries, as "members" counts them; segments as `ls` counts them (each
         // segment the cached media playlists list, a byte range of one file each) when the
         // format's playlists are read (Docs/hls.md, "Counts").
-        for role in StreamRole.allCases where role != .manifest {
+        for role in StreamRole.allCases where role != .manifest && role != .manifestToAsk {
             let all = s.record.members.filter { $0.role == role }
             if role == .segment && !s.playlists.isEmpty {
                 rows.append(("segments", "\(s.segmentsCached) of \(s.segments) cached"))
