@@ -59,6 +59,27 @@ import VCacheTestSupport
         for p in gone { #expect(try CacheInspector(directory: cache).entry(origin.url(p)) == nil, "\(p)") }
     }
 
+    /// A new choice of a stream complete for another, after a re-encode that kept the master
+    /// byte for byte (hostile probe h9b, F4): the master answers 304, so its cached media
+    /// playlists are asked again too; the one found changed takes what it named, so the variant
+    /// this run chose (of the new encode) is never completed beside the old encode's (before:
+    /// `a.m3u8` and its segments of the old encode stayed, the stream complete, a mix).
+    @Test
+    func aNewChoiceUnderAnUnchangedMasterAsksItsCachedMediaPlaylistsToo() throws {
+        let origin = try TestOrigin()
+        let old = Self.encode(origin, seed: 1)
+        let cache = dir.file("c")
+        let master = origin.url("/h/master.m3u8")
+        #expect(try run(["prefetch", "-q", "--variant", "worst", master], cache).status == 0)
+        let new = Self.encode(origin, seed: 50)
+        let r = try run(["prefetch", "--variant", "best", master, "--progress", "none"], cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(origin.headers("/h/a.m3u8").contains { $0["if-none-match"] == "\"a1\"" }, "the cached a.m3u8 was not asked again")
+        try expectCachedAsNamed("/h/b.m3u8", new, gone: [], origin, cache)
+        for p in old.segments.keys { #expect(try CacheInspector(directory: cache).entry(origin.url(p)) == nil, "\(p) of the old encode stayed") }
+        if try Self.cachedSHA(origin.url("/h/a.m3u8"), cache) != nil { try expectCachedAsNamed("/h/a.m3u8", new, gone: [], origin, cache) }
+    }
+
     /// F6: the master's stream is warmed for 2 s, the origin re-encodes, and the 320x180 media
     /// playlist is prefetched by its own URL. It is asked for again (before: not asked, its old
     /// segments completed under the old playlist, or 404 once the origin removed them), the old

@@ -16,11 +16,13 @@ extension Prefetcher {
     /// playlists taken out of what is dropped; `m` itself otherwise. `then` is called once, on
     /// the run's loop, when every media playlist asked for has answered.
     /// A master that stands (a 304, the same bytes or the same under the key rules) while its
-    /// stream is partial or marked (`StreamRole.manifestToAsk`) has its cached media playlists
-    /// asked for again as well (`askingMediaPlaylists`): a 304 of the master alone says nothing of
-    /// them (hostile probe h9a, F2).
+    /// stream is partial or marked (`StreamRole.manifestToAsk`), or complete for another choice
+    /// than this run's, has its cached media playlists asked for again as well
+    /// (`askingMediaPlaylists`): a 304 of the master alone says nothing of them (hostile probes
+    /// h9a, F2, and h9b, F4: a re-encode keeping the master left the cached audio rendition of
+    /// the old encode beside the new variant this run chose).
     func keepingUnchangedVariants(_ m: StaleManifest, _ outcome: ManifestRevalidation.Outcome, on fetcher: Fetcher, then: @escaping (StaleManifest) -> Void) {
-        if m.key == m.root, !m.newChoice, case .master? = try? HLSPlaylist.parse(m.bytes, url: m.base) {
+        if m.key == m.root, case .master? = try? HLSPlaylist.parse(m.bytes, url: m.base) {
             switch outcome {
             case .unchanged:
                 return askingMediaPlaylists(m, on: fetcher, then: then)
