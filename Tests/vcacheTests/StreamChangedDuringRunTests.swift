@@ -87,4 +87,178 @@ import VCacheTestSupport
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try R.cachedDigests(cache, origin, Array(new.keys)) == new.mapValues { TestBytes.sha256($0) })
     }
+
+    static func statuses(_ list: [(Int, [String: String])]) -> TestOrigin.Faults {
+        var f = TestOrigin.Faults()
+        f.statuses = list
+        return f
+    }
+
+    /// Holds the run at its first video segment, has `change` done to the origin, then holds the
+    /// end check's answer (the MPD answered 200, body held at byte 10): the stream is mid end check.
+    static func heldAtEndCheck(_ origin: TestOrigin, _ args: [String], cache: String, change: () -> Void) throws -> VCacheBinary.Running {
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(args, cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        change()
+        origin.hold("/s/manifest.mpd", at: 10)
+        origin.release("/s/v/1.m4s")
+        #expect(origin.waitUntilHeld("/s/manifest.mpd"))
+        return run
+    }
+
+    /// A run's members are unconfirmed until its end check finds the manifest unchanged (h9b F1):
+    /// while the check waits, `ls` says partial, `check` missing and `export` refuses; a SIGTERM
+    /// then stops the item (143, its JSON summary says 143, h9b F9), the mark stays, and the next
+    /// run asks for the MPD again and completes the stream from the new encode only.
+    @Test
+    func aStreamIsUnconfirmedUntilItsEndCheckPassesAndAKillLeavesItSo() throws {
+        let origin = try TestOrigin()
+        let old = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        var new: [String: Data] = [:]
+        let run = try Self.heldAtEndCheck(origin, ["prefetch", "-j", "1", "--json", url], cache: cache) {
+            new = StreamRaceTests.serve(origin, seed: 7, width: 640)
+        }
+        // The members: 2 of the old encode, 4 of the new, under the old MPD.
+        #expect(try R.cachedDigests(cache, origin, ["/s/v/0.m4s"]) == ["/s/v/0.m4s": TestBytes.sha256(old["/s/v/0.m4s"]!)])
+        #expect(try R.cachedDigests(cache, origin, ["/s/a/1.m4s"]) == ["/s/a/1.m4s": TestBytes.sha256(new["/s/a/1.m4s"]!)])
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        let why = "a run fetching its stream has not found its manifest unchanged on the origin yet (it is asking now, or it was stopped or killed before it asked)"
+        let check = try VCacheBinary.run(["check", "--json", url], cacheDir: cache)
+        #expect(check.status != 0)
+        #expect(check.stdout.contains("\"state\":\"missing\""), "\(check.stdout)")
+        #expect(check.stdout.contains(why), "\(check.stdout)")
+        let out = dir.file("out")
+        let export = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(export.status != 0)
+        #expect(export.stderr.contains("\(url) does not play from the cache: \(why); run 'vcache prefetch \(url)' to complete it"), "\(export.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out + "/manifest.mpd"))
+        run.kill(SIGTERM)
+        let r = run.finish()
+        origin.release("/s/manifest.mpd")
+        #expect(r.signalled && r.status == SIGTERM, "\(r.status) \(r.stderr)")
+        let summary = r.stdout.split(separator: "\n").last { $0.contains("\"event\":\"summary\"") }.map(String.init) ?? ""
+        #expect(summary.contains("\"exit_code\":143"), "\(summary)")
+        #expect(summary.contains("\"done\":0"), "\(summary)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
+        // The next run asks for the MPD (changed): the old members go, the stream comes from the new one.
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        try StreamRaceTests.expectCompleteFrom(new, etag: "\"m7\"", cache: cache, origin: origin, url: url)
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status == 0)
+    }
+
+    /// --max-time running out while the MPD is asked for again at the run's end (h9b F2): the
+    /// item is stopped (exit 3, its line says so), never complete; the next run asks for the MPD
+    /// (304, its ETag the same) and the stream is complete without fetching a member again.
+    @Test
+    func maxTimeDuringTheEndCheckStopsTheItemAndTheNextRunConfirmsIt() throws {
+        let origin = try TestOrigin()
+        let encode = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        let run = try Self.heldAtEndCheck(origin, ["prefetch", "-j", "1", "--max-time", "4s", url], cache: cache) {
+            // The same bytes under another ETag: the end check gets a body to hold.
+            origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320), etag: "\"m1b\"", contentType: R.dashXML))
+        }
+        let r = run.finish()
+        origin.release("/s/manifest.mpd")
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("1 stopped at --max-time"), "\(r.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        let segments = origin.requests("/s/v/1.m4s").count
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin.requests("/s/v/1.m4s").count == segments)
+        #expect(origin.requests("/s/manifest.mpd").count == 3)
+        try StreamRaceTests.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
+    }
+
+    /// The end check answered 503 (h9b F3): asked again as any request (--retries); with no
+    /// retry left, the run stands, one note says so, and the stream stays unconfirmed (partial)
+    /// until the next run finds the MPD unchanged.
+    @Test
+    func anEndCheckAnswered503IsRetriedAndUnansweredLeavesTheStreamUnconfirmed() throws {
+        let origin = try TestOrigin()
+        let encode = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let url = origin.url("/s/manifest.mpd")
+        // One 503 once the MPD was read: the end check's retry gets the 304.
+        origin.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (503, [:])]))
+        let cache = dir.file("c")
+        let r = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(origin.requests("/s/manifest.mpd").count == 3)
+        try StreamRaceTests.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
+
+        let origin2 = try TestOrigin()
+        let encode2 = StreamRaceTests.serve(origin2, seed: 1, width: 320)
+        let url2 = origin2.url("/s/manifest.mpd")
+        origin2.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (503, [:])]))
+        let cache2 = dir.file("c2")
+        let once = try VCacheBinary.run(["prefetch", "--retries", "0", url2], cacheDir: cache2)
+        #expect(once.status == 0, "\(once.stderr)")
+        #expect(once.stderr.contains(" note: \(url2): its manifest could not be asked for again at the end of this run (origin answered 503): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged\n"), "\(once.stderr)")
+        #expect(origin2.requests("/s/manifest.mpd").count == 2)
+        #expect(try DASHHostileOriginTests.lsState(cache2) == "partial")
+        let again = try VCacheBinary.run(["prefetch", "-q", url2], cacheDir: cache2)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin2.requests("/s/manifest.mpd").count == 3)
+        try StreamRaceTests.expectCompleteFrom(encode2, etag: "\"m1\"", cache: cache2, origin: origin2, url: url2)
+    }
+
+    /// An MPD redirected to another location on each answer (h9b F5), a token new in every
+    /// segment URL on each answer, a `publishTime` stamped on each answer (h9b F6): no re-encode,
+    /// so the run stands (exit 0, complete) and a rerun asks for nothing.
+    @Test
+    func answersThatDifferOnlyInLocationTokensOrPublishTimeAreNoReEncode() throws {
+        // Per-answer redirect: /e1/ first, /e2/ for the end check (its 304 answered there).
+        do {
+            let origin = try TestOrigin()
+            let encode = R.encode(origin, seed: 1)
+            for e in ["/e1", "/e2"] {
+                for (path, body) in encode { origin.setResource(e + path, .init(body: body, etag: "\"\(path)\"", contentType: "video/mp4")) }
+                origin.setResource(e + "/s/manifest.mpd", .init(body: R.mpd(width: 320), etag: "\"m1\"", contentType: R.dashXML))
+            }
+            origin.setFaults("/s/manifest.mpd", Self.statuses([(302, ["Location": "/e1/s/manifest.mpd"]), (302, ["Location": "/e2/s/manifest.mpd"])]))
+            let cache = dir.file("r")
+            let url = origin.url("/s/manifest.mpd")
+            let r = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(origin.headers("/e2/s/manifest.mpd").last?["if-none-match"] == "\"m1\"")
+            #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+            let got = try R.cachedDigests(cache, origin, encode.keys.map { "/e1" + $0 })
+            #expect(got == Dictionary(uniqueKeysWithValues: encode.map { ("/e1" + $0.key, TestBytes.sha256($0.value)) }))
+            #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+            #expect(origin.requests("/s/manifest.mpd").count == 2)
+        }
+        // A token new on each answer; a publishTime new on each answer (no key rules).
+        let stamped = { (token: String, time: String) -> Data in
+            var text = String(decoding: R.mpd(width: 320, query: "?token=\(token)"), as: UTF8.self)
+            text = text.replacingOccurrences(of: "type=\"static\"", with: "type=\"static\" publishTime=\"\(time)\"")
+            return Data(text.utf8)
+        }
+        for (first, second) in [(("aaa", "2026-01-01T00:00:00Z"), ("bbb", "2026-01-01T00:00:00Z")),
+                                (("aaa", "2026-01-01T00:00:00Z"), ("aaa", "2026-01-01T00:00:07Z"))] {
+            let origin = try TestOrigin()
+            let encode = R.encode(origin, seed: 1)
+            origin.setResource("/s/manifest.mpd", .init(body: stamped(first.0, first.1), etag: "\"m1\"", contentType: R.dashXML))
+            let cache = dir.file("t-\(second.0)")
+            let url = origin.url("/s/manifest.mpd")
+            origin.hold("/s/v/1.m4s", at: 10)
+            let run = try VCacheBinary.start(["prefetch", "-j", "1", "-q", url], cacheDir: cache)
+            #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+            origin.setResource("/s/manifest.mpd", .init(body: stamped(second.0, second.1), etag: "\"m2\"", contentType: R.dashXML))
+            origin.release("/s/v/1.m4s")
+            let r = run.finish()
+            #expect(r.status == 0, "\(second): \(r.stderr)")
+            #expect(origin.requests("/s/manifest.mpd").count == 2)
+            #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+            // Cached under the URLs the MPD the run read named (no key rules: with their token).
+            let got = try R.cachedDigests(cache, origin, encode.keys.map { $0 + "?token=aaa" })
+            #expect(got == Dictionary(uniqueKeysWithValues: encode.map { ($0.key + "?token=aaa", TestBytes.sha256($0.value)) }))
+        }
+    }
 }

@@ -213,6 +213,27 @@ extension Catalog {
         }
     }
 
+    /// Marks the stream `root` unconfirmed (`StreamRole.manifestUnconfirmed`: a run fetches its
+    /// members and has not asked for its manifest again at their end), or clears that mark. A
+    /// root marked to be asked for again (`manifestToAsk`) keeps that mark. One write.
+    public func markRootUnconfirmed(_ root: CacheKey, _ on: Bool) throws {
+        let (from, to) = on ? (StreamRole.manifest, StreamRole.manifestUnconfirmed) : (.manifestUnconfirmed, .manifest)
+        try database.write { c in
+            _ = try c.run("UPDATE stream_members SET role = ? WHERE key = ? AND root = ? AND role = ?",
+                          .text(to.rawValue), .key(root), .key(root), .text(from.rawValue))
+        }
+    }
+
+    /// The role of the root `key`'s own row (nil: no stream's root); one row read.
+    public func rootRole(_ key: CacheKey) throws -> StreamRole? {
+        guard schema >= Catalog.streamsSchema else { return nil }
+        return try database.read { c in
+            var role: StreamRole?
+            try c.query("SELECT role FROM stream_members WHERE key = ? AND root = ?", .key(key), .key(key)) { role = StreamRole(rawValue: $0.text(0)) }
+            return role
+        }
+    }
+
     /// Called with a removed entry's row: when it was a root, its stream's rows go (the members
     /// stay entries of their own, and of the other streams naming them). A member's row stays:
     /// its stream still names it, now not cached (as `--seconds` leaves members named and not

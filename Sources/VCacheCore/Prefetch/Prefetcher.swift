@@ -425,6 +425,11 @@ public final class Prefetcher {
         // those asked already (once per run).
         var endChecks: [Int: [ManifestRevalidation]] = [:]
         var endChecked = Set<Int>()
+        // Roots this run marked unconfirmed (`StreamRole.manifestUnconfirmed`) before their first
+        // member was stored; the mark goes only when their end check finds the manifest unchanged.
+        var unconfirmed = Set<Int>()
+        // Roots whose end check a stop kept from judging what the run fetched: stopped, not done.
+        var stoppedUnchecked = Set<Int>()
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -475,6 +480,13 @@ public final class Prefetcher {
                 if let replaced { putBack(replaced, url: run.items[index].url) }
             }
             if error == nil, heldManifests[r.key] == nil, let held = try? store.openDataForReading(key: r.key) { heldManifests[r.key] = held }
+            // A static stream this run fetches members of is unconfirmed until its end check
+            // passes: marked (one write) before its first member is stored (F1, h9b).
+            let t = run.root(of: index)
+            if error == nil, t < run.given, !members.isEmpty, !unconfirmed.contains(t), self.readManifest(run.items[t].url) != nil,
+               (try? store.catalog.markRootUnconfirmed(run.key(of: t), true)) != nil {
+                unconfirmed.insert(t)
+            }
             // The hosts its playlists came from: the URL given, and where each was redirected
             // (this run, or as the catalog recorded it when it is cached already).
             let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
@@ -644,26 +656,54 @@ public final class Prefetcher {
         /// Asks for root `t`'s static manifests again (its root; an HLS master's media playlists
         /// too, each that members were fetched under) when this run fetched members of its
         /// stream (`changedDuringRun`, Prefetcher+EndCheck.swift); false when there is nothing
-        /// to ask (nothing fetched, a live stream).
+        /// to ask (nothing fetched, a live stream). Its stream's mark (`unconfirmed`) goes when
+        /// every answer is the manifest the run read, or when it fetched nothing; it stays when
+        /// the item failed, the run stopped, or the origin gave no answer to judge by.
         func endCheck(_ t: Int) -> Bool {
-            guard options.expandStreams, t < run.given, !fetcher.isStopped, run.results[t]?.error == nil else { return false }
+            guard options.expandStreams, t < run.given, run.results[t]?.error == nil else { return false }
             let fetched = run.fetchedMembers(of: t)
-            guard !fetched.isEmpty, let root = self.readManifest(run.items[t].url) else { return false }
+            func confirm() {
+                if unconfirmed.remove(t) != nil { try? store.catalog.markRootUnconfirmed(run.key(of: t), false) }
+            }
+            guard !fetcher.isStopped else {
+                if !fetched.isEmpty { stoppedUnchecked.insert(t) }
+                return false
+            }
+            guard !fetched.isEmpty, let root = self.readManifest(run.items[t].url) else {
+                confirm()
+                return false
+            }
             var read = [root]
             if !root.mpd {
                 for p in run.playlistsNamed(by: t) {
                     guard let c = self.cachedManifest(run.items[p].url) else { continue }
-                    if c.live { return false }  // a live playlist changes by design
+                    if c.live {  // a live playlist changes by design
+                        confirm()
+                        return false
+                    }
                     if !run.fetchedMembers(of: t, under: p).isEmpty, let m = self.readManifest(run.items[p].url) { read.append(m) }
                 }
             }
-            var asks: [ManifestRevalidation] = []
+            testPause("end-check", run.key(of: t))
             var left = read.count
             var failure: PrefetchError?
-            for m in read {
+            var unanswered: [String] = []
+            func ask(_ m: ReadManifest, attempt: Int) {
                 let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, maxBytes: m.maxBytes,
                                                      options: options.request, fetcher: fetcher) { outcome in
-                    if failure == nil, !self.fetcher.isStopped, self.changedDuringRun(m, outcome) {
+                    if self.fetcher.isStopped {
+                        stoppedUnchecked.insert(t)
+                    } else if case .failed(let why, let remedy) = outcome {
+                        // Asked again after a backoff as any request (--retries); still no answer:
+                        // the run stands, its stream left unconfirmed for the next run to ask.
+                        if remedy == .tryLater, attempt < self.options.retries {
+                            var delay = self.options.retryDelay
+                            for _ in 0..<attempt { delay *= 2 }
+                            self.fetcher.after(min(delay, 120)) { ask(m, attempt: attempt + 1) }
+                            return
+                        }
+                        unanswered.append(m.url == run.items[t].url ? why : "\(m.url): \(why)")
+                    } else if failure == nil, self.changedDuringRun(m, outcome) {
                         for key in fetched { heldManifests.removeValue(forKey: key)?.close() }  // this run's own hold
                         failure = self.dropFetched(fetched)
                     }
@@ -673,13 +713,19 @@ public final class Prefetcher {
                     if let failure {
                         run.changedDuringRun(t, failure)
                         if let r = run.results[t] { self.events(.finished(r)) }
+                    } else if !stoppedUnchecked.contains(t) {
+                        if unanswered.isEmpty {
+                            confirm()
+                        } else {
+                            self.events(.note(url: run.items[t].url, message: "its manifest could not be asked for again at the end of this run (\(unanswered.joined(separator: "; "))): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged"))
+                        }
                     }
                     releaseStreamLock(of: t)
                 }
-                if let ask { asks.append(ask) } else { left -= 1 }
+                if let ask { endChecks[t, default: []].append(ask) } else { left -= 1 }
             }
-            guard !asks.isEmpty else { return false }
-            endChecks[t] = asks
+            for m in read { ask(m, attempt: 0) }
+            guard endChecks[t] != nil else { return false }
             return true
         }
 
@@ -838,6 +884,14 @@ public final class Prefetcher {
                 r.complete = false
                 events(.finished(r))
             }
+        }
+        // Stopped while (or before) a stream's manifest was asked for again at its end: what
+        // the run fetched was not judged, so the stream stays unconfirmed and the item is
+        // stopped, never done (Docs/dash.md, "Changed during a run").
+        stoppedUnchecked.formUnion(endChecks.keys)
+        for t in stoppedUnchecked.sorted() where run.results[t]?.error == nil {
+            run.changedDuringRun(t, why)
+            if let r = run.results[t] { events(.finished(r)) }
         }
         for said in run.refusedHostsSaid() { events(said) }
         // A refetch whose job never settled leaves the cached copy as it was, and no new one.
