@@ -428,6 +428,8 @@ public final class Prefetcher {
         // Roots this run marked unconfirmed (`StreamRole.manifestUnconfirmed`) before their first
         // member was stored; the mark goes only when their end check finds the manifest unchanged.
         var unconfirmed = Set<Int>()
+        // Roots decided not to mark (a live stream, no stream recorded): not read again.
+        var notToMark = Set<Int>()
         // Roots whose end check a stop kept from judging what the run fetched: stopped, not done.
         var stoppedUnchecked = Set<Int>()
 
@@ -480,13 +482,6 @@ public final class Prefetcher {
                 if let replaced { putBack(replaced, url: run.items[index].url) }
             }
             if error == nil, heldManifests[r.key] == nil, let held = try? store.openDataForReading(key: r.key) { heldManifests[r.key] = held }
-            // A static stream this run fetches members of is unconfirmed until its end check
-            // passes: marked (one write) before its first member is stored (F1, h9b).
-            let t = run.root(of: index)
-            if error == nil, t < run.given, !members.isEmpty, !unconfirmed.contains(t), self.readManifest(run.items[t].url) != nil,
-               (try? store.catalog.markRootUnconfirmed(run.key(of: t), true)) != nil {
-                unconfirmed.insert(t)
-            }
             // The hosts its playlists came from: the URL given, and where each was redirected
             // (this run, or as the catalog recorded it when it is cached already).
             let answered = r.finalURL ?? ((try? store.catalog.finalURL(of: r.key)) ?? nil) ?? r.url
@@ -653,6 +648,20 @@ public final class Prefetcher {
             for (root, lock) in streamLocks.removeValue(forKey: t) ?? [] { store.releaseStreamLock(lock, root: root) }
         }
 
+        /// Member `index` is about to fetch bytes (`toFetch` not 0, or not known yet): the static
+        /// stream it is a member of is unconfirmed until its end check passes, marked (one write
+        /// for the stream) before its first member is stored (h9b F1). A run that fetches
+        /// nothing marks nothing.
+        func markUnconfirmed(before index: Int, toFetch: Int64?) {
+            let t = run.root(of: index)
+            guard options.expandStreams, toFetch != 0, index != t, t < run.given, !unconfirmed.contains(t), !notToMark.contains(t) else { return }
+            guard self.readManifest(run.items[t].url) != nil, (try? store.catalog.markRootUnconfirmed(run.key(of: t), true)) != nil else {
+                notToMark.insert(t)
+                return
+            }
+            unconfirmed.insert(t)
+        }
+
         /// Asks for root `t`'s static manifests again (its root; an HLS master's media playlists
         /// too, each that members were fetched under) when this run fetched members of its
         /// stream (`changedDuringRun`, Prefetcher+EndCheck.swift); false when there is nothing
@@ -749,7 +758,9 @@ public final class Prefetcher {
                     switch event {
                     case .finished: run.hold(event, of: index)
                     // A refetch's job writes its staging entry: it is said as the entry's.
-                    case .started(let url, _, let length, let cached, let toFetch): events(.started(url: url, key: key, length: length, alreadyCached: cached, toFetch: toFetch))
+                    case .started(let url, _, let length, let cached, let toFetch):
+                        markUnconfirmed(before: index, toFetch: toFetch)
+                        events(.started(url: url, key: key, length: length, alreadyCached: cached, toFetch: toFetch))
                     default: events(event)
                     }
                 }
@@ -889,9 +900,11 @@ public final class Prefetcher {
         // the run fetched was not judged, so the stream stays unconfirmed and the item is
         // stopped, never done (Docs/dash.md, "Changed during a run").
         stoppedUnchecked.formUnion(endChecks.keys)
-        for t in stoppedUnchecked.sorted() where run.results[t]?.error == nil {
-            run.changedDuringRun(t, why)
-            if let r = run.results[t] { events(.finished(r)) }
+        let unchecked = stoppedUnchecked.sorted().filter { run.results[$0]?.error == nil }
+        for t in unchecked { run.changedDuringRun(t, why) }
+        if !unchecked.isEmpty {
+            let out = run.outcome()  // said with all its stream fetched
+            for t in unchecked { events(.finished(out[t])) }
         }
         for said in run.refusedHostsSaid() { events(said) }
         // A refetch whose job never settled leaves the cached copy as it was, and no new one.
