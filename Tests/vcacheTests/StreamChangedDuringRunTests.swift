@@ -261,4 +261,26 @@ import VCacheTestSupport
             #expect(got == Dictionary(uniqueKeysWithValues: encode.map { ($0.key + "?token=aaa", TestBytes.sha256($0.value)) }))
         }
     }
+
+    /// The end check in `-v` (h9b F12), and a 304 answered to it when it carried no validator
+    /// (the origin gave none): no answer about the bytes, so the stream stays unconfirmed.
+    @Test
+    func theEndCheckIsTracedAndA304WithoutValidatorsIsNoAnswer() throws {
+        let origin = try TestOrigin()
+        _ = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let url = origin.url("/s/manifest.mpd")
+        let traced = try VCacheBinary.run(["prefetch", "-v", url], cacheDir: dir.file("v"))
+        #expect(traced.status == 0, "\(traced.stderr)")
+        #expect(traced.stderr.contains("\(url): end check: > GET If-None-Match: \"m1\"\n"), "\(traced.stderr)")
+        #expect(traced.stderr.contains("\(url): end check: unchanged (the version this run read)\n"), "\(traced.stderr)")
+
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320), contentType: R.dashXML))
+        origin.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (304, [:])]))
+        let cache = dir.file("c")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(origin.headers("/s/manifest.mpd").last?["if-none-match"] == nil)
+        #expect(r.stderr.contains(" note: \(url): its manifest could not be asked for again at the end of this run (origin answered 304 to a request without validators): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged\n"), "\(r.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+    }
 }

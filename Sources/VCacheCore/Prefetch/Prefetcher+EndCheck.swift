@@ -45,6 +45,17 @@ extension Prefetcher {
         return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
     }
 
+    /// What the end check's answer about `m` was, for `-v`.
+    func endCheckSaid(_ m: ReadManifest, _ outcome: ManifestRevalidation.Outcome) -> String {
+        switch outcome {
+        case .unchanged: return "unchanged (the version this run read)"
+        case .failed(let why, _): return "no answer to judge by (\(why))"
+        case .changed:
+            return changedDuringRun(m, outcome) ? "another encode: what this run fetched of the stream is dropped"
+                : "the same encode in other bytes (key rules, URL query strings, publishTime, or another location): unchanged"
+        }
+    }
+
     /// Drops the entries `fetched` (what this run fetched of a stream whose manifest changed
     /// under it), each on its own: they stay members of the stream, so it is partial, and the
     /// next run asks for its manifest again and drops what the old one named. The error says so.

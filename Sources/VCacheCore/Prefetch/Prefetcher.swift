@@ -648,6 +648,11 @@ public final class Prefetcher {
             for (root, lock) in streamLocks.removeValue(forKey: t) ?? [] { store.releaseStreamLock(lock, root: root) }
         }
 
+        /// A `-v` line about the end check of `url`.
+        func trace(_ url: String, _ message: @autoclosure () -> String) {
+            if options.verbose { events(.trace(url: url, message: message())) }
+        }
+
         /// Member `index` is about to fetch bytes (`toFetch` not 0, or not known yet): the static
         /// stream it is a member of is unconfirmed until its end check passes, marked (one write
         /// for the stream) before its first member is stored (h9b F1). A run that fetches
@@ -698,8 +703,11 @@ public final class Prefetcher {
             var failure: PrefetchError?
             var unanswered: [String] = []
             func ask(_ m: ReadManifest, attempt: Int) {
+                let asked = m.validators.etag.map { "If-None-Match: \($0)" } ?? m.validators.lastModified.map { "If-Modified-Since: \($0)" } ?? "no validators: the bytes are compared"
+                trace(m.url, "end check: > GET \(asked)")
                 let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, maxBytes: m.maxBytes,
                                                      options: options.request, fetcher: fetcher) { outcome in
+                    trace(m.url, "end check: " + self.endCheckSaid(m, outcome))
                     if self.fetcher.isStopped {
                         stoppedUnchecked.insert(t)
                     } else if case .failed(let why, let remedy) = outcome {
