@@ -283,4 +283,36 @@ import VCacheTestSupport
         #expect(r.stderr.contains(" note: \(url): its manifest could not be asked for again at the end of this run (origin answered 304 to a request without validators): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged\n"), "\(r.stderr)")
         #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
     }
+
+    /// Two MPDs naming the same segment URLs in one run (h9b F8): the end check of the one whose
+    /// item fetched them drops them, and the other, whose stream they were members of too, is
+    /// not reported done: both fail, and a note names why the second did.
+    @Test
+    func aStreamSharingMembersDroppedByAnotherRootsEndCheckIsNotDone() throws {
+        let origin = try TestOrigin()
+        func other(_ width: Int, _ etag: String) {
+            let text = String(decoding: R.mpd(width: width), as: UTF8.self).replacingOccurrences(of: "minBufferTime=\"PT2S\"", with: "minBufferTime=\"PT3S\"")
+            origin.setResource("/s/other.mpd", .init(body: Data(text.utf8), etag: etag, contentType: R.dashXML))
+        }
+        let old = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        other(320, "\"o1\"")
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd"), url2 = origin.url("/s/other.mpd")
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "1", url, url2], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        _ = StreamRaceTests.serve(origin, seed: 7, width: 640)
+        other(640, "\"o7\"")
+        origin.release("/s/v/1.m4s")
+        let r = run.finish()
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("0 done, 2 failed;"), "\(r.stderr)")
+        let noted = [(url2, url), (url, url2)].contains { a, b in
+            r.stderr.contains(" note: \(a): members of its stream were fetched for \(b), whose manifest changed on the origin during this run, and were dropped with what that run fetched\n")
+        }
+        #expect(noted, "\(r.stderr)")
+        #expect(try R.cachedDigests(cache, origin, Array(old.keys)).isEmpty)
+        let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+        #expect(!ls.stdout.contains("complete"), "\(ls.stdout)")
+    }
 }

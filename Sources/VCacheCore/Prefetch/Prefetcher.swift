@@ -432,6 +432,9 @@ public final class Prefetcher {
         var notToMark = Set<Int>()
         // Roots whose end check a stop kept from judging what the run fetched: stopped, not done.
         var stoppedUnchecked = Set<Int>()
+        // Roots given whose streams name members another root's end check dropped (two MPDs
+        // naming the same segment URLs), and that root's URL: not done either (h9b F8).
+        var droppedWith: [Int: (error: PrefetchError, by: Int)] = [:]
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -722,7 +725,10 @@ public final class Prefetcher {
                         unanswered.append(m.url == run.items[t].url ? why : "\(m.url): \(why)")
                     } else if failure == nil, self.changedDuringRun(m, outcome) {
                         for key in fetched { heldManifests.removeValue(forKey: key)?.close() }  // this run's own hold
-                        failure = self.dropFetched(fetched)
+                        let others = (try? self.store.catalog.otherRoots(naming: fetched, besides: run.key(of: t))) ?? []
+                        let e = self.dropFetched(fetched)
+                        failure = e
+                        for u in 0..<run.given where u != t && others.contains(run.key(of: u)) && droppedWith[u] == nil { droppedWith[u] = (e, t) }
                     }
                     left -= 1
                     guard left == 0 else { return }
@@ -913,6 +919,12 @@ public final class Prefetcher {
         if !unchecked.isEmpty {
             let out = run.outcome()  // said with all its stream fetched
             for t in unchecked { events(.finished(out[t])) }
+        }
+        // A stream of the run that lost members to another's end check is not done (h9b F8).
+        for (u, d) in droppedWith.sorted(by: { $0.key < $1.key }) where run.results[u] != nil && run.results[u]?.error == nil {
+            events(.note(url: run.items[u].url, message: "members of its stream were fetched for \(run.items[d.by].url), whose manifest changed on the origin during this run, and were dropped with what that run fetched"))
+            run.changedDuringRun(u, d.error)
+            if let r = run.results[u] { events(.finished(r)) }
         }
         for said in run.refusedHostsSaid() { events(said) }
         // A refetch whose job never settled leaves the cached copy as it was, and no new one.
