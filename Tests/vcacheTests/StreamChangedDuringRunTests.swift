@@ -315,4 +315,42 @@ import VCacheTestSupport
         let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
         #expect(!ls.stdout.contains("complete"), "\(ls.stdout)")
     }
+
+    /// The HLS state word from `ls --json`.
+    static func hlsState(_ cache: String) throws -> String? {
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        for line in ls.stdout.split(separator: "\n").map(String.init) {
+            guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["format"] as? String == "hls" else { continue }
+            return o["state"] as? String
+        }
+        return nil
+    }
+
+    /// An HLS master's stream is unconfirmed while its end check waits, though its media
+    /// playlist's members were recorded after the mark was set (h9b F1, F15); the check
+    /// passing (the same bytes under a new ETag) confirms it, with no member fetched again.
+    @Test
+    func anHLSStreamIsUnconfirmedUntilItsEndCheckPasses() throws {
+        let origin = try TestOrigin()
+        let encode = HLSRevalidationTests.encode(origin, seed: 1, resolution: "320x180")
+        let cache = dir.file("c")
+        let url = origin.url("/h/master.m3u8")
+        origin.hold("/h/1.ts", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "2", url], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/h/1.ts"))
+        let master = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=100000,RESOLUTION=320x180\nv.m3u8\n"
+        origin.setResource("/h/master.m3u8", .init(body: Data(master.utf8), etag: "\"again\"", contentType: "application/vnd.apple.mpegurl"))
+        origin.hold("/h/master.m3u8", at: 10)
+        origin.release("/h/1.ts")
+        #expect(origin.waitUntilHeld("/h/master.m3u8"))
+        #expect(try Self.hlsState(cache) == "partial")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
+        origin.release("/h/master.m3u8")
+        let r = run.finish()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try Self.hlsState(cache) == "complete")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status == 0)
+        #expect(try R.cachedDigests(cache, origin, Array(encode.keys)) == encode.mapValues { TestBytes.sha256($0) })
+        #expect(encode.keys.allSatisfy { origin.requests($0).count == 1 })
+    }
 }

@@ -81,7 +81,12 @@ extension Catalog {
                 try c.query("SELECT 1 FROM entries WHERE key = ?", .key(root)) { _ in held = true }
                 guard held else { return nil }
                 try c.run("INSERT INTO streams (root, format) VALUES (?, ?) ON CONFLICT(root) DO NOTHING", .key(root), .text(format))
-                try Self.setMember(c, key: root, root: root, role: .manifest)
+                // The root's own row keeps an unconfirmed mark: a media playlist's members
+                // recorded while a run fetches the stream do not confirm it.
+                try c.run("""
+                    INSERT INTO stream_members (key, root, role) VALUES (?1, ?1, ?2)
+                    ON CONFLICT(key, root) DO UPDATE SET role = excluded.role WHERE role != ?3
+                    """, .key(root), .text(StreamRole.manifest.rawValue), .text(StreamRole.manifestUnconfirmed.rawValue))
                 owners = [root]
             }
             for owner in owners {
