@@ -144,6 +144,10 @@ import VCacheTestSupport
         #expect(summary.contains("\"done\":0"), "\(summary)")
         #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
         #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
+        // `evict --partial` takes it, as any partial stream (its members are all complete entries).
+        let evicted = try VCacheBinary.run(["evict", "--partial"], cacheDir: cache)
+        #expect(evicted.status == 0, "\(evicted.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == nil)
         // The next run asks for the MPD (changed): the old members go, the stream comes from the new one.
         let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
         #expect(again.status == 0, "\(again.stderr)")

@@ -229,6 +229,17 @@ extension Catalog {
         }
     }
 
+    /// The roots marked partial whatever their members hold (`manifestToAsk`, `manifestUnconfirmed`).
+    public func markedRoots() throws -> Set<CacheKey> {
+        guard schema >= Catalog.streamsSchema else { return [] }
+        return try database.read { c in
+            var out = Set<CacheKey>()
+            try c.query("SELECT key FROM stream_members WHERE key = root AND role IN (?, ?)",
+                        .text(StreamRole.manifestToAsk.rawValue), .text(StreamRole.manifestUnconfirmed.rawValue)) { out.insert($0.key(0)) }
+            return out
+        }
+    }
+
     /// The role of the root `key`'s own row (nil: no stream's root); one row read.
     public func rootRole(_ key: CacheKey) throws -> StreamRole? {
         guard schema >= Catalog.streamsSchema else { return nil }
