@@ -87,4 +87,274 @@ import VCacheTestSupport
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try R.cachedDigests(cache, origin, Array(new.keys)) == new.mapValues { TestBytes.sha256($0) })
     }
+
+    static func statuses(_ list: [(Int, [String: String])]) -> TestOrigin.Faults {
+        var f = TestOrigin.Faults()
+        f.statuses = list
+        return f
+    }
+
+    /// Holds the run at its first video segment, has `change` done to the origin, then holds the
+    /// end check's answer (the MPD answered 200, body held at byte 10): the stream is mid end check.
+    static func heldAtEndCheck(_ origin: TestOrigin, _ args: [String], cache: String, change: () -> Void) throws -> VCacheBinary.Running {
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(args, cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        change()
+        origin.hold("/s/manifest.mpd", at: 10)
+        origin.release("/s/v/1.m4s")
+        #expect(origin.waitUntilHeld("/s/manifest.mpd"))
+        return run
+    }
+
+    /// A run's members are unconfirmed until its end check finds the manifest unchanged (h9b F1):
+    /// while the check waits, `ls` says partial, `check` missing and `export` refuses; a SIGTERM
+    /// then stops the item (143, its JSON summary says 143, h9b F9), the mark stays, and the next
+    /// run asks for the MPD again and completes the stream from the new encode only.
+    @Test
+    func aStreamIsUnconfirmedUntilItsEndCheckPassesAndAKillLeavesItSo() throws {
+        let origin = try TestOrigin()
+        let old = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        var new: [String: Data] = [:]
+        let run = try Self.heldAtEndCheck(origin, ["prefetch", "-j", "1", "--json", url], cache: cache) {
+            new = StreamRaceTests.serve(origin, seed: 7, width: 640)
+        }
+        // The members: 2 of the old encode, 4 of the new, under the old MPD.
+        #expect(try R.cachedDigests(cache, origin, ["/s/v/0.m4s"]) == ["/s/v/0.m4s": TestBytes.sha256(old["/s/v/0.m4s"]!)])
+        #expect(try R.cachedDigests(cache, origin, ["/s/a/1.m4s"]) == ["/s/a/1.m4s": TestBytes.sha256(new["/s/a/1.m4s"]!)])
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        let why = "a run fetching its stream has not found its manifest unchanged on the origin yet (it is asking now, or it was stopped or killed before it asked)"
+        let check = try VCacheBinary.run(["check", "--json", url], cacheDir: cache)
+        #expect(check.status != 0)
+        #expect(check.stdout.contains("\"state\":\"missing\""), "\(check.stdout)")
+        #expect(check.stdout.contains(why), "\(check.stdout)")
+        let out = dir.file("out")
+        let export = try VCacheBinary.run(["export", url, out], cacheDir: cache)
+        #expect(export.status != 0)
+        #expect(export.stderr.contains("\(url) does not play from the cache: \(why); run 'vcache prefetch \(url)' to complete it"), "\(export.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out + "/manifest.mpd"))
+        run.kill(SIGTERM)
+        let r = run.finish()
+        origin.release("/s/manifest.mpd")
+        #expect(r.signalled && r.status == SIGTERM, "\(r.status) \(r.stderr)")
+        let summary = r.stdout.split(separator: "\n").last { $0.contains("\"event\":\"summary\"") }.map(String.init) ?? ""
+        #expect(summary.contains("\"exit_code\":143"), "\(summary)")
+        #expect(summary.contains("\"done\":0"), "\(summary)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
+        // `evict --partial` takes it, as any partial stream (its members are all complete entries).
+        let evicted = try VCacheBinary.run(["evict", "--partial"], cacheDir: cache)
+        #expect(evicted.status == 0, "\(evicted.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == nil)
+        // The next run asks for the MPD (changed): the old members go, the stream comes from the new one.
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        try StreamRaceTests.expectCompleteFrom(new, etag: "\"m7\"", cache: cache, origin: origin, url: url)
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status == 0)
+    }
+
+    /// --max-time running out while the MPD is asked for again at the run's end (h9b F2): the
+    /// item is stopped (exit 3, its line says so), never complete; the next run asks for the MPD
+    /// (304, its ETag the same) and the stream is complete without fetching a member again.
+    @Test
+    func maxTimeDuringTheEndCheckStopsTheItemAndTheNextRunConfirmsIt() throws {
+        let origin = try TestOrigin()
+        let encode = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        let run = try Self.heldAtEndCheck(origin, ["prefetch", "-j", "1", "--max-time", "4s", url], cache: cache) {
+            // The same bytes under another ETag: the end check gets a body to hold.
+            origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320), etag: "\"m1b\"", contentType: R.dashXML))
+        }
+        let r = run.finish()
+        origin.release("/s/manifest.mpd")
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("1 stopped at --max-time"), "\(r.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        let segments = origin.requests("/s/v/1.m4s").count
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin.requests("/s/v/1.m4s").count == segments)
+        #expect(origin.requests("/s/manifest.mpd").count == 3)
+        try StreamRaceTests.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
+    }
+
+    /// The end check answered 503 (h9b F3): asked again as any request (--retries); with no
+    /// retry left, the run stands, one note says so, and the stream stays unconfirmed (partial)
+    /// until the next run finds the MPD unchanged.
+    @Test
+    func anEndCheckAnswered503IsRetriedAndUnansweredLeavesTheStreamUnconfirmed() throws {
+        let origin = try TestOrigin()
+        let encode = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let url = origin.url("/s/manifest.mpd")
+        // One 503 once the MPD was read: the end check's retry gets the 304.
+        origin.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (503, [:])]))
+        let cache = dir.file("c")
+        let r = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(origin.requests("/s/manifest.mpd").count == 3)
+        try StreamRaceTests.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
+
+        let origin2 = try TestOrigin()
+        let encode2 = StreamRaceTests.serve(origin2, seed: 1, width: 320)
+        let url2 = origin2.url("/s/manifest.mpd")
+        origin2.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (503, [:])]))
+        let cache2 = dir.file("c2")
+        let once = try VCacheBinary.run(["prefetch", "--retries", "0", url2], cacheDir: cache2)
+        #expect(once.status == 0, "\(once.stderr)")
+        #expect(once.stderr.contains(" note: \(url2): its manifest could not be asked for again at the end of this run (origin answered 503): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged\n"), "\(once.stderr)")
+        #expect(origin2.requests("/s/manifest.mpd").count == 2)
+        #expect(try DASHHostileOriginTests.lsState(cache2) == "partial")
+        let again = try VCacheBinary.run(["prefetch", "-q", url2], cacheDir: cache2)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin2.requests("/s/manifest.mpd").count == 3)
+        try StreamRaceTests.expectCompleteFrom(encode2, etag: "\"m1\"", cache: cache2, origin: origin2, url: url2)
+    }
+
+    /// An MPD redirected to another location on each answer (h9b F5), a token new in every
+    /// segment URL on each answer, a `publishTime` stamped on each answer (h9b F6): no re-encode,
+    /// so the run stands (exit 0, complete) and a rerun asks for nothing.
+    @Test
+    func answersThatDifferOnlyInLocationTokensOrPublishTimeAreNoReEncode() throws {
+        // Per-answer redirect: /e1/ first, /e2/ for the end check (its 304 answered there).
+        do {
+            let origin = try TestOrigin()
+            let encode = R.encode(origin, seed: 1)
+            for e in ["/e1", "/e2"] {
+                for (path, body) in encode { origin.setResource(e + path, .init(body: body, etag: "\"\(path)\"", contentType: "video/mp4")) }
+                origin.setResource(e + "/s/manifest.mpd", .init(body: R.mpd(width: 320), etag: "\"m1\"", contentType: R.dashXML))
+            }
+            origin.setFaults("/s/manifest.mpd", Self.statuses([(302, ["Location": "/e1/s/manifest.mpd"]), (302, ["Location": "/e2/s/manifest.mpd"])]))
+            let cache = dir.file("r")
+            let url = origin.url("/s/manifest.mpd")
+            let r = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(origin.headers("/e2/s/manifest.mpd").last?["if-none-match"] == "\"m1\"")
+            #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+            let got = try R.cachedDigests(cache, origin, encode.keys.map { "/e1" + $0 })
+            #expect(got == Dictionary(uniqueKeysWithValues: encode.map { ("/e1" + $0.key, TestBytes.sha256($0.value)) }))
+            #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+            #expect(origin.requests("/s/manifest.mpd").count == 2)
+        }
+        // A token new on each answer; a publishTime new on each answer (no key rules).
+        let stamped = { (token: String, time: String) -> Data in
+            var text = String(decoding: R.mpd(width: 320, query: "?token=\(token)"), as: UTF8.self)
+            text = text.replacingOccurrences(of: "type=\"static\"", with: "type=\"static\" publishTime=\"\(time)\"")
+            return Data(text.utf8)
+        }
+        for (first, second) in [(("aaa", "2026-01-01T00:00:00Z"), ("bbb", "2026-01-01T00:00:00Z")),
+                                (("aaa", "2026-01-01T00:00:00Z"), ("aaa", "2026-01-01T00:00:07Z"))] {
+            let origin = try TestOrigin()
+            let encode = R.encode(origin, seed: 1)
+            origin.setResource("/s/manifest.mpd", .init(body: stamped(first.0, first.1), etag: "\"m1\"", contentType: R.dashXML))
+            let cache = dir.file("t-\(second.0)")
+            let url = origin.url("/s/manifest.mpd")
+            origin.hold("/s/v/1.m4s", at: 10)
+            let run = try VCacheBinary.start(["prefetch", "-j", "1", "-q", url], cacheDir: cache)
+            #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+            origin.setResource("/s/manifest.mpd", .init(body: stamped(second.0, second.1), etag: "\"m2\"", contentType: R.dashXML))
+            origin.release("/s/v/1.m4s")
+            let r = run.finish()
+            #expect(r.status == 0, "\(second): \(r.stderr)")
+            #expect(origin.requests("/s/manifest.mpd").count == 2)
+            #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+            // Cached under the URLs the MPD the run read named (no key rules: with their token).
+            let got = try R.cachedDigests(cache, origin, encode.keys.map { $0 + "?token=aaa" })
+            #expect(got == Dictionary(uniqueKeysWithValues: encode.map { ($0.key + "?token=aaa", TestBytes.sha256($0.value)) }))
+        }
+    }
+
+    /// The end check in `-v` (h9b F12), and a 304 answered to it when it carried no validator
+    /// (the origin gave none): no answer about the bytes, so the stream stays unconfirmed.
+    @Test
+    func theEndCheckIsTracedAndA304WithoutValidatorsIsNoAnswer() throws {
+        let origin = try TestOrigin()
+        _ = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let url = origin.url("/s/manifest.mpd")
+        let traced = try VCacheBinary.run(["prefetch", "-v", url], cacheDir: dir.file("v"))
+        #expect(traced.status == 0, "\(traced.stderr)")
+        #expect(traced.stderr.contains("\(url): end check: > GET If-None-Match: \"m1\"\n"), "\(traced.stderr)")
+        #expect(traced.stderr.contains("\(url): end check: unchanged (the version this run read)\n"), "\(traced.stderr)")
+
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320), contentType: R.dashXML))
+        origin.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (304, [:])]))
+        let cache = dir.file("c")
+        let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(origin.headers("/s/manifest.mpd").last?["if-none-match"] == nil)
+        #expect(r.stderr.contains(" note: \(url): its manifest could not be asked for again at the end of this run (origin answered 304 to a request without validators): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged\n"), "\(r.stderr)")
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+    }
+
+    /// Two MPDs naming the same segment URLs in one run (h9b F8): the end check of the one whose
+    /// item fetched them drops them, and the other, whose stream they were members of too, is
+    /// not reported done: both fail, and a note names why the second did.
+    @Test
+    func aStreamSharingMembersDroppedByAnotherRootsEndCheckIsNotDone() throws {
+        let origin = try TestOrigin()
+        func other(_ width: Int, _ etag: String) {
+            let text = String(decoding: R.mpd(width: width), as: UTF8.self).replacingOccurrences(of: "minBufferTime=\"PT2S\"", with: "minBufferTime=\"PT3S\"")
+            origin.setResource("/s/other.mpd", .init(body: Data(text.utf8), etag: etag, contentType: R.dashXML))
+        }
+        let old = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        other(320, "\"o1\"")
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd"), url2 = origin.url("/s/other.mpd")
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "1", url, url2], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        _ = StreamRaceTests.serve(origin, seed: 7, width: 640)
+        other(640, "\"o7\"")
+        origin.release("/s/v/1.m4s")
+        let r = run.finish()
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("0 done, 2 failed;"), "\(r.stderr)")
+        let noted = [(url2, url), (url, url2)].contains { a, b in
+            r.stderr.contains(" note: \(a): members of its stream were fetched for \(b), whose manifest changed on the origin during this run, and were dropped with what that run fetched\n")
+        }
+        #expect(noted, "\(r.stderr)")
+        #expect(try R.cachedDigests(cache, origin, Array(old.keys)).isEmpty)
+        let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+        #expect(!ls.stdout.contains("complete"), "\(ls.stdout)")
+    }
+
+    /// The HLS state word from `ls --json`.
+    static func hlsState(_ cache: String) throws -> String? {
+        let ls = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        for line in ls.stdout.split(separator: "\n").map(String.init) {
+            guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["format"] as? String == "hls" else { continue }
+            return o["state"] as? String
+        }
+        return nil
+    }
+
+    /// An HLS master's stream is unconfirmed while its end check waits, though its media
+    /// playlist's members were recorded after the mark was set (h9b F1, F15); the check
+    /// passing (the same bytes under a new ETag) confirms it, with no member fetched again.
+    @Test
+    func anHLSStreamIsUnconfirmedUntilItsEndCheckPasses() throws {
+        let origin = try TestOrigin()
+        let encode = HLSRevalidationTests.encode(origin, seed: 1, resolution: "320x180")
+        let cache = dir.file("c")
+        let url = origin.url("/h/master.m3u8")
+        origin.hold("/h/1.ts", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "2", url], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/h/1.ts"))
+        let master = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=100000,RESOLUTION=320x180\nv.m3u8\n"
+        origin.setResource("/h/master.m3u8", .init(body: Data(master.utf8), etag: "\"again\"", contentType: "application/vnd.apple.mpegurl"))
+        origin.hold("/h/master.m3u8", at: 10)
+        origin.release("/h/1.ts")
+        #expect(origin.waitUntilHeld("/h/master.m3u8"))
+        #expect(try Self.hlsState(cache) == "partial")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
+        origin.release("/h/master.m3u8")
+        let r = run.finish()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try Self.hlsState(cache) == "complete")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status == 0)
+        #expect(try R.cachedDigests(cache, origin, Array(encode.keys)) == encode.mapValues { TestBytes.sha256($0) })
+        #expect(encode.keys.allSatisfy { origin.requests($0).count == 1 })
+    }
 }

@@ -81,7 +81,12 @@ extension Catalog {
                 try c.query("SELECT 1 FROM entries WHERE key = ?", .key(root)) { _ in held = true }
                 guard held else { return nil }
                 try c.run("INSERT INTO streams (root, format) VALUES (?, ?) ON CONFLICT(root) DO NOTHING", .key(root), .text(format))
-                try Self.setMember(c, key: root, root: root, role: .manifest)
+                // The root's own row keeps an unconfirmed mark: a media playlist's members
+                // recorded while a run fetches the stream do not confirm it.
+                try c.run("""
+                    INSERT INTO stream_members (key, root, role) VALUES (?1, ?1, ?2)
+                    ON CONFLICT(key, root) DO UPDATE SET role = excluded.role WHERE role != ?3
+                    """, .key(root), .text(StreamRole.manifest.rawValue), .text(StreamRole.manifestUnconfirmed.rawValue))
                 owners = [root]
             }
             for owner in owners {
@@ -210,6 +215,38 @@ extension Catalog {
         try database.write { c in
             _ = try c.run("UPDATE stream_members SET role = ? WHERE key = ? AND root = ? AND role != ?",
                           .text(role.rawValue), .key(root), .key(root), .text(role.rawValue))
+        }
+    }
+
+    /// Marks the stream `root` unconfirmed (`StreamRole.manifestUnconfirmed`: a run fetches its
+    /// members and has not asked for its manifest again at their end), or clears that mark. A
+    /// root marked to be asked for again (`manifestToAsk`) keeps that mark. One write.
+    public func markRootUnconfirmed(_ root: CacheKey, _ on: Bool) throws {
+        let (from, to) = on ? (StreamRole.manifest, StreamRole.manifestUnconfirmed) : (.manifestUnconfirmed, .manifest)
+        try database.write { c in
+            _ = try c.run("UPDATE stream_members SET role = ? WHERE key = ? AND root = ? AND role = ?",
+                          .text(to.rawValue), .key(root), .key(root), .text(from.rawValue))
+        }
+    }
+
+    /// The roots marked partial whatever their members hold (`manifestToAsk`, `manifestUnconfirmed`).
+    public func markedRoots() throws -> Set<CacheKey> {
+        guard schema >= Catalog.streamsSchema else { return [] }
+        return try database.read { c in
+            var out = Set<CacheKey>()
+            try c.query("SELECT key FROM stream_members WHERE key = root AND role IN (?, ?)",
+                        .text(StreamRole.manifestToAsk.rawValue), .text(StreamRole.manifestUnconfirmed.rawValue)) { out.insert($0.key(0)) }
+            return out
+        }
+    }
+
+    /// The role of the root `key`'s own row (nil: no stream's root); one row read.
+    public func rootRole(_ key: CacheKey) throws -> StreamRole? {
+        guard schema >= Catalog.streamsSchema else { return nil }
+        return try database.read { c in
+            var role: StreamRole?
+            try c.query("SELECT role FROM stream_members WHERE key = ? AND root = ?", .key(key), .key(key)) { role = StreamRole(rawValue: $0.text(0)) }
+            return role
         }
     }
 

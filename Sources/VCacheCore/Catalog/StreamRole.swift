@@ -15,6 +15,13 @@ public enum StreamRole: String, Sendable, CaseIterable {
     /// for again (`Catalog.markRootToAsk`). Read by a vcache
     /// that does not know it as a `segment` role of the root's own row, which changes nothing.
     case manifestToAsk = "manifest-to-ask"
+    /// The root's own row while a run fetches members of its static stream and has not yet found
+    /// its manifest unchanged at their end (`Prefetcher+EndCheck.swift`): set before the first
+    /// member is stored, cleared when the end check passes. Partial for `ls`, `check`, `export`
+    /// and `evict --partial`, and the next run asks for the manifest again: a run killed or
+    /// stopped before its end check leaves it. Read by a vcache that does not know it as a
+    /// `segment` role of the root's own row (no migration).
+    case manifestUnconfirmed = "manifest-unconfirmed"
     /// A manifest the root names (an HLS variant's or rendition's media playlist).
     case playlist
     case segment

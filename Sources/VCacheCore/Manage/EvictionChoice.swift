@@ -61,7 +61,7 @@ public struct EvictionChoice: Equatable, Sendable {
                 if members.isEmpty { continue }
             }
             if let age = c.olderThan, now.timeIntervalSince(unit.lastUsed) <= age { continue }
-            if c.partialOnly && members.allSatisfy(\.isComplete) { continue }
+            if c.partialOnly && members.allSatisfy(\.isComplete) && !(unit.isStream && c.markedRoots.contains(unit.root)) { continue }
             // A stream's member that another stream still names stays with it (unless named alone).
             let isStream = unit.isStream && (c.keys == nil || named)
             let going = isStream ? members.filter { e in

@@ -30,8 +30,11 @@ public struct Evictor {
         public var maxSize: Int64?
         /// Only entries last used more than this many seconds ago.
         public var olderThan: Double?
-        /// Only incomplete entries.
+        /// Only incomplete entries (and the streams marked partial though every member is
+        /// complete: `StreamRole.manifestToAsk`, `.manifestUnconfirmed`).
         public var partialOnly = false
+        /// The roots of the streams marked partial (read by `evict` when `partialOnly`).
+        var markedRoots: Set<CacheKey> = []
         /// Only these keys (an explicit request: pinned entries among them go too, unless
         /// `keepPinned`).
         public var keys: Set<CacheKey>?
@@ -144,6 +147,8 @@ public struct Evictor {
         // concurrent writer adding entries forever.
         for _ in 0..<16 {
             let roots = c.alone ? [:] : try streamRoots()
+            var c = c
+            if c.partialOnly, !c.alone { c.markedRoots = try store.catalog.markedRoots() }
             let choice = EvictionChoice.choose(entries, c, footprint: footprint, excluded: excluded, streams: roots, now: now)
             let byKey = Dictionary(entries.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let victims = choice.victims.compactMap { byKey[$0] }

@@ -28,6 +28,9 @@ public struct StreamExporter {
         self.keyRules = keyRules
     }
 
+    /// Why a stream marked `StreamRole.manifestUnconfirmed` is not ready (`check`, `export`).
+    public static let unconfirmed = "a run fetching its stream has not found its manifest unchanged on the origin yet (it is asking now, or it was stopped or killed before it asked)"
+
     public enum StreamExportError: Error, Equatable, CustomStringConvertible {
         case notAStream(String)
         case notPlayable(url: String, why: String)
@@ -72,6 +75,11 @@ public struct StreamExporter {
                        note: (String) -> Void = { _ in }) throws -> Exported {
         try ExportStaging.recoverKilledExports(in: destination, note: note)
         guard let root = try store.catalog.entry(key: key) else { throw StreamExportError.notAStream(key.hex) }
+        // Members a run fetched and has not yet judged against the origin's manifest may be of
+        // another encode than the cached manifest names: not exported until that run's end check passes.
+        if (try? store.catalog.rootRole(key)) == .manifestUnconfirmed {
+            throw StreamExportError.notPlayable(url: root.latestURL, why: Self.unconfirmed)
+        }
         if (try? store.catalog.stream(root: key))??.format == "dash" { return try exportDASH(root, to: destination, force: force) }
         guard let playlist = parse(root) else { throw StreamExportError.notAStream(root.latestURL) }
         let master = destination + "/master.m3u8"

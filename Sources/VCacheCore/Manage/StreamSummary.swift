@@ -68,10 +68,12 @@ public struct StreamSummary: Sendable {
     /// every one of them must be cached (audio whole beside a video whose segments were all
     /// refused is not a complete stream).
     /// A root marked to be asked for again (`StreamRole.manifestToAsk`: a media playlist of it
-    /// changed on the origin, was evicted or dropped by `verify --fix`) is partial too.
+    /// changed on the origin, was evicted or dropped by `verify --fix`), or unconfirmed
+    /// (`manifestUnconfirmed`: a run fetched members and has not found its manifest unchanged
+    /// at their end), is partial too.
     public var isComplete: Bool {
         guard entries.allSatisfy(\.isComplete) else { return false }
-        if record.members.first?.role == .manifestToAsk { return false }
+        if [.manifestToAsk, .manifestUnconfirmed].contains(record.members.first?.role) { return false }
         if playlists.isEmpty || record.format == "dash" {
             guard entries.count == Set(record.keys).count else { return false }
             // An MPD naming no Representation (a bad deploy) is no complete stream: the next run

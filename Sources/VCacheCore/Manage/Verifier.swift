@@ -333,7 +333,7 @@ public struct Verifier {
     private func checkStructure(_ e: CacheEntry, _ data: RawFile, length: Int64, into report: inout EntryReport) {
         // A stream's member is checked as what it is to the stream (Docs/hls.md).
         var role = (try? store.catalog.streamRole(of: e.key)) ?? nil
-        if role == .manifestToAsk { role = .manifest }
+        if role == .manifestToAsk || role == .manifestUnconfirmed { role = .manifest }
         switch role {
         case .manifest? where ((try? store.catalog.stream(root: e.key)) ?? nil)?.format == "dash":
             guard length <= Int64(MPD.maxBytes) else {
@@ -346,7 +346,7 @@ public struct Verifier {
                 report.problems.append("DASH MPD: \(error)")
             }
             return
-        case .manifest?, .manifestToAsk?, .playlist?:
+        case .manifest?, .manifestToAsk?, .manifestUnconfirmed?, .playlist?:
             guard length <= Int64(HLSPlaylist.maxBytes) else {
                 report.problems.append("HLS playlist: larger than \(Units.formatSize(Int64(HLSPlaylist.maxBytes)))")
                 return

@@ -23,6 +23,32 @@ extension ManifestRevalidation {
         return HLSPlaylist.sameUnderKeyRules(new, old, rules: rules)
     }
 
+    /// Whether `new`, the origin's answer at the end of a run, is the same encode as `old`, the
+    /// copy the run read (`Prefetcher.changedDuringRun`): the same under `rules`, or once every
+    /// URL's query is put aside (a signed-URL CDN's tokens, new on each answer, whatever the key
+    /// rules) and, for an MPD, the attributes that carry the answer's own time (`publishTime`,
+    /// which a just-in-time packager stamps on every answer of a static MPD). A changed path,
+    /// duration, segment list, Representation, bandwidth or codec is another encode.
+    static func sameEncode(_ new: [UInt8], _ old: [UInt8], mpd: Bool, rules: CacheKeyRules) -> Bool {
+        if sameUnderKeyRules(new, old, mpd: mpd, rules: rules) { return true }
+        var loose = rules
+        loose.ignoreQuery = true
+        if mpd {
+            guard let a = try? XMLTree.parse(new), let b = try? XMLTree.parse(old) else { return false }
+            return keyed(withoutAnswerTime(a), loose) == keyed(withoutAnswerTime(b), loose)
+        }
+        return HLSPlaylist.sameUnderKeyRules(new, old, rules: loose)
+    }
+
+    /// MPD attributes that say when an answer was made, not what the stream is.
+    private static let answerTimeAttributes: Set<String> = ["publishTime"]
+
+    private static func withoutAnswerTime(_ e: XMLElement) -> XMLElement {
+        var out = e
+        if e.name == "MPD" { out.attributes = e.attributes.filter { !answerTimeAttributes.contains($0.name) } }
+        return out
+    }
+
     /// MPD attributes and elements whose value is a URL (or a URL template), ISO/IEC 23009-1:
     /// SegmentTemplate@media/@initialization/@index, SegmentURL@media/@index,
     /// Initialization@sourceURL, RepresentationIndex@sourceURL, xlink:href; BaseURL, Location.

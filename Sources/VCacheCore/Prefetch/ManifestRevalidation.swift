@@ -28,18 +28,23 @@ final class ManifestRevalidation: TransferDelegate {
 
     /// The URL the cached manifest's relative URLs resolve against (where it was answered).
     private let cachedBase: String?
+    /// The request carried a validator (`If-None-Match`, `If-Modified-Since`): only then is a
+    /// 304 an answer about the cached copy.
+    private let conditional: Bool
 
-    private init(cached: [UInt8], cachedBase: String?, maxBytes: Int, done: @escaping (Outcome) -> Void) {
+    private init(cached: [UInt8], cachedBase: String?, maxBytes: Int, conditional: Bool, done: @escaping (Outcome) -> Void) {
         self.cached = cached
         self.cachedBase = cachedBase
         self.maxBytes = maxBytes
+        self.conditional = conditional
         self.done = done
     }
 
     /// Starts the request for `url` on `fetcher`; nil (and `done` not called) when it cannot be made.
     static func start(url: String, cached: [UInt8], cachedBase: String?, validators: Validators, maxBytes: Int, options: RequestOptions,
                       fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
-        let r = ManifestRevalidation(cached: cached, cachedBase: cachedBase, maxBytes: maxBytes, done: done)
+        let r = ManifestRevalidation(cached: cached, cachedBase: cachedBase, maxBytes: maxBytes,
+                                     conditional: validators.etag != nil || validators.lastModified != nil, done: done)
         var o = options
         if let etag = validators.etag {
             o.headers.append("If-None-Match: \(etag)")
@@ -108,7 +113,10 @@ final class ManifestRevalidation: TransferDelegate {
         } else if let error, (head ?? self.head)?.status != 304 {
             outcome = .failed(error.description, PrefetchError.transport(error).remedy)
         } else if let h = head ?? self.head {
-            if let n = h.contentLength, h.status == 200, Int64(body.count) != n {
+            if h.status == 304, !conditional {
+                // A 304 to a request that named no version says nothing of the bytes (h9b F12).
+                outcome = .failed("origin answered 304 to a request without validators", .fixOrigin)
+            } else if let n = h.contentLength, h.status == 200, Int64(body.count) != n {
                 outcome = .failed("its body ended after \(body.count) of \(n) bytes", .tryLater)
             } else {
                 outcome = Self.outcome(status: h.status, body: body, cached: cached, cachedBase: cachedBase,

@@ -34,12 +34,26 @@ extension Prefetcher {
     }
 
     /// Whether the origin's answer `outcome` about `m`, asked at the end of a run that fetched
-    /// members of its stream, is another version: not when unchanged, the same under the key
-    /// rules, or no answer to judge by (an error status, the network: the run stands).
+    /// members of its stream, is another encode: not when unchanged, the same encode
+    /// (`ManifestRevalidation.sameEncode`: tokens in URL queries, an MPD's `publishTime`), or
+    /// no answer to judge by (the run stands, its stream left unconfirmed). The question is
+    /// whether the origin re-encoded during the run: the same bytes answered from another
+    /// location (a per-answer redirect) are no re-encode, since the members were fetched from
+    /// the URLs the copy the run read named.
     func changedDuringRun(_ m: ReadManifest, _ outcome: ManifestRevalidation.Outcome) -> Bool {
-        guard case .changed(let body, _, _, let finalURL) = outcome else { return false }
-        let moved = finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
-        return moved || !ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
+        guard case .changed(let body, _, _, _) = outcome else { return false }
+        return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
+    }
+
+    /// What the end check's answer about `m` was, for `-v`.
+    func endCheckSaid(_ m: ReadManifest, _ outcome: ManifestRevalidation.Outcome) -> String {
+        switch outcome {
+        case .unchanged: return "unchanged (the version this run read)"
+        case .failed(let why, _): return "no answer to judge by (\(why))"
+        case .changed:
+            return changedDuringRun(m, outcome) ? "another encode: what this run fetched of the stream is dropped"
+                : "the same encode in other bytes (key rules, URL query strings, publishTime, or another location): unchanged"
+        }
     }
 
     /// Drops the entries `fetched` (what this run fetched of a stream whose manifest changed

@@ -427,6 +427,16 @@ public final class Prefetcher {
         // those asked already (once per run).
         var endChecks: [Int: [ManifestRevalidation]] = [:]
         var endChecked = Set<Int>()
+        // Roots this run marked unconfirmed (`StreamRole.manifestUnconfirmed`) before their first
+        // member was stored; the mark goes only when their end check finds the manifest unchanged.
+        var unconfirmed = Set<Int>()
+        // Roots decided not to mark (a live stream, no stream recorded): not read again.
+        var notToMark = Set<Int>()
+        // Roots whose end check a stop kept from judging what the run fetched: stopped, not done.
+        var stoppedUnchecked = Set<Int>()
+        // Roots given whose streams name members another root's end check dropped (two MPDs
+        // naming the same segment URLs), and that root's URL: not done either (h9b F8).
+        var droppedWith: [Int: (error: PrefetchError, by: Int)] = [:]
 
         /// Decides, before evicting anything, which items cannot fit under the limit even in an
         /// empty cache (refused), then keeps the cache under the cap as the run goes.
@@ -643,31 +653,84 @@ public final class Prefetcher {
             for (root, lock) in streamLocks.removeValue(forKey: t) ?? [] { store.releaseStreamLock(lock, root: root) }
         }
 
+        /// A `-v` line about the end check of `url`.
+        func trace(_ url: String, _ message: @autoclosure () -> String) {
+            if options.verbose { events(.trace(url: url, message: message())) }
+        }
+
+        /// Member `index` is about to fetch bytes (`toFetch` not 0, or not known yet): the static
+        /// stream it is a member of is unconfirmed until its end check passes, marked (one write
+        /// for the stream) before its first member is stored (h9b F1). A run that fetches
+        /// nothing marks nothing.
+        func markUnconfirmed(before index: Int, toFetch: Int64?) {
+            let t = run.root(of: index)
+            guard options.expandStreams, toFetch != 0, index != t, t < run.given, !unconfirmed.contains(t), !notToMark.contains(t) else { return }
+            guard self.readManifest(run.items[t].url) != nil, (try? store.catalog.markRootUnconfirmed(run.key(of: t), true)) != nil else {
+                notToMark.insert(t)
+                return
+            }
+            unconfirmed.insert(t)
+        }
+
         /// Asks for root `t`'s static manifests again (its root; an HLS master's media playlists
         /// too, each that members were fetched under) when this run fetched members of its
         /// stream (`changedDuringRun`, Prefetcher+EndCheck.swift); false when there is nothing
-        /// to ask (nothing fetched, a live stream).
+        /// to ask (nothing fetched, a live stream). Its stream's mark (`unconfirmed`) goes when
+        /// every answer is the manifest the run read, or when it fetched nothing; it stays when
+        /// the item failed, the run stopped, or the origin gave no answer to judge by.
         func endCheck(_ t: Int) -> Bool {
-            guard options.expandStreams, t < run.given, !fetcher.isStopped, run.results[t]?.error == nil else { return false }
+            guard options.expandStreams, t < run.given, run.results[t]?.error == nil else { return false }
             let fetched = run.fetchedMembers(of: t)
-            guard !fetched.isEmpty, let root = self.readManifest(run.items[t].url) else { return false }
+            func confirm() {
+                if unconfirmed.remove(t) != nil { try? store.catalog.markRootUnconfirmed(run.key(of: t), false) }
+            }
+            guard !fetcher.isStopped else {
+                if !fetched.isEmpty { stoppedUnchecked.insert(t) }
+                return false
+            }
+            guard !fetched.isEmpty, let root = self.readManifest(run.items[t].url) else {
+                confirm()
+                return false
+            }
             var read = [root]
             if !root.mpd {
                 for p in run.playlistsNamed(by: t) {
                     guard let c = self.cachedManifest(run.items[p].url) else { continue }
-                    if c.live { return false }  // a live playlist changes by design
+                    if c.live {  // a live playlist changes by design
+                        confirm()
+                        return false
+                    }
                     if !run.fetchedMembers(of: t, under: p).isEmpty, let m = self.readManifest(run.items[p].url) { read.append(m) }
                 }
             }
-            var asks: [ManifestRevalidation] = []
+            testPause("end-check", run.key(of: t))
             var left = read.count
             var failure: PrefetchError?
-            for m in read {
+            var unanswered: [String] = []
+            func ask(_ m: ReadManifest, attempt: Int) {
+                let asked = m.validators.etag.map { "If-None-Match: \($0)" } ?? m.validators.lastModified.map { "If-Modified-Since: \($0)" } ?? "no validators: the bytes are compared"
+                trace(m.url, "end check: > GET \(asked)")
                 let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, maxBytes: m.maxBytes,
                                                      options: options.request, fetcher: fetcher) { outcome in
-                    if failure == nil, !self.fetcher.isStopped, self.changedDuringRun(m, outcome) {
+                    trace(m.url, "end check: " + self.endCheckSaid(m, outcome))
+                    if self.fetcher.isStopped {
+                        stoppedUnchecked.insert(t)
+                    } else if case .failed(let why, let remedy) = outcome {
+                        // Asked again after a backoff as any request (--retries); still no answer:
+                        // the run stands, its stream left unconfirmed for the next run to ask.
+                        if remedy == .tryLater, attempt < self.options.retries {
+                            var delay = self.options.retryDelay
+                            for _ in 0..<attempt { delay *= 2 }
+                            self.fetcher.after(min(delay, 120)) { ask(m, attempt: attempt + 1) }
+                            return
+                        }
+                        unanswered.append(m.url == run.items[t].url ? why : "\(m.url): \(why)")
+                    } else if failure == nil, self.changedDuringRun(m, outcome) {
                         for key in fetched { heldManifests.removeValue(forKey: key)?.close() }  // this run's own hold
-                        failure = self.dropFetched(fetched)
+                        let others = (try? self.store.catalog.otherRoots(naming: fetched, besides: run.key(of: t))) ?? []
+                        let e = self.dropFetched(fetched)
+                        failure = e
+                        for u in 0..<run.given where u != t && others.contains(run.key(of: u)) && droppedWith[u] == nil { droppedWith[u] = (e, t) }
                     }
                     left -= 1
                     guard left == 0 else { return }
@@ -675,13 +738,19 @@ public final class Prefetcher {
                     if let failure {
                         run.changedDuringRun(t, failure)
                         if let r = run.results[t] { self.events(.finished(r)) }
+                    } else if !stoppedUnchecked.contains(t) {
+                        if unanswered.isEmpty {
+                            confirm()
+                        } else {
+                            self.events(.note(url: run.items[t].url, message: "its manifest could not be asked for again at the end of this run (\(unanswered.joined(separator: "; "))): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged"))
+                        }
                     }
                     releaseStreamLock(of: t)
                 }
-                if let ask { asks.append(ask) } else { left -= 1 }
+                if let ask { endChecks[t, default: []].append(ask) } else { left -= 1 }
             }
-            guard !asks.isEmpty else { return false }
-            endChecks[t] = asks
+            for m in read { ask(m, attempt: 0) }
+            guard endChecks[t] != nil else { return false }
             return true
         }
 
@@ -705,7 +774,9 @@ public final class Prefetcher {
                     switch event {
                     case .finished: run.hold(event, of: index)
                     // A refetch's job writes its staging entry: it is said as the entry's.
-                    case .started(let url, _, let length, let cached, let toFetch): events(.started(url: url, key: key, length: length, alreadyCached: cached, toFetch: toFetch))
+                    case .started(let url, _, let length, let cached, let toFetch):
+                        markUnconfirmed(before: index, toFetch: toFetch)
+                        events(.started(url: url, key: key, length: length, alreadyCached: cached, toFetch: toFetch))
                     default: events(event)
                     }
                 }
@@ -841,6 +912,22 @@ public final class Prefetcher {
                 r.complete = false
                 events(.finished(r))
             }
+        }
+        // Stopped while (or before) a stream's manifest was asked for again at its end: what
+        // the run fetched was not judged, so the stream stays unconfirmed and the item is
+        // stopped, never done (Docs/dash.md, "Changed during a run").
+        stoppedUnchecked.formUnion(endChecks.keys)
+        let unchecked = stoppedUnchecked.sorted().filter { run.results[$0]?.error == nil }
+        for t in unchecked { run.changedDuringRun(t, why) }
+        if !unchecked.isEmpty {
+            let out = run.outcome()  // said with all its stream fetched
+            for t in unchecked { events(.finished(out[t])) }
+        }
+        // A stream of the run that lost members to another's end check is not done (h9b F8).
+        for (u, d) in droppedWith.sorted(by: { $0.key < $1.key }) where run.results[u] != nil && run.results[u]?.error == nil {
+            events(.note(url: run.items[u].url, message: "members of its stream were fetched for \(run.items[d.by].url), whose manifest changed on the origin during this run, and were dropped with what that run fetched"))
+            run.changedDuringRun(u, d.error)
+            if let r = run.results[u] { events(.finished(r)) }
         }
         for said in run.refusedHostsSaid() { events(said) }
         // A refetch whose job never settled leaves the cached copy as it was, and no new one.

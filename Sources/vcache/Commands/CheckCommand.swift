@@ -75,6 +75,10 @@ enum CheckCommand: VCacheCommand {
                 guard let data else { throw SystemError("read", path: store.dataPath(key), errno: ENOENT) }
                 return try data.bytes(count, at: offset)
             }
+            // A stream a run fetched members of and has not judged against the origin's manifest yet.
+            if readiness.isReady, stream != nil, (try? store.catalog.rootRole(key)) == .manifestUnconfirmed {
+                readiness = .missing(bytes: nil, why: StreamExporter.unconfirmed)
+            }
             // A line's checksum the cached copy is not known to have: not ready either.
             if readiness.isReady, let entry, !item.expected.isEmpty,
                let why = Readiness.ofChecksums(item, entry: entry, checks: (try? store.catalog.expectedDigests(key: key)) ?? []) {

@@ -151,7 +151,11 @@ enum PrefetchCommand: VCacheCommand {
         let elapsed = (ContinuousClock.now - start).inSeconds
         let summary = Summary(results: results, elapsed: elapsed, inputErrors: inputErrors.count)
         switch mode {
-        case .json: console.event("summary", summary.json)
+        case .json:
+            // A run a signal stopped ends by that signal (128 + its number): its summary says so.
+            var json = summary.json
+            if let signal = signals.caught, stopFlag.reason == signal { json["exit_code"] = 128 + Int(signal) }
+            console.event("summary", json)
         case .quiet: break
         case .bars, .lines: console.err(summary.recap + summary.line + "\n")
         }

@@ -1,0 +1,59 @@
+import Testing
+@testable import VCacheCore
+
+/// `ManifestRevalidation.sameEncode`, the end-of-run check's rule (hostile probe h9b, F6): an
+/// answer that differs from the copy the run read only in its URLs' queries (a signed-URL CDN's
+/// tokens) or an MPD's `publishTime` is the same encode; a changed path, duration, segment list,
+/// Representation set, bandwidth or codec is another.
+@Suite struct EndCheckSameEncodeTests {
+    static func mpd(query: String = "", publishTime: String? = nil, duration: String = "PT4S", media: String = "v/$Number$.m4s",
+                    bandwidth: Int = 100000, codecs: String = "avc1.42c00d", extra: String = "", segment: Int = 2) -> [UInt8] {
+        let published = publishTime.map { " publishTime=\"\($0)\"" } ?? ""
+        return Array("""
+        <?xml version="1.0" encoding="utf-8"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static"\(published) mediaPresentationDuration="\(duration)" minBufferTime="PT2S">
+          <Period>
+            <AdaptationSet contentType="video" mimeType="video/mp4">
+              <SegmentTemplate initialization="v/init.mp4\(query)" media="\(media)\(query)" duration="\(segment)" timescale="1" startNumber="0"/>
+              <Representation id="v" bandwidth="\(bandwidth)" width="320" height="180" codecs="\(codecs)"/>\(extra)
+            </AdaptationSet>
+          </Period>
+        </MPD>
+        """.utf8)
+    }
+
+    static func media(_ uris: [String], duration: String = "2.000") -> [UInt8] {
+        var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+        for u in uris { text += "#EXTINF:\(duration),\n\(u)\n" }
+        return Array((text + "#EXT-X-ENDLIST\n").utf8)
+    }
+
+    static let read = mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:00Z")
+    static let readPlaylist = media(["0.ts?token=aaa", "1.ts?token=aaa"])
+
+    static let cases: [(String, [UInt8], [UInt8], Bool, Bool)] = [
+        // (what, read, answer, mpd, same encode)
+        ("the same bytes", read, read, true, true),
+        ("a new token", read, mpd(query: "?token=bbb", publishTime: "2026-01-01T00:00:00Z"), true, true),
+        ("a new publishTime", read, mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:09Z"), true, true),
+        ("both", read, mpd(query: "?token=ccc", publishTime: "2026-02-01T00:00:00Z"), true, true),
+        ("no token now", read, mpd(publishTime: "2026-01-01T00:00:00Z"), true, true),
+        ("another path", read, mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:00Z", media: "v2/$Number$.m4s"), true, false),
+        ("another duration", read, mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:00Z", duration: "PT6S"), true, false),
+        ("another segment list", read, mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:00Z", segment: 4), true, false),
+        ("another bandwidth", read, mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:00Z", bandwidth: 110000), true, false),
+        ("another codec", read, mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:00Z", codecs: "avc1.64001f"), true, false),
+        ("a Representation more", read, mpd(query: "?token=aaa", publishTime: "2026-01-01T00:00:00Z",
+                                            extra: "\n      <Representation id=\"w\" bandwidth=\"300000\" width=\"640\" height=\"360\" codecs=\"avc1.42c00d\"/>"), true, false),
+        ("a playlist's new tokens", readPlaylist, media(["0.ts?token=bbb", "1.ts?token=bbb"]), false, true),
+        ("a playlist's other segment", readPlaylist, media(["0.ts?token=aaa", "1b.ts?token=aaa"]), false, false),
+        ("a playlist's other duration", readPlaylist, media(["0.ts?token=aaa", "1.ts?token=aaa"], duration: "2.500"), false, false),
+        ("a playlist's segment more", readPlaylist, media(["0.ts?token=aaa", "1.ts?token=aaa", "2.ts?token=aaa"]), false, false),
+    ]
+
+    @Test(arguments: cases.indices)
+    func sameEncode(_ i: Int) {
+        let (what, read, answer, mpd, same) = Self.cases[i]
+        #expect(ManifestRevalidation.sameEncode(answer, read, mpd: mpd, rules: CacheKeyRules()) == same, "\(what)")
+    }
+}
