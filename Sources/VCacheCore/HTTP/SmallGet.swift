@@ -44,10 +44,11 @@ public enum SmallGet {
     }
 
     /// `get`, saying when the body was over `limit`: memory never holds more than `limit` bytes
-    /// of it, however long (or endless) the origin makes it.
-    public static func fetch(_ url: String, options o: RequestOptions, limit: Int) -> Outcome {
+    /// of it, however long (or endless) the origin makes it. `reserve`: asked for each part of
+    /// the body before it is held; false stops the transfer (`tooLarge`), as the limit does.
+    public static func fetch(_ url: String, options o: RequestOptions, limit: Int, reserve: ((Int) -> Bool)? = nil) -> Outcome {
         let fetcher = Fetcher()
-        let collector = Collector(limit: limit)
+        let collector = Collector(limit: limit, reserve: reserve)
         guard let t = try? CurlTransfer(url: url, range: nil, ifRange: nil, options: o, delegate: collector) else { return .failed }
         fetcher.add(t)
         fetcher.run()
@@ -63,7 +64,11 @@ public enum SmallGet {
         var body = Data()
         var complete = false
         var overLimit = false
-        init(limit: Int) { self.limit = limit }
+        let reserve: ((Int) -> Bool)?
+        init(limit: Int, reserve: ((Int) -> Bool)?) {
+            self.limit = limit
+            self.reserve = reserve
+        }
 
         func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
             self.head = head
@@ -76,7 +81,7 @@ public enum SmallGet {
 
         func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
             // Stopping is no error to the transfer: the body would look whole, cut at the limit.
-            guard body.count + bytes.count <= limit else {
+            guard body.count + bytes.count <= limit, reserve?(bytes.count) ?? true else {
                 overLimit = true
                 body = Data()
                 return false
