@@ -138,7 +138,9 @@ extension Proxy {
             return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(length)")] + Self.inert), 0, why)
         }
         let out = Array(body[Int(span.lowerBound)..<Int(span.upperBound)])
-        return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .bytes(out)), Int64(out.count), why)
+        // What came from the origin: the whole member, whatever part of it is answered.
+        let fetched = status == 206 ? "; the whole member fetched for it: \(length) B" : ""
+        return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .bytes(out)), Int64(out.count), why + fetched)
     }
 
     /// How a passed-through member is checked: as the normal path checks it (`memberCheck`) when
