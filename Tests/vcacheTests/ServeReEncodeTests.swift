@@ -359,9 +359,11 @@ import VCacheTestSupport
     /// Pass-through (a prefetch holds the stream; here the test holds its lock): each answer
     /// carries the origin's ETag, and a player resuming the old encode's download with its
     /// ETag in If-Range gets 200 and the new encode whole, never its bytes spliced on (h9c, F7).
-    @Test
-    func aPassedThroughMemberCarriesItsValidatorAndHonoursIfRange() throws {
-        let (_, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+    /// Alike streamed (an origin that answers ranges) and fetched whole (one that does not).
+    @Test(arguments: [false, true])
+    func aPassedThroughMemberCarriesItsValidatorAndHonoursIfRange(originIgnoresRanges: Bool) throws {
+        let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        if originIgnoresRanges { origin.setFaults("/s/v/0.m4s", { var f = TestOrigin.Faults(); f.ignoreRanges = true; return f }()) }
         let store = try CacheStore(directory: cache)
         let root = CacheKeyRules().key(for: url)
         let lock = try #require(try store.tryLockStream(root: root))
@@ -386,13 +388,18 @@ import VCacheTestSupport
 
     /// Pass-through checks a member as the normal path does before storing it: an error page
     /// answered 200 in a segment's place (as a web page, or as bytes no segment starts with)
-    /// is answered 502, never passed on (h9c, F8).
-    @Test
-    func aPassedThroughErrorPageIsAnswered502() throws {
+    /// is answered 502, never passed on (h9c, F8). Alike streamed and fetched whole.
+    @Test(arguments: [false, true])
+    func aPassedThroughErrorPageIsAnswered502(originIgnoresRanges: Bool) throws {
         let (origin, _, _, cache, url) = try reEncodedAfterPartialPrefetch()
         let page = Data("<html><body>maintenance</body></html>".utf8)
-        origin.setResource("/s/v/0.m4s", .init(body: page, contentType: "text/html"))
-        origin.setResource("/s/v/1.m4s", .init(body: page, contentType: "application/octet-stream"))
+        origin.setResource("/s/v/0.m4s", .init(body: page, etag: "\"p0\"", contentType: "text/html"))
+        origin.setResource("/s/v/1.m4s", .init(body: page, etag: "\"p1\"", contentType: "application/octet-stream"))
+        if originIgnoresRanges {
+            var f = TestOrigin.Faults()
+            f.ignoreRanges = true
+            for p in ["/s/v/0.m4s", "/s/v/1.m4s", "/s/a/0.m4s"] { origin.setFaults(p, f) }
+        }
         let store = try CacheStore(directory: cache)
         let root = CacheKeyRules().key(for: url)
         let lock = try #require(try store.tryLockStream(root: root))
@@ -407,5 +414,30 @@ import VCacheTestSupport
         #expect(refused.count == 2, "\(serve.log)")
         #expect(refused.contains { $0.contains("origin answered a web page (Content-Type: text/html) for a .m4s video") })
         #expect(refused.contains { $0.contains("origin's answer for a DASH segment is not one: its first bytes '<html><body>main'") })
+    }
+
+    /// Pass-through never holds a member whole: a Range a player asks is asked of the origin as
+    /// ranges (its first bytes for the checks, then the span), streamed on, so six players asking
+    /// a few bytes of a large file cost a few bytes each (h9c, F2: each fetched the whole file).
+    @Test
+    func aPassedThroughRangeIsAskedOfTheOriginAsARange() throws {
+        let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        let base = try Self.baseURL(try Curl.fetch([serve.url(url)], in: dir).body)
+        let body = try #require(new["/s/v/1.m4s"]), before = origin.requests("/s/v/1.m4s").count
+        for _ in 0..<6 {
+            let r = try Curl.fetch(["-r", "100-199", base + "v/1.m4s"], in: dir)
+            #expect(r.status == 206 && r.headers["content-range"] == "bytes 100-199/\(body.count)")
+            #expect(TestBytes.sha256(r.body) == TestBytes.sha256(body.dropFirst(100).prefix(100)))
+        }
+        let asked = origin.requests("/s/v/1.m4s").dropFirst(before)
+        #expect(asked.count == 12 && asked.allSatisfy { $0 == "bytes=0-375" || $0 == "bytes=100-199" }, "\(asked)")
+        let lines = serve.logLines(within: 5) { $0.contains("bytes=100-199 206 cache=0 origin=100 ") && $0.contains("streamed from the origin") }
+        #expect(lines.count == 6, "\(serve.log)")
     }
 }

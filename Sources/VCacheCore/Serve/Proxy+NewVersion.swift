@@ -97,6 +97,7 @@ extension Proxy {
     /// never gets the new encode's bytes spliced onto it.
     func passThrough(_ request: HTTPServer.Request, origin: String, manifest: CacheKey, role: StreamRole) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String) {
         let why = "a member of a stream whose manifest changed on the origin while another vcache process holds the stream: passed through, not stored"
+        if let streamed = passThroughStreamed(request, origin: origin, manifest: manifest, role: role, why: why) { return streamed }
         let budget = PassThroughBudget()
         defer { budget.release() }
         let a: SmallGet.Answer
@@ -143,6 +144,47 @@ extension Proxy {
         return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .bytes(out)), Int64(out.count), why + fetched)
     }
 
+    /// `passThrough` without holding the member: its first bytes asked of the origin (a Range:
+    /// its length, validators and the member check from them), then the span the player asks
+    /// streamed from the origin under If-Range of those validators (`DirectStream`: only a 206 of
+    /// exactly those bytes of that version is passed on; another version cuts the answer, never
+    /// splices). Nil when the origin does not answer ranges with a validator (a strong ETag or a
+    /// Last-Modified): the member is then fetched whole.
+    private func passThroughStreamed(_ request: HTTPServer.Request, origin: String, manifest: CacheKey, role: StreamRole, why: String) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String)? {
+        guard case .answer(let probe) = SmallGet.fetch(origin, options: readThrough.options.request, limit: 4096, range: "0-375"), probe.status == 206,
+              let total = probe.contentRange.flatMap({ $0.split(separator: "/").last.flatMap { Int64($0.trimming(.whitespaces)) } }),
+              probe.contentRange?.hasPrefix("bytes 0-") == true, total > 0,
+              probe.etag.map({ !$0.hasPrefix("W/") }) ?? (probe.lastModified != nil) else { return nil }
+        let key = readThrough.options.keyRules.key(for: origin)
+        if let problem = ResponseJudge.notMedia(contentType: probe.contentType, url: probe.finalURL)
+            ?? passThroughCheck(key, manifest: manifest, role: role)?.problem(length: total, firstBytes: probe.body) {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, "\(problem); \(why), not passed on")
+        }
+        let validators = Validators(length: total, etag: probe.etag, lastModified: probe.lastModified)
+        let etag = probe.etag ?? "\"vcache-\(SHA256Digest.hash("\(key) \(total) \(probe.lastModified ?? "")").prefix(16))\""
+        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
+        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
+                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: probe.contentType, name: name)))]
+        if let lm = probe.lastModified { headers.append(("Last-Modified", lm)) }
+        var rangeHeader = request.headers["range"]
+        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
+        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: probe.lastModified) { rangeHeader = nil }
+        var status = 200, span = ByteRange(0, total)
+        switch RangeHeader(rangeHeader, length: total) {
+        case .whole: break
+        case .span(let r):
+            (status, span) = (206, r)
+            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(total)"))
+        case .unsatisfiable:
+            return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(total)")] + Self.inert), 0, why)
+        }
+        let options = readThrough.options.request
+        let stream = PassThroughStream { DirectStream(url: origin, span: span, validators: validators, options: options) }
+        let sent = request.method == "HEAD" ? 0 : span.count
+        return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .stream(length: span.count, stream)), sent,
+                why + "; streamed from the origin")
+    }
+
     /// How a passed-through member is checked: as the normal path checks it (`memberCheck`) when
     /// the catalog knows it; else by its role in the new manifest: a key's length, a DASH
     /// segment's or init segment's first bytes. An HLS segment the catalog does not know may be
@@ -187,4 +229,25 @@ final class PassThroughBudget: @unchecked Sendable {
         mine = 0
         Self.held.withLock { $0 -= n }
     }
+}
+
+/// A passed-through span as it comes from the origin (`DirectStream`, started at the first
+/// read, so a HEAD asks nothing): at most one loop turn of it held.
+final class PassThroughStream: HTTPServer.Producer, @unchecked Sendable {
+    private let start: () -> DirectStream
+    private var stream: DirectStream?
+    private var sent: Int64 = 0
+
+    init(_ start: @escaping () -> DirectStream) { self.start = start }
+
+    func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        guard offset == sent else { return nil }
+        let s = stream ?? start()
+        stream = s
+        guard let n = s.read(into: buffer), n > 0 else { return nil }
+        sent += Int64(n)
+        return n
+    }
+
+    func finished(completed: Bool) { stream = nil }
 }
