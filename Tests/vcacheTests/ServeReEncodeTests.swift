@@ -275,4 +275,169 @@ import VCacheTestSupport
         let m = try #require(try CacheInspector(directory: cache).entry(url))
         #expect(store.cachedBytes(of: m).map { String(decoding: $0, as: UTF8.self).contains("640x360") } == true, "the old master stayed over the new members")
     }
+
+    /// An MPD of two video Representations (`v`, `w`: `$RepresentationID$` in the template) and
+    /// audio `a`, two 2 s segments each, the video `width` wide.
+    static func twoRepresentations(width: Int) -> Data {
+        Data("""
+        <?xml version="1.0" encoding="utf-8"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT4S" minBufferTime="PT2S" profiles="urn:mpeg:dash:profile:isoff-live:2011">
+          <Period>
+            <AdaptationSet contentType="video" mimeType="video/mp4">
+              <SegmentTemplate initialization="$RepresentationID$/init.mp4" media="$RepresentationID$/$Number$.m4s" duration="2" timescale="1" startNumber="0"/>
+              <Representation id="v" bandwidth="100000" width="\(width)" height="180" codecs="avc1.42c00d"/>
+              <Representation id="w" bandwidth="300000" width="\(width * 2)" height="360" codecs="avc1.42c00d"/>
+            </AdaptationSet>
+            <AdaptationSet contentType="audio" mimeType="audio/mp4" lang="en">
+              <SegmentTemplate initialization="a/init.mp4" media="a/$Number$.m4s" duration="2" timescale="1" startNumber="0"/>
+              <Representation id="a" bandwidth="64000" codecs="mp4a.40.2"/>
+            </AdaptationSet>
+          </Period>
+        </MPD>
+        """.utf8)
+    }
+
+    /// One encode of `twoRepresentations` under `/r/`: each path's bytes.
+    static func encodeTwo(_ origin: TestOrigin, seed: UInt8) -> [String: Data] {
+        var out: [String: Data] = [:]
+        for (i, r) in ["v", "w", "a"].enumerated() {
+            let base = seed &+ UInt8(i * 16)
+            out["/r/\(r)/init.mp4"] = DASHHostileOriginTests.box("ftyp", 24, fill: base)
+            for n in 0..<2 { out["/r/\(r)/\(n).m4s"] = DASHHostileOriginTests.box("moof", 300 + Int(seed), fill: base &+ UInt8(n + 1)) }
+        }
+        for (path, body) in out {
+            origin.setResource(path, .init(body: body, etag: "\"\(seed)-\(path)\"", contentType: path.hasSuffix(".m4s") ? "video/iso.segment" : "video/mp4"))
+        }
+        origin.setResource("/r/manifest.mpd", .init(body: twoRepresentations(width: 320 * Int(seed)), etag: "\"m\(seed)\"", contentType: DASHRevalidationTests.dashXML))
+        return out
+    }
+
+    /// The nightly warm-up (`prefetch MPD`: one video Representation, its members recorded),
+    /// then a player's ABR reads the other Representation through serve: what serve stores of
+    /// it is recorded as the stream's member, so the origin's re-encode drops it with the rest
+    /// (one log line says how many), and the player never gets the old encode's bytes under
+    /// the new MPD (hostile probe h9c, F6, F9).
+    @Test
+    func segmentsOfARepresentationPrefetchDidNotChooseAreDroppedByAReEncode() throws {
+        let origin = try TestOrigin()
+        let old = Self.encodeTwo(origin, seed: 1)
+        let cache = dir.file("c"), url = origin.url("/r/manifest.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", "--variant", "worst", url], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let store = try CacheStore(directory: cache, readOnly: true)
+        func cached(_ path: String) throws -> String? {
+            guard let e = try CacheInspector(directory: cache).entry(origin.url(path)), e.isComplete, let n = e.length else { return nil }
+            return store.cachedBytes(of: e, at: 0, count: n).map { TestBytes.sha256(Data($0)) }
+        }
+        #expect(try cached("/r/v/1.m4s") == TestBytes.sha256(old["/r/v/1.m4s"]!) && cached("/r/w/0.m4s") == nil, "prefetch chose another Representation")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        func play(_ rep: String) throws -> [String] {
+            let mpd = try Curl.fetch([serve.url(url)], in: dir)
+            #expect(mpd.status == 200)
+            let base = try Self.baseURL(mpd.body)
+            return try ["init.mp4", "0.m4s", "1.m4s"].map {
+                let r = try Curl.fetch([base + rep + "/" + $0], in: dir)
+                #expect(r.status == 200, "\(rep)/\($0): \(r.status)")
+                return TestBytes.sha256(r.body)
+            }
+        }
+        let digests = { (e: [String: Data], rep: String) in ["init.mp4", "0.m4s", "1.m4s"].map { TestBytes.sha256(e["/r/\(rep)/\($0)"]!) } }
+        #expect(try play("w") == digests(old, "w"))
+        #expect(try cached("/r/w/1.m4s") == TestBytes.sha256(old["/r/w/1.m4s"]!), "serve did not store the segment")
+        let new = Self.encodeTwo(origin, seed: 2)
+        #expect(try play("w") == digests(new, "w"), "a player read the old encode's bytes under the new MPD")
+        // v (3), a (3) from prefetch, w (3) from serve.
+        let took = serve.logLines(within: 5) { $0.contains("re-encoded on the origin: the 9 entries cached from the old copy were dropped, the new copy stored") }
+        #expect(took.count == 1, "\(serve.log)")
+        for rep in ["v", "a"] {
+            for name in ["init.mp4", "0.m4s", "1.m4s"] { #expect(try cached("/r/\(rep)/\(name)") == nil, "\(rep)/\(name) of the old encode kept") }
+        }
+        #expect(try ["init.mp4", "0.m4s", "1.m4s"].map { try cached("/r/w/\($0)") } == digests(new, "w"))
+    }
+
+    /// Pass-through (a prefetch holds the stream; here the test holds its lock): each answer
+    /// carries the origin's ETag, and a player resuming the old encode's download with its
+    /// ETag in If-Range gets 200 and the new encode whole, never its bytes spliced on (h9c, F7).
+    /// Alike streamed (an origin that answers ranges) and fetched whole (one that does not).
+    @Test(arguments: [false, true])
+    func aPassedThroughMemberCarriesItsValidatorAndHonoursIfRange(originIgnoresRanges: Bool) throws {
+        let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        if originIgnoresRanges { origin.setFaults("/s/v/0.m4s", { var f = TestOrigin.Faults(); f.ignoreRanges = true; return f }()) }
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let member = try Self.baseURL(mpd.body) + "v/0.m4s", body = try #require(new["/s/v/0.m4s"])
+        let newTag = "\"7-\("/s/v/0.m4s".count)\"", oldTag = "\"1-\("/s/v/0.m4s".count)\""
+        let whole = try Curl.fetch([member], in: dir)
+        #expect(whole.status == 200 && whole.headers["etag"] == newTag, "\(whole.headers)")
+        #expect(TestBytes.sha256(whole.body) == TestBytes.sha256(body))
+        let resumedOld = try Curl.fetch(["-H", "Range: bytes=100-", "-H", "If-Range: \(oldTag)", member], in: dir)
+        #expect(resumedOld.status == 200 && resumedOld.headers["content-range"] == nil, "a range of the new encode under the old ETag")
+        #expect(TestBytes.sha256(resumedOld.body) == TestBytes.sha256(body))
+        let resumedNew = try Curl.fetch(["-H", "Range: bytes=100-", "-H", "If-Range: \(newTag)", member], in: dir)
+        #expect(resumedNew.status == 206 && resumedNew.headers["content-range"] == "bytes 100-\(body.count - 1)/\(body.count)")
+        #expect(TestBytes.sha256(resumedNew.body) == TestBytes.sha256(body.dropFirst(100)))
+        #expect(serve.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 3, "\(serve.log)")
+    }
+
+    /// Pass-through checks a member as the normal path does before storing it: an error page
+    /// answered 200 in a segment's place (as a web page, or as bytes no segment starts with)
+    /// is answered 502, never passed on (h9c, F8). Alike streamed and fetched whole.
+    @Test(arguments: [false, true])
+    func aPassedThroughErrorPageIsAnswered502(originIgnoresRanges: Bool) throws {
+        let (origin, _, _, cache, url) = try reEncodedAfterPartialPrefetch()
+        let page = Data("<html><body>maintenance</body></html>".utf8)
+        origin.setResource("/s/v/0.m4s", .init(body: page, etag: "\"p0\"", contentType: "text/html"))
+        origin.setResource("/s/v/1.m4s", .init(body: page, etag: "\"p1\"", contentType: "application/octet-stream"))
+        if originIgnoresRanges {
+            var f = TestOrigin.Faults()
+            f.ignoreRanges = true
+            for p in ["/s/v/0.m4s", "/s/v/1.m4s", "/s/a/0.m4s"] { origin.setFaults(p, f) }
+        }
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        let base = try Self.baseURL(try Curl.fetch([serve.url(url)], in: dir).body)
+        #expect(try Curl.fetch([base + "v/0.m4s"], in: dir).status == 502)
+        #expect(try Curl.fetch([base + "v/1.m4s"], in: dir).status == 502)
+        #expect(try Curl.fetch([base + "a/0.m4s"], in: dir).status == 200)
+        let refused = serve.logLines(within: 5) { $0.contains(" 502 ") && $0.contains("passed through, not stored, not passed on") }
+        #expect(refused.count == 2, "\(serve.log)")
+        #expect(refused.contains { $0.contains("origin answered a web page (Content-Type: text/html) for a .m4s video") })
+        #expect(refused.contains { $0.contains("origin's answer for a DASH segment is not one: its first bytes '<html><body>main'") })
+    }
+
+    /// Pass-through never holds a member whole: a Range a player asks is asked of the origin as
+    /// ranges (its first bytes for the checks, then the span), streamed on, so six players asking
+    /// a few bytes of a large file cost a few bytes each (h9c, F2: each fetched the whole file).
+    @Test
+    func aPassedThroughRangeIsAskedOfTheOriginAsARange() throws {
+        let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        let base = try Self.baseURL(try Curl.fetch([serve.url(url)], in: dir).body)
+        let body = try #require(new["/s/v/1.m4s"]), before = origin.requests("/s/v/1.m4s").count
+        for _ in 0..<6 {
+            let r = try Curl.fetch(["-r", "100-199", base + "v/1.m4s"], in: dir)
+            #expect(r.status == 206 && r.headers["content-range"] == "bytes 100-199/\(body.count)")
+            #expect(TestBytes.sha256(r.body) == TestBytes.sha256(body.dropFirst(100).prefix(100)))
+        }
+        let asked = origin.requests("/s/v/1.m4s").dropFirst(before)
+        #expect(asked.count == 12 && asked.allSatisfy { $0 == "bytes=0-375" || $0 == "bytes=100-199" }, "\(asked)")
+        let lines = serve.logLines(within: 5) { $0.contains("bytes=100-199 206 cache=0 origin=100 ") && $0.contains("streamed from the origin") }
+        #expect(lines.count == 6, "\(serve.log)")
+    }
 }

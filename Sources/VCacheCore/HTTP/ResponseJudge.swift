@@ -155,9 +155,14 @@ public struct ResponseJudge: Equatable, Sendable {
     static let mediaExtensions: Set<String> = ["mp4", "m4v", "m4a", "mov", "3gp", "webm", "mkv", "ts", "m4s", "mp3", "aac", "flac", "ogg", "ogv", "avi", "m3u8", "m3u"]
 
     static func notMedia(_ head: ResponseHead) -> String? {
-        guard let type = head.contentType?.split(separator: ";").first?.trimming(.whitespaces).lowercased(),
+        notMedia(contentType: head.contentType, url: head.effectiveURL)
+    }
+
+    /// `notMedia` of an answer whose Content-Type is `contentType`, from `url`.
+    static func notMedia(contentType: String?, url: String) -> String? {
+        guard let type = contentType?.split(separator: ";").first?.trimming(.whitespaces).lowercased(),
               type == "text/html" || type == "application/xhtml+xml" else { return nil }
-        let path = URL(string: head.effectiveURL)?.path ?? head.effectiveURL
+        let path = URL(string: url)?.path ?? url
         let ext = path.fileExtension.lowercased()
         guard mediaExtensions.contains(ext) else { return nil }
         return "origin answered a web page (Content-Type: \(type)) for a .\(ext) " + (ext.hasPrefix("m3u") ? "playlist" : "video")

@@ -16,6 +16,8 @@ public enum SmallGet {
         public var contentType: String?
         public var etag: String? = nil
         public var lastModified: String? = nil
+        /// The answer's Content-Range (a 206 to `fetch`'s `range`).
+        public var contentRange: String? = nil
     }
 
     public static func get(_ url: String, timeout: Double = 2, limit: Int = 1 << 20) -> (status: Int, body: Data)? {
@@ -44,17 +46,19 @@ public enum SmallGet {
     }
 
     /// `get`, saying when the body was over `limit`: memory never holds more than `limit` bytes
-    /// of it, however long (or endless) the origin makes it.
-    public static func fetch(_ url: String, options o: RequestOptions, limit: Int) -> Outcome {
+    /// of it, however long (or endless) the origin makes it. `reserve`: asked for each part of
+    /// the body before it is held; false stops the transfer (`tooLarge`), as the limit does.
+    /// `range`: a byte range asked (`0-375`), answered as the origin answers it.
+    public static func fetch(_ url: String, options o: RequestOptions, limit: Int, range: String? = nil, reserve: ((Int) -> Bool)? = nil) -> Outcome {
         let fetcher = Fetcher()
-        let collector = Collector(limit: limit)
-        guard let t = try? CurlTransfer(url: url, range: nil, ifRange: nil, options: o, delegate: collector) else { return .failed }
+        let collector = Collector(limit: limit, reserve: reserve)
+        guard let t = try? CurlTransfer(url: url, range: range, ifRange: nil, options: o, delegate: collector) else { return .failed }
         fetcher.add(t)
         fetcher.run()
         if collector.overLimit { return .tooLarge }
         guard let head = collector.head, collector.complete else { return .failed }
         return .answer(Answer(status: head.status, body: collector.body, finalURL: head.effectiveURL, contentType: head.header("content-type"),
-                              etag: head.header("etag"), lastModified: head.header("last-modified")))
+                              etag: head.header("etag"), lastModified: head.header("last-modified"), contentRange: head.header("content-range")))
     }
 
     private final class Collector: TransferDelegate {
@@ -63,7 +67,11 @@ public enum SmallGet {
         var body = Data()
         var complete = false
         var overLimit = false
-        init(limit: Int) { self.limit = limit }
+        let reserve: ((Int) -> Bool)?
+        init(limit: Int, reserve: ((Int) -> Bool)?) {
+            self.limit = limit
+            self.reserve = reserve
+        }
 
         func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
             self.head = head
@@ -76,7 +84,7 @@ public enum SmallGet {
 
         func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
             // Stopping is no error to the transfer: the body would look whole, cut at the limit.
-            guard body.count + bytes.count <= limit else {
+            guard body.count + bytes.count <= limit, reserve?(bytes.count) ?? true else {
                 overLimit = true
                 body = Data()
                 return false

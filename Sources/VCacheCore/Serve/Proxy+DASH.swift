@@ -20,6 +20,7 @@ extension Proxy {
         let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "mpd"
         guard named || MPD.looksLikeMPD(firstBytes: head ?? [], contentType: video.contentType) else { return nil }
         let store = readThrough.store
+        var version: NewVersion?
         let shared = livePlaylists.answerMPD(origin) {
             let outcome = headFetchedWhole(video).map { SmallGet.Outcome.answer($0) }
                 ?? SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
@@ -35,10 +36,16 @@ extension Proxy {
             // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
             if let mpd, refused == nil {
                 learnTemplates(mpd, root: video.key, segments: livePlaylists.mpdTotals.segments(origin))
+                // Every Representation's members are recorded, also when the cached copy is the
+                // same (a prefetch recorded those of the Representations it chose): whatever
+                // serve stores for the stream is its member, so a re-encode's drop takes it.
                 switch keepCopy(video, fresh, mpd: mpd, url: origin) {
                 case .new: recordStream(mpd, key: video.key)
-                case .same: if !((try? store.catalog.isStreamRoot(video.key)) ?? false) { recordStream(mpd, key: video.key) }
-                case .notKept: break
+                case .taken(let v):
+                    version = v
+                    recordStream(mpd, key: video.key)
+                case .same: recordStream(mpd, key: video.key)
+                case .notKept(let v): version = v
                 }
             }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
@@ -85,7 +92,7 @@ extension Proxy {
         let headers: [(String, String)] = [("Content-Type", "application/dash+xml"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let count = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
-                status == .hit ? count : 0, status == .hit ? 0 : count, status, "MPD, rewritten")
+                status == .hit ? count : 0, status == .hit ? 0 : count, status, "MPD, rewritten" + (version.map { "; " + $0.note } ?? ""))
     }
 
     /// The answer for a remote element an MPD names by `xlink:href` (a Period, AdaptationSet or
@@ -234,9 +241,16 @@ extension Proxy {
             versionKept(video.key)
             return .new
         }
-        let old = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? members(of: was).map(\.key)
-        return takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) ? .new : .notKept
+        // What the stream records and what the old copy names (a member stored before it was
+        // recorded must go too).
+        let lazy = lazyTemplates.withLock { $0[video.key] != nil }
+        let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? []
+        let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key)))
+        switch takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) {
+        case .taken(let n): return .taken(.taken(dropped: n))
+        case .passedThrough: return .notKept(.passedThrough)
+        }
     }
 
-    private enum KeptCopy { case same, new, notKept }
+    private enum KeptCopy { case same, new, taken(NewVersion), notKept(NewVersion) }
 }

@@ -22,7 +22,7 @@ extension Proxy {
         // playlist is still decided by the answer's content.
         let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
-        var text: String?, finalURL = origin, status: CacheStatus = .miss, parsedFresh: HLSPlaylist?
+        var text: String?, finalURL = origin, status: CacheStatus = .miss, parsedFresh: HLSPlaylist?, version: NewVersion?
         // One origin fetch at a time per playlist, shared by the players asking meanwhile; a live
         // one answered from its copy for half its target duration (`LivePlaylists`). The fetching
         // request alone acts on what came, before the others are woken.
@@ -38,7 +38,7 @@ extension Proxy {
                 if let now { passThroughLater(manifest: master, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) }) }
                 return (outcome, now)
             }
-            if let now { dropIfChanged(video, now: now, fresh: fresh, url: origin) }
+            if let now { version = dropIfChanged(video, now: now, fresh: fresh, url: origin) }
             // Kept for offline: the cached copy's relative URIs resolve against it too.
             try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
             return (outcome, now)
@@ -117,7 +117,7 @@ extension Proxy {
         let headers: [(String, String)] = [("Content-Type", "application/vnd.apple.mpegurl"), ("Cache-Control", "no-cache"), ("X-Cache", status.rawValue)]
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
-                status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten")
+                status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten" + (version.map { "; " + $0.note } ?? ""))
     }
 
     /// A VOD media playlist or a master the origin now answers with another stream than the
@@ -133,32 +133,32 @@ extension Proxy {
     /// rules strip, a comment, a date) are no change: nothing is dropped and the cached copy
     /// stays, so an origin that signs every answer anew does not empty the cache of a warmed
     /// stream.
-    private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist, fresh: SmallGet.Answer, url: String) {
+    private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist, fresh: SmallGet.Answer, url: String) -> NewVersion? {
         let rules = readThrough.options.keyRules, store = readThrough.store, body = Array(fresh.body)
         let master: Bool
         switch now {
         case .master: master = true
-        case .media(let m): guard !m.isLive else { return }; master = false
+        case .media(let m): guard !m.isLive else { return nil }; master = false
         }
-        guard let old = store.cachedPlaylist(key: video.key, keyRules: rules, complete: master), let was = old.playlist else { return }
-        guard old.bytes != body else { return versionKept(video.key) }
+        guard let old = store.cachedPlaylist(key: video.key, keyRules: rules, complete: master), let was = old.playlist else { return nil }
+        guard old.bytes != body else { versionKept(video.key); return nil }
         func members(_ p: HLSPlaylist) -> [StreamRecord.Member] { p.members.map { StreamRecord.Member(key: rules.key(for: $0.url), role: $0.role) } }
         let root: CacheKey, named: [CacheKey]
         switch (was, now) {
         case (.media(let w), .media(let f)) where !w.isLive:
-            guard !f.isLive, !HLSPlaylist.sameUnderKeyRules(body, old.bytes, rules: rules) else { return versionKept(video.key) }
+            guard !f.isLive, !HLSPlaylist.sameUnderKeyRules(body, old.bytes, rules: rules) else { versionKept(video.key); return nil }
             let masters = ((try? store.catalog.playlists(naming: video.key)) ?? nil).flatMap { $0.role == .playlist ? $0.playlists : nil } ?? []
             root = masters.first ?? video.key
             named = members(was).map(\.key)
         case (.master, .master):
-            guard !ManifestRevalidation.sameUnderKeyRules(body, old.bytes, mpd: false, rules: rules) else { return versionKept(video.key) }
+            guard !ManifestRevalidation.sameUnderKeyRules(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
             root = video.key
             named = ((try? store.catalog.stream(root: root)) ?? nil)?.keys ?? members(was).map(\.key)
         default:
-            return
+            return nil
         }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
-        takeNewVersion(root: root, manifest: video.key, old: named, new: members(now)) {
+        return takeNewVersion(root: root, manifest: video.key, old: named, new: members(now)) {
             self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
     }

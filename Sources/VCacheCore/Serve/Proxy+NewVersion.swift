@@ -17,30 +17,49 @@ extension Proxy {
     /// new manifest cannot be kept (the old one is then dropped too, so nothing names the new
     /// members as old), `new` (what the player reads from the new manifest) is passed through
     /// from the origin, never read from nor stored in the cache (`passThrough`), until a later
-    /// answer finds the cached copy the version the origin serves. Returns whether it was kept.
+    /// answer finds the cached copy the version the origin serves. Returns what was done, said
+    /// on the answer's log line (`note`).
     /// `manifest`: the manifest answered (the root, or a media playlist of the master `root`).
     @discardableResult
-    func takeNewVersion(root: CacheKey, manifest: CacheKey? = nil, old: [CacheKey], new: [StreamRecord.Member], keep: () -> Bool) -> Bool {
+    func takeNewVersion(root: CacheKey, manifest: CacheKey? = nil, old: [CacheKey], new: [StreamRecord.Member], keep: () -> Bool) -> NewVersion {
         let store = readThrough.store, manifest = manifest ?? root
         guard let lock = (try? store.tryLockStream(root: root)) ?? nil else {
             passThroughLater(manifest: manifest, new)
-            return false
+            return .passedThrough
         }
         defer { store.releaseStreamLock(lock, root: root) }
         let members = old.filter { $0 != root && $0 != manifest }
         let held = ((try? store.catalog.entries(keys: members)) ?? [:]).filter { !$0.value.ranges.isEmpty }
         for k in held.keys.sorted(by: { $0.hex < $1.hex }) where !readThrough.dropCachedBytes(key: k) {
             passThroughLater(manifest: manifest, new)
-            return false
+            return .passedThrough
         }
         try? store.catalog.releaseMembers(members, root: root)
         guard keep() else {
             // The old manifest must not stay over members the player fetches from the new one.
             if !readThrough.dropCachedBytes(key: manifest) { passThroughLater(manifest: manifest, new) }
-            return false
+            return .passedThrough
         }
         versionKept(manifest)
-        return true
+        return .taken(dropped: held.count)
+    }
+
+    /// What `takeNewVersion` did.
+    enum NewVersion {
+        /// The new version stored, after `dropped` entries cached from the old one were dropped.
+        case taken(dropped: Int)
+        /// Not stored: what the new version names is passed through.
+        case passedThrough
+
+        /// Said on the log line of the answer that took it.
+        var note: String {
+            switch self {
+            case .taken(let n):
+                return "re-encoded on the origin: the \(n) \(n == 1 ? "entry" : "entries") cached from the old copy were dropped, the new copy stored"
+            case .passedThrough:
+                return "re-encoded on the origin while another vcache process holds the stream: the new copy is answered without being stored, and what it names comes from the origin, not the cache"
+            }
+        }
     }
 
     /// The cached copy of `manifest` is the version the origin serves: what its answers named
@@ -70,12 +89,23 @@ extension Proxy {
     /// The answer for a member of a stream whose new manifest could not be stored: the origin's
     /// answer as it is, never read from nor stored in the cache (a segment of the new encode
     /// must not be kept under the old manifest, nor an old one served under the new), whole or
-    /// the span asked (held in memory: up to `passThroughLimit`).
-    func passThrough(_ request: HTTPServer.Request, origin: String) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String) {
+    /// the span asked (held in memory: up to `passThroughLimit`, and all such answers together
+    /// up to `passThroughTotal`: past it 503). Checked as the normal path checks a member before
+    /// it is stored (`memberCheck`; an error page answered 200 is 502), and answered with the
+    /// origin's validators (an ETag of the bytes when the origin sends none), a Range under an
+    /// If-Range naming another version answered 200 whole, so a player resuming an old download
+    /// never gets the new encode's bytes spliced onto it.
+    func passThrough(_ request: HTTPServer.Request, origin: String, manifest: CacheKey, role: StreamRole) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String) {
         let why = "a member of a stream whose manifest changed on the origin while another vcache process holds the stream: passed through, not stored"
+        if let streamed = passThroughStreamed(request, origin: origin, manifest: manifest, role: role, why: why) { return streamed }
+        let budget = PassThroughBudget()
+        defer { budget.release() }
         let a: SmallGet.Answer
-        switch SmallGet.fetch(origin, options: readThrough.options.request, limit: Self.passThroughLimit) {
+        switch SmallGet.fetch(origin, options: readThrough.options.request, limit: Self.passThroughLimit, reserve: budget.take) {
         case .answer(let x): a = x
+        case .tooLarge where budget.refused:
+            return (HTTPServer.Response(status: 503, headers: [("Retry-After", "1")] + Self.inert), 0,
+                    "\(why); members passed through already hold the \(Units.formatSize(Int64(Self.passThroughTotal))) they may: asked again later")
         case .tooLarge:
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0,
                     "\(why); larger than the \(Units.formatSize(Int64(Self.passThroughLimit))) passed through whole")
@@ -86,11 +116,21 @@ extension Proxy {
             return (HTTPServer.Response(status: Self.relayedStatus(a.status), headers: Self.inert), 0, "\(why); the origin answered \(a.status)")
         }
         let body = Array(a.body), length = Int64(body.count)
+        let key = readThrough.options.keyRules.key(for: origin)
+        if let problem = ResponseJudge.notMedia(contentType: a.contentType, url: a.finalURL)
+            ?? passThroughCheck(key, manifest: manifest, role: role)?.problem(length: length, firstBytes: body.prefix(376)) {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, "\(problem); \(why), not passed on")
+        }
         let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
-        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue),
+        let etag = a.etag ?? "\"vcache-\(SHA256Digest.hash(a.body).prefix(16))\""
+        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
                                            ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: a.contentType, name: name)))]
+        if let lm = a.lastModified { headers.append(("Last-Modified", lm)) }
+        var rangeHeader = request.headers["range"]
+        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
+        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: a.lastModified) { rangeHeader = nil }
         var status = 200, span = ByteRange(0, length)
-        switch RangeHeader(request.headers["range"], length: length) {
+        switch RangeHeader(rangeHeader, length: length) {
         case .whole: break
         case .span(let r):
             (status, span) = (206, r)
@@ -99,9 +139,115 @@ extension Proxy {
             return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(length)")] + Self.inert), 0, why)
         }
         let out = Array(body[Int(span.lowerBound)..<Int(span.upperBound)])
-        return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .bytes(out)), Int64(out.count), why)
+        // What came from the origin: the whole member, whatever part of it is answered.
+        let fetched = status == 206 ? "; the whole member fetched for it: \(length) B" : ""
+        return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .bytes(out)), Int64(out.count), why + fetched)
+    }
+
+    /// `passThrough` without holding the member: its first bytes asked of the origin (a Range:
+    /// its length, validators and the member check from them), then the span the player asks
+    /// streamed from the origin under If-Range of those validators (`DirectStream`: only a 206 of
+    /// exactly those bytes of that version is passed on; another version cuts the answer, never
+    /// splices). Nil when the origin does not answer ranges with a validator (a strong ETag or a
+    /// Last-Modified): the member is then fetched whole.
+    private func passThroughStreamed(_ request: HTTPServer.Request, origin: String, manifest: CacheKey, role: StreamRole, why: String) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String)? {
+        guard case .answer(let probe) = SmallGet.fetch(origin, options: readThrough.options.request, limit: 4096, range: "0-375"), probe.status == 206,
+              let total = probe.contentRange.flatMap({ $0.split(separator: "/").last.flatMap { Int64($0.trimming(.whitespaces)) } }),
+              probe.contentRange?.hasPrefix("bytes 0-") == true, total > 0,
+              probe.etag.map({ !$0.hasPrefix("W/") }) ?? (probe.lastModified != nil) else { return nil }
+        let key = readThrough.options.keyRules.key(for: origin)
+        if let problem = ResponseJudge.notMedia(contentType: probe.contentType, url: probe.finalURL)
+            ?? passThroughCheck(key, manifest: manifest, role: role)?.problem(length: total, firstBytes: probe.body) {
+            return (HTTPServer.Response(status: 502, headers: Self.inert), 0, "\(problem); \(why), not passed on")
+        }
+        let validators = Validators(length: total, etag: probe.etag, lastModified: probe.lastModified)
+        let etag = probe.etag ?? "\"vcache-\(SHA256Digest.hash("\(key) \(total) \(probe.lastModified ?? "")").prefix(16))\""
+        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
+        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
+                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: probe.contentType, name: name)))]
+        if let lm = probe.lastModified { headers.append(("Last-Modified", lm)) }
+        var rangeHeader = request.headers["range"]
+        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
+        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: probe.lastModified) { rangeHeader = nil }
+        var status = 200, span = ByteRange(0, total)
+        switch RangeHeader(rangeHeader, length: total) {
+        case .whole: break
+        case .span(let r):
+            (status, span) = (206, r)
+            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(total)"))
+        case .unsatisfiable:
+            return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(total)")] + Self.inert), 0, why)
+        }
+        let options = readThrough.options.request
+        let stream = PassThroughStream { DirectStream(url: origin, span: span, validators: validators, options: options) }
+        let sent = request.method == "HEAD" ? 0 : span.count
+        return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .stream(length: span.count, stream)), sent,
+                why + "; streamed from the origin")
+    }
+
+    /// How a passed-through member is checked: as the normal path checks it (`memberCheck`) when
+    /// the catalog knows it; else by its role in the new manifest: a key's length, a DASH
+    /// segment's or init segment's first bytes. An HLS segment the catalog does not know may be
+    /// AES-128 ciphertext: only the web-page check applies to it.
+    private func passThroughCheck(_ key: CacheKey, manifest: CacheKey, role: StreamRole) -> HLSMemberCheck? {
+        if let check = memberCheck(key) { return check }
+        switch role {
+        case .key: return .key
+        case .segment, .initSection:
+            return ((try? readThrough.store.catalog.streamFormat(root: manifest)) ?? nil) == "dash" ? .dashSegment : nil
+        default: return nil
+        }
     }
 
     /// The most of a passed-through member held in memory.
     static let passThroughLimit = 256 << 20
+    /// The most held in memory by all passed-through answers together (`PassThroughBudget`).
+    static let passThroughTotal = 512 << 20
+}
+
+/// One pass-through answer's share of `Proxy.passThroughTotal`, taken as its body arrives and
+/// given back once it is answered: however many players ask at once, serve holds no more.
+final class PassThroughBudget: @unchecked Sendable {
+    private static let held = Locked<Int>(0)
+    private var mine = 0
+    /// Whether the total refused a part of this answer's body.
+    private(set) var refused = false
+
+    /// Takes `count` more bytes of the total; false (the answer stops) when that would pass it.
+    func take(_ count: Int) -> Bool {
+        let ok = Self.held.withLock { h in
+            guard h + count <= Proxy.passThroughTotal else { return false }
+            h += count
+            return true
+        }
+        if ok { mine += count } else { refused = true }
+        return ok
+    }
+
+    func release() {
+        let n = mine
+        mine = 0
+        Self.held.withLock { $0 -= n }
+    }
+}
+
+/// A passed-through span as it comes from the origin (`DirectStream`, started at the first
+/// read, so a HEAD asks nothing): at most one loop turn of it held.
+final class PassThroughStream: HTTPServer.Producer, @unchecked Sendable {
+    private let start: () -> DirectStream
+    private var stream: DirectStream?
+    private var sent: Int64 = 0
+
+    init(_ start: @escaping () -> DirectStream) { self.start = start }
+
+    func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        guard offset == sent else { return nil }
+        let s = stream ?? start()
+        stream = s
+        guard let n = s.read(into: buffer), n > 0 else { return nil }
+        sent += Int64(n)
+        return n
+    }
+
+    func finished(completed: Bool) { stream = nil }
 }

@@ -155,14 +155,14 @@ public final class Proxy: Sendable {
         }
         // A member of a stream whose new manifest could not be stored: never read from nor
         // stored in the cache (its cached bytes, if any, are the old version's).
-        if let (_, role) = unstoredMember(readThrough.options.keyRules.key(for: origin)) {
+        if let (manifest, role) = unstoredMember(readThrough.options.keyRules.key(for: origin)) {
             if role == .playlist {
                 let unread = ReadThrough.Video(key: readThrough.options.keyRules.key(for: origin), url: origin, length: 0,
                                                validators: Validators(length: nil, etag: nil, lastModified: nil),
                                                contentType: nil, fromCatalog: false, snapshot: ReadThrough.Snapshot())
                 if let answer = asPlaylist(unread) { return answer }
             }
-            let passed = passThrough(request, origin: origin)
+            let passed = passThrough(request, origin: origin, manifest: manifest, role: role)
             line.status = passed.response.status
             line.fromOrigin = passed.fromOrigin
             line.note = passed.note
