@@ -356,6 +356,40 @@ import VCacheTestSupport
         #expect(try ["init.mp4", "0.m4s", "1.m4s"].map { try cached("/r/w/\($0)") } == digests(new, "w"))
     }
 
+    /// The nightly warm-up (one video Representation), then a player opens the MPD through
+    /// serve, which the origin now answers stamped with the answer's time (a just-in-time
+    /// packager's `publishTime`): the same encode, so nothing is dropped, and the stream stays
+    /// complete to `ls` (hostile probe h9d: F13, every player's answer emptied the warmed stream;
+    /// F1, recording every Representation on each answer made it partial for good, so each cron
+    /// run asked for the MPD again).
+    @Test
+    func aServedAnswerKeepsAWarmedStreamCompleteAndAPublishTimeIsNoReEncode() throws {
+        let origin = try TestOrigin()
+        let old = Self.encodeTwo(origin, seed: 1)
+        let cache = dir.file("c"), url = origin.url("/r/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--variant", "worst", url], cacheDir: cache).status == 0)
+        let stamped = String(decoding: Self.twoRepresentations(width: 320), as: UTF8.self)
+            .replacingOccurrences(of: "type=\"static\"", with: "type=\"static\" publishTime=\"2026-11-29T05:00:00Z\"")
+        origin.setResource("/r/manifest.mpd", .init(body: Data(stamped.utf8), etag: "\"m1-stamped\"", contentType: DASHRevalidationTests.dashXML))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        #expect(try Curl.fetch([serve.url(url)], in: dir).status == 200)
+        let store = try CacheStore(directory: cache, readOnly: true)
+        for rep in ["v", "a"] {
+            for name in ["init.mp4", "0.m4s", "1.m4s"] {
+                let e = try CacheInspector(directory: cache).entry(origin.url("/r/\(rep)/\(name)"))
+                let bytes = e.flatMap { e in e.length.flatMap { store.cachedBytes(of: e, at: 0, count: $0) } }
+                #expect(bytes.map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(old["/r/\(rep)/\(name)"]!), "\(rep)/\(name) dropped")
+            }
+        }
+        #expect(!serve.log.contains("re-encoded"), "\(serve.log)")
+        let streams = HLSCacheTests.events(try VCacheBinary.run(["ls", "--json"], cacheDir: cache)).filter { $0["event"] as? String == "stream" }
+        #expect(streams.first?["state"] as? String == "complete", "\(streams)")
+        let asked = origin.requests("/r/manifest.mpd").count
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--variant", "worst", url], cacheDir: cache).status == 0)
+        #expect(origin.requests("/r/manifest.mpd").count == asked, "a complete stream's MPD was asked again")
+    }
+
     /// Pass-through (a prefetch holds the stream; here the test holds its lock): each answer
     /// carries the origin's ETag, and a player resuming the old encode's download with its
     /// ETag in If-Range gets 200 and the new encode whole, never its bytes spliced on (h9c, F7).

@@ -36,15 +36,16 @@ extension Proxy {
             // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
             if let mpd, refused == nil {
                 learnTemplates(mpd, root: video.key, segments: livePlaylists.mpdTotals.segments(origin))
-                // Every Representation's members are recorded, also when the cached copy is the
-                // same (a prefetch recorded those of the Representations it chose): whatever
-                // serve stores for the stream is its member, so a re-encode's drop takes it.
+                // A stream prefetch recorded keeps the Representations it chose: recording every
+                // Representation on each answer made a complete stream partial to `ls` and every
+                // cron run ask for its MPD again (hostile probe h9d, F1). What serve stores of the
+                // others is still dropped by a re-encode: `keepCopy` drops what the old copy names.
                 switch keepCopy(video, fresh, mpd: mpd, url: origin) {
                 case .new: recordStream(mpd, key: video.key)
                 case .taken(let v):
                     version = v
                     recordStream(mpd, key: video.key)
-                case .same: recordStream(mpd, key: video.key)
+                case .same: if !((try? store.catalog.isStreamRoot(video.key)) ?? false) { recordStream(mpd, key: video.key) }
                 case .notKept(let v): version = v
                 }
             }
@@ -215,7 +216,7 @@ extension Proxy {
     /// that answered it, which its BaseURLs resolve against): an older copy is replaced by the
     /// very bytes answered (`ReadThrough.keepWhole`: no second origin request). A static MPD
     /// cached whole that names another stream than the answer (a re-encode in place: not the
-    /// same under the key rules, `ManifestRevalidation.sameUnderKeyRules`) is another version:
+    /// same encode, `ManifestRevalidation.sameEncode`) is another version:
     /// its members go first, under the stream's lock (`takeNewVersion`); when they cannot, the
     /// answer is not kept and the new members are passed through. Whether the cache held these
     /// very bytes already, took them, or could not.
@@ -235,11 +236,18 @@ extension Proxy {
             versionKept(video.key)
             return .same
         }
-        guard !mpd.isDynamic, let was = copy.mpd, !was.isDynamic,
-              !ManifestRevalidation.sameUnderKeyRules(body, copy.bytes, mpd: true, rules: readThrough.options.keyRules) else {
+        guard !mpd.isDynamic, let was = copy.mpd, !was.isDynamic else {
             _ = keep()
             versionKept(video.key)
             return .new
+        }
+        // The same encode in other bytes (prefetch's end-check rule: tokens, `publishTime`, the
+        // answering location aside) is no re-encode: nothing is dropped (hostile probe h9d, F13:
+        // a just-in-time packager's `publishTime` emptied the warmed stream at every player).
+        if ManifestRevalidation.sameEncode(body, copy.bytes, mpd: true, rules: readThrough.options.keyRules) {
+            _ = keep()
+            versionKept(video.key)
+            return .same
         }
         // What the stream records and what the old copy names (a member stored before it was
         // recorded must go too).

@@ -129,7 +129,7 @@ extension Proxy {
     /// copy replaces the cached one (`takeNewVersion`, as prefetch does when it asks again);
     /// when they cannot (a prefetch holds the stream, another process writes a member), what
     /// the new one names is passed through, never cached. Other bytes naming the same stream
-    /// (`HLSPlaylist.sameUnderKeyRules`, prefetch's rule too: a token the key
+    /// (`ManifestRevalidation.sameEncode`, prefetch's end-check rule: a token, the key
     /// rules strip, a comment, a date) are no change: nothing is dropped and the cached copy
     /// stays, so an origin that signs every answer anew does not empty the cache of a warmed
     /// stream.
@@ -146,12 +146,12 @@ extension Proxy {
         let root: CacheKey, named: [CacheKey]
         switch (was, now) {
         case (.media(let w), .media(let f)) where !w.isLive:
-            guard !f.isLive, !HLSPlaylist.sameUnderKeyRules(body, old.bytes, rules: rules) else { versionKept(video.key); return nil }
+            guard !f.isLive, !ManifestRevalidation.sameEncode(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
             let masters = ((try? store.catalog.playlists(naming: video.key)) ?? nil).flatMap { $0.role == .playlist ? $0.playlists : nil } ?? []
             root = masters.first ?? video.key
             named = members(was).map(\.key)
         case (.master, .master):
-            guard !ManifestRevalidation.sameUnderKeyRules(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
+            guard !ManifestRevalidation.sameEncode(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
             root = video.key
             named = ((try? store.catalog.stream(root: root)) ?? nil)?.keys ?? members(was).map(\.key)
         default:
