@@ -29,4 +29,10 @@ public enum StreamRole: String, Sendable, CaseIterable {
     case initSection = "init"
     /// A decryption key.
     case key
+
+    /// A root marked partial whatever its members hold (`manifestToAsk`, `manifestUnconfirmed`).
+    public var isMarked: Bool { self == .manifestToAsk || self == .manifestUnconfirmed }
+
+    /// The root's own row, marked or not.
+    public var isRoot: Bool { self == .manifest || isMarked }
 }

@@ -70,7 +70,7 @@ extension Evictor {
         func named(_ root: CacheKey) -> Set<CacheKey> {
             if let known = namedLeft[root] { return known }
             var found = Set<CacheKey>()
-            for m in byRoot[root]?.members ?? [] where [.manifest, .manifestToAsk, .manifestUnconfirmed, .playlist].contains(m.role) && !keys.contains(m.key) {
+            for m in byRoot[root]?.members ?? [] where (m.role.isRoot || m.role == .playlist) && !keys.contains(m.key) {
                 guard let p = store.cachedPlaylist(key: m.key, keyRules: keyRules)?.playlist else { continue }
                 for (url, _) in p.members { found.insert(keyRules.key(for: url)) }
             }

@@ -73,7 +73,7 @@ public struct StreamSummary: Sendable {
     /// at their end), is partial too.
     public var isComplete: Bool {
         guard entries.allSatisfy(\.isComplete) else { return false }
-        if [.manifestToAsk, .manifestUnconfirmed].contains(record.members.first?.role) { return false }
+        if record.members.first?.role.isMarked == true { return false }
         if playlists.isEmpty || record.format == "dash" {
             guard entries.count == Set(record.keys).count else { return false }
             // An MPD naming no Representation (a bad deploy) is no complete stream: the next run

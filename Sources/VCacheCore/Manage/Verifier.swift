@@ -333,7 +333,7 @@ public struct Verifier {
     private func checkStructure(_ e: CacheEntry, _ data: RawFile, length: Int64, into report: inout EntryReport) {
         // A stream's member is checked as what it is to the stream (Docs/hls.md).
         var role = (try? store.catalog.streamRole(of: e.key)) ?? nil
-        if role == .manifestToAsk || role == .manifestUnconfirmed { role = .manifest }
+        if role?.isRoot == true { role = .manifest }
         switch role {
         case .manifest? where ((try? store.catalog.stream(root: e.key)) ?? nil)?.format == "dash":
             guard length <= Int64(MPD.maxBytes) else {

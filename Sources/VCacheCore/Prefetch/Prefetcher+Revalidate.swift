@@ -33,7 +33,9 @@ extension Prefetcher {
         let bytes: [UInt8]
         /// Where the cached copy was answered (its relative URLs resolve against it).
         let base: String
-        let maxBytes: Int
+        /// An MPD (else an HLS playlist).
+        let mpd: Bool
+        var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
         /// What the cached manifest named: the members dropped when it changed.
         let named: [CacheKey]
         /// A master's media playlist given by its own URL (a stream root for its run): the roots
@@ -97,7 +99,7 @@ extension Prefetcher {
     /// `owners`: for a master's media playlist given by its own URL, the roots of the streams it
     /// is a member of; it is then a stream of its own for this run (itself and what it names).
     func staleManifest(_ m: CachedManifest, root: CacheKey, item: PrefetchItem, owners: [CacheKey] = []) -> StaleManifest? {
-        let (url, key, e, maxBytes) = (m.url, m.key, m.entry, m.maxBytes)
+        let (url, key, e) = (m.url, m.key, m.entry)
         // (Only now, a manifest known: the catalog's streams are read.)
         var found = (try? store.catalog.stream(root: root)) ?? nil
         if found == nil, !owners.isEmpty, !m.mpd, key == root, let p = store.cachedPlaylist(e, keyRules: options.keyRules)?.playlist {
@@ -119,7 +121,7 @@ extension Prefetcher {
         }
         let base = ((try? store.catalog.finalURL(of: key)) ?? nil) ?? e.latestURL
         return StaleManifest(url: url, key: key, root: root, validators: e.validators, contentType: e.contentType,
-                             bytes: bytes, base: base, maxBytes: maxBytes, named: named, owners: owners, newChoice: newChoice)
+                             bytes: bytes, base: base, mpd: m.mpd, named: named, owners: owners, newChoice: newChoice)
     }
 
     /// What the origin answered about `m`, carried out before the run reads it. An error: the
@@ -146,7 +148,7 @@ extension Prefetcher {
             // The same stream in other bytes (signed anew, attributes reordered) names the same
             // entries: its members stay; the new copy replaces the cached one, its URLs the ones
             // that answer now.
-            if !moved(m, finalURL), ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: m.maxBytes == MPD.maxBytes, rules: options.keyRules) {
+            if stands(m, body, finalURL: finalURL) {
                 if let e = droppingUnconfirmed(m) { return e }
                 do {
                     try store.storeWhole(body, key: m.key, url: m.url, validators: validators, contentType: contentType ?? m.contentType)
@@ -320,14 +322,17 @@ extension Prefetcher {
         }
     }
 
-    /// Answered from another folder than the cached copy was (`ManifestRevalidation.outcome`).
-    private func moved(_ m: StaleManifest, _ finalURL: String?) -> Bool {
-        finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
+    /// Whether `body`, the origin's answer for `m` from `finalURL`, is the same stream as the
+    /// cached copy: answered from the same folder (its relative URLs resolve alike:
+    /// `ManifestRevalidation.outcome`) and the same under the key rules.
+    func stands(_ m: StaleManifest, _ body: [UInt8], finalURL: String?) -> Bool {
+        let moved = finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
+        return !moved && ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
     }
 
     /// Why `body` cannot stand for the cached manifest of `m` (another kind, or not readable), nil when it can.
     private func unreadable(_ body: [UInt8], like m: StaleManifest, contentType: String?, base: String) -> String? {
-        if m.maxBytes == MPD.maxBytes {
+        if m.mpd {
             guard MPD.looksLikeMPD(firstBytes: Array(body.prefix(4096)), contentType: contentType) else { return "is not an MPD" }
             do { _ = try MPD.parse(body, url: base) } catch { return "cannot be read (\(error))" }
         } else {

@@ -27,8 +27,7 @@ extension Prefetcher {
             case .unchanged:
                 return askingMediaPlaylists(m, on: fetcher, then: then)
             case .changed(let body, _, _, let finalURL):
-                let moved = finalURL.map { ManifestRevalidation.folder(of: $0) != ManifestRevalidation.folder(of: m.base) } ?? false
-                if !moved, ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: false, rules: options.keyRules) {
+                if stands(m, body, finalURL: finalURL) {
                     return askingMediaPlaylists(m, on: fetcher, then: then)
                 }
             case .failed:
@@ -205,7 +204,7 @@ extension Prefetcher {
         }
         keep.subtract(others.subtracting(kept.keys))
         return StaleManifest(url: m.url, key: m.key, root: m.root, validators: m.validators, contentType: m.contentType,
-                             bytes: m.bytes, base: m.base, maxBytes: m.maxBytes, named: m.named.filter { !keep.contains($0) }, newChoice: m.newChoice)
+                             bytes: m.bytes, base: m.base, mpd: m.mpd, named: m.named.filter { !keep.contains($0) }, newChoice: m.newChoice)
     }
 }
 
