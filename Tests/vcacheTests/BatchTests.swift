@@ -329,6 +329,27 @@ import VCacheTestSupport
         #expect(entries.first?["sha256"] as? String == TestBytes.sha256(body))
     }
 
+    /// Key rules given only on prefetch's command line key entries that ls, export and serve (which
+    /// read the config's rules) do not find (hostile probe h9b, F7): the run says so once, with the
+    /// config line that keeps them; nothing when the config has them, or with -q.
+    @Test func keyRulesTheConfigLacksAreSaidOnce() throws {
+        let origin = try TestOrigin()
+        origin.setResource("/k.mp4", .init(body: TestBytes.make(50_000, seed: 91), etag: "\"k\""))
+        #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "expires"], cacheDir: cache).status == 0)
+        let urls = [origin.url("/k.mp4?token=a&expires=1"), origin.url("/k.mp4?token=b&expires=2")]
+        let r = try VCacheBinary.run(["prefetch", "--key-strip-param", "token"] + urls, cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        let note = "note: --key-strip-param token is not in the cache's config: ls, info, export, verify and serve key URLs by the config's rules "
+            + "and will not find what this run keys by it; 'vcache config set key-strip-param expires,token' makes it every command's"
+        #expect(r.stderrLines.filter { $0.hasSuffix(note) }.count == 1, "\(r.stderr)")
+        #expect(!(try VCacheBinary.run(["prefetch", "-q", "--key-strip-param", "token", urls[0]], cacheDir: cache).stderr.contains("note:")))
+        #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "expires,token"], cacheDir: cache).status == 0)
+        let again = try VCacheBinary.run(["prefetch", "--key-strip-param", "token", urls[1]], cacheDir: cache)
+        #expect(again.status == 0 && !again.stderr.contains("note:"), "\(again.stderr)")
+        let ignore = try VCacheBinary.run(["prefetch", "--key-ignore-query", urls[1]], cacheDir: cache)
+        #expect(ignore.stderrLines.contains { $0.hasSuffix("note: --key-ignore-query is not in the cache's config: ls, info, export, verify and serve key URLs by the config's rules and will not find what this run keys by it; 'vcache config set key-ignore-query true' makes it every command's") }, "\(ignore.stderr)")
+    }
+
     /// The deadline is not work: with every cron flag at once, the run ends when its downloads do.
     @Test
     func aRunEndsWhenItsWorkEndsNotAtItsMaxTime() throws {

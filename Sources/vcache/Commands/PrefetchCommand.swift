@@ -138,6 +138,7 @@ enum PrefetchCommand: VCacheCommand {
         }
         if let s = args.stats { interval = .milliseconds(Int64(s * 1000)) }
         let reporter = PrefetchReporter(mode: mode, console: console)
+        if let line = Self.keyRulesNote(given: options.keyRules, config: Settings.keyRules(store: store)) { reporter.runNote(line) }
         reporter.progressInterval = interval
         let stopFlag = Fetcher.StopFlag()
         let prefetcher = Prefetcher(store: store, options: options, stopFlag: stopFlag) { reporter.handle($0) }
@@ -428,5 +429,28 @@ enum PrefetchCommand: VCacheCommand {
             items.append(item)
         }
         return (items, errors)
+    }
+}
+
+extension PrefetchCommand {
+    /// Key rules given on the command line that the cache's config lacks key this run's entries
+    /// in a way no other command (ls, info, export, verify, serve: they read the config's rules)
+    /// will find them by: a stream then reads partial to them (hostile probe h9b, F7). Said once.
+    static func keyRulesNote(given: CacheKeyRules, config: CacheKeyRules) -> String? {
+        var options: [String] = []
+        var fixes: [String] = []
+        if given.ignoreQuery && !config.ignoreQuery {
+            options.append("--key-ignore-query")
+            fixes.append("'vcache config set key-ignore-query true'")
+        }
+        let extra = given.stripParameters.subtracting(config.stripParameters).sorted()
+        if !given.ignoreQuery && !extra.isEmpty {
+            options += extra.map { "--key-strip-param \($0)" }
+            fixes.append("'vcache config set key-strip-param \(given.stripParameters.sorted().joined(separator: ","))'")
+        }
+        guard !options.isEmpty else { return nil }
+        return Console.oneLine("note: \(options.joined(separator: " and ")) \(options.count == 1 ? "is" : "are") not in the cache's config: "
+            + "ls, info, export, verify and serve key URLs by the config's rules and will not find what this run keys by \(options.count == 1 ? "it" : "them"); "
+            + "\(fixes.joined(separator: " and ")) makes \(options.count == 1 ? "it" : "them") every command's")
     }
 }

@@ -206,6 +206,16 @@ final class PrefetchReporter {
 
     func close() { clearBars() }
 
+    /// A line about the whole run, not one URL (the key rules' note): as notes are, none when quiet;
+    /// with --json on stderr as the other lines outside the events.
+    func runNote(_ line: String) {
+        switch mode {
+        case .bars, .lines: log(line)
+        case .json: console.err(Console.oneLine(line) + "\n")
+        case .quiet: break
+        }
+    }
+
     /// `name  [=====>     ]  42%  1.2 MiB/2.9 MiB  5.1 MiB/s  ETA 0.3s`
     static func bar(_ url: String, fetched: Int64, toFetch: Int64?, elapsed: Double, width: Int) -> String {
         let rate = elapsed > 0 ? Double(fetched) / elapsed : 0
