@@ -106,7 +106,8 @@ import VCacheTestSupport
         let url = origin.url("/s/manifest.mpd")
         #expect(try VCacheBinary.run(["prefetch", "-q", "--variant", "worst", url], cacheDir: cache).status == 0)
         var f = TestOrigin.Faults()
-        f.statuses = [(503, [:])]
+        // 503 to the request and to each of its 3 retries (--retries).
+        f.statuses = Array(repeating: (503, [:]), count: 4)
         origin.setFaults("/s/manifest.mpd", f)
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(r.status == 3, "\(r.stderr)")

@@ -40,6 +40,21 @@ extension ManifestRevalidation {
         return HLSPlaylist.sameUnderKeyRules(new, old, rules: loose)
     }
 
+    /// `outcome`, the origin's answer about the cached manifest `cached` (answered at
+    /// `cachedBase`), as a run takes it: the one rule of the start of a run, a new choice and
+    /// the end check. An answer in other bytes that is the same encode (`sameEncode`) but cannot
+    /// take the cached copy's place (its URLs' query strings differ, a signed-URL CDN's tokens;
+    /// its `publishTime`; it was answered from another folder, a per-answer redirect) is
+    /// `.unchanged`: the cached copy stays, and every member it names. One the same under the
+    /// key rules from the same folder stays `.changed`, to be stored in the cached copy's place
+    /// (`Prefetcher.stands`); any other is another encode.
+    static func judged(_ outcome: Outcome, cached: [UInt8], cachedBase: String, mpd: Bool, rules: CacheKeyRules) -> Outcome {
+        guard case .changed(let body, _, _, let finalURL) = outcome else { return outcome }
+        let moved = finalURL.map { folder(of: $0) != folder(of: cachedBase) } ?? false
+        if !moved && sameUnderKeyRules(body, cached, mpd: mpd, rules: rules) { return outcome }
+        return sameEncode(body, cached, mpd: mpd, rules: rules) ? .unchanged : outcome
+    }
+
     /// MPD attributes that say when an answer was made, not what the stream is.
     private static let answerTimeAttributes: Set<String> = ["publishTime"]
 

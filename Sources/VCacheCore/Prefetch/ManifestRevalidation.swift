@@ -19,47 +19,70 @@ final class ManifestRevalidation: TransferDelegate {
         case failed(String, PrefetchError.Remedy)
     }
 
-    private let cached: [UInt8]
-    private let maxBytes: Int
+    /// What is asked, of which manifest, and how often.
+    private struct Question {
+        let url: String
+        let cached: [UInt8]
+        /// The URL the cached manifest's relative URLs resolve against (where it was answered).
+        let cachedBase: String?
+        /// An MPD (else an HLS playlist): what a 200 answer must be to be judged.
+        let mpd: Bool
+        var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
+        /// The request's options, its validator header among them.
+        let options: RequestOptions
+        /// The request carried a validator (`If-None-Match`, `If-Modified-Since`): only then is a
+        /// 304 an answer about the cached copy.
+        let conditional: Bool
+        /// Retries after no answer worth waiting for (a 5xx, the network), as any request's.
+        let policy: RetryPolicy
+    }
+
+    private let question: Question
+    private let fetcher: Fetcher
+    /// Retries made so far.
+    private var attempt = 0
     private var head: ResponseHead?
     private var body: [UInt8] = []
     private var failure: String?
     private var done: ((Outcome) -> Void)?
 
-    /// The URL the cached manifest's relative URLs resolve against (where it was answered).
-    private let cachedBase: String?
-    /// The request carried a validator (`If-None-Match`, `If-Modified-Since`): only then is a
-    /// 304 an answer about the cached copy.
-    private let conditional: Bool
-
-    private init(cached: [UInt8], cachedBase: String?, maxBytes: Int, conditional: Bool, done: @escaping (Outcome) -> Void) {
-        self.cached = cached
-        self.cachedBase = cachedBase
-        self.maxBytes = maxBytes
-        self.conditional = conditional
+    private init(_ question: Question, fetcher: Fetcher, done: @escaping (Outcome) -> Void) {
+        self.question = question
+        self.fetcher = fetcher
         self.done = done
     }
 
-    /// Starts the request for `url` on `fetcher`; nil (and `done` not called) when it cannot be made.
-    static func start(url: String, cached: [UInt8], cachedBase: String?, validators: Validators, maxBytes: Int, options: RequestOptions,
-                      fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
-        let r = ManifestRevalidation(cached: cached, cachedBase: cachedBase, maxBytes: maxBytes,
-                                     conditional: validators.etag != nil || validators.lastModified != nil, done: done)
+    /// Starts the request for `url` on `fetcher`; nil (and `done` not called) when it cannot be
+    /// made. No answer to judge by that may come later (a 5xx, a timeout, the network) is asked
+    /// again after `policy`'s backoff, up to its retries, as any request of the run
+    /// (`--retries`); `done` gets the last answer.
+    static func start(url: String, cached: [UInt8], cachedBase: String?, validators: Validators, mpd: Bool, options: RequestOptions,
+                      policy: RetryPolicy, fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
         var o = options
         if let etag = validators.etag {
             o.headers.append("If-None-Match: \(etag)")
         } else if let lm = validators.lastModified {
             o.headers.append("If-Modified-Since: \(lm)")
         }
-        guard let t = try? CurlTransfer(url: url, range: nil, ifRange: nil, options: o, delegate: r) else { return nil }
+        let q = Question(url: url, cached: cached, cachedBase: cachedBase, mpd: mpd, options: o,
+                         conditional: validators.etag != nil || validators.lastModified != nil, policy: policy)
+        let r = ManifestRevalidation(q, fetcher: fetcher, done: done)
+        return r.send() ? r : nil
+    }
+
+    private func send() -> Bool {
+        (head, body, failure) = (nil, [], nil)
+        guard let t = try? CurlTransfer(url: question.url, range: nil, ifRange: nil, options: question.options, delegate: self) else { return false }
         fetcher.add(t)
-        return r
+        return true
     }
 
     /// What an answer means for the cached manifest `cached` (a pure decision). Answered from
     /// another folder than the cached copy was (`cachedBase`; the MPD moved behind a redirect),
     /// the same bytes name other URLs: changed.
-    static func outcome(status: Int, body: [UInt8], cached: [UInt8], cachedBase: String? = nil, validators: Validators, contentType: String?, finalURL: String?) -> Outcome {
+    /// A 200 whose body is not a manifest of the kind cached (`mpd`: an MPD, false: an HLS
+    /// playlist, nil: not looked at) at all, an HTML error page, is no answer to judge by.
+    static func outcome(status: Int, body: [UInt8], cached: [UInt8], cachedBase: String? = nil, mpd: Bool? = nil, validators: Validators, contentType: String?, finalURL: String?) -> Outcome {
         let moved = finalURL.map { new in cachedBase.map { folder(of: $0) != folder(of: new) } ?? false } ?? false
         switch status {
         case 304 where moved:
@@ -75,6 +98,16 @@ final class ManifestRevalidation: TransferDelegate {
         }
     }
 
+    /// Why `body`, answered 200 for a cached MPD (`mpd`) or HLS playlist, is not one at all
+    /// (an HTML page, another type), nil when it reads as one by its first bytes.
+    static func notAManifest(_ body: [UInt8], mpd: Bool, contentType: String?) -> String? {
+        let type = contentType.map { " (\($0))" } ?? ""
+        if mpd {
+            return MPD.looksLikeMPD(firstBytes: Array(body.prefix(4096)), contentType: contentType) ? nil : "is not an MPD\(type)"
+        }
+        return HLSPlaylist.looksLikePlaylist(firstBytes: body.prefix(16), contentType: contentType) ? nil : "is not a playlist\(type)"
+    }
+
     /// A URL without its query and last path segment: what relative URLs resolve against.
     static func folder(of url: String) -> String {
         let path = url.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? url
@@ -88,16 +121,16 @@ final class ManifestRevalidation: TransferDelegate {
             failure = "origin sent the manifest encoded (Content-Encoding: \(enc))"
             return .stop
         }
-        if let n = head.contentLength, n > Int64(maxBytes) {
-            failure = "its answer (\(Units.formatSize(n))) is larger than the \(Units.formatSize(Int64(maxBytes))) vcache reads as one"
+        if let n = head.contentLength, n > Int64(question.maxBytes) {
+            failure = "its answer (\(Units.formatSize(n))) is larger than the \(Units.formatSize(Int64(question.maxBytes))) vcache reads as one"
             return .stop
         }
         return head.status == 200 ? .proceed : .stop
     }
 
     func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool {
-        guard body.count + bytes.count <= maxBytes else {
-            failure = "its answer is larger than the \(Units.formatSize(Int64(maxBytes))) vcache reads as one"
+        guard body.count + bytes.count <= question.maxBytes else {
+            failure = "its answer is larger than the \(Units.formatSize(Int64(question.maxBytes))) vcache reads as one"
             return false
         }
         body.append(contentsOf: bytes)
@@ -105,27 +138,45 @@ final class ManifestRevalidation: TransferDelegate {
     }
 
     func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
+        guard done != nil else { return }
+        let outcome = judged(head: head, error: error)
+        if case .failed(_, .tryLater) = outcome, attempt < question.policy.retries, !fetcher.isStopped {
+            attempt += 1
+            fetcher.after(question.policy.backoff(attempt: attempt, jitter: .random(in: 0.8...1.2))) { [self] in
+                if !send() { finish(outcome) }
+            }
+            return
+        }
+        finish(outcome)
+    }
+
+    private func finish(_ outcome: Outcome) {
         guard let done else { return }
         self.done = nil
+        done(outcome)
+    }
+
+    /// What the transfer that ended says of the cached manifest.
+    private func judged(head: ResponseHead?, error: TransportError?) -> Outcome {
         let outcome: Outcome
         if let failure {
             outcome = .failed(failure, .fixOrigin)
         } else if let error, (head ?? self.head)?.status != 304 {
             outcome = .failed(error.description, PrefetchError.transport(error).remedy)
         } else if let h = head ?? self.head {
-            if h.status == 304, !conditional {
+            if h.status == 304, !question.conditional {
                 // A 304 to a request that named no version says nothing of the bytes (h9b F12).
                 outcome = .failed("origin answered 304 to a request without validators", .fixOrigin)
             } else if let n = h.contentLength, h.status == 200, Int64(body.count) != n {
                 outcome = .failed("its body ended after \(body.count) of \(n) bytes", .tryLater)
             } else {
-                outcome = Self.outcome(status: h.status, body: body, cached: cached, cachedBase: cachedBase,
+                outcome = Self.outcome(status: h.status, body: body, cached: question.cached, cachedBase: question.cachedBase, mpd: question.mpd,
                                        validators: Validators(length: Int64(body.count), etag: h.etag, lastModified: h.lastModified),
                                        contentType: h.contentType, finalURL: h.effectiveURL)
             }
         } else {
             outcome = .failed("no answer", .tryLater)
         }
-        done(outcome)
+        return outcome
     }
 }

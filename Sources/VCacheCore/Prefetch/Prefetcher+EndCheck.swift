@@ -22,7 +22,6 @@ extension Prefetcher {
         let base: String
         let validators: Validators
         let mpd: Bool
-        var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
     }
 
     /// The static manifest cached whole under `url` (the copy the run read, or the one its

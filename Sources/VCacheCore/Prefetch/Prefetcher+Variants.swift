@@ -60,8 +60,8 @@ extension Prefetcher {
             then(dropping(m, keptPlaylists: state.kept))
         }
         for a in asks {
-            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, maxBytes: HLSPlaylist.maxBytes,
-                                               options: options.request, fetcher: fetcher) { [self] o in
+            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
+                                               options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 state.count -= 1
                 if state.count == 0 { finish() }
@@ -100,8 +100,8 @@ extension Prefetcher {
             then(d)
         }
         for a in asks {
-            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, maxBytes: HLSPlaylist.maxBytes,
-                                               options: options.request, fetcher: fetcher) { [self] o in
+            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
+                                               options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 if case .failed(let why, let remedy) = o, state.failed == nil { state.failed = ("\(a.url): \(why)", remedy) }
                 state.count -= 1
@@ -166,7 +166,7 @@ extension Prefetcher {
     /// Whether the media playlist `key` is unchanged by `o`; one the same under the key rules
     /// in other bytes is stored as it is answered now.
     private func keepsPlaylist(_ key: CacheKey, url: String, cached: [UInt8], base: String, _ o: ManifestRevalidation.Outcome) -> Bool {
-        switch o {
+        switch ManifestRevalidation.judged(o, cached: cached, cachedBase: base, mpd: false, rules: options.keyRules) {
         case .unchanged:
             return true
         case .changed(let body, let validators, let contentType, let finalURL):
