@@ -213,6 +213,32 @@ import VCacheTestSupport
         try StreamRaceTests.expectCompleteFrom(encode2, etag: "\"m1\"", cache: cache2, origin: origin2, url: url2)
     }
 
+    /// The end check answered 200 with an HTML page (a CDN's error page, h9d F14): no MPD, so no
+    /// answer to judge by, not a re-encode: the run stands (exit 0) with the note, the stream
+    /// unconfirmed; the next run finds the MPD unchanged and confirms it, fetching nothing again.
+    @Test
+    func anEndCheckAnsweredWithAnHTMLPageIsNoAnswerNotAReEncode() throws {
+        let origin = try TestOrigin()
+        let encode = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "1", url], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        origin.setResource("/s/manifest.mpd", .init(body: Data("<html><body>maintenance</body></html>".utf8), contentType: "text/html"))
+        origin.release("/s/v/1.m4s")
+        let r = run.finish()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains(" note: \(url): its manifest could not be asked for again at the end of this run (the origin's answer is not an MPD): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged\n"), "\(r.stderr)")
+        #expect(try R.cachedDigests(cache, origin, Array(encode.keys)) == encode.mapValues { TestBytes.sha256($0) })
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        _ = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin.requests("/s/v/1.m4s").count == 1)
+        try StreamRaceTests.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
+    }
+
     /// An MPD redirected to another location on each answer (h9b F5), a token new in every
     /// segment URL on each answer, a `publishTime` stamped on each answer (h9b F6): no re-encode,
     /// so the run stands (exit 0, complete) and a rerun asks for nothing.

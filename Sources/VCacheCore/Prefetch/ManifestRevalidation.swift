@@ -83,6 +83,9 @@ final class ManifestRevalidation: TransferDelegate {
     /// A 200 whose body is not a manifest of the kind cached (`mpd`: an MPD, false: an HLS
     /// playlist, nil: not looked at) at all, an HTML error page, is no answer to judge by.
     static func outcome(status: Int, body: [UInt8], cached: [UInt8], cachedBase: String? = nil, mpd: Bool? = nil, validators: Validators, contentType: String?, finalURL: String?) -> Outcome {
+        if status == 200, !body.isEmpty, body != cached, let mpd, let what = notAManifest(body, mpd: mpd, contentType: contentType) {
+            return .failed("the origin's answer \(what)", .fixOrigin)
+        }
         let moved = finalURL.map { new in cachedBase.map { folder(of: $0) != folder(of: new) } ?? false } ?? false
         switch status {
         case 304 where moved:
@@ -101,11 +104,10 @@ final class ManifestRevalidation: TransferDelegate {
     /// Why `body`, answered 200 for a cached MPD (`mpd`) or HLS playlist, is not one at all
     /// (an HTML page, another type), nil when it reads as one by its first bytes.
     static func notAManifest(_ body: [UInt8], mpd: Bool, contentType: String?) -> String? {
-        let type = contentType.map { " (\($0))" } ?? ""
         if mpd {
-            return MPD.looksLikeMPD(firstBytes: Array(body.prefix(4096)), contentType: contentType) ? nil : "is not an MPD\(type)"
+            return MPD.looksLikeMPD(firstBytes: Array(body.prefix(4096)), contentType: contentType) ? nil : "is not an MPD"
         }
-        return HLSPlaylist.looksLikePlaylist(firstBytes: body.prefix(16), contentType: contentType) ? nil : "is not a playlist\(type)"
+        return HLSPlaylist.looksLikePlaylist(firstBytes: body.prefix(16), contentType: contentType) ? nil : "is not a playlist"
     }
 
     /// A URL without its query and last path segment: what relative URLs resolve against.
