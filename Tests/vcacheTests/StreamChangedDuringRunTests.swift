@@ -213,6 +213,36 @@ import VCacheTestSupport
         try StreamRaceTests.expectCompleteFrom(encode2, etag: "\"m1\"", cache: cache2, origin: origin2, url: url2)
     }
 
+    /// A re-encode during the run whose MPD differs only in a cache-busting `?v=1` -> `?v=2` on
+    /// every member URL (h9d F4): a member the run cached, asked at its new URL (`Range:
+    /// bytes=0-0`), answers another ETag, so the query is a version, not a token: the run's
+    /// members are dropped (exit 3), never completed mixed; the next run completes the new one.
+    @Test
+    func aReEncodeThatChangesOnlyAVersionQueryIsSeenByAskingAMember() throws {
+        let origin = try TestOrigin()
+        _ = R.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: "?v=1"), etag: "\"m1\"", contentType: R.dashXML))
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "1", url], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        let new = R.encode(origin, seed: 7)
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: "?v=2"), etag: "\"m2\"", contentType: R.dashXML))
+        origin.release("/s/v/1.m4s")
+        let r = run.finish()
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("its manifest changed on the origin during this run"), "\(r.stderr)")
+        #expect(origin.queries("/s/v/init.mp4").contains("v=2"))
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        let got = try R.cachedDigests(cache, origin, new.keys.map { $0 + "?v=2" })
+        #expect(got == Dictionary(uniqueKeysWithValues: new.map { ($0.key + "?v=2", TestBytes.sha256($0.value)) }))
+        #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+    }
+
     /// The end check answered 200 with an HTML page (a CDN's error page, h9d F14): no MPD, so no
     /// answer to judge by, not a re-encode: the run stands (exit 0) with the note, the stream
     /// unconfirmed; the next run finds the MPD unchanged and confirms it, fetching nothing again.

@@ -13,8 +13,11 @@ final class ManifestRevalidation: TransferDelegate {
     enum Outcome: Equatable {
         /// 304, or the same bytes: the cached manifest stands.
         case unchanged
-        /// Other bytes: the origin's manifest now, with its validators.
-        case changed(body: [UInt8], validators: Validators, contentType: String?, finalURL: String?)
+        /// Other bytes: the origin's manifest now, with its validators. `queriesAreTokens`: it
+        /// differs from the cached copy in its URLs' queries, and a member cached from the old
+        /// URL was asked at the new one and is the same bytes by its validators
+        /// (`MemberProbe`): the queries are tokens, not a version.
+        case changed(body: [UInt8], validators: Validators, contentType: String?, finalURL: String?, queriesAreTokens: Bool = false)
         /// No answer to judge by (an error status, the network, a body past the limit).
         case failed(String, PrefetchError.Remedy)
     }
@@ -28,8 +31,14 @@ final class ManifestRevalidation: TransferDelegate {
         /// An MPD (else an HLS playlist): what a 200 answer must be to be judged.
         let mpd: Bool
         var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
-        /// The request's options, its validator header among them.
+        /// The request's options (a member asked at its new URL goes with these), and the
+        /// validator header the manifest's request adds.
         let options: RequestOptions
+        let validator: String?
+        /// Members cached from the cached copy's URLs, to ask at a new answer's when it differs
+        /// in its URLs' queries only (`MemberProbe`), and the key rules it is judged under.
+        let members: [Member]
+        let rules: CacheKeyRules
         /// The request carried a validator (`If-None-Match`, `If-Modified-Since`): only then is a
         /// 304 an answer about the cached copy.
         let conditional: Bool
@@ -37,8 +46,16 @@ final class ManifestRevalidation: TransferDelegate {
         let policy: RetryPolicy
     }
 
+    /// A member cached whole from the URL the cached manifest names, with its validators.
+    struct Member {
+        let url: String
+        let validators: Validators
+    }
+
     private let question: Question
     private let fetcher: Fetcher
+    /// The member asked at the new answer's URL, while it is.
+    private var probe: MemberProbe?
     /// Retries made so far.
     private var attempt = 0
     private var head: ResponseHead?
@@ -57,14 +74,10 @@ final class ManifestRevalidation: TransferDelegate {
     /// again after `policy`'s backoff, up to its retries, as any request of the run
     /// (`--retries`); `done` gets the last answer.
     static func start(url: String, cached: [UInt8], cachedBase: String?, validators: Validators, mpd: Bool, options: RequestOptions,
-                      policy: RetryPolicy, fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
-        var o = options
-        if let etag = validators.etag {
-            o.headers.append("If-None-Match: \(etag)")
-        } else if let lm = validators.lastModified {
-            o.headers.append("If-Modified-Since: \(lm)")
-        }
-        let q = Question(url: url, cached: cached, cachedBase: cachedBase, mpd: mpd, options: o,
+                      policy: RetryPolicy, members: [Member] = [], rules: CacheKeyRules = CacheKeyRules(),
+                      fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
+        let header = validators.etag.map { "If-None-Match: \($0)" } ?? validators.lastModified.map { "If-Modified-Since: \($0)" }
+        let q = Question(url: url, cached: cached, cachedBase: cachedBase, mpd: mpd, options: options, validator: header, members: members, rules: rules,
                          conditional: validators.etag != nil || validators.lastModified != nil, policy: policy)
         let r = ManifestRevalidation(q, fetcher: fetcher, done: done)
         return r.send() ? r : nil
@@ -72,7 +85,9 @@ final class ManifestRevalidation: TransferDelegate {
 
     private func send() -> Bool {
         (head, body, failure) = (nil, [], nil)
-        guard let t = try? CurlTransfer(url: question.url, range: nil, ifRange: nil, options: question.options, delegate: self) else { return false }
+        var o = question.options
+        if let v = question.validator { o.headers.append(v) }
+        guard let t = try? CurlTransfer(url: question.url, range: nil, ifRange: nil, options: o, delegate: self) else { return false }
         fetcher.add(t)
         return true
     }
@@ -149,7 +164,28 @@ final class ManifestRevalidation: TransferDelegate {
             }
             return
         }
+        if case .changed(let body, let v, let type, let finalURL, _) = outcome, !fetcher.isStopped,
+           Self.onlyQueriesDiffer(body, question.cached, mpd: question.mpd, rules: question.rules),
+           let (member, url) = Self.memberToAsk(question.members, changes: Self.queryChanges(body, question.cached, mpd: question.mpd)) {
+            probe = MemberProbe.start(url: url, member: member, options: question.options, fetcher: fetcher) { [self] same in
+                probe = nil
+                finish(.changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: same))
+            }
+            if probe != nil { return }
+        }
         finish(outcome)
+    }
+
+    /// The first of `members` whose URL's query the new answer names otherwise (`changes`),
+    /// with a strong ETag or a Last-Modified to compare, and its URL under the new query.
+    static func memberToAsk(_ members: [Member], changes: [String: String]?) -> (Member, String)? {
+        guard let changes, !changes.isEmpty else { return nil }
+        for m in members where m.validators.ifRange != nil || m.validators.lastModified != nil {
+            let (path, query) = split(m.url)
+            guard let new = changes[query] else { continue }
+            return (m, new.isEmpty ? path : path + "?" + new)
+        }
+        return nil
     }
 
     private func finish(_ outcome: Outcome) {
@@ -180,5 +216,55 @@ final class ManifestRevalidation: TransferDelegate {
             outcome = .failed("no answer", .tryLater)
         }
         return outcome
+    }
+}
+
+/// One member cached from the URL the cached manifest names, asked (`Range: bytes=0-0`) at the
+/// URL a new answer names for it, when the two manifests differ only in their URLs' queries
+/// (hostile probe h9d, F4: a signed-URL CDN's tokens, new on every answer, or a cache-busting
+/// `?v=2` of a re-encode). The same bytes by its validators (the same strong ETag; else the same
+/// Last-Modified and length) make the queries tokens; anything else (other validators, none to
+/// compare, no answer) counts them a version: the safe side, a stream is never completed from
+/// two encodes (Docs/dash.md, "Changed during a run").
+final class MemberProbe: TransferDelegate {
+    private let member: ManifestRevalidation.Member
+    private var done: ((Bool) -> Void)?
+
+    private init(member: ManifestRevalidation.Member, done: @escaping (Bool) -> Void) {
+        self.member = member
+        self.done = done
+    }
+
+    static func start(url: String, member: ManifestRevalidation.Member, options: RequestOptions, fetcher: Fetcher, done: @escaping (Bool) -> Void) -> MemberProbe? {
+        let p = MemberProbe(member: member, done: done)
+        guard let t = try? CurlTransfer(url: url, range: "0-0", ifRange: nil, options: options, delegate: p) else { return nil }
+        fetcher.add(t)
+        return p
+    }
+
+    /// Whether an answer with `head` is the bytes `held` names.
+    static func same(_ held: Validators, _ head: ResponseHead) -> Bool {
+        guard head.status == 200 || head.status == 206 else { return false }
+        let length = head.status == 206 ? head.contentRange?.complete : head.contentLength
+        if let a = held.etag, !a.hasPrefix("W/"), let b = head.etag, !b.hasPrefix("W/") { return a == b && (held.length == nil || length == nil || held.length == length) }
+        if let a = held.lastModified, let b = head.lastModified, let n = held.length, let m = length { return a == b && n == m }
+        return false
+    }
+
+    func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
+        end(Self.same(member.validators, head))
+        return .stop
+    }
+
+    func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool { false }
+
+    func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
+        end(false)
+    }
+
+    private func end(_ same: Bool) {
+        guard let done else { return }
+        self.done = nil
+        done(same)
     }
 }

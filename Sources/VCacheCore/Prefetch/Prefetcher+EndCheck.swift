@@ -40,8 +40,17 @@ extension Prefetcher {
     /// location (a per-answer redirect) are no re-encode, since the members were fetched from
     /// the URLs the copy the run read named.
     func changedDuringRun(_ m: ReadManifest, _ outcome: ManifestRevalidation.Outcome) -> Bool {
-        guard case .changed(let body, _, _, _) = outcome else { return false }
-        return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
+        guard case .changed(let body, _, _, _, let tokens) = outcome else { return false }
+        return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules, queriesAreTokens: tokens)
+    }
+
+    /// Those of `keys` cached whole, by the URL they were fetched from, with their validators:
+    /// a manifest answered in other URL queries is judged by asking one at its new URL
+    /// (`MemberProbe`). At most 256 looked at.
+    func cachedMembers(_ keys: [CacheKey]) -> [ManifestRevalidation.Member] {
+        let some = Array(keys.prefix(256))
+        let entries = (try? store.catalog.entries(keys: some)) ?? [:]
+        return some.compactMap { k in entries[k].flatMap { $0.isComplete ? ManifestRevalidation.Member(url: $0.latestURL, validators: $0.validators) : nil } }
     }
 
     /// What the end check's answer about `m` was, for `-v`.

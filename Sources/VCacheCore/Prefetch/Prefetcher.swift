@@ -713,7 +713,8 @@ public final class Prefetcher {
                 // Asked again after a backoff as any request (--retries); still no answer: the
                 // run stands, its stream left unconfirmed for the next run to ask.
                 let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, mpd: m.mpd,
-                                                     options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { outcome in
+                                                     options: options.request, policy: RetryPolicy(options), members: self.cachedMembers(fetched),
+                                                     rules: options.keyRules, fetcher: fetcher) { outcome in
                     trace(m.url, "end check: " + self.endCheckSaid(m, outcome))
                     if self.fetcher.isStopped {
                         stoppedUnchecked.insert(t)
@@ -816,7 +817,8 @@ public final class Prefetcher {
                     let id = ObjectIdentifier(job)
                     revalidations[id] = ManifestRevalidation.start(
                         url: stale.url, cached: stale.bytes, cachedBase: stale.base, validators: stale.validators, mpd: stale.mpd,
-                        options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { answer in
+                        options: options.request, policy: RetryPolicy(options), members: self.cachedMembers(stale.named),
+                        rules: options.keyRules, fetcher: fetcher) { answer in
                             revalidations.removeValue(forKey: id)
                             // The end check's rule: the same encode in other bytes is no change.
                             let outcome = ManifestRevalidation.judged(answer, cached: stale.bytes, cachedBase: stale.base, mpd: stale.mpd, rules: self.options.keyRules)
