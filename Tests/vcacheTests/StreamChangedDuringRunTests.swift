@@ -269,6 +269,32 @@ import VCacheTestSupport
         try StreamRaceTests.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
     }
 
+    /// `info` of an unconfirmed stream (h9d F9, F15): its state says why it is partial, in
+    /// words, with no role row named after the mark; `--json` gives the root `role: manifest`
+    /// with `unconfirmed: true` (Docs/json.md), as a root to ask again has `ask_again`.
+    @Test
+    func infoOfAnUnconfirmedStreamSaysWhyAndItsRootIsTheManifest() throws {
+        let origin = try TestOrigin()
+        _ = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let url = origin.url("/s/manifest.mpd")
+        origin.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (503, [:])]))
+        let cache = dir.file("c")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--retries", "0", url], cacheDir: cache).status == 0)
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        let info = try VCacheBinary.run(["info", url], cacheDir: cache)
+        #expect(info.status == 0, "\(info.stderr)")
+        #expect(info.stdout.contains("partial; not confirmed: a run fetching its stream has not found its manifest unchanged on the origin yet (it is asking now, was stopped or killed before it asked, or the origin did not answer): the next prefetch asks for it again\n"), "\(info.stdout)")
+        #expect(!info.stdout.contains("unconfirmeds"), "\(info.stdout)")
+        let json = try VCacheBinary.run(["info", "--json", url], cacheDir: cache)
+        let event = json.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.first { $0["event"] as? String == "stream" }
+        let members = event?["members"] as? [[String: Any]] ?? []
+        #expect(members.first?["role"] as? String == "manifest", "\(json.stdout)")
+        #expect(members.first?["unconfirmed"] as? Bool == true, "\(json.stdout)")
+        #expect(members.allSatisfy { ["manifest", "segment", "init"].contains($0["role"] as? String ?? "") }, "\(json.stdout)")
+        let doc = try String(contentsOfFile: Fixtures.directory + "/../../Docs/json.md", encoding: .utf8)
+        #expect(doc.contains("has `unconfirmed: true`"))
+    }
+
     /// An MPD redirected to another location on each answer (h9b F5), a token new in every
     /// segment URL on each answer, a `publishTime` stamped on each answer (h9b F6): no re-encode,
     /// so the run stands (exit 0, complete) and a rerun asks for nothing.
