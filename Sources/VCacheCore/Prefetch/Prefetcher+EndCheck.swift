@@ -44,13 +44,18 @@ extension Prefetcher {
         return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules, queriesAreTokens: tokens)
     }
 
-    /// Those of `keys` cached whole, by the URL they were fetched from, with their validators:
-    /// a manifest answered in other URL queries is judged by asking one at its new URL
-    /// (`MemberProbe`). At most 256 looked at.
+    /// Those of `keys` cached whole, by the URL they were fetched from, with their validators,
+    /// the first stored first: a manifest answered in other URL queries is judged by asking the
+    /// first of them that has validators at its new URL (`MemberProbe`). The first stored, since
+    /// a re-encode during the run makes the members stored after it the new encode under the
+    /// old URLs (the same validators as at the new ones), those before it the old. At most 256
+    /// looked at.
     func cachedMembers(_ keys: [CacheKey]) -> [ManifestRevalidation.Member] {
         let some = Array(keys.prefix(256))
         let entries = (try? store.catalog.entries(keys: some)) ?? [:]
-        return some.compactMap { k in entries[k].flatMap { $0.isComplete ? ManifestRevalidation.Member(url: $0.latestURL, validators: $0.validators) : nil } }
+        let held = some.enumerated().compactMap { i, k in entries[k].flatMap { $0.isComplete ? (i, $0) : nil } }
+        return held.sorted { ($0.1.created, $0.0) < ($1.1.created, $1.0) }
+            .map { ManifestRevalidation.Member(url: $0.1.latestURL, validators: $0.1.validators) }
     }
 
     /// What the end check's answer about `m` was, for `-v`.
