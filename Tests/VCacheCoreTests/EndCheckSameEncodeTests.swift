@@ -69,9 +69,9 @@ import Testing
         #expect(changes == ["v=1": "v=2"])
         let none = ManifestRevalidation.Member(url: "http://o/s/v/0.m4s?v=1", validators: Validators(length: 10, etag: nil, lastModified: nil))
         let tagged = ManifestRevalidation.Member(url: "http://o/s/v/1.m4s?v=1", validators: Validators(length: 10, etag: "\"e1\"", lastModified: nil))
-        let picked = ManifestRevalidation.memberToAsk([none, tagged], changes: changes)
-        #expect(picked?.0.url == tagged.url && picked?.1 == "http://o/s/v/1.m4s?v=2")
-        #expect(ManifestRevalidation.memberToAsk([none], changes: changes) == nil)
+        let picked = ManifestRevalidation.membersToAsk([none, tagged], changes: changes)
+        #expect(picked.map(\.0.url) == [tagged.url] && picked.map(\.1) == ["http://o/s/v/1.m4s?v=2"])
+        #expect(ManifestRevalidation.membersToAsk([none], changes: changes).isEmpty)
         func head(_ status: Int, _ headers: [(String, String)]) -> ResponseHead { ResponseHead(status: status, reason: "", headers: headers, effectiveURL: "") }
         #expect(MemberProbe.same(tagged.validators, head(206, [("ETag", "\"e1\""), ("Content-Range", "bytes 0-0/10")])))
         #expect(!MemberProbe.same(tagged.validators, head(206, [("ETag", "\"e2\""), ("Content-Range", "bytes 0-0/10")])))

@@ -214,8 +214,8 @@ import VCacheTestSupport
     }
 
     /// A re-encode during the run whose MPD differs only in a cache-busting `?v=1` -> `?v=2` on
-    /// every member URL (h9d F4): a member the run cached, asked at its new URL (`Range:
-    /// bytes=0-0`), answers another ETag, so the query is a version, not a token: the run's
+    /// every member URL (h9d F4): segments the run cached, asked at their new URLs (`Range:
+    /// bytes=0-0`), answer other ETags, so the query is a version, not a token: the run's
     /// members are dropped (exit 3), never completed mixed; the next run completes the new one.
     @Test
     func aReEncodeThatChangesOnlyAVersionQueryIsSeenByAskingAMember() throws {
@@ -233,7 +233,9 @@ import VCacheTestSupport
         let r = run.finish()
         #expect(r.status == 3, "\(r.stderr)")
         #expect(r.stderr.contains("its manifest changed on the origin during this run"), "\(r.stderr)")
-        #expect(origin.queries("/s/v/init.mp4").contains("v=2"))
+        // Segments are asked (an init section often stays byte for byte the same across encodes).
+        #expect(["/s/v/0.m4s", "/s/v/1.m4s", "/s/a/0.m4s", "/s/a/1.m4s"].contains { origin.queries($0).contains("v=2") })
+        #expect(!origin.queries("/s/v/init.mp4").contains("v=2"))
         #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
         #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
         let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)

@@ -54,8 +54,8 @@ final class ManifestRevalidation: TransferDelegate {
 
     private let question: Question
     private let fetcher: Fetcher
-    /// The member asked at the new answer's URL, while it is.
-    private var probe: MemberProbe?
+    /// The members asked at the new answer's URLs, while they are.
+    private var probes: [MemberProbe] = []
     /// Retries made so far.
     private var attempt = 0
     private var head: ResponseHead?
@@ -156,7 +156,7 @@ final class ManifestRevalidation: TransferDelegate {
 
     func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
         guard done != nil else { return }
-        let outcome = judged(head: head, error: error)
+        var outcome = judged(head: head, error: error)
         if case .failed(_, .tryLater) = outcome, attempt < question.policy.retries, !fetcher.isStopped {
             attempt += 1
             fetcher.after(question.policy.backoff(attempt: attempt, jitter: .random(in: 0.8...1.2))) { [self] in
@@ -166,26 +166,43 @@ final class ManifestRevalidation: TransferDelegate {
         }
         if case .changed(let body, let v, let type, let finalURL, _) = outcome, !fetcher.isStopped,
            Self.onlyQueriesDiffer(body, question.cached, mpd: question.mpd, rules: question.rules),
-           let (member, url) = Self.memberToAsk(question.members, changes: Self.queryChanges(body, question.cached, mpd: question.mpd)) {
-            probe = MemberProbe.start(url: url, member: member, options: question.options, fetcher: fetcher) { [self] same in
-                probe = nil
-                finish(.changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: same))
+           case let asks = Self.membersToAsk(question.members, changes: Self.queryChanges(body, question.cached, mpd: question.mpd)), !asks.isEmpty {
+            // Each asked at its new URL; tokens only when every one is the same bytes there.
+            var (left, same) = (asks.count, true)
+            let answered = { [self] (s: Bool) in
+                (left, same) = (left - 1, same && s)
+                if left == 0 {
+                    probes = []
+                    finish(.changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: same))
+                }
             }
-            if probe != nil { return }
+            var started: [MemberProbe] = []
+            for (member, url) in asks {
+                if let p = MemberProbe.start(url: url, member: member, options: question.options, fetcher: fetcher, done: answered) { started.append(p) } else { (left, same) = (left - 1, false) }
+            }
+            probes = started
+            if !started.isEmpty { return }
+            outcome = .changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: false)
         }
         finish(outcome)
     }
 
-    /// The first of `members` whose URL's query the new answer names otherwise (`changes`),
-    /// with a strong ETag or a Last-Modified to compare, and its URL under the new query.
-    static func memberToAsk(_ members: [Member], changes: [String: String]?) -> (Member, String)? {
-        guard let changes, !changes.isEmpty else { return nil }
+    /// The members asked at their new URLs when a new answer differs only in its URLs' queries.
+    static let membersAsked = 3
+
+    /// The first `membersAsked` of `members` whose URL's query the new answer names otherwise
+    /// (`changes`), with a strong ETag or a Last-Modified to compare, each with its URL under
+    /// the new query.
+    static func membersToAsk(_ members: [Member], changes: [String: String]?) -> [(Member, String)] {
+        guard let changes, !changes.isEmpty else { return [] }
+        var out: [(Member, String)] = []
         for m in members where m.validators.ifRange != nil || m.validators.lastModified != nil {
             let (path, query) = split(m.url)
             guard let new = changes[query] else { continue }
-            return (m, new.isEmpty ? path : path + "?" + new)
+            out.append((m, new.isEmpty ? path : path + "?" + new))
+            if out.count == membersAsked { break }
         }
-        return nil
+        return out
     }
 
     private func finish(_ outcome: Outcome) {

@@ -61,7 +61,7 @@ extension Prefetcher {
         }
         for a in asks {
             let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
-                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base),
+                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base, root: m.root),
                                                rules: options.keyRules, fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 state.count -= 1
@@ -102,7 +102,7 @@ extension Prefetcher {
         }
         for a in asks {
             let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
-                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base),
+                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base, root: m.root),
                                                rules: options.keyRules, fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 if case .failed(let why, let remedy) = o, state.failed == nil { state.failed = ("\(a.url): \(why)", remedy) }
@@ -164,9 +164,9 @@ extension Prefetcher {
     }
 
     /// What the cached media playlist `bytes` names, cached whole (`cachedMembers`).
-    private func playlistMembers(_ bytes: [UInt8], base: String) -> [ManifestRevalidation.Member] {
+    private func playlistMembers(_ bytes: [UInt8], base: String, root: CacheKey) -> [ManifestRevalidation.Member] {
         guard let p = try? HLSPlaylist.parse(bytes, url: base) else { return [] }
-        return cachedMembers(p.members.map { options.keyRules.key(for: $0.url) })
+        return cachedMembers(p.members.map { options.keyRules.key(for: $0.url) }, root: root)
     }
 
     private static func sameEntries(_ a: [String], _ b: [String]) -> Bool { a.sorted() == b.sorted() }
