@@ -56,4 +56,29 @@ import Testing
         let (what, read, answer, mpd, same) = Self.cases[i]
         #expect(ManifestRevalidation.sameEncode(answer, read, mpd: mpd, rules: CacheKeyRules()) == same, "\(what)")
     }
+
+    /// A difference only in URL queries is decided by one member asked at its new URL (h9d F4):
+    /// the query map, the member picked, and its answer judged by strong ETag, else
+    /// Last-Modified and length; no validator to compare counts the queries a version.
+    @Test
+    func onlyQueriesDifferIsDecidedByAMembersValidators() {
+        let read = Self.mpd(query: "?v=1"), answer = Self.mpd(query: "?v=2")
+        #expect(ManifestRevalidation.onlyQueriesDiffer(answer, read, mpd: true, rules: CacheKeyRules()))
+        #expect(!ManifestRevalidation.onlyQueriesDiffer(Self.mpd(query: "?v=1", publishTime: "2026-01-01T00:00:00Z"), read, mpd: true, rules: CacheKeyRules()))
+        let changes = ManifestRevalidation.queryChanges(answer, read, mpd: true)
+        #expect(changes == ["v=1": "v=2"])
+        let none = ManifestRevalidation.Member(url: "http://o/s/v/0.m4s?v=1", validators: Validators(length: 10, etag: nil, lastModified: nil))
+        let tagged = ManifestRevalidation.Member(url: "http://o/s/v/1.m4s?v=1", validators: Validators(length: 10, etag: "\"e1\"", lastModified: nil))
+        let picked = ManifestRevalidation.membersToAsk([none, tagged], changes: changes)
+        #expect(picked.map(\.0.url) == [tagged.url] && picked.map(\.1) == ["http://o/s/v/1.m4s?v=2"])
+        #expect(ManifestRevalidation.membersToAsk([none], changes: changes).isEmpty)
+        func head(_ status: Int, _ headers: [(String, String)]) -> ResponseHead { ResponseHead(status: status, reason: "", headers: headers, effectiveURL: "") }
+        #expect(MemberProbe.same(tagged.validators, head(206, [("ETag", "\"e1\""), ("Content-Range", "bytes 0-0/10")])))
+        #expect(!MemberProbe.same(tagged.validators, head(206, [("ETag", "\"e2\""), ("Content-Range", "bytes 0-0/10")])))
+        #expect(!MemberProbe.same(tagged.validators, head(503, [("ETag", "\"e1\"")])))
+        let dated = Validators(length: 10, etag: "W/\"w\"", lastModified: "Sun, 01 Nov 2026 00:00:00 GMT")
+        #expect(MemberProbe.same(dated, head(200, [("ETag", "W/\"x\""), ("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT"), ("Content-Length", "10")])))
+        #expect(!MemberProbe.same(dated, head(200, [("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT"), ("Content-Length", "11")])))
+        #expect(!MemberProbe.same(none.validators, head(200, [("Content-Length", "10")])))
+    }
 }

@@ -473,7 +473,8 @@ import VCacheTestSupport
         #expect(try run(["prefetch", "-q", "--variant", "all", master], cache).status == 0)
         #expect(try run(["evict", origin.url("/h/a.m3u8")], cache).status == 0)
         var f = TestOrigin.Faults()
-        f.statuses = [(503, [:])]
+        // 503 to the request and to each of its 3 retries (--retries).
+        f.statuses = Array(repeating: (503, [:]), count: 4)
         origin.setFaults("/h/b.m3u8", f)
         let asked = origin.requests("/h/a.m3u8").count
         let r = try run(["prefetch", "-q", "--variant", "all", master], cache)

@@ -213,6 +213,92 @@ import VCacheTestSupport
         try StreamRaceTests.expectCompleteFrom(encode2, etag: "\"m1\"", cache: cache2, origin: origin2, url: url2)
     }
 
+    /// A re-encode during the run whose MPD differs only in a cache-busting `?v=1` -> `?v=2` on
+    /// every member URL (h9d F4): segments the run cached, asked at their new URLs (`Range:
+    /// bytes=0-0`), answer other ETags, so the query is a version, not a token: the run's
+    /// members are dropped (exit 3), never completed mixed; the next run completes the new one.
+    @Test
+    func aReEncodeThatChangesOnlyAVersionQueryIsSeenByAskingAMember() throws {
+        let origin = try TestOrigin()
+        _ = R.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: "?v=1"), etag: "\"m1\"", contentType: R.dashXML))
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "1", url], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        let new = R.encode(origin, seed: 7)
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: "?v=2"), etag: "\"m2\"", contentType: R.dashXML))
+        origin.release("/s/v/1.m4s")
+        let r = run.finish()
+        #expect(r.status == 3, "\(r.stderr)")
+        #expect(r.stderr.contains("its manifest changed on the origin during this run"), "\(r.stderr)")
+        // Segments are asked (an init section often stays byte for byte the same across encodes).
+        #expect(["/s/v/0.m4s", "/s/v/1.m4s", "/s/a/0.m4s", "/s/a/1.m4s"].contains { origin.queries($0).contains("v=2") })
+        #expect(!origin.queries("/s/v/init.mp4").contains("v=2"))
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        #expect(try VCacheBinary.run(["check", url], cacheDir: cache).status != 0)
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        let got = try R.cachedDigests(cache, origin, new.keys.map { $0 + "?v=2" })
+        #expect(got == Dictionary(uniqueKeysWithValues: new.map { ($0.key + "?v=2", TestBytes.sha256($0.value)) }))
+        #expect(try DASHHostileOriginTests.lsState(cache) == "complete")
+    }
+
+    /// The end check answered 200 with an HTML page (a CDN's error page, h9d F14): no MPD, so no
+    /// answer to judge by, not a re-encode: the run stands (exit 0) with the note, the stream
+    /// unconfirmed; the next run finds the MPD unchanged and confirms it, fetching nothing again.
+    @Test
+    func anEndCheckAnsweredWithAnHTMLPageIsNoAnswerNotAReEncode() throws {
+        let origin = try TestOrigin()
+        let encode = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        origin.hold("/s/v/1.m4s", at: 10)
+        let run = try VCacheBinary.start(["prefetch", "-j", "1", url], cacheDir: cache)
+        #expect(origin.waitUntilHeld("/s/v/1.m4s"))
+        origin.setResource("/s/manifest.mpd", .init(body: Data("<html><body>maintenance</body></html>".utf8), contentType: "text/html"))
+        origin.release("/s/v/1.m4s")
+        let r = run.finish()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains(" note: \(url): its manifest could not be asked for again at the end of this run (the origin's answer is not an MPD): what this run fetched stays, unconfirmed, so the stream reads partial until its next run finds the manifest unchanged\n"), "\(r.stderr)")
+        #expect(try R.cachedDigests(cache, origin, Array(encode.keys)) == encode.mapValues { TestBytes.sha256($0) })
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        _ = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let again = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(origin.requests("/s/v/1.m4s").count == 1)
+        try StreamRaceTests.expectCompleteFrom(encode, etag: "\"m1\"", cache: cache, origin: origin, url: url)
+    }
+
+    /// `info` of an unconfirmed stream (h9d F9, F15): its state says why it is partial, in
+    /// words, with no role row named after the mark; `--json` gives the root `role: manifest`
+    /// with `unconfirmed: true` (Docs/json.md), as a root to ask again has `ask_again`.
+    @Test
+    func infoOfAnUnconfirmedStreamSaysWhyAndItsRootIsTheManifest() throws {
+        let origin = try TestOrigin()
+        _ = StreamRaceTests.serve(origin, seed: 1, width: 320)
+        let url = origin.url("/s/manifest.mpd")
+        origin.setFaults("/s/manifest.mpd", Self.statuses([(0, [:]), (503, [:])]))
+        let cache = dir.file("c")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--retries", "0", url], cacheDir: cache).status == 0)
+        #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
+        let info = try VCacheBinary.run(["info", url], cacheDir: cache)
+        #expect(info.status == 0, "\(info.stderr)")
+        #expect(info.stdout.contains("partial; not confirmed: a run fetching its stream has not found its manifest unchanged on the origin yet (it is asking now, was stopped or killed before it asked, or the origin did not answer): the next prefetch asks for it again\n"), "\(info.stdout)")
+        #expect(!info.stdout.contains("unconfirmeds"), "\(info.stdout)")
+        let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
+        #expect(ls.stdout.contains(" entries, unconfirmed: the next prefetch asks for its manifest again)"), "\(ls.stdout)")
+        let json = try VCacheBinary.run(["info", "--json", url], cacheDir: cache)
+        let event = json.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.first { $0["event"] as? String == "stream" }
+        let members = event?["members"] as? [[String: Any]] ?? []
+        #expect(members.first?["role"] as? String == "manifest", "\(json.stdout)")
+        #expect(members.first?["unconfirmed"] as? Bool == true, "\(json.stdout)")
+        #expect(members.allSatisfy { ["manifest", "segment", "init"].contains($0["role"] as? String ?? "") }, "\(json.stdout)")
+        let doc = try String(contentsOfFile: Fixtures.directory + "/../../Docs/json.md", encoding: .utf8)
+        #expect(doc.contains("has `unconfirmed: true`"))
+    }
+
     /// An MPD redirected to another location on each answer (h9b F5), a token new in every
     /// segment URL on each answer, a `publishTime` stamped on each answer (h9b F6): no re-encode,
     /// so the run stands (exit 0, complete) and a rerun asks for nothing.

@@ -97,6 +97,36 @@ import VCacheTestSupport
         #expect(try R.cachedDigests(cache, origin, Array(encode.keys)) == encode.mapValues { TestBytes.sha256($0) })
     }
 
+    /// A new --variant the cached MPD has no Representation for (hostile probe h9b, F10): the
+    /// MPD is asked for again first, as for any new choice; the origin's now has one (a 1080p
+    /// Representation added by a re-encode), so the choice is fetched from the new MPD, the old
+    /// members dropped, exit 0. Before: exit 4 from the cached copy, the origin not asked.
+    @Test
+    func aVariantTheCachedMPDLacksIsAskedOfTheOriginFirst() throws {
+        let origin = try TestOrigin()
+        _ = Self.serve(origin, seed: 1, width: 320)
+        let cache = dir.file("c")
+        let url = origin.url("/s/manifest.mpd")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        let asked = origin.requests("/s/manifest.mpd").count
+        let new = Self.serve(origin, seed: 7, width: 320)
+        var x: [String: Data] = ["/s/x/init.mp4": DASHHostileOriginTests.box("ftyp", 24, fill: 90)]
+        for n in 0..<2 { x["/s/x/\(n).m4s"] = DASHHostileOriginTests.box("moof", 400, fill: UInt8(91 + n)) }
+        for (path, body) in x { origin.setResource(path, .init(body: body, etag: "\"x-\(path.count)\"", contentType: "video/mp4")) }
+        let text = String(decoding: Self.mpd(width: 320), as: UTF8.self).replacingOccurrences(
+            of: "</AdaptationSet>\n    <AdaptationSet contentType=\"audio\"",
+            with: "  <Representation id=\"x\" bandwidth=\"900000\" width=\"1920\" height=\"1080\" codecs=\"avc1.640028\"/>\n    </AdaptationSet>\n    <AdaptationSet contentType=\"audio\"")
+        #expect(text.contains("id=\"x\""))
+        origin.setResource("/s/manifest.mpd", .init(body: Data(text.utf8), etag: "\"m8\"", contentType: R.dashXML))
+        let r = try VCacheBinary.run(["prefetch", "--variant", "1080p", url], cacheDir: cache)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("note: \(url): its manifest changed on the origin since the stream was cached for another choice: this run's choice is fetched from the new one;"), "\(r.stderr)")
+        #expect(origin.requests("/s/manifest.mpd").count > asked)
+        #expect(try R.cachedDigests(cache, origin, Array(x.keys)) == x.mapValues { TestBytes.sha256($0) })
+        #expect(try R.cachedDigests(cache, origin, Array(Self.only(new, ["a"]).keys)) == Self.only(new, ["a"]).mapValues { TestBytes.sha256($0) })
+        #expect(try CacheInspector(directory: cache).entry(url)?.validators.etag == "\"m8\"")
+    }
+
     /// The MPD cannot be asked for again: the new choice is not fetched under the cached copy.
     @Test
     func anotherRepresentationIsNotFetchedWhenTheMPDCannotBeAskedAgain() throws {
@@ -106,7 +136,8 @@ import VCacheTestSupport
         let url = origin.url("/s/manifest.mpd")
         #expect(try VCacheBinary.run(["prefetch", "-q", "--variant", "worst", url], cacheDir: cache).status == 0)
         var f = TestOrigin.Faults()
-        f.statuses = [(503, [:])]
+        // 503 to the request and to each of its 3 retries (--retries).
+        f.statuses = Array(repeating: (503, [:]), count: 4)
         origin.setFaults("/s/manifest.mpd", f)
         let r = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
         #expect(r.status == 3, "\(r.stderr)")

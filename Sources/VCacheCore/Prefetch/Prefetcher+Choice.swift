@@ -13,8 +13,8 @@ import Foundation
 extension Prefetcher {
     /// Whether item `item`'s choice in the static root manifest `m` (an MPD, an HLS master) names
     /// something not cached: a Representation's init or segment (its byte range, when it has
-    /// one) not held, a media playlist not cached whole. False when the cached manifest cannot
-    /// be planned from (the run says why when it reads it).
+    /// one) not held, a media playlist not cached whole, or a choice it cannot satisfy at all.
+    /// False when the cached manifest cannot be read (the run says why when it reads it).
     func choiceNeedsUncached(_ m: CachedManifest, item: PrefetchItem) -> Bool {
         guard let bytes = store.cachedBytes(of: m.entry), Int64(bytes.count) == m.entry.length else { return false }
         var seconds: Double?
@@ -22,8 +22,10 @@ extension Prefetcher {
         let base = ((try? store.catalog.finalURL(of: m.key)) ?? nil) ?? m.entry.latestURL
         var needed: [(url: String, span: MPD.ByteSpan?)] = []
         if m.mpd {
-            guard let mpd = try? MPD.parse(bytes, url: base), !mpd.isDynamic,
-                  let chosen = try? DASHPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds).choose(mpd) else { return false }
+            guard let mpd = try? MPD.parse(bytes, url: base), !mpd.isDynamic else { return false }
+            // A choice the cached MPD cannot satisfy (a --variant it has no Representation for)
+            // may be one the origin's MPD now has: asked again first (hostile probe h9b, F10).
+            guard let chosen = try? DASHPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds).choose(mpd) else { return true }
             for c in chosen {
                 let period = mpd.periods[c.period]
                 let until = seconds.map { max(0, $0 - period.start) }
@@ -42,8 +44,8 @@ extension Prefetcher {
                 for s in planned.segments { needed.append((s.url, s.range)) }
             }
         } else {
-            guard let playlist = try? HLSPlaylist.parse(bytes, url: base), case .master = playlist,
-                  let urls = try? HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds).playlists(for: playlist).urls else { return false }
+            guard let playlist = try? HLSPlaylist.parse(bytes, url: base), case .master = playlist else { return false }
+            guard let urls = try? HLSPlan(variant: options.hlsVariant, audio: options.hlsAudio, seconds: seconds).playlists(for: playlist).urls else { return true }
             needed = urls.map { ($0, nil) }
         }
         let keys = needed.map { options.keyRules.key(for: $0.url) }

@@ -35,7 +35,6 @@ extension Prefetcher {
         let base: String
         /// An MPD (else an HLS playlist).
         let mpd: Bool
-        var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
         /// What the cached manifest named: the members dropped when it changed.
         let named: [CacheKey]
         /// A master's media playlist given by its own URL (a stream root for its run): the roots
@@ -69,7 +68,6 @@ extension Prefetcher {
         let mpd: Bool
         /// A dynamic MPD, or a media playlist without EXT-X-ENDLIST.
         let live: Bool
-        var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
     }
 
     /// The manifest cached complete under `url`; nil when there is none (not cached whole, a
@@ -135,7 +133,7 @@ extension Prefetcher {
             return nil
         case .failed(let why, let remedy):
             return .staleManifest(why: why, remedy: remedy, newChoice: m.newChoice)
-        case .changed(let body, let validators, let contentType, let finalURL):
+        case .changed(let body, let validators, let contentType, let finalURL, _):
             // Only a manifest of the same kind that reads replaces it (an error page answered 200,
             // a broken deploy): the stream is never traded for something it cannot be read from.
             if let why = unreadable(body, like: m, contentType: contentType, base: finalURL ?? m.url) {

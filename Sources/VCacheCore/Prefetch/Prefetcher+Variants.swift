@@ -26,7 +26,7 @@ extension Prefetcher {
             switch outcome {
             case .unchanged:
                 return askingMediaPlaylists(m, on: fetcher, then: then)
-            case .changed(let body, _, _, let finalURL):
+            case .changed(let body, _, _, let finalURL, _):
                 if stands(m, body, finalURL: finalURL) {
                     return askingMediaPlaylists(m, on: fetcher, then: then)
                 }
@@ -34,7 +34,7 @@ extension Prefetcher {
                 return then(m)
             }
         }
-        guard m.key == m.root, case .changed(let body, _, _, let finalURL) = outcome,
+        guard m.key == m.root, case .changed(let body, _, _, let finalURL, _) = outcome,
               case .master(let oldMaster)? = try? HLSPlaylist.parse(m.bytes, url: m.base),
               let new = try? HLSPlaylist.parse(body, url: finalURL ?? m.url), case .master(let newMaster) = new,
               !ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: false, rules: options.keyRules) else { return then(m) }
@@ -60,8 +60,9 @@ extension Prefetcher {
             then(dropping(m, keptPlaylists: state.kept))
         }
         for a in asks {
-            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, maxBytes: HLSPlaylist.maxBytes,
-                                               options: options.request, fetcher: fetcher) { [self] o in
+            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
+                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base, root: m.root),
+                                               rules: options.keyRules, fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 state.count -= 1
                 if state.count == 0 { finish() }
@@ -100,8 +101,9 @@ extension Prefetcher {
             then(d)
         }
         for a in asks {
-            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, maxBytes: HLSPlaylist.maxBytes,
-                                               options: options.request, fetcher: fetcher) { [self] o in
+            let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
+                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base, root: m.root),
+                                               rules: options.keyRules, fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 if case .failed(let why, let remedy) = o, state.failed == nil { state.failed = ("\(a.url): \(why)", remedy) }
                 state.count -= 1
@@ -161,15 +163,21 @@ extension Prefetcher {
         return out
     }
 
+    /// What the cached media playlist `bytes` names, cached whole (`cachedMembers`).
+    private func playlistMembers(_ bytes: [UInt8], base: String, root: CacheKey) -> [ManifestRevalidation.Member] {
+        guard let p = try? HLSPlaylist.parse(bytes, url: base) else { return [] }
+        return cachedMembers(p.members.map { options.keyRules.key(for: $0.url) }, root: root)
+    }
+
     private static func sameEntries(_ a: [String], _ b: [String]) -> Bool { a.sorted() == b.sorted() }
 
     /// Whether the media playlist `key` is unchanged by `o`; one the same under the key rules
     /// in other bytes is stored as it is answered now.
     private func keepsPlaylist(_ key: CacheKey, url: String, cached: [UInt8], base: String, _ o: ManifestRevalidation.Outcome) -> Bool {
-        switch o {
+        switch ManifestRevalidation.judged(o, cached: cached, cachedBase: base, mpd: false, rules: options.keyRules) {
         case .unchanged:
             return true
-        case .changed(let body, let validators, let contentType, let finalURL):
+        case .changed(let body, let validators, let contentType, let finalURL, _):
             if let f = finalURL, ManifestRevalidation.folder(of: f) != ManifestRevalidation.folder(of: base) { return false }
             guard ManifestRevalidation.sameUnderKeyRules(body, cached, mpd: false, rules: options.keyRules),
                   let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }

@@ -707,23 +707,18 @@ public final class Prefetcher {
             var left = read.count
             var failure: PrefetchError?
             var unanswered: [String] = []
-            func ask(_ m: ReadManifest, attempt: Int) {
+            func ask(_ m: ReadManifest) {
                 let asked = m.validators.etag.map { "If-None-Match: \($0)" } ?? m.validators.lastModified.map { "If-Modified-Since: \($0)" } ?? "no validators: the bytes are compared"
                 trace(m.url, "end check: > GET \(asked)")
-                let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, maxBytes: m.maxBytes,
-                                                     options: options.request, fetcher: fetcher) { outcome in
+                // Asked again after a backoff as any request (--retries); still no answer: the
+                // run stands, its stream left unconfirmed for the next run to ask.
+                let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, mpd: m.mpd,
+                                                     options: options.request, policy: RetryPolicy(options), members: self.cachedMembers(fetched.filter { $0 != run.key(of: t) && $0 != self.options.keyRules.key(for: m.url) }, root: run.key(of: t)),
+                                                     rules: options.keyRules, fetcher: fetcher) { outcome in
                     trace(m.url, "end check: " + self.endCheckSaid(m, outcome))
                     if self.fetcher.isStopped {
                         stoppedUnchecked.insert(t)
-                    } else if case .failed(let why, let remedy) = outcome {
-                        // Asked again after a backoff as any request (--retries); still no answer:
-                        // the run stands, its stream left unconfirmed for the next run to ask.
-                        if remedy == .tryLater, attempt < self.options.retries {
-                            var delay = self.options.retryDelay
-                            for _ in 0..<attempt { delay *= 2 }
-                            self.fetcher.after(min(delay, 120)) { ask(m, attempt: attempt + 1) }
-                            return
-                        }
+                    } else if case .failed(let why, _) = outcome {
                         unanswered.append(m.url == run.items[t].url ? why : "\(m.url): \(why)")
                     } else if failure == nil, self.changedDuringRun(m, outcome) {
                         for key in fetched { heldManifests.removeValue(forKey: key)?.close() }  // this run's own hold
@@ -749,7 +744,7 @@ public final class Prefetcher {
                 }
                 if let ask { endChecks[t, default: []].append(ask) } else { left -= 1 }
             }
-            for m in read { ask(m, attempt: 0) }
+            for m in read { ask(m) }
             guard endChecks[t] != nil else { return false }
             return true
         }
@@ -821,9 +816,12 @@ public final class Prefetcher {
                 if let stale {
                     let id = ObjectIdentifier(job)
                     revalidations[id] = ManifestRevalidation.start(
-                        url: stale.url, cached: stale.bytes, cachedBase: stale.base, validators: stale.validators, maxBytes: stale.maxBytes,
-                        options: options.request, fetcher: fetcher) { outcome in
+                        url: stale.url, cached: stale.bytes, cachedBase: stale.base, validators: stale.validators, mpd: stale.mpd,
+                        options: options.request, policy: RetryPolicy(options), members: self.cachedMembers(stale.named, root: stale.root),
+                        rules: options.keyRules, fetcher: fetcher) { answer in
                             revalidations.removeValue(forKey: id)
+                            // The end check's rule: the same encode in other bytes is no change.
+                            let outcome = ManifestRevalidation.judged(answer, cached: stale.bytes, cachedBase: stale.base, mpd: stale.mpd, rules: self.options.keyRules)
                             // Stopped while it was asked: the stream was not completed, whatever the
                             // root's cached copy says (it read "ok ... complete", exit 0, a stream 4/8).
                             if self.fetcher.isStopped {

@@ -79,9 +79,8 @@ struct RetryPolicy: Equatable, Sendable {
         if let failure = ended.failure {
             guard failure.isRetryable && count.attempt < retries && !ended.stopping else { return (.fail(failure), count) }
             count.attempt += 1
-            let backoff = baseDelay * pow(2, Double(count.attempt - 1)) * jitter
             let asked = ended.retryAfter.flatMap { Checked.clamp($0, to: 0...maxDelay) }
-            return (.retry(failure, attempt: count.attempt, delay: asked ?? Checked.clamp(backoff, to: 0...maxDelay) ?? maxDelay), count)
+            return (.retry(failure, attempt: count.attempt, delay: asked ?? backoff(attempt: count.attempt, jitter: jitter)), count)
         }
         if ended.bytes > 0 {
             count.fruitless = 0
@@ -91,6 +90,12 @@ struct RetryPolicy: Equatable, Sendable {
             if count.fruitless >= Self.maxFruitlessTransfers { return (.fail(.noProgress), count) }
         }
         return (.next, count)
+    }
+
+    /// Seconds before retry number `attempt` (1 for the first): `baseDelay * 2^(attempt-1)`
+    /// times `jitter`, never more than `maxDelay`.
+    func backoff(attempt: Int, jitter: Double) -> Double {
+        Checked.clamp(baseDelay * pow(2, Double(attempt - 1)) * jitter, to: 0...maxDelay) ?? maxDelay
     }
 
     /// Counts a version change in this run; the error when it is one too many (an origin whose

@@ -12,9 +12,11 @@ extension InfoCommand {
             var o = streamJSON(s)
             o["members"] = s.record.members.map { m -> [String: Any] in
                 let e = s.entries.first { $0.key == m.key }
-                // A root marked to be asked for again is still the stream's manifest: said apart.
-                var member: [String: Any] = ["key": m.key, "role": m.role == .manifestToAsk ? StreamRole.manifest.rawValue : m.role.rawValue, "cached": e != nil]
+                // A marked root (to be asked for again, unconfirmed) is still the stream's
+                // manifest: role `manifest`, the mark said apart (Docs/json.md).
+                var member: [String: Any] = ["key": m.key, "role": m.role.isRoot ? StreamRole.manifest.rawValue : m.role.rawValue, "cached": e != nil]
                 if m.role == .manifestToAsk { member["ask_again"] = true }
+                if m.role == .manifestUnconfirmed { member["unconfirmed"] = true }
                 if let e {
                     member["url"] = e.latestURL
                     member["state"] = e.isComplete ? "complete" : "partial"
@@ -31,7 +33,7 @@ extension InfoCommand {
             ("key", s.root.hex),
             ("format", s.record.format.uppercased()),
             ("state", (s.isComplete ? "complete" : "partial") + (s.pinned ? ", pinned" : "")
-                + (s.record.members.first?.role == .manifestToAsk ? "; its master is asked for again by the next prefetch (a media playlist of it changed on the origin, was evicted or dropped by verify --fix)" : "")),
+                + Self.markSaid(s.record.members.first?.role)),
             ("members", "\(s.entries.count) of the \(named) it names cached"),
             ("cached", "\(s.cachedBytes) bytes (\(Units.formatSize(s.cachedBytes)))"),
             ("disk usage", Units.formatSize(s.diskBytes)),
@@ -41,7 +43,7 @@ extension InfoCommand {
         // Members by role: entries, as "members" counts them; segments as `ls` counts them (each
         // segment the cached media playlists list, a byte range of one file each) when the
         // format's playlists are read (Docs/hls.md, "Counts").
-        for role in StreamRole.allCases where role != .manifest && role != .manifestToAsk {
+        for role in StreamRole.allCases where !role.isRoot {
             let all = s.record.members.filter { $0.role == role }
             if role == .segment && !s.playlists.isEmpty {
                 rows.append(("segments", "\(s.segmentsCached) of \(s.segments) cached"))
@@ -61,5 +63,14 @@ extension InfoCommand {
         // Labels and URLs come from the manifest: one line each, whatever it holds.
         for (k, v) in rows { console.out(k.padded(toLength: width + 2) + Console.escaped(v) + "\n") }
         return 0
+    }
+
+    /// Why a marked root's stream is partial, in the words of its `state` row.
+    static func markSaid(_ role: StreamRole?) -> String {
+        switch role {
+        case .manifestToAsk?: "; its master is asked for again by the next prefetch (a media playlist of it changed on the origin, was evicted or dropped by verify --fix)"
+        case .manifestUnconfirmed?: "; not confirmed: a run fetching its stream has not found its manifest unchanged on the origin yet (it is asking now, was stopped or killed before it asked, or the origin did not answer): the next prefetch asks for it again"
+        default: ""
+        }
     }
 }

@@ -66,6 +66,12 @@ func streamLine(_ s: StreamSummary) -> String {
     parts.append("\(s.segmentsCached)/\(s.segments) segments")
     parts.append(String(cFormat: "%.1f of %.1f s", s.secondsCached, s.seconds))
     parts.append("\(s.entries.count) entries")
+    // Why a stream whose members are all cached reads partial (h9d F15).
+    switch s.record.members.first?.role {
+    case .manifestUnconfirmed?: parts.append("unconfirmed: the next prefetch asks for its manifest again")
+    case .manifestToAsk?: parts.append("the next prefetch asks for its master again")
+    default: break
+    }
     return parts.joined(separator: ", ")
 }
 
