@@ -70,6 +70,9 @@ import VCacheTestSupport
         let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         let played = try playDASH(serve, url)
+        // The members it stored from the origin confirmed (`ServeMemberConfirmTests`): until then
+        // the stream is marked unconfirmed.
+        #expect(serve.logLines(within: 10) { $0.contains("the members confirmed") }.count >= 1, "\(serve.log)")
         _ = serve.stop()
         let want = new.mapValues { TestBytes.sha256($0) }
         #expect(played == want, "a player read the old encode's bytes under the new MPD")

@@ -27,6 +27,7 @@ extension Proxy {
         // one answered from its copy for half its target duration (`LivePlaylists`). The fetching
         // request alone acts on what came, before the others are woken.
         let shared = livePlaylists.answer(origin) {
+            let asked = ContinuousClock.now
             let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes)
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return (outcome, nil) }
@@ -38,9 +39,18 @@ extension Proxy {
                 if let now { passThroughLater(manifest: master, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) }) }
                 return (outcome, now)
             }
-            if let now { version = dropIfChanged(video, now: now, fresh: fresh, url: origin) }
-            // Kept for offline: the cached copy's relative URIs resolve against it too.
-            try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            if let now {
+                version = keepAnswerPlaylist(video, now: now, fresh: fresh, url: origin)
+                // What the answer says of members stored before its request began (`Proxy+Confirm`).
+                switch version {
+                case .taken?: manifestAnswered(video.key, roots: [video.key], at: asked, taken: true)
+                case nil: if case .media(let m) = now, m.isLive {} else { manifestAnswered(video.key, roots: [video.key], at: asked, taken: false) }
+                case .passedThrough?: break
+                }
+            } else {
+                // Kept for offline: the cached copy's relative URIs resolve against it too.
+                try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            }
             return (outcome, now)
         }
         var got: SmallGet.Answer?
@@ -118,6 +128,16 @@ extension Proxy {
         let bytes = Int64(rewritten.count)
         return (HTTPServer.Response(status: 200, headers: headers + Self.inert, body: .bytes(rewritten)),
                 status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten" + (version.map { "; " + $0.note } ?? ""))
+    }
+
+    /// A playlist the origin answered 200 (`fresh`, read as `now`) for `url`, carried out: a
+    /// re-encode taken (`dropIfChanged`), the URL that answered recorded (the cached copy's
+    /// relative URIs resolve against it too). What was done (nil: no new version).
+    func keepAnswerPlaylist(_ video: ReadThrough.Video, now: HLSPlaylist, fresh: SmallGet.Answer, url: String) -> NewVersion? {
+        let version = dropIfChanged(video, now: now, fresh: fresh, url: url)
+        try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+        if case .taken? = version { recordStream(now, key: video.key) }
+        return version
     }
 
     /// A VOD media playlist or a master the origin now answers with another stream than the

@@ -34,7 +34,7 @@ public final class Proxy: Sendable {
         get { names.withLock { $0 } }
         set { names.withLock { $0 = newValue } }
     }
-    private let log: @Sendable (LogLine) -> Void
+    let log: @Sendable (LogLine) -> Void
     public let metrics = ServeMetrics()
     /// Live playlists fetched in the last half target duration (`LivePlaylists`).
     let livePlaylists = LivePlaylists()
@@ -44,6 +44,8 @@ public final class Proxy: Sendable {
     /// Per MPD root naming more than `eagerMembers` segments, its template Representations whose
     /// segments are recorded as members one at a time, when serve stores one (`lazyMember`).
     let lazyTemplates = Locked<[CacheKey: [LazyTemplate]]>([:])
+    /// Per manifest serve confirms after storing members it names (`Proxy+Confirm`).
+    let confirmations = Locked<[CacheKey: Confirmation]>([:])
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
     /// Called (once) when a request finds the catalog replaced since serve opened it (a repair
@@ -265,6 +267,8 @@ public final class Proxy: Sendable {
             if !completed { notes.append(unread ?? streamed.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
             account(done, cache: cacheStatus, originError: completed || streamed.failure == nil ? nil : "cut")
+            // Bytes of a stream member came from the origin: its manifest is confirmed (`Proxy+Confirm`).
+            if finalStatus < 300, fresh || done.fromOrigin > 0 { self.memberFetched(key: video.key, url: video.url, began: start) }
         }
     }
 }
