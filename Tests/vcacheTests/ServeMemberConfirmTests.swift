@@ -74,4 +74,65 @@ import VCacheTestSupport
         #expect(origin.requests("/s/manifest.mpd").count == asked + 2, "\(serve.log)")
         #expect(serve.log.filter { $0.contains(" serve GET ") }.count == asked - 1, "\(serve.log)")
     }
+
+    /// A complete stream whose root a prefetch left marked `manifest-unconfirmed` (its end check
+    /// got no answer: its members may be of two encodes). Returns the origin, cache and MPD URL.
+    func markedStream() throws -> (origin: TestOrigin, cache: String, url: String, root: CacheKey) {
+        let origin = try TestOrigin()
+        _ = DASHRevalidationTests.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 320), etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let root = CacheKeyRules().key(for: url)
+        try CacheStore(directory: cache).catalog.markRootUnconfirmed(root, true)
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(root) == .manifestUnconfirmed)
+        return (origin, cache, url, root)
+    }
+
+    /// Offline, a marked stream's MPD is not answered from the cache (export refuses it alike):
+    /// 502 with the reason in the log, not the cached copy over members of maybe two encodes.
+    @Test
+    func offlineAnUnconfirmedStreamIsNotAnsweredFromTheCache() throws {
+        let (origin, cache, url, _) = try markedStream()
+        origin.stop()
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        _ = serve.stop()
+        #expect(mpd.status == 502)
+        #expect(serve.log.contains { $0.contains(" 502 ") && $0.contains("the origin could not be reached, and the cached MPD's stream is not confirmed unchanged on the origin since members were fetched for it (manifest-unconfirmed: they may be of two encodes): not answered from the cache") },
+                "\(serve.log)")
+    }
+
+    /// Online, an answer of the MPD finding the same encode clears the mark: the stream is ready
+    /// again (and plays offline) without a prefetch.
+    @Test
+    func anAnswerConfirmingTheSameEncodeClearsTheMark() throws {
+        let (_, cache, url, root) = try markedStream()
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(url)], in: dir).status == 200)
+        _ = serve.stop()
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(root) == .manifest)
+        let r = try VCacheBinary.run(["check", url], cacheDir: cache)
+        #expect(r.stdout.contains("1 of 1 ready"), "\(r.stdout)")
+    }
+
+    /// Serve taking the new version (h9d F6) clears the mark: every old member went with it.
+    @Test
+    func takingTheNewVersionClearsTheMark() throws {
+        let (origin, cache, url, root) = try markedStream()
+        let new = DASHRevalidationTests.encode(origin, seed: 7)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 640), etag: "\"m2\"", contentType: DASHRevalidationTests.dashXML))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        #expect(serve.log.contains { $0.contains("re-encoded on the origin: the 6 entries cached from the old copy were dropped") }, "\(serve.log)")
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(root) == .manifest)
+        try fetch(try ServeReEncodeTests.baseURL(mpd.body), ServeReEncodeTests.dashPaths)
+        #expect(serve.logLines(within: 10) { $0.contains(Self.confirmed) }.count >= 1, "\(serve.log)")
+        _ = serve.stop()
+        #expect(try ServeReEncodeTests.cachedDASH(cache, origin) == new.mapValues { TestBytes.sha256($0) })
+        let r = try VCacheBinary.run(["check", url], cacheDir: cache)
+        #expect(r.stdout.contains("1 of 1 ready"), "\(r.stdout)")
+    }
 }

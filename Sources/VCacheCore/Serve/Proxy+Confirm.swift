@@ -224,6 +224,18 @@ extension Proxy {
         return out
     }
 
+    /// Offline, the answer for the manifest `key` (`what`: "MPD", "playlist") when its stream,
+    /// or a master's naming it, is marked `manifest-unconfirmed` (members fetched and its
+    /// manifest not confirmed since, by a run or by serve: they may be of two encodes): 502, not
+    /// the cached copy, as `export` refuses it (hostile probe h9d, F16). Nil: not marked.
+    func unconfirmedOffline(_ key: CacheKey, what: String) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
+        let catalog = readThrough.store.catalog
+        let roots = [key] + (((try? catalog.playlistOwners(among: [key])) ?? [:])[key] ?? [])
+        guard roots.contains(where: { ((try? catalog.rootRole($0)) ?? nil) == .manifestUnconfirmed }) else { return nil }
+        return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                "the origin could not be reached, and the cached \(what)'s stream is not confirmed unchanged on the origin since members were fetched for it (manifest-unconfirmed: they may be of two encodes): not answered from the cache")
+    }
+
     /// A line in serve's log for what serve asked of its own accord (no player's request).
     func backgroundLog(_ url: String, status: Int, note: String) {
         log(LogLine(time: Date(), client: "serve", method: "GET", url: url, range: nil, status: status, fromCache: 0, fromOrigin: 0, seconds: 0, note: note))

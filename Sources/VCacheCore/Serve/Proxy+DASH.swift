@@ -64,6 +64,7 @@ extension Proxy {
                     "the origin's MPD is larger than the \(Units.formatSize(Int64(MPD.maxBytes))) vcache reads as one: not answered")
         case .failed:
             guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e) else { return nil }
+            if let refused = unconfirmedOffline(video.key, what: "MPD") { return refused }
             (bytes, finalURL, status) = (copy.bytes, copy.base, .hit)
             offline = true
         }

@@ -86,6 +86,7 @@ extension Proxy {
             parsedFresh = shared.playlist  // parsed once, by the fetch, against the same URL
         } else if HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let copy = readThrough.store.cachedPlaylist(key: video.key, keyRules: readThrough.options.keyRules, complete: false) {
+            if let refused = unconfirmedOffline(video.key, what: "playlist") { return refused }
             text = String(decoding: copy.bytes, as: UTF8.self)
             // Resolved against the URL that last answered it (after redirects), as online.
             finalURL = copy.base
