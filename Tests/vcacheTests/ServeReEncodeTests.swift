@@ -477,4 +477,38 @@ import VCacheTestSupport
         let lines = serve.logLines(within: 5) { $0.contains("bytes=100-199 206 cache=0 origin=100 ") && $0.contains("streamed from the origin") }
         #expect(lines.count == 6, "\(serve.log)")
     }
+
+    /// Two MPDs naming the same segment URLs, both complete; the origin re-encodes both; a player
+    /// plays one through serve. Serve taking its new version drops the other's cached copy first
+    /// (prefetch's rule, h9d F10): the other stream is never complete under its old MPD over the
+    /// new encode's segments; its next answer through serve is the new MPD, over the new encode.
+    @Test
+    func takingOneMPDsReEncodeDropsTheCopyOfAnotherNamingTheSameSegments() throws {
+        let origin = try TestOrigin()
+        func other(_ width: Int) -> Data {
+            Data(String(decoding: DASHRevalidationTests.mpd(width: width), as: UTF8.self).replacingOccurrences(of: "minBufferTime=\"PT2S\"", with: "minBufferTime=\"PT3S\"").utf8)
+        }
+        _ = DASHRevalidationTests.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 320), etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        origin.setResource("/s/other.mpd", .init(body: other(320), etag: "\"o1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd"), otherURL = origin.url("/s/other.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", url, otherURL], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let new = DASHRevalidationTests.encode(origin, seed: 7)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 640), etag: "\"m2\"", contentType: DASHRevalidationTests.dashXML))
+        origin.setResource("/s/other.mpd", .init(body: other(640), etag: "\"o2\"", contentType: DASHRevalidationTests.dashXML))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let want = new.mapValues { TestBytes.sha256($0) }
+        #expect(try playDASH(serve, url) == want)
+        #expect(serve.log.contains { $0.contains("; \(otherURL) names members of its old version too: that manifest's cached copy was dropped, so it is fetched again and what it named dropped") }, "\(serve.log)")
+        #expect(serve.logLines(within: 10) { $0.contains("the members confirmed") }.count >= 1, "\(serve.log)")
+        #expect(try Self.cachedMPD(cache, otherURL) == nil, "the other MPD's old copy stayed over the new encode's segments")
+        let check = try VCacheBinary.run(["check", otherURL], cacheDir: cache)
+        #expect(check.stdout.contains("0 of 1 ready"), "\(check.stdout)")
+        // Asked through serve again: its new MPD, over the new encode.
+        #expect(try playDASH(serve, otherURL) == want)
+        _ = serve.stop()
+        #expect(try Self.cachedMPD(cache, otherURL) == other(640))
+        #expect(try Self.cachedDASH(cache, origin) == want)
+    }
 }

@@ -246,6 +246,16 @@ extension Proxy {
             return self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e) else {
+            // A stream root whose copy is gone (dropped as another MPD naming its members was
+            // re-encoded, `verify --fix`) while members hold bytes: nothing says which version
+            // they are, so they go first, as prefetch has it (`dropMembersOfLostManifest`).
+            let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys.filter { $0 != video.key } ?? []
+            if !mpd.isDynamic, ((try? store.catalog.entries(keys: recorded)) ?? [:]).contains(where: { !$0.value.ranges.isEmpty }) {
+                switch takeNewVersion(root: video.key, old: recorded, new: members(of: mpd), keep: keep) {
+                case .taken(let n, let others): return .taken(.taken(dropped: n, others: others))
+                case .passedThrough: return .notKept(.passedThrough)
+                }
+            }
             _ = keep()
             return .new
         }
@@ -273,7 +283,7 @@ extension Proxy {
         let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? []
         let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key)))
         switch takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) {
-        case .taken(let n): return .taken(.taken(dropped: n))
+        case .taken(let n, let others): return .taken(.taken(dropped: n, others: others))
         case .passedThrough: return .notKept(.passedThrough)
         }
     }

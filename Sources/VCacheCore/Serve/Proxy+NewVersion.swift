@@ -29,6 +29,14 @@ extension Proxy {
         }
         defer { store.releaseStreamLock(lock, root: root) }
         let members = old.filter { $0 != root && $0 != manifest }
+        // Another stream's manifest naming members of the old version (two MPDs naming the same
+        // segment URLs) may be of the old version too: its copy goes first, as prefetch has it
+        // (Docs/dash.md, "Two MPDs naming the same segment URLs"; hostile probe h9d, F10).
+        let others = Prefetcher.dropOtherManifests(store, naming: members, root: root, besides: [manifest])
+        guard others.busy == nil, others.error == nil else {
+            passThroughLater(manifest: manifest, new)
+            return .passedThrough
+        }
         let held = ((try? store.catalog.entries(keys: members)) ?? [:]).filter { !$0.value.ranges.isEmpty }
         for k in held.keys.sorted(by: { $0.hex < $1.hex }) where !readThrough.dropCachedBytes(key: k) {
             passThroughLater(manifest: manifest, new)
@@ -41,21 +49,23 @@ extension Proxy {
             return .passedThrough
         }
         versionKept(manifest)
-        return .taken(dropped: held.count)
+        return .taken(dropped: held.count, others: others.dropped)
     }
 
     /// What `takeNewVersion` did.
     enum NewVersion {
-        /// The new version stored, after `dropped` entries cached from the old one were dropped.
-        case taken(dropped: Int)
+        /// The new version stored, after `dropped` entries cached from the old one were dropped,
+        /// and the cached copies of `others` (manifests naming members of the old one).
+        case taken(dropped: Int, others: [String])
         /// Not stored: what the new version names is passed through.
         case passedThrough
 
         /// Said on the log line of the answer that took it.
         var note: String {
             switch self {
-            case .taken(let n):
+            case .taken(let n, let others):
                 return "re-encoded on the origin: the \(n) \(n == 1 ? "entry" : "entries") cached from the old copy were dropped, the new copy stored"
+                    + others.map { "; \($0) names members of its old version too: that manifest's cached copy was dropped, so it is fetched again and what it named dropped" }.joined()
             case .passedThrough:
                 return "re-encoded on the origin while another vcache process holds the stream: the new copy is answered without being stored, and what it names comes from the origin, not the cache"
             }
