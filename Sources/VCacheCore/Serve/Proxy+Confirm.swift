@@ -48,85 +48,101 @@ extension Proxy {
         let roots: [CacheKey]
     }
 
-    /// A stream member was answered with bytes from the origin (stored, or being stored) by a
-    /// request that began at `began`: its manifests are confirmed (`Confirmation`), off the
-    /// answer's path.
-    func memberFetched(key: CacheKey, url: String, began: ContinuousClock.Instant) {
+    /// A stream member answered (at least in part) from the origin by a request that began at
+    /// `began`: registered at once, on the request's path (before the player has its bytes, so
+    /// `/status` counts it as soon as it is asked: `unconfirmedCount`), its manifests asked for
+    /// again off it. Returns the manifests it was registered with (`memberEnded`).
+    func memberBegins(key: CacheKey, began: ContinuousClock.Instant) -> [ConfirmTarget] {
+        let targets = confirmTargets(naming: key)
+        for target in targets where noteStored(target, began: began) {
+            DetachedThread.start(name: "vcache-confirm") { [self] in confirmLoop(target) }
+        }
+        return targets
+    }
+
+    /// The member registered by `memberBegins` is answered: when serve took a new version of one
+    /// of its manifests after its fetch began, what it stored may be of either version: dropped.
+    func memberEnded(key: CacheKey, url: String, began: ContinuousClock.Instant, targets: [ConfirmTarget]) {
+        let across = confirmations.withLock { all in targets.contains { t in all[t.key]?.taken.map { began < $0 } ?? false } }
+        guard across else { return }
         DetachedThread.start(name: "vcache-confirm") { [self] in
-            for target in confirmTargets(naming: key) {
-                switch noteStored(target, began: began) {
-                case .covered, .asking: break
-                case .ask: confirmLoop(target)
-                case .drop:
-                    // Fetched across the change: nothing says which version it is.
-                    guard readThrough.dropCachedBytes(key: key) else { continue }
-                    backgroundLog(url, status: 200, note: "stored from a fetch that began before its manifest was found re-encoded on the origin: dropped (it may be the old encode's)")
-                }
-            }
+            guard readThrough.dropCachedBytes(key: key) else { return }
+            backgroundLog(url, status: 200, note: "stored from a fetch that began before its manifest was found re-encoded on the origin: dropped (it may be the old encode's)")
         }
     }
 
-    private enum Stored { case covered, asking, ask, drop }
+    /// Manifests whose members serve stored are not confirmed yet (a question open, or
+    /// unanswered): `/status` `manifests_unconfirmed`.
+    var unconfirmedCount: Int { confirmations.withLock { $0.values.filter { $0.asking || $0.pending != nil }.count } }
 
-    /// Seconds from a member stored to the request confirming its manifest.
-    static let confirmDelay = 0.5
-
-    private func noteStored(_ t: ConfirmTarget, began: ContinuousClock.Instant) -> Stored {
+    /// Registers a member of `t` whose fetch began at `began`; true when no request for `t` is
+    /// in flight (the caller starts `confirmLoop`).
+    private func noteStored(_ t: ConfirmTarget, began: ContinuousClock.Instant) -> Bool {
         confirmations.withLock { all in
             if all.count >= 1024, all[t.key] == nil { all = all.filter { $0.value.asking || $0.value.pending != nil } }
             var c = all[t.key] ?? Confirmation()
             defer { all[t.key] = c }
-            if let taken = c.taken, began < taken { return .drop }
-            if let confirmed = c.confirmed, began < confirmed, c.pending == nil { return .covered }
             c.pending = min(c.pending ?? began, began)
             c.roots = Array(Set(c.roots + t.roots))
-            if c.asking { return .asking }
+            if c.asking { return false }
             c.asking = true
-            return .ask
+            return true
         }
     }
 
-    /// Asks for `t` until no member stored before a request began is left unconfirmed, or an
-    /// answer fails (the mark stays: a later member or answer asks again).
+    /// Seconds from a member stored to the request confirming its manifest.
+    static let confirmDelay = 0.5
+
+    /// Asks for `t` until no member whose fetch began before a request did is left unconfirmed
+    /// (a player's answer of the manifest meanwhile counts), or an answer fails (the mark stays:
+    /// a later member or answer asks again).
     private func confirmLoop(_ t: ConfirmTarget) {
         while true {
-            let roots = confirmations.withLock { $0[t.key]?.roots ?? t.roots }
+            let roots = confirmations.withLock { Array(Set(($0[t.key]?.roots ?? []) + t.roots)) }
             for r in roots { try? readThrough.store.catalog.markRootUnconfirmed(r, true) }
             // The members a player fetches with this one join it meanwhile.
             usleep(useconds_t(Self.confirmDelay * 1_000_000))
             let asked = ContinuousClock.now
-            let said = ask(t)
-            let (again, clear) = confirmations.withLock { all -> (Bool, [CacheKey]) in
+            let open = confirmations.withLock { $0[t.key]?.pending != nil }
+            let said: Said = open ? ask(t) : .confirmed
+            let settled = confirmations.withLock { all -> Bool? in
                 var c = all[t.key] ?? Confirmation()
                 defer { all[t.key] = c }
                 switch said {
-                case .confirmed: c.confirmed = max(c.confirmed ?? asked, asked)
-                case .taken: c.taken = max(c.taken ?? asked, asked)
                 case .failed:
                     c.asking = false
-                    return (false, [])
+                    return nil
+                case .confirmed: if open { c.confirmed = max(c.confirmed ?? asked, asked) }
+                case .taken: c.taken = max(c.taken ?? asked, asked)
                 }
-                if let p = c.pending, p < asked { c.pending = nil }
-                guard c.pending == nil else { return (true, []) }
-                c.asking = false
-                defer { c.roots = [] }
-                return (false, c.roots)
+                if open, let p = c.pending, p < asked { c.pending = nil }
+                return c.pending == nil
             }
-            clearMarks(clear)
-            guard again else { return }
+            guard let settled else { return }
+            guard settled else { continue }
+            // Cleared before the question counts as closed (`unconfirmedCount`).
+            clearMarks(roots)
+            let closed = confirmations.withLock { all -> Bool in
+                guard all[t.key]?.pending == nil else { return false }
+                all[t.key]?.asking = false
+                all[t.key]?.roots = []
+                return true
+            }
+            if closed { return }
         }
     }
 
     /// A player's answer of the manifest `key` (its request began at `asked`) found the cached
-    /// copy the same encode (`taken` false) or took a new version: members stored before it began
-    /// are confirmed, or (taken) of either version; a mark serve set goes when nothing is left
-    /// unconfirmed, as does one a prefetch left (`clearMarks`: not while one holds the stream).
+    /// copy the same encode (`taken` false) or took a new version: members whose fetch began
+    /// before it are confirmed, or (taken) of either version; a mark goes when nothing is left
+    /// unconfirmed (one a prefetch left too: `clearMarks`, not while one holds the stream).
     func manifestAnswered(_ key: CacheKey, roots: [CacheKey], at asked: ContinuousClock.Instant, taken: Bool) {
         let clear = confirmations.withLock { all -> [CacheKey] in
             guard var c = all[key] ?? (taken ? Confirmation() : nil) else { return roots }
             defer { all[key] = c }
             if taken { c.taken = max(c.taken ?? asked, asked) } else { c.confirmed = max(c.confirmed ?? asked, asked) }
             if let p = c.pending, p < asked { c.pending = nil }
+            // A request in flight clears what it marked itself.
             guard c.pending == nil, !c.asking else { return [] }
             defer { c.roots = [] }
             return Array(Set(c.roots + roots))

@@ -231,6 +231,8 @@ public final class Proxy: Sendable {
         let fresh = !video.fromCatalog
         let cacheStatus = fresh ? .miss : reader.cacheStatus
         headers.append(("X-Cache", cacheStatus.rawValue))
+        // Bytes of a stream member come from the origin: its manifest is asked for again (`Proxy+Confirm`).
+        let confirming = cacheStatus == .hit ? [] : memberBegins(key: video.key, began: start)
         let body: HTTPServer.Body
         // A member's signed URL that expires while the body goes out is renewed for the rest.
         let streamed = RenewingReader(reader, span: span) { [self] rest, status in self.renewedReader(video, range: rest, refused: status) }
@@ -267,8 +269,7 @@ public final class Proxy: Sendable {
             if !completed { notes.append(unread ?? streamed.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
             account(done, cache: cacheStatus, originError: completed || streamed.failure == nil ? nil : "cut")
-            // Bytes of a stream member came from the origin: its manifest is confirmed (`Proxy+Confirm`).
-            if finalStatus < 300, fresh || done.fromOrigin > 0 { self.memberFetched(key: video.key, url: video.url, began: start) }
+            if !confirming.isEmpty { self.memberEnded(key: video.key, url: video.url, began: start, targets: confirming) }
         }
     }
 }
@@ -297,6 +298,7 @@ extension Proxy {
         var gauges = ServeMetrics.Gauges.measure(readThrough.store, cap: readThrough.currentCap)
         gauges.storingJobs = readThrough.storingJobs
         gauges.openConnections = connectionCount.withLock { $0?() } ?? 0
+        gauges.unconfirmedManifests = unconfirmedCount
         if path == "/metrics" { return text(200, metrics.prometheus(gauges), type: "text/plain; version=0.0.4; charset=utf-8") }
         return text(200, String(decoding: metrics.statusJSON(gauges), as: UTF8.self) + "\n", type: "application/json")
     }
