@@ -511,4 +511,39 @@ import VCacheTestSupport
         #expect(try Self.cachedMPD(cache, otherURL) == other(640))
         #expect(try Self.cachedDASH(cache, origin) == want)
     }
+
+    /// HLS: a master (unchanged byte for byte) over three media playlists, all cached; the origin
+    /// re-encodes its media playlists in place; a player through serve reads the master and one
+    /// variant only. Serve taking that playlist's new version marks the master's stream to be
+    /// asked for again and drops every other member of it, as prefetch does (h9d F11): the other
+    /// variants of the old encode never stay complete beside the new one; the next prefetch of
+    /// the master completes the stream from the new encode.
+    @Test
+    func takingAChangedMediaPlaylistMarksItsMasterAndDropsItsOtherMembers() throws {
+        let origin = try TestOrigin()
+        let old = HLSMemberPlaylistTests.encodeShared(origin, seed: 1)
+        let cache = dir.file("c"), master = origin.url("/s/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--variant", "all", master], cacheDir: cache).status == 0)
+        let new = HLSMemberPlaylistTests.encodeShared(origin, seed: 2)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let m = try Curl.fetch([serve.url(master)], in: dir)
+        let b = try #require(String(decoding: m.body, as: UTF8.self).split(separator: "\n").first { $0.contains("/b.m3u8") })
+        let media = try Curl.fetch([String(b)], in: dir)
+        #expect(media.status == 200)
+        for u in String(decoding: media.body, as: UTF8.self).split(separator: "\n") where !u.hasPrefix("#") {
+            let r = try Curl.fetch([String(u)], in: dir)
+            #expect(r.status == 200, "\(u): \(r.status)")
+        }
+        #expect(serve.log.contains { $0.contains("; it is a member of the stream of \(master): what that stream's other playlists named went too (it may be of the old encode), and its master is asked for again by the next prefetch") }, "\(serve.log)")
+        _ = serve.stop()
+        for (p, body) in old.segments { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) != TestBytes.sha256(body), "\(p): the old encode's") }
+        for p in ["/s/a.m3u8", "/s/alt.m3u8"] { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == nil, "\(p): the old copy stayed") }
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(CacheKeyRules().key(for: master)) == .manifestToAsk)
+        let check = try VCacheBinary.run(["check", master], cacheDir: cache)
+        #expect(check.stdout.contains("0 of 1 ready"), "\(check.stdout)")
+        let again = try VCacheBinary.run(["prefetch", "-q", "--variant", "all", master], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        for (p, text) in new.playlists { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(Data(text.utf8)), "\(p)") }
+        for (p, body) in new.segments { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(body), "\(p)") }
+    }
 }

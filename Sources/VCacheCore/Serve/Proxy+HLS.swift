@@ -165,10 +165,12 @@ extension Proxy {
         guard old.bytes != body else { versionKept(video.key); return nil }
         func members(_ p: HLSPlaylist) -> [StreamRecord.Member] { p.members.map { StreamRecord.Member(key: rules.key(for: $0.url), role: $0.role) } }
         let root: CacheKey, named: [CacheKey]
+        var masters: [CacheKey] = []
         switch (was, now) {
         case (.media(let w), .media(let f)) where !w.isLive:
             guard !f.isLive, !ManifestRevalidation.sameEncode(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
-            let masters = ((try? store.catalog.playlists(naming: video.key)) ?? nil).flatMap { $0.role == .playlist ? $0.playlists : nil } ?? []
+            // Its masters' streams are marked and their other members go too (`takeNewVersion`).
+            masters = ((try? store.catalog.playlistOwners(among: [video.key])) ?? [:])[video.key] ?? []
             root = masters.first ?? video.key
             named = members(was).map(\.key)
         case (.master, .master):
@@ -179,7 +181,7 @@ extension Proxy {
             return nil
         }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
-        return takeNewVersion(root: root, manifest: video.key, old: named, new: members(now)) {
+        return takeNewVersion(root: root, manifest: video.key, old: named, new: members(now), masters: masters) {
             self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
     }

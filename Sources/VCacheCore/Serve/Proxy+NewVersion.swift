@@ -20,19 +20,32 @@ extension Proxy {
     /// answer finds the cached copy the version the origin serves. Returns what was done, said
     /// on the answer's log line (`note`).
     /// `manifest`: the manifest answered (the root, or a media playlist of the master `root`).
+    /// `masters`: for a media playlist, the masters naming it (`root` the first), as prefetch has
+    /// a media playlist given by its own URL (Docs/dash.md, "HLS: a master's media playlist";
+    /// hostile probe h9d, F11): each master's stream is marked to be asked for again
+    /// (`StreamRole.manifestToAsk`) before anything goes, and every other member of those streams
+    /// (the other variants' and renditions' playlists and all they name: they may be of the old
+    /// encode) goes with what the old copy named; the playlists' rows stay (their masters still
+    /// name them, now not cached).
     @discardableResult
-    func takeNewVersion(root: CacheKey, manifest: CacheKey? = nil, old: [CacheKey], new: [StreamRecord.Member], keep: () -> Bool) -> NewVersion {
+    func takeNewVersion(root: CacheKey, manifest: CacheKey? = nil, old: [CacheKey], new: [StreamRecord.Member], masters: [CacheKey] = [],
+                        keep: () -> Bool) -> NewVersion {
         let store = readThrough.store, manifest = manifest ?? root
         guard let lock = (try? store.tryLockStream(root: root)) ?? nil else {
             passThroughLater(manifest: manifest, new)
             return .passedThrough
         }
         defer { store.releaseStreamLock(lock, root: root) }
-        let members = old.filter { $0 != root && $0 != manifest }
+        var old = old
+        for master in masters {
+            try? store.catalog.markRootToAsk(master, true)
+            old += ((try? store.catalog.stream(root: master)) ?? nil)?.keys.filter { !masters.contains($0) } ?? []
+        }
+        let members = Array(Set(old.filter { $0 != root && $0 != manifest && !masters.contains($0) }))
         // Another stream's manifest naming members of the old version (two MPDs naming the same
         // segment URLs) may be of the old version too: its copy goes first, as prefetch has it
         // (Docs/dash.md, "Two MPDs naming the same segment URLs"; hostile probe h9d, F10).
-        let others = Prefetcher.dropOtherManifests(store, naming: members, root: root, besides: [manifest])
+        let others = Prefetcher.dropOtherManifests(store, naming: members, root: root, besides: Set([manifest] + masters))
         guard others.busy == nil, others.error == nil else {
             passThroughLater(manifest: manifest, new)
             return .passedThrough
@@ -42,30 +55,38 @@ extension Proxy {
             passThroughLater(manifest: manifest, new)
             return .passedThrough
         }
-        try? store.catalog.releaseMembers(members, root: root)
+        if masters.isEmpty {
+            try? store.catalog.releaseMembers(members, root: root)
+        } else {
+            let playlists = Set(((try? store.catalog.playlistOwners(among: members)) ?? [:]).keys)
+            for master in masters { try? store.catalog.releaseMembers(members.filter { !playlists.contains($0) }, root: master) }
+        }
         guard keep() else {
             // The old manifest must not stay over members the player fetches from the new one.
             if !readThrough.dropCachedBytes(key: manifest) { passThroughLater(manifest: manifest, new) }
             return .passedThrough
         }
         versionKept(manifest)
-        return .taken(dropped: held.count, others: others.dropped)
+        let named = masters.map { ((try? store.catalog.entry(key: $0)) ?? nil)?.latestURL ?? $0.hex }
+        return .taken(dropped: held.count, others: others.dropped, masters: named)
     }
 
     /// What `takeNewVersion` did.
     enum NewVersion {
         /// The new version stored, after `dropped` entries cached from the old one were dropped,
-        /// and the cached copies of `others` (manifests naming members of the old one).
-        case taken(dropped: Int, others: [String])
+        /// and the cached copies of `others` (manifests naming members of the old one); `masters`:
+        /// the masters of a media playlist taken, marked and their other members dropped.
+        case taken(dropped: Int, others: [String], masters: [String] = [])
         /// Not stored: what the new version names is passed through.
         case passedThrough
 
         /// Said on the log line of the answer that took it.
         var note: String {
             switch self {
-            case .taken(let n, let others):
+            case .taken(let n, let others, let masters):
                 return "re-encoded on the origin: the \(n) \(n == 1 ? "entry" : "entries") cached from the old copy were dropped, the new copy stored"
                     + others.map { "; \($0) names members of its old version too: that manifest's cached copy was dropped, so it is fetched again and what it named dropped" }.joined()
+                    + masters.map { "; it is a member of the stream of \($0): what that stream's other playlists named went too (it may be of the old encode), and its master is asked for again by the next prefetch" }.joined()
             case .passedThrough:
                 return "re-encoded on the origin while another vcache process holds the stream: the new copy is answered without being stored, and what it names comes from the origin, not the cache"
             }
