@@ -152,22 +152,11 @@ extension Proxy {
             ?? passThroughCheck(key, manifest: manifest, role: role)?.problem(length: length, firstBytes: body.prefix(376)) {
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, "\(problem); \(why), not passed on")
         }
-        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
         let etag = a.etag ?? "\"vcache-\(SHA256Digest.hash(a.body).prefix(16))\""
-        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
-                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: a.contentType, name: name)))]
-        if let lm = a.lastModified { headers.append(("Last-Modified", lm)) }
-        var rangeHeader = request.headers["range"]
-        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
-        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: a.lastModified) { rangeHeader = nil }
-        var status = 200, span = ByteRange(0, length)
-        switch RangeHeader(rangeHeader, length: length) {
-        case .whole: break
-        case .span(let r):
-            (status, span) = (206, r)
-            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(length)"))
-        case .unsatisfiable:
-            return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(length)")] + Self.inert), 0, why)
+        let headers: [(String, String)], status: Int, span: ByteRange
+        switch passThroughHead(request, length: length, etag: etag, lastModified: a.lastModified, contentType: a.contentType) {
+        case .span(let h, let st, let sp): (headers, status, span) = (h, st, sp)
+        case .unsatisfiable(let refused): return (refused, 0, why)
         }
         let out = Array(body[Int(span.lowerBound)..<Int(span.upperBound)])
         // What came from the origin: the whole member, whatever part of it is answered.
@@ -193,27 +182,41 @@ extension Proxy {
         }
         let validators = Validators(length: total, etag: probe.etag, lastModified: probe.lastModified)
         let etag = probe.etag ?? "\"vcache-\(SHA256Digest.hash("\(key) \(total) \(probe.lastModified ?? "")").prefix(16))\""
-        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
-        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
-                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: probe.contentType, name: name)))]
-        if let lm = probe.lastModified { headers.append(("Last-Modified", lm)) }
-        var rangeHeader = request.headers["range"]
-        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
-        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: probe.lastModified) { rangeHeader = nil }
-        var status = 200, span = ByteRange(0, total)
-        switch RangeHeader(rangeHeader, length: total) {
-        case .whole: break
-        case .span(let r):
-            (status, span) = (206, r)
-            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(total)"))
-        case .unsatisfiable:
-            return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(total)")] + Self.inert), 0, why)
+        let headers: [(String, String)], status: Int, span: ByteRange
+        switch passThroughHead(request, length: total, etag: etag, lastModified: probe.lastModified, contentType: probe.contentType) {
+        case .span(let h, let st, let sp): (headers, status, span) = (h, st, sp)
+        case .unsatisfiable(let refused): return (refused, 0, why)
         }
         let options = readThrough.options.request
         let stream = PassThroughStream { DirectStream(url: origin, span: span, validators: validators, options: options) }
         let sent = request.method == "HEAD" ? 0 : span.count
         return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .stream(length: span.count, stream)), sent,
                 why + "; streamed from the origin")
+    }
+
+    /// The head of a passed-through answer of a member of `length` bytes (`passThrough`,
+    /// `passThroughStreamed`): the origin's validators (`etag` standing for its ETag), and the
+    /// span the player's Range asks, unless an If-Range names another version (RFC 9110 §13.1.5:
+    /// the whole then); an unsatisfiable Range gets its 416.
+    private func passThroughHead(_ request: HTTPServer.Request, length: Int64, etag: String, lastModified: String?, contentType: String?) -> PassThroughHead {
+        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
+        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
+                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: contentType, name: name)))]
+        if let lm = lastModified { headers.append(("Last-Modified", lm)) }
+        var rangeHeader = request.headers["range"]
+        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: lastModified) { rangeHeader = nil }
+        switch RangeHeader(rangeHeader, length: length) {
+        case .whole: return .span(headers: headers, status: 200, span: ByteRange(0, length))
+        case .span(let r):
+            return .span(headers: headers + [("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(length)")], status: 206, span: r)
+        case .unsatisfiable:
+            return .unsatisfiable(HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(length)")] + Self.inert))
+        }
+    }
+
+    private enum PassThroughHead {
+        case span(headers: [(String, String)], status: Int, span: ByteRange)
+        case unsatisfiable(HTTPServer.Response)
     }
 
     /// How a passed-through member is checked: as the normal path checks it (`memberCheck`) when
