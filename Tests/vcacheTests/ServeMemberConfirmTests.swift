@@ -135,4 +135,63 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["check", url], cacheDir: cache)
         #expect(r.stdout.contains("1 of 1 ready"), "\(r.stdout)")
     }
+
+    /// A VOD media playlist with four segments; returns their bodies. `seed` makes an encode.
+    static func mediaPlaylist(_ origin: TestOrigin, seed: UInt64, duration: String) -> [Data] {
+        var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:3\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+        var out: [Data] = []
+        for n in 0..<4 {
+            text += "#EXTINF:\(duration),\n\(n).ts\n"
+            out.append(HLSHostileOriginTests.ts(20, seed: seed &+ UInt64(n)))
+            origin.setResource("/p/\(n).ts", .init(body: out[n], etag: "\"\(seed)-\(n)\"", contentType: "video/mp2t"))
+        }
+        origin.setResource("/p/index.m3u8", .init(body: Data((text + "#EXT-X-ENDLIST\n").utf8), etag: "\"p\(seed)\"", contentType: "application/vnd.apple.mpegurl"))
+        return out
+    }
+
+    /// HLS alike: a player holds the media playlist it read, the origin re-encodes, the player
+    /// asks for the last segments: serve's question of the playlist takes the new version, and
+    /// what stays cached is the new encode's only; offline, the playlist answered is the new one.
+    @Test
+    func hlsSegmentsStoredAfterAReEncodeNeverStayUnderTheOldPlaylist() throws {
+        let origin = try TestOrigin()
+        _ = Self.mediaPlaylist(origin, seed: 1, duration: "2.0")
+        let cache = dir.file("c"), url = origin.url("/p/index.m3u8")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let media = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(media.status == 200)
+        let uris = String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init)
+        #expect(uris.count == 4)
+        try fetch("", Array(uris.prefix(2)))
+        #expect(serve.logLines(within: 10) { $0.contains(Self.confirmed) }.count >= 1, "\(serve.log)")
+        #expect(serve.confirmed())
+        let new = Self.mediaPlaylist(origin, seed: 50, duration: "2.5")
+        try fetch("", Array(uris.suffix(2)))
+        #expect(serve.logLines(within: 10) { $0.contains(Self.taken) }.count == 1, "\(serve.log)")
+        #expect(serve.confirmed())
+        let store = try CacheStore(directory: cache, readOnly: true), inspector = try CacheInspector(directory: cache)
+        let playlist = try #require(try inspector.entry(url))
+        #expect(store.cachedBytes(of: playlist).map { String(decoding: $0, as: UTF8.self).contains("#EXTINF:2.5,") } == true, "the old playlist stayed")
+        for n in 0..<4 {
+            guard let e = try inspector.entry(origin.url("/p/\(n).ts")), e.isComplete, let len = e.length else { continue }
+            #expect(store.cachedBytes(of: e, at: 0, count: len).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(new[n]), "\(n).ts: the old encode's")
+        }
+        _ = serve.stop()
+    }
+
+    /// Offline, a media playlist whose stream is marked unconfirmed is not answered from the cache.
+    @Test
+    func offlineAnUnconfirmedPlaylistIsNotAnsweredFromTheCache() throws {
+        let origin = try TestOrigin()
+        _ = Self.mediaPlaylist(origin, seed: 1, duration: "2.0")
+        let cache = dir.file("c"), url = origin.url("/p/index.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        try CacheStore(directory: cache).catalog.markRootUnconfirmed(CacheKeyRules().key(for: url), true)
+        origin.stop()
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let answer = try Curl.fetch([serve.url(url)], in: dir)
+        _ = serve.stop()
+        #expect(answer.status == 502)
+        #expect(serve.log.contains { $0.contains("the cached playlist's stream is not confirmed unchanged on the origin since members were fetched for it") }, "\(serve.log)")
+    }
 }
