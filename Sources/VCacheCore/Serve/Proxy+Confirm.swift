@@ -35,8 +35,8 @@ extension Proxy {
         var pending: ContinuousClock.Instant?
         /// A confirming request in flight.
         var asking = false
-        /// The stream roots marked while the question is open.
-        var roots: [CacheKey] = []
+        /// The roots serve marked `manifest-unconfirmed` for it (one a prefetch marked stays its own).
+        var marked: Set<CacheKey> = []
     }
 
     /// A manifest to ask again for a stored member: its key, URL and kind, and the roots of the
@@ -83,7 +83,6 @@ extension Proxy {
             var c = all[t.key] ?? Confirmation()
             defer { all[t.key] = c }
             c.pending = min(c.pending ?? began, began)
-            c.roots = Array(Set(c.roots + t.roots))
             if c.asking { return false }
             c.asking = true
             return true
@@ -97,9 +96,11 @@ extension Proxy {
     /// (a player's answer of the manifest meanwhile counts), or an answer fails (the mark stays:
     /// a later member or answer asks again).
     private func confirmLoop(_ t: ConfirmTarget) {
+        let catalog = readThrough.store.catalog
         while true {
-            let roots = confirmations.withLock { Array(Set(($0[t.key]?.roots ?? []) + t.roots)) }
-            for r in roots { try? readThrough.store.catalog.markRootUnconfirmed(r, true) }
+            for r in t.roots where ((try? catalog.rootRole(r)) ?? nil) == .manifest {
+                if (try? catalog.markRootUnconfirmed(r, true)) != nil { confirmations.withLock { _ = $0[t.key]?.marked.insert(r) } }
+            }
             // The members a player fetches with this one join it meanwhile.
             usleep(useconds_t(Self.confirmDelay * 1_000_000))
             let asked = ContinuousClock.now
@@ -121,11 +122,11 @@ extension Proxy {
             guard let settled else { return }
             guard settled else { continue }
             // Cleared before the question counts as closed (`unconfirmedCount`).
-            clearMarks(roots)
+            clearMarks(confirmations.withLock { all in all[t.key].map { Array($0.marked) } ?? [] })
             let closed = confirmations.withLock { all -> Bool in
                 guard all[t.key]?.pending == nil else { return false }
                 all[t.key]?.asking = false
-                all[t.key]?.roots = []
+                all[t.key]?.marked = []
                 return true
             }
             if closed { return }
@@ -144,8 +145,8 @@ extension Proxy {
             if let p = c.pending, p < asked { c.pending = nil }
             // A request in flight clears what it marked itself.
             guard c.pending == nil, !c.asking else { return [] }
-            defer { c.roots = [] }
-            return Array(Set(c.roots + roots))
+            defer { c.marked = [] }
+            return roots + c.marked
         }
         clearMarks(clear)
     }
