@@ -194,4 +194,31 @@ import VCacheTestSupport
         #expect(answer.status == 502)
         #expect(serve.log.contains { $0.contains("the cached playlist's stream is not confirmed unchanged on the origin since members were fetched for it") }, "\(serve.log)")
     }
+
+    /// The question unanswered (503): the stream stays marked unconfirmed (not ready, not
+    /// answered offline, `/status` counts it) until an answer of the MPD confirms it: a player's
+    /// next MPD request clears it.
+    @Test
+    func anUnansweredQuestionLeavesTheMarkUntilAnAnswerConfirms() throws {
+        let origin = try TestOrigin()
+        _ = DASHRevalidationTests.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 320), etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd"), root = CacheKeyRules().key(for: url)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        var unavailable = TestOrigin.Faults()
+        unavailable.statuses = [(503, [:])]
+        origin.setFaults("/s/manifest.mpd", unavailable)
+        try fetch(try ServeReEncodeTests.baseURL(mpd.body), ServeReEncodeTests.dashPaths)
+        let failed = serve.logLines(within: 10) { $0.contains("members were stored from the origin: no answer to judge by (origin answered 503): its stream stays marked unconfirmed (not answered from the cache offline, not exported) until an answer confirms it") }
+        #expect(failed.count == 1, "\(serve.log)")
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(root) == .manifestUnconfirmed)
+        #expect(!serve.confirmed(within: 0.2))
+        #expect(try Curl.fetch([serve.url(url)], in: dir).status == 200)
+        #expect(serve.confirmed())
+        _ = serve.stop()
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(root) == .manifest)
+        let r = try VCacheBinary.run(["check", url], cacheDir: cache)
+        #expect(r.stdout.contains("1 of 1 ready"), "\(r.stdout)")
+    }
 }
