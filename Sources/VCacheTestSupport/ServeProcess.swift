@@ -60,6 +60,20 @@ public final class ServeProcess: Sendable {
         }
     }
 
+    /// Whether every stream member serve fetched from the origin had its manifest confirmed by
+    /// an answer of the origin (`/status` `manifests_unconfirmed` 0; polled for up to `seconds`):
+    /// until then a stream whose members it stored is marked unconfirmed, and offline serve does
+    /// not answer it (Docs/serve.md).
+    public func confirmed(within seconds: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            if let r = try? Tool.run("/usr/bin/curl", ["-s", base + "/status"]),
+               let o = try? JSONSerialization.jsonObject(with: r.out) as? [String: Any], o["manifests_unconfirmed"] as? Int == 0 { return true }
+            if Date() >= deadline { return false }
+            usleep(50_000)
+        }
+    }
+
     /// The log so far, one line per request.
     public var log: [String] {
         (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []

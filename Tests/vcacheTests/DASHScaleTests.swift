@@ -125,6 +125,8 @@ import VCacheTestSupport
             #expect(r.status == 200 && r.body == body, "\(name): \(r.status)")
         }
         #expect(try Curl.fetch([base + "v/00003.m4s"], in: dir).status == 502, "an error page answered as a segment")
+        // What it stored, confirmed by an answer of the MPD (until then not answered offline).
+        #expect(serve.confirmed())
         _ = serve.stop()
         let store = try CacheStore(directory: cache, readOnly: true)
         let rules = CacheKeyRules()

@@ -84,6 +84,8 @@ import VCacheTestSupport
             #expect(video.count == 150 && video.err.isEmpty, "\(s) online: \(video.err)")
             #expect(audio.count > 270 && audio.err.isEmpty, "\(s) online: \(audio.err)")
         }
+        // What it stored, confirmed by an answer of its MPDs (until then not answered offline).
+        #expect(serve.confirmed())
         nginx.stop()
         let refused = RefusingPort(nginx.port)  // offline: nothing else may answer on that port
         defer { withExtendedLifetime(refused) {} }

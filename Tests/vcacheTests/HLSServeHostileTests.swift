@@ -86,6 +86,7 @@ import VCacheTestSupport
         let fresh = try Curl.fetch([serve.url(url)], in: dir)
         #expect(String(decoding: fresh.body, as: UTF8.self).contains("3760@1880"))
         #expect(try Curl.fetch(["-r", "0-5639", serve.url(origin.url("/c/all.ts"))], in: dir).body == v2)
+        #expect(serve.confirmed())
 
         origin.stop()
         let refused = RefusingPort(origin.port)
@@ -120,6 +121,7 @@ import VCacheTestSupport
         // A range of one, as ffmpeg asks for byte-range segments.
         let range = try Curl.fetch(["-r", "1000-1999", serve.url(origin.url("/k/seg0.ts"))], in: dir)
         #expect(range.status == 206 && range.body == s0[1000..<2000], "\(range.status)")
+        #expect(serve.confirmed())
 
         let offline = try playOffline(serve.url(url), after: origin)
         #expect(offline.status == 200 && offline.segments == [s0, s1].map(TestBytes.sha256), "\(offline)")

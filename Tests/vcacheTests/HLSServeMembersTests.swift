@@ -49,6 +49,7 @@ import VCacheTestSupport
         let played = try ServeProcess(cacheDir: dir.file("played"), logDir: dir)
         let online = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", played.url(url), "-f", "null", "-"])
         #expect(online.status == 0 && online.err.isEmpty, "online: \(online.err)")
+        #expect(played.confirmed())
         let prefetch = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: dir.file("warmed"))
         #expect(prefetch.status == 0, "\(prefetch.stderr)")
         // ls and export read the cached playlist against the same URL: both segments are there.

@@ -30,6 +30,8 @@ import VCacheTestSupport
             let play = try Tool.run("/usr/bin/ffmpeg", ["-v", "error", "-i", url, "-f", "null", "-"])
             #expect(play.status == 0 && play.err.isEmpty, "\(s) online: \(play.err)")
         }
+        // What it stored, confirmed by an answer of its playlists (until then not answered offline).
+        #expect(serve.confirmed())
         nginx.stop()
         let refused = RefusingPort(nginx.port)  // offline: nothing else may answer on that port
         defer { withExtendedLifetime(refused) {} }

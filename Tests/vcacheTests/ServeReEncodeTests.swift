@@ -70,6 +70,9 @@ import VCacheTestSupport
         let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
         let serve = try ServeProcess(cacheDir: cache, logDir: dir)
         let played = try playDASH(serve, url)
+        // The members it stored from the origin confirmed (`ServeMemberConfirmTests`): until then
+        // the stream is marked unconfirmed.
+        #expect(serve.logLines(within: 10) { $0.contains("the members confirmed") }.count >= 1, "\(serve.log)")
         _ = serve.stop()
         let want = new.mapValues { TestBytes.sha256($0) }
         #expect(played == want, "a player read the old encode's bytes under the new MPD")
@@ -473,5 +476,74 @@ import VCacheTestSupport
         #expect(asked.count == 12 && asked.allSatisfy { $0 == "bytes=0-375" || $0 == "bytes=100-199" }, "\(asked)")
         let lines = serve.logLines(within: 5) { $0.contains("bytes=100-199 206 cache=0 origin=100 ") && $0.contains("streamed from the origin") }
         #expect(lines.count == 6, "\(serve.log)")
+    }
+
+    /// Two MPDs naming the same segment URLs, both complete; the origin re-encodes both; a player
+    /// plays one through serve. Serve taking its new version drops the other's cached copy first
+    /// (prefetch's rule, h9d F10): the other stream is never complete under its old MPD over the
+    /// new encode's segments; its next answer through serve is the new MPD, over the new encode.
+    @Test
+    func takingOneMPDsReEncodeDropsTheCopyOfAnotherNamingTheSameSegments() throws {
+        let origin = try TestOrigin()
+        func other(_ width: Int) -> Data {
+            Data(String(decoding: DASHRevalidationTests.mpd(width: width), as: UTF8.self).replacingOccurrences(of: "minBufferTime=\"PT2S\"", with: "minBufferTime=\"PT3S\"").utf8)
+        }
+        _ = DASHRevalidationTests.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 320), etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        origin.setResource("/s/other.mpd", .init(body: other(320), etag: "\"o1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd"), otherURL = origin.url("/s/other.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", url, otherURL], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let new = DASHRevalidationTests.encode(origin, seed: 7)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 640), etag: "\"m2\"", contentType: DASHRevalidationTests.dashXML))
+        origin.setResource("/s/other.mpd", .init(body: other(640), etag: "\"o2\"", contentType: DASHRevalidationTests.dashXML))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let want = new.mapValues { TestBytes.sha256($0) }
+        #expect(try playDASH(serve, url) == want)
+        #expect(serve.log.contains { $0.contains("; \(otherURL) names members of its old version too: that manifest's cached copy was dropped, so it is fetched again and what it named dropped") }, "\(serve.log)")
+        #expect(serve.logLines(within: 10) { $0.contains("the members confirmed") }.count >= 1, "\(serve.log)")
+        #expect(try Self.cachedMPD(cache, otherURL) == nil, "the other MPD's old copy stayed over the new encode's segments")
+        let check = try VCacheBinary.run(["check", otherURL], cacheDir: cache)
+        #expect(check.stdout.contains("0 of 1 ready"), "\(check.stdout)")
+        // Asked through serve again: its new MPD, over the new encode.
+        #expect(try playDASH(serve, otherURL) == want)
+        _ = serve.stop()
+        #expect(try Self.cachedMPD(cache, otherURL) == other(640))
+        #expect(try Self.cachedDASH(cache, origin) == want)
+    }
+
+    /// HLS: a master (unchanged byte for byte) over three media playlists, all cached; the origin
+    /// re-encodes its media playlists in place; a player through serve reads the master and one
+    /// variant only. Serve taking that playlist's new version marks the master's stream to be
+    /// asked for again and drops every other member of it, as prefetch does (h9d F11): the other
+    /// variants of the old encode never stay complete beside the new one; the next prefetch of
+    /// the master completes the stream from the new encode.
+    @Test
+    func takingAChangedMediaPlaylistMarksItsMasterAndDropsItsOtherMembers() throws {
+        let origin = try TestOrigin()
+        let old = HLSMemberPlaylistTests.encodeShared(origin, seed: 1)
+        let cache = dir.file("c"), master = origin.url("/s/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--variant", "all", master], cacheDir: cache).status == 0)
+        let new = HLSMemberPlaylistTests.encodeShared(origin, seed: 2)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let m = try Curl.fetch([serve.url(master)], in: dir)
+        let b = try #require(String(decoding: m.body, as: UTF8.self).split(separator: "\n").first { $0.contains("/b.m3u8") })
+        let media = try Curl.fetch([String(b)], in: dir)
+        #expect(media.status == 200)
+        for u in String(decoding: media.body, as: UTF8.self).split(separator: "\n") where !u.hasPrefix("#") {
+            let r = try Curl.fetch([String(u)], in: dir)
+            #expect(r.status == 200, "\(u): \(r.status)")
+        }
+        #expect(serve.log.contains { $0.contains("; it is a member of the stream of \(master): what that stream's other playlists named went too (it may be of the old encode), and its master is asked for again by the next prefetch") }, "\(serve.log)")
+        _ = serve.stop()
+        for (p, body) in old.segments { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) != TestBytes.sha256(body), "\(p): the old encode's") }
+        for p in ["/s/a.m3u8", "/s/alt.m3u8"] { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == nil, "\(p): the old copy stayed") }
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(CacheKeyRules().key(for: master)) == .manifestToAsk)
+        let check = try VCacheBinary.run(["check", master], cacheDir: cache)
+        #expect(check.stdout.contains("0 of 1 ready"), "\(check.stdout)")
+        let again = try VCacheBinary.run(["prefetch", "-q", "--variant", "all", master], cacheDir: cache)
+        #expect(again.status == 0, "\(again.stderr)")
+        for (p, text) in new.playlists { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(Data(text.utf8)), "\(p)") }
+        for (p, body) in new.segments { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(body), "\(p)") }
     }
 }

@@ -281,22 +281,47 @@ extension Prefetcher {
     /// version, would be served and exported under its old manifest (hostile probe h3, F5). One
     /// that cannot be dropped (its writer busy) fails the item, nothing dropped yet.
     func dropOtherManifests(naming keys: [CacheKey], root: CacheKey, url: String, besides: Set<CacheKey> = []) -> PrefetchError? {
+        let out = Self.dropOtherManifests(store, naming: keys, root: root, besides: besides)
+        for other in out.dropped {
+            events(.note(url: url, message: "its manifest changed on the origin, and \(other) names members of its old version too: that manifest's cached copy was dropped, so its next run drops what it named and fetches it again"))
+        }
+        if let busy = out.busy {
+            return .streamBusy("its manifest changed on the origin, and the manifest of another stream naming the same members (\(busy)) could not be dropped (in use by another vcache process): nothing was dropped, so neither stream is completed from two versions; run again once it is free")
+        }
+        return out.error.map { PrefetchError($0) }
+    }
+
+    /// What `dropOtherManifests` did: the URLs of the manifests whose cached copies were
+    /// dropped, and what stopped it (a manifest whose writer another process holds, an error).
+    struct OtherManifestsDropped {
+        var dropped: [String] = []
+        var busy: String?
+        var error: (any Error)?
+    }
+
+    /// `dropOtherManifests` of prefetch and serve (`Proxy.takeNewVersion`): the cached copies of
+    /// the streams other than `root` (and `besides`) whose manifests name any of `keys` are
+    /// dropped, their entries kept, each under its writer lock; it stops at the first it cannot.
+    static func dropOtherManifests(_ store: CacheStore, naming keys: [CacheKey], root: CacheKey, besides: Set<CacheKey> = []) -> OtherManifestsDropped {
+        var out = OtherManifestsDropped()
         let others: Set<CacheKey>
-        do { others = try store.catalog.otherRoots(naming: keys, besides: root).subtracting(besides) } catch { return PrefetchError(error) }
+        do { others = try store.catalog.otherRoots(naming: keys, besides: root).subtracting(besides) } catch { out.error = error; return out }
         for other in others.sorted() {
             guard let e = (try? store.catalog.entry(key: other)) ?? nil, !e.ranges.isEmpty else { continue }
             guard let lock = (try? store.tryLockWriter(key: other)) ?? nil else {
-                return .streamBusy("its manifest changed on the origin, and the manifest of another stream naming the same members (\(e.latestURL)) could not be dropped (in use by another vcache process): nothing was dropped, so neither stream is completed from two versions; run again once it is free")
+                out.busy = e.latestURL
+                return out
             }
             defer { lock.release() }
             do {
                 try store.dropVersion(key: other, validators: Validators(length: nil, etag: nil, lastModified: nil)).close()
             } catch {
-                return PrefetchError(error)
+                out.error = error
+                return out
             }
-            events(.note(url: url, message: "its manifest changed on the origin, and \(e.latestURL) names members of its old version too: that manifest's cached copy was dropped, so its next run drops what it named and fetches it again"))
+            out.dropped.append(e.latestURL)
         }
-        return nil
+        return out
     }
 
     /// A stream root whose manifest is no longer cached whole (`verify --fix` dropped its damaged

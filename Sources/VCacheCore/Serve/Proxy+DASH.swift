@@ -22,31 +22,23 @@ extension Proxy {
         let store = readThrough.store
         var version: NewVersion?
         let shared = livePlaylists.answerMPD(origin) {
-            let outcome = headFetchedWhole(video).map { SmallGet.Outcome.answer($0) }
+            let asked = ContinuousClock.now, headAnswer = headFetchedWhole(video)
+            let outcome = headAnswer.map { SmallGet.Outcome.answer($0) }
                 ?? SmallGet.fetch(origin, options: readThrough.options.request, limit: MPD.maxBytes)
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   MPD.looksLikeMPD(firstBytes: Array(fresh.body.prefix(4096)), contentType: fresh.contentType) else { return (outcome, nil) }
-            // Kept (and its stream recorded) only when it reads as an MPD: one refused for its
-            // limits (size, nesting) or unreadable would be of no use offline either.
-            // Its segment total is counted once per version (`MPDTotals`), not on every parse.
-            let body = Array(fresh.body)
-            let mpd = try? MPD.parse(body, url: fresh.finalURL, checkingTotal: false)
-            let refused = mpd.flatMap { livePlaylists.mpdTotals.refusal(origin, bytes: body, base: fresh.finalURL, mpd: $0) }
-            // The stream is recorded when the copy is new: listing every segment URL of a large
-            // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
-            if let mpd, refused == nil {
-                learnTemplates(mpd, root: video.key, segments: livePlaylists.mpdTotals.segments(origin))
-                // A stream prefetch recorded keeps the Representations it chose: recording every
-                // Representation on each answer made a complete stream partial to `ls` and every
-                // cron run ask for its MPD again (hostile probe h9d, F1). What serve stores of the
-                // others is still dropped by a re-encode: `keepCopy` drops what the old copy names.
-                switch keepCopy(video, fresh, mpd: mpd, url: origin) {
-                case .new: recordStream(mpd, key: video.key)
-                case .taken(let v):
-                    version = v
-                    recordStream(mpd, key: video.key)
-                case .same: if !((try? store.catalog.isStreamRoot(video.key)) ?? false) { recordStream(mpd, key: video.key) }
-                case .notKept(let v): version = v
+            let (mpd, kept) = keepAnswerMPD(video, fresh, origin: origin)
+            switch kept {
+            case .taken(let v)?, .notKept(let v)?: version = v
+            default: break
+            }
+            // What the answer says of members stored before its request began (`Proxy+Confirm`);
+            // the head `open` fetched for this request began earlier than `asked`: no answer of it.
+            if headAnswer == nil {
+                switch kept {
+                case .same?: manifestAnswered(video.key, roots: [video.key], at: asked, taken: false)
+                case .taken?: manifestAnswered(video.key, roots: [video.key], at: asked, taken: true)
+                default: break
                 }
             }
             return (outcome, mpd.flatMap { $0.isDynamic ? LivePlaylists.freshness(minimumUpdatePeriod: $0.minimumUpdatePeriod) : nil })
@@ -72,6 +64,7 @@ extension Proxy {
                     "the origin's MPD is larger than the \(Units.formatSize(Int64(MPD.maxBytes))) vcache reads as one: not answered")
         case .failed:
             guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e) else { return nil }
+            if let refused = unconfirmedOffline(video.key, what: "MPD") { return refused }
             (bytes, finalURL, status) = (copy.bytes, copy.base, .hit)
             offline = true
         }
@@ -212,6 +205,31 @@ extension Proxy {
         return members
     }
 
+    /// An MPD the origin answered 200 (`fresh`) for `origin`, carried out: kept (and its stream
+    /// recorded) only when it reads as an MPD within the limits (one refused for its limits or
+    /// unreadable would be of no use offline either), a re-encode taken (`keepCopy`). Nil: not
+    /// kept. Its segment total is counted once per version (`MPDTotals`), not on every parse.
+    /// Returns it parsed (nil: it does not read), and what was done.
+    func keepAnswerMPD(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, origin: String) -> (mpd: MPD?, kept: KeptCopy?) {
+        let store = readThrough.store, body = Array(fresh.body)
+        let parsed = try? MPD.parse(body, url: fresh.finalURL, checkingTotal: false)
+        guard let mpd = parsed, livePlaylists.mpdTotals.refusal(origin, bytes: body, base: fresh.finalURL, mpd: mpd) == nil else { return (parsed, nil) }
+        // The stream is recorded when the copy is new: listing every segment URL of a large
+        // MPD and reading its members back cost seconds per request (Docs/dash.md, "limits").
+        learnTemplates(mpd, root: video.key, segments: livePlaylists.mpdTotals.segments(origin))
+        // A stream prefetch recorded keeps the Representations it chose: recording every
+        // Representation on each answer made a complete stream partial to `ls` and every
+        // cron run ask for its MPD again (hostile probe h9d, F1). What serve stores of the
+        // others is still dropped by a re-encode: `keepCopy` drops what the old copy names.
+        let kept = keepCopy(video, fresh, mpd: mpd, url: origin)
+        switch kept {
+        case .new, .taken: recordStream(mpd, key: video.key)
+        case .same: if !((try? store.catalog.isStreamRoot(video.key)) ?? false) { recordStream(mpd, key: video.key) }
+        case .notKept: break
+        }
+        return (mpd, kept)
+    }
+
     /// The MPD the origin answered, kept whole in the cache for offline answers (with the URL
     /// that answered it, which its BaseURLs resolve against): an older copy is replaced by the
     /// very bytes answered (`ReadThrough.keepWhole`: no second origin request). A static MPD
@@ -220,7 +238,7 @@ extension Proxy {
     /// its members go first, under the stream's lock (`takeNewVersion`); when they cannot, the
     /// answer is not kept and the new members are passed through. Whether the cache held these
     /// very bytes already, took them, or could not.
-    private func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, mpd: MPD, url: String) -> KeptCopy {
+    func keepCopy(_ video: ReadThrough.Video, _ fresh: SmallGet.Answer, mpd: MPD, url: String) -> KeptCopy {
         let store = readThrough.store, body = Array(fresh.body)
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
         let keep = { () -> Bool in
@@ -228,6 +246,16 @@ extension Proxy {
             return self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
         guard let e = (try? store.catalog.entry(key: video.key)) ?? nil, let copy = store.cachedMPD(e) else {
+            // A stream root whose copy is gone (dropped as another MPD naming its members was
+            // re-encoded, `verify --fix`) while members hold bytes: nothing says which version
+            // they are, so they go first, as prefetch has it (`dropMembersOfLostManifest`).
+            let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys.filter { $0 != video.key } ?? []
+            if !mpd.isDynamic, ((try? store.catalog.entries(keys: recorded)) ?? [:]).contains(where: { !$0.value.ranges.isEmpty }) {
+                switch takeNewVersion(root: video.key, old: recorded, new: members(of: mpd), keep: keep) {
+                case .taken(let n, let others, _): return .taken(.taken(dropped: n, others: others))
+                case .passedThrough: return .notKept(.passedThrough)
+                }
+            }
             _ = keep()
             return .new
         }
@@ -255,10 +283,10 @@ extension Proxy {
         let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? []
         let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key)))
         switch takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) {
-        case .taken(let n): return .taken(.taken(dropped: n))
+        case .taken(let n, let others, _): return .taken(.taken(dropped: n, others: others))
         case .passedThrough: return .notKept(.passedThrough)
         }
     }
 
-    private enum KeptCopy { case same, new, taken(NewVersion), notKept(NewVersion) }
+    enum KeptCopy { case same, new, taken(NewVersion), notKept(NewVersion) }
 }

@@ -27,6 +27,7 @@ extension Proxy {
         // one answered from its copy for half its target duration (`LivePlaylists`). The fetching
         // request alone acts on what came, before the others are woken.
         let shared = livePlaylists.answer(origin) {
+            let asked = ContinuousClock.now
             let outcome = SmallGet.fetch(origin, options: readThrough.options.request, limit: HLSPlaylist.maxBytes)
             guard case .answer(let fresh) = outcome, fresh.status == 200,
                   HLSPlaylist.looksLikePlaylist(firstBytes: fresh.body.prefix(16), contentType: fresh.contentType) else { return (outcome, nil) }
@@ -38,9 +39,18 @@ extension Proxy {
                 if let now { passThroughLater(manifest: master, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) }) }
                 return (outcome, now)
             }
-            if let now { version = dropIfChanged(video, now: now, fresh: fresh, url: origin) }
-            // Kept for offline: the cached copy's relative URIs resolve against it too.
-            try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            if let now {
+                version = keepAnswerPlaylist(video, now: now, fresh: fresh, url: origin)
+                // What the answer says of members stored before its request began (`Proxy+Confirm`).
+                switch version {
+                case .taken?: manifestAnswered(video.key, roots: [video.key], at: asked, taken: true)
+                case nil: if case .media(let m) = now, m.isLive {} else { manifestAnswered(video.key, roots: [video.key], at: asked, taken: false) }
+                case .passedThrough?: break
+                }
+            } else {
+                // Kept for offline: the cached copy's relative URIs resolve against it too.
+                try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+            }
             return (outcome, now)
         }
         var got: SmallGet.Answer?
@@ -76,6 +86,7 @@ extension Proxy {
             parsedFresh = shared.playlist  // parsed once, by the fetch, against the same URL
         } else if HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType),
                   let copy = readThrough.store.cachedPlaylist(key: video.key, keyRules: readThrough.options.keyRules, complete: false) {
+            if let refused = unconfirmedOffline(video.key, what: "playlist") { return refused }
             text = String(decoding: copy.bytes, as: UTF8.self)
             // Resolved against the URL that last answered it (after redirects), as online.
             finalURL = copy.base
@@ -120,6 +131,16 @@ extension Proxy {
                 status == .hit ? bytes : 0, status == .hit ? 0 : bytes, status, "playlist, rewritten" + (version.map { "; " + $0.note } ?? ""))
     }
 
+    /// A playlist the origin answered 200 (`fresh`, read as `now`) for `url`, carried out: a
+    /// re-encode taken (`dropIfChanged`), the URL that answered recorded (the cached copy's
+    /// relative URIs resolve against it too). What was done (nil: no new version).
+    func keepAnswerPlaylist(_ video: ReadThrough.Video, now: HLSPlaylist, fresh: SmallGet.Answer, url: String) -> NewVersion? {
+        let version = dropIfChanged(video, now: now, fresh: fresh, url: url)
+        try? readThrough.store.catalog.recordFinalURL(key: video.key, url: fresh.finalURL)
+        if case .taken? = version { recordStream(now, key: video.key) }
+        return version
+    }
+
     /// A VOD media playlist or a master the origin now answers with another stream than the
     /// cached copy names: the stream changed under the same URLs (a re-encode in place), so what
     /// the old copy names (segments, init sections, keys; a master's media playlists and all
@@ -144,10 +165,12 @@ extension Proxy {
         guard old.bytes != body else { versionKept(video.key); return nil }
         func members(_ p: HLSPlaylist) -> [StreamRecord.Member] { p.members.map { StreamRecord.Member(key: rules.key(for: $0.url), role: $0.role) } }
         let root: CacheKey, named: [CacheKey]
+        var masters: [CacheKey] = []
         switch (was, now) {
         case (.media(let w), .media(let f)) where !w.isLive:
             guard !f.isLive, !ManifestRevalidation.sameEncode(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
-            let masters = ((try? store.catalog.playlists(naming: video.key)) ?? nil).flatMap { $0.role == .playlist ? $0.playlists : nil } ?? []
+            // Its masters' streams are marked and their other members go too (`takeNewVersion`).
+            masters = ((try? store.catalog.playlistOwners(among: [video.key])) ?? [:])[video.key] ?? []
             root = masters.first ?? video.key
             named = members(was).map(\.key)
         case (.master, .master):
@@ -158,7 +181,7 @@ extension Proxy {
             return nil
         }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
-        return takeNewVersion(root: root, manifest: video.key, old: named, new: members(now)) {
+        return takeNewVersion(root: root, manifest: video.key, old: named, new: members(now), masters: masters) {
             self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
     }

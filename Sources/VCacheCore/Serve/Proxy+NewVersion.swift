@@ -20,42 +20,73 @@ extension Proxy {
     /// answer finds the cached copy the version the origin serves. Returns what was done, said
     /// on the answer's log line (`note`).
     /// `manifest`: the manifest answered (the root, or a media playlist of the master `root`).
+    /// `masters`: for a media playlist, the masters naming it (`root` the first), as prefetch has
+    /// a media playlist given by its own URL (Docs/dash.md, "HLS: a master's media playlist";
+    /// hostile probe h9d, F11): each master's stream is marked to be asked for again
+    /// (`StreamRole.manifestToAsk`) before anything goes, and every other member of those streams
+    /// (the other variants' and renditions' playlists and all they name: they may be of the old
+    /// encode) goes with what the old copy named; the playlists' rows stay (their masters still
+    /// name them, now not cached).
     @discardableResult
-    func takeNewVersion(root: CacheKey, manifest: CacheKey? = nil, old: [CacheKey], new: [StreamRecord.Member], keep: () -> Bool) -> NewVersion {
+    func takeNewVersion(root: CacheKey, manifest: CacheKey? = nil, old: [CacheKey], new: [StreamRecord.Member], masters: [CacheKey] = [],
+                        keep: () -> Bool) -> NewVersion {
         let store = readThrough.store, manifest = manifest ?? root
         guard let lock = (try? store.tryLockStream(root: root)) ?? nil else {
             passThroughLater(manifest: manifest, new)
             return .passedThrough
         }
         defer { store.releaseStreamLock(lock, root: root) }
-        let members = old.filter { $0 != root && $0 != manifest }
+        var old = old
+        for master in masters {
+            try? store.catalog.markRootToAsk(master, true)
+            old += ((try? store.catalog.stream(root: master)) ?? nil)?.keys.filter { !masters.contains($0) } ?? []
+        }
+        let members = Array(Set(old.filter { $0 != root && $0 != manifest && !masters.contains($0) }))
+        // Another stream's manifest naming members of the old version (two MPDs naming the same
+        // segment URLs) may be of the old version too: its copy goes first, as prefetch has it
+        // (Docs/dash.md, "Two MPDs naming the same segment URLs"; hostile probe h9d, F10).
+        let others = Prefetcher.dropOtherManifests(store, naming: members, root: root, besides: Set([manifest] + masters))
+        guard others.busy == nil, others.error == nil else {
+            passThroughLater(manifest: manifest, new)
+            return .passedThrough
+        }
         let held = ((try? store.catalog.entries(keys: members)) ?? [:]).filter { !$0.value.ranges.isEmpty }
         for k in held.keys.sorted(by: { $0.hex < $1.hex }) where !readThrough.dropCachedBytes(key: k) {
             passThroughLater(manifest: manifest, new)
             return .passedThrough
         }
-        try? store.catalog.releaseMembers(members, root: root)
+        if masters.isEmpty {
+            try? store.catalog.releaseMembers(members, root: root)
+        } else {
+            let playlists = Set(((try? store.catalog.playlistOwners(among: members)) ?? [:]).keys)
+            for master in masters { try? store.catalog.releaseMembers(members.filter { !playlists.contains($0) }, root: master) }
+        }
         guard keep() else {
             // The old manifest must not stay over members the player fetches from the new one.
             if !readThrough.dropCachedBytes(key: manifest) { passThroughLater(manifest: manifest, new) }
             return .passedThrough
         }
         versionKept(manifest)
-        return .taken(dropped: held.count)
+        let named = masters.map { ((try? store.catalog.entry(key: $0)) ?? nil)?.latestURL ?? $0.hex }
+        return .taken(dropped: held.count, others: others.dropped, masters: named)
     }
 
     /// What `takeNewVersion` did.
     enum NewVersion {
-        /// The new version stored, after `dropped` entries cached from the old one were dropped.
-        case taken(dropped: Int)
+        /// The new version stored, after `dropped` entries cached from the old one were dropped,
+        /// and the cached copies of `others` (manifests naming members of the old one); `masters`:
+        /// the masters of a media playlist taken, marked and their other members dropped.
+        case taken(dropped: Int, others: [String], masters: [String] = [])
         /// Not stored: what the new version names is passed through.
         case passedThrough
 
         /// Said on the log line of the answer that took it.
         var note: String {
             switch self {
-            case .taken(let n):
+            case .taken(let n, let others, let masters):
                 return "re-encoded on the origin: the \(n) \(n == 1 ? "entry" : "entries") cached from the old copy were dropped, the new copy stored"
+                    + others.map { "; \($0) names members of its old version too: that manifest's cached copy was dropped, so it is fetched again and what it named dropped" }.joined()
+                    + masters.map { "; it is a member of the stream of \($0): what that stream's other playlists named went too (it may be of the old encode), and its master is asked for again by the next prefetch" }.joined()
             case .passedThrough:
                 return "re-encoded on the origin while another vcache process holds the stream: the new copy is answered without being stored, and what it names comes from the origin, not the cache"
             }
@@ -121,22 +152,11 @@ extension Proxy {
             ?? passThroughCheck(key, manifest: manifest, role: role)?.problem(length: length, firstBytes: body.prefix(376)) {
             return (HTTPServer.Response(status: 502, headers: Self.inert), 0, "\(problem); \(why), not passed on")
         }
-        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
         let etag = a.etag ?? "\"vcache-\(SHA256Digest.hash(a.body).prefix(16))\""
-        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
-                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: a.contentType, name: name)))]
-        if let lm = a.lastModified { headers.append(("Last-Modified", lm)) }
-        var rangeHeader = request.headers["range"]
-        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
-        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: a.lastModified) { rangeHeader = nil }
-        var status = 200, span = ByteRange(0, length)
-        switch RangeHeader(rangeHeader, length: length) {
-        case .whole: break
-        case .span(let r):
-            (status, span) = (206, r)
-            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(length)"))
-        case .unsatisfiable:
-            return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(length)")] + Self.inert), 0, why)
+        let headers: [(String, String)], status: Int, span: ByteRange
+        switch passThroughHead(request, length: length, etag: etag, lastModified: a.lastModified, contentType: a.contentType) {
+        case .span(let h, let st, let sp): (headers, status, span) = (h, st, sp)
+        case .unsatisfiable(let refused): return (refused, 0, why)
         }
         let out = Array(body[Int(span.lowerBound)..<Int(span.upperBound)])
         // What came from the origin: the whole member, whatever part of it is answered.
@@ -162,27 +182,41 @@ extension Proxy {
         }
         let validators = Validators(length: total, etag: probe.etag, lastModified: probe.lastModified)
         let etag = probe.etag ?? "\"vcache-\(SHA256Digest.hash("\(key) \(total) \(probe.lastModified ?? "")").prefix(16))\""
-        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
-        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
-                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: probe.contentType, name: name)))]
-        if let lm = probe.lastModified { headers.append(("Last-Modified", lm)) }
-        var rangeHeader = request.headers["range"]
-        // RFC 9110 §13.1.5: a Range under an If-Range naming another version is ignored.
-        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: probe.lastModified) { rangeHeader = nil }
-        var status = 200, span = ByteRange(0, total)
-        switch RangeHeader(rangeHeader, length: total) {
-        case .whole: break
-        case .span(let r):
-            (status, span) = (206, r)
-            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(total)"))
-        case .unsatisfiable:
-            return (HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(total)")] + Self.inert), 0, why)
+        let headers: [(String, String)], status: Int, span: ByteRange
+        switch passThroughHead(request, length: total, etag: etag, lastModified: probe.lastModified, contentType: probe.contentType) {
+        case .span(let h, let st, let sp): (headers, status, span) = (h, st, sp)
+        case .unsatisfiable(let refused): return (refused, 0, why)
         }
         let options = readThrough.options.request
         let stream = PassThroughStream { DirectStream(url: origin, span: span, validators: validators, options: options) }
         let sent = request.method == "HEAD" ? 0 : span.count
         return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .stream(length: span.count, stream)), sent,
                 why + "; streamed from the origin")
+    }
+
+    /// The head of a passed-through answer of a member of `length` bytes (`passThrough`,
+    /// `passThroughStreamed`): the origin's validators (`etag` standing for its ETag), and the
+    /// span the player's Range asks, unless an If-Range names another version (RFC 9110 §13.1.5:
+    /// the whole then); an unsatisfiable Range gets its 416.
+    private func passThroughHead(_ request: HTTPServer.Request, length: Int64, etag: String, lastModified: String?, contentType: String?) -> PassThroughHead {
+        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
+        var headers: [(String, String)] = [("Accept-Ranges", "bytes"), ("X-Cache", CacheStatus.miss.rawValue), ("ETag", etag),
+                                           ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: contentType, name: name)))]
+        if let lm = lastModified { headers.append(("Last-Modified", lm)) }
+        var rangeHeader = request.headers["range"]
+        if let ifRange = request.headers["if-range"], !IfRange.matches(ifRange, etag: etag, lastModified: lastModified) { rangeHeader = nil }
+        switch RangeHeader(rangeHeader, length: length) {
+        case .whole: return .span(headers: headers, status: 200, span: ByteRange(0, length))
+        case .span(let r):
+            return .span(headers: headers + [("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound - 1)/\(length)")], status: 206, span: r)
+        case .unsatisfiable:
+            return .unsatisfiable(HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(length)")] + Self.inert))
+        }
+    }
+
+    private enum PassThroughHead {
+        case span(headers: [(String, String)], status: Int, span: ByteRange)
+        case unsatisfiable(HTTPServer.Response)
     }
 
     /// How a passed-through member is checked: as the normal path checks it (`memberCheck`) when

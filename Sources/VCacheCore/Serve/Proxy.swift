@@ -34,7 +34,7 @@ public final class Proxy: Sendable {
         get { names.withLock { $0 } }
         set { names.withLock { $0 = newValue } }
     }
-    private let log: @Sendable (LogLine) -> Void
+    let log: @Sendable (LogLine) -> Void
     public let metrics = ServeMetrics()
     /// Live playlists fetched in the last half target duration (`LivePlaylists`).
     let livePlaylists = LivePlaylists()
@@ -44,6 +44,8 @@ public final class Proxy: Sendable {
     /// Per MPD root naming more than `eagerMembers` segments, its template Representations whose
     /// segments are recorded as members one at a time, when serve stores one (`lazyMember`).
     let lazyTemplates = Locked<[CacheKey: [LazyTemplate]]>([:])
+    /// Per manifest serve confirms after storing members it names (`Proxy+Confirm`).
+    let confirmations = Locked<[CacheKey: Confirmation]>([:])
     /// Who may read `/metrics` and `/status`: loopback always, and these addresses (`--metrics-from`).
     public let metricsClients: Set<String>
     /// Called (once) when a request finds the catalog replaced since serve opened it (a repair
@@ -229,6 +231,8 @@ public final class Proxy: Sendable {
         let fresh = !video.fromCatalog
         let cacheStatus = fresh ? .miss : reader.cacheStatus
         headers.append(("X-Cache", cacheStatus.rawValue))
+        // Bytes of a stream member come from the origin: its manifest is asked for again (`Proxy+Confirm`).
+        let confirming = cacheStatus == .hit ? [] : memberBegins(key: video.key, began: start)
         let body: HTTPServer.Body
         // A member's signed URL that expires while the body goes out is renewed for the rest.
         let streamed = RenewingReader(reader, span: span) { [self] rest, status in self.renewedReader(video, range: rest, refused: status) }
@@ -265,6 +269,7 @@ public final class Proxy: Sendable {
             if !completed { notes.append(unread ?? streamed.failure ?? "the client left before the end") }
             done.note = notes.isEmpty ? nil : notes.joined(separator: "; ")
             account(done, cache: cacheStatus, originError: completed || streamed.failure == nil ? nil : "cut")
+            if !confirming.isEmpty { self.memberEnded(key: video.key, url: video.url, began: start, targets: confirming) }
         }
     }
 }
@@ -293,6 +298,7 @@ extension Proxy {
         var gauges = ServeMetrics.Gauges.measure(readThrough.store, cap: readThrough.currentCap)
         gauges.storingJobs = readThrough.storingJobs
         gauges.openConnections = connectionCount.withLock { $0?() } ?? 0
+        gauges.unconfirmedManifests = unconfirmedCount
         if path == "/metrics" { return text(200, metrics.prometheus(gauges), type: "text/plain; version=0.0.4; charset=utf-8") }
         return text(200, String(decoding: metrics.statusJSON(gauges), as: UTF8.self) + "\n", type: "application/json")
     }

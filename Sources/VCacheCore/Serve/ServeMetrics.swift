@@ -80,6 +80,8 @@ public final class ServeMetrics: Sendable {
     public struct Gauges: Sendable {
         public var storingJobs = 0
         public var openConnections = 0
+        /// Manifests whose members serve stored are not confirmed yet (`Proxy+Confirm`).
+        public var unconfirmedManifests = 0
         public var cacheBytes: Int64 = 0
         public var capBytes: Int64?
         public var completeEntries = 0
@@ -137,7 +139,7 @@ public final class ServeMetrics: Sendable {
             "responses_by_cache": Dictionary(uniqueKeysWithValues: CacheStatus.allCases.map { ($0.rawValue.lowercased(), c.cache[$0] ?? 0) }),
             "from_cache_bytes": c.fromCacheBytes, "from_origin_bytes": c.fromOriginBytes,
             "origin_errors": c.originErrors,
-            "storing_jobs": g.storingJobs, "open_connections": g.openConnections,
+            "storing_jobs": g.storingJobs, "open_connections": g.openConnections, "manifests_unconfirmed": g.unconfirmedManifests,
             "cache_bytes": g.cacheBytes, "complete_entries": g.completeEntries, "partial_entries": g.partialEntries,
             "started": UTCTime.iso8601(started),
         ]

@@ -1,0 +1,264 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Serve's counterpart of prefetch's end check (`Prefetcher+EndCheck.swift`; Docs/dash.md,
+/// "Changed while serve stores members"): a player holding a manifest asks for members not
+/// cached; if the origin re-encoded in place meanwhile, serve fetches the new encode's bytes
+/// and would store them under the cached old manifest. So once serve has stored a member fetched
+/// from the origin, the manifest naming it (a static MPD, an HLS VOD media playlist) is asked
+/// for again, conditionally, unless an answer of it whose request began after that member's
+/// fetch began confirmed it already. One request in flight per manifest, made `confirmDelay`
+/// after the first member stored, covering every member whose fetch began before it (a burst of
+/// members a player fetches to fill its buffer costs one request, not one each); a stream
+/// served from the cache asks nothing. Judged as the end check judges (`sameEncode`): the same
+/// encode confirms; another is taken as a player's answer takes it (`takeNewVersion`: the old
+/// copy's members go, what was just stored included); no answer leaves the stream's root marked
+/// `manifest-unconfirmed` (set while the question is open) until an answer confirms it, so
+/// `check`, `export` and serve offline do not take it as playable.
+extension Proxy {
+    /// What serve knows of one manifest's confirmation, for this process.
+    struct Confirmation: Sendable {
+        /// When the request of the last answer found the same encode began.
+        var confirmed: ContinuousClock.Instant?
+        /// When the request of the last answer that took a new version began: a member whose
+        /// fetch began before it may be of either version.
+        var taken: ContinuousClock.Instant?
+        /// The earliest beginning of a member stored since and not yet confirmed.
+        var pending: ContinuousClock.Instant?
+        /// A confirming request in flight.
+        var asking = false
+        /// The roots serve marked `manifest-unconfirmed` for it (one a prefetch marked stays its own).
+        var marked: Set<CacheKey> = []
+    }
+
+    /// A manifest to ask again for a stored member: its key, URL and kind, and the roots of the
+    /// streams it stands for (an MPD: itself; a media playlist: itself and its masters).
+    struct ConfirmTarget: Sendable {
+        let key: CacheKey
+        let url: String
+        let mpd: Bool
+        let roots: [CacheKey]
+    }
+
+    /// A stream member answered (at least in part) from the origin by a request that began at
+    /// `began`: registered at once, on the request's path (before the player has its bytes, so
+    /// `/status` counts it as soon as it is asked: `unconfirmedCount`), its manifests asked for
+    /// again off it. Returns the manifests it was registered with (`memberEnded`).
+    func memberBegins(key: CacheKey, began: ContinuousClock.Instant) -> [ConfirmTarget] {
+        let targets = confirmTargets(naming: key)
+        for target in targets where noteStored(target, began: began) {
+            DetachedThread.start(name: "vcache-confirm") { [self] in confirmLoop(target) }
+        }
+        return targets
+    }
+
+    /// The member registered by `memberBegins` is answered: when serve took a new version of one
+    /// of its manifests after its fetch began, what it stored may be of either version: dropped.
+    func memberEnded(key: CacheKey, url: String, began: ContinuousClock.Instant, targets: [ConfirmTarget]) {
+        let across = confirmations.withLock { all in targets.contains { t in all[t.key]?.taken.map { began < $0 } ?? false } }
+        guard across else { return }
+        DetachedThread.start(name: "vcache-confirm") { [self] in
+            guard readThrough.dropCachedBytes(key: key) else { return }
+            backgroundLog(url, status: 200, note: "stored from a fetch that began before its manifest was found re-encoded on the origin: dropped (it may be the old encode's)")
+        }
+    }
+
+    /// Manifests whose members serve stored are not confirmed yet (a question open, or
+    /// unanswered): `/status` `manifests_unconfirmed`.
+    var unconfirmedCount: Int { confirmations.withLock { $0.values.filter { $0.asking || $0.pending != nil }.count } }
+
+    /// Registers a member of `t` whose fetch began at `began`; true when no request for `t` is
+    /// in flight (the caller starts `confirmLoop`).
+    private func noteStored(_ t: ConfirmTarget, began: ContinuousClock.Instant) -> Bool {
+        confirmations.withLock { all in
+            if all.count >= 1024, all[t.key] == nil { all = all.filter { $0.value.asking || $0.value.pending != nil } }
+            var c = all[t.key] ?? Confirmation()
+            defer { all[t.key] = c }
+            c.pending = min(c.pending ?? began, began)
+            if c.asking { return false }
+            c.asking = true
+            return true
+        }
+    }
+
+    /// Seconds from a member stored to the request confirming its manifest.
+    static let confirmDelay = 0.5
+
+    /// Asks for `t` until no member whose fetch began before a request did is left unconfirmed
+    /// (a player's answer of the manifest meanwhile counts), or an answer fails (the mark stays:
+    /// a later member or answer asks again).
+    private func confirmLoop(_ t: ConfirmTarget) {
+        let catalog = readThrough.store.catalog
+        while true {
+            for r in t.roots where ((try? catalog.rootRole(r)) ?? nil) == .manifest {
+                if (try? catalog.markRootUnconfirmed(r, true)) != nil { confirmations.withLock { _ = $0[t.key]?.marked.insert(r) } }
+            }
+            // The members a player fetches with this one join it meanwhile.
+            usleep(useconds_t(Self.confirmDelay * 1_000_000))
+            let asked = ContinuousClock.now
+            let open = confirmations.withLock { $0[t.key]?.pending != nil }
+            let said: Said = open ? ask(t) : .confirmed
+            let settled = confirmations.withLock { all -> Bool? in
+                var c = all[t.key] ?? Confirmation()
+                defer { all[t.key] = c }
+                switch said {
+                case .failed:
+                    c.asking = false
+                    return nil
+                case .confirmed: if open { c.confirmed = max(c.confirmed ?? asked, asked) }
+                case .taken: c.taken = max(c.taken ?? asked, asked)
+                }
+                if open, let p = c.pending, p < asked { c.pending = nil }
+                return c.pending == nil
+            }
+            guard let settled else { return }
+            guard settled else { continue }
+            // Cleared before the question counts as closed (`unconfirmedCount`).
+            clearMarks(confirmations.withLock { all in all[t.key].map { Array($0.marked) } ?? [] })
+            let closed = confirmations.withLock { all -> Bool in
+                guard all[t.key]?.pending == nil else { return false }
+                all[t.key]?.asking = false
+                all[t.key]?.marked = []
+                return true
+            }
+            if closed { return }
+        }
+    }
+
+    /// A player's answer of the manifest `key` (its request began at `asked`) found the cached
+    /// copy the same encode (`taken` false) or took a new version: members whose fetch began
+    /// before it are confirmed, or (taken) of either version; a mark goes when nothing is left
+    /// unconfirmed (one a prefetch left too: `clearMarks`, not while one holds the stream).
+    func manifestAnswered(_ key: CacheKey, roots: [CacheKey], at asked: ContinuousClock.Instant, taken: Bool) {
+        let clear = confirmations.withLock { all -> [CacheKey] in
+            guard var c = all[key] ?? (taken ? Confirmation() : nil) else { return roots }
+            defer { all[key] = c }
+            if taken { c.taken = max(c.taken ?? asked, asked) } else { c.confirmed = max(c.confirmed ?? asked, asked) }
+            if let p = c.pending, p < asked { c.pending = nil }
+            // A request in flight clears what it marked itself.
+            guard c.pending == nil, !c.asking else { return [] }
+            defer { c.marked = [] }
+            return roots + c.marked
+        }
+        clearMarks(clear)
+    }
+
+    /// Clears the `manifest-unconfirmed` mark of `roots`, each only while no other process holds
+    /// its stream (a prefetch fetching members marks it for its own end check).
+    private func clearMarks(_ roots: [CacheKey]) {
+        let store = readThrough.store
+        for r in roots where ((try? store.catalog.rootRole(r)) ?? nil) == .manifestUnconfirmed {
+            guard let lock = (try? store.tryLockStream(root: r)) ?? nil else { continue }
+            try? store.catalog.markRootUnconfirmed(r, false)
+            store.releaseStreamLock(lock, root: r)
+        }
+    }
+
+    private enum Said { case confirmed, taken, failed }
+
+    /// One conditional request for `t`, judged and carried out; its log line says what came.
+    private func ask(_ t: ConfirmTarget) -> Said {
+        let store = readThrough.store, rules = readThrough.options.keyRules
+        let what = "its manifest asked again after members were stored from the origin"
+        guard let e = (try? store.catalog.entry(key: t.key)) ?? nil, let bytes = store.cachedBytes(of: e), Int64(bytes.count) == e.length else {
+            backgroundLog(t.url, status: 0, note: "\(what): its copy is no longer cached whole, so its stream stays marked unconfirmed")
+            return .failed
+        }
+        var o = readThrough.options.request
+        if let etag = e.validators.etag { o.headers.append("If-None-Match: \(etag)") } else if let lm = e.validators.lastModified { o.headers.append("If-Modified-Since: \(lm)") }
+        let conditional = e.validators.etag != nil || e.validators.lastModified != nil
+        let outcome = SmallGet.fetch(t.url, options: o, limit: t.mpd ? MPD.maxBytes : HLSPlaylist.maxBytes)
+        func failed(_ why: String, status: Int = 0) -> Said {
+            backgroundLog(t.url, status: status, note: "\(what): no answer to judge by (\(why)): its stream stays marked unconfirmed (not answered from the cache offline, not exported) until an answer confirms it")
+            return .failed
+        }
+        guard case .answer(let a) = outcome else { return failed(outcome.isTooLarge ? "larger than vcache reads as one" : "the origin could not be reached") }
+        let body = Array(a.body)
+        if a.status == 304, conditional || body == bytes {
+            backgroundLog(t.url, status: 304, note: "\(what): unchanged, the members confirmed")
+            return .confirmed
+        }
+        guard a.status == 200, !body.isEmpty else { return failed("origin answered \(a.status)", status: a.status) }
+        let moved = ManifestRevalidation.folder(of: a.finalURL) != ManifestRevalidation.folder(of: ((try? store.catalog.finalURL(of: t.key)) ?? nil) ?? e.latestURL)
+        if !moved, body == bytes || ManifestRevalidation.sameEncode(body, bytes, mpd: t.mpd, rules: rules) {
+            backgroundLog(t.url, status: 200, note: "\(what): the same encode, the members confirmed")
+            return .confirmed
+        }
+        let video = ReadThrough.Video(key: t.key, url: t.url, length: 0, validators: Validators(length: nil, etag: nil, lastModified: nil),
+                                      contentType: nil, fromCatalog: false, snapshot: ReadThrough.Snapshot())
+        let version: NewVersion?
+        if t.mpd {
+            guard MPD.looksLikeMPD(firstBytes: Array(body.prefix(4096)), contentType: a.contentType) else { return failed("its answer is not an MPD", status: 200) }
+            switch keepAnswerMPD(video, a, origin: t.url).kept {
+            case .taken(let v)?: version = v
+            case .notKept(let v)?: version = v
+            case .same?: version = nil
+            case .new?, nil: return failed("its answer could not be read or kept", status: 200)
+            }
+        } else {
+            guard let now = try? HLSPlaylist.parse(body, url: a.finalURL) else { return failed("its answer is not a playlist", status: 200) }
+            version = keepAnswerPlaylist(video, now: now, fresh: a, url: t.url)
+        }
+        switch version {
+        case nil:
+            backgroundLog(t.url, status: 200, note: "\(what): the same encode, the members confirmed")
+            return .confirmed
+        case .taken?:
+            backgroundLog(t.url, status: 200, note: "\(what): \(version!.note)")
+            return .taken
+        case .passedThrough?:
+            backgroundLog(t.url, status: 200, note: "\(what): \(version!.note); its stream stays marked unconfirmed")
+            return .failed
+        }
+    }
+
+    /// The manifests naming the stream member `key` that serve confirms: each static MPD root of
+    /// a stream it is a member of, and each cached VOD media playlist naming it (a master names no
+    /// segment: a re-encode keeping it byte for byte shows in its media playlists).
+    func confirmTargets(naming key: CacheKey) -> [ConfirmTarget] {
+        let store = readThrough.store, rules = readThrough.options.keyRules
+        guard let (role, playlists) = (try? store.catalog.playlists(naming: key)) ?? nil, role != .playlist else { return [] }
+        var out: [ConfirmTarget] = []
+        for p in playlists.prefix(8) {
+            guard let e = (try? store.catalog.entry(key: p)) ?? nil, e.isComplete, mayAsk(e.latestURL) else { continue }
+            if ((try? store.catalog.streamFormat(root: p)) ?? nil) == "dash" {
+                guard let mpd = store.cachedMPD(e)?.mpd, !mpd.isDynamic else { continue }
+                out.append(ConfirmTarget(key: p, url: e.latestURL, mpd: true, roots: [p]))
+            } else if case .media(let m)? = store.cachedPlaylist(e, keyRules: rules)?.playlist, !m.isLive,
+                      HLSPlaylist.media(m).members.contains(where: { rules.key(for: $0.url) == key }) {
+                let masters = ((try? store.catalog.playlistOwners(among: [p])) ?? [:])[p] ?? []
+                out.append(ConfirmTarget(key: p, url: e.latestURL, mpd: false, roots: [p] + masters))
+            }
+        }
+        return out
+    }
+
+    /// Offline, the answer for the manifest `key` (`what`: "MPD", "playlist") when its stream,
+    /// or a master's naming it, is marked `manifest-unconfirmed` (members fetched and its
+    /// manifest not confirmed since, by a run or by serve: they may be of two encodes): 502, not
+    /// the cached copy, as `export` refuses it (hostile probe h9d, F16). Nil: not marked.
+    func unconfirmedOffline(_ key: CacheKey, what: String) -> (response: HTTPServer.Response, fromCache: Int64, fromOrigin: Int64, cache: CacheStatus?, note: String)? {
+        let catalog = readThrough.store.catalog
+        let roots = [key] + (((try? catalog.playlistOwners(among: [key])) ?? [:])[key] ?? [])
+        guard roots.contains(where: { ((try? catalog.rootRole($0)) ?? nil) == .manifestUnconfirmed }) else { return nil }
+        return (HTTPServer.Response(status: 502, headers: Self.inert), 0, 0, nil,
+                "the origin could not be reached, and the cached \(what)'s stream is not confirmed unchanged on the origin since members were fetched for it (manifest-unconfirmed: they may be of two encodes): not answered from the cache")
+    }
+
+    /// A line in serve's log for what serve asked of its own accord (no player's request).
+    func backgroundLog(_ url: String, status: Int, note: String) {
+        log(LogLine(time: Date(), client: "serve", method: "GET", url: url, range: nil, status: status, fromCache: 0, fromOrigin: 0, seconds: 0, note: note))
+    }
+}
+
+private extension SmallGet.Outcome {
+    var isTooLarge: Bool { if case .tooLarge = self { true } else { false } }
+}
