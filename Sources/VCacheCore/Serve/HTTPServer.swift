@@ -92,8 +92,12 @@ public final class HTTPServer: @unchecked Sendable {
         public var connections: UInt32 = 256
         /// Connections from one client address (0: no limit; loopback players are all 127.0.0.1).
         public var perClient: UInt32 = 0
-        /// Bytes for one connection's request head and buffers (a bigger head gets 431).
-        public var connectionMemory = 64 * 1024
+        /// Bytes for one connection's request head and buffers (a bigger head gets 431). 32 KiB:
+        /// libmicrohttpd takes a pool of at most 32 KiB from `malloc`, a larger one from `mmap`,
+        /// and a thread per connection then paid an `mmap`, page faults on all of it (it is zeroed)
+        /// and a `munmap` (a TLB shootdown) per connection: a quarter of serve's CPU for a cached
+        /// head on a new connection (Docs/performance.md). nginx's own limit is 8 KiB a line.
+        public var connectionMemory = 32 * 1024
         /// Time a new connection has to send its whole request head (nginx's
         /// client_header_timeout). The idle timeout alone cannot stop a client that sends one
         /// header byte every few seconds. The next head on a kept-alive connection has `idleTimeout`.
