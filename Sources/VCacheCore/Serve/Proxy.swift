@@ -132,7 +132,7 @@ public final class Proxy: Sendable {
             return answer
         }
         // Refuses control characters, other schemes, and what libcurl's own parser refuses.
-        if let why = PrefetchItem.urlProblem(origin) { return finish(400, "origin \(why)") }
+        if let why = Self.urlProblem(origin) { return finish(400, "origin \(why)") }
         if let allowed = allowedOrigins, let target = OriginTarget.of(origin), !allowed.allows(target) {
             return finish(403, "origin \(target) is not allowed by --allow-host")
         }
@@ -306,6 +306,20 @@ extension Proxy {
         }
         return nil
     }
+
+    /// `PrefetchItem.urlProblem` of an origin URL (a pure function of it: two URL parses),
+    /// remembered for the origins asked last.
+    static func urlProblem(_ origin: String) -> String? {
+        recentURLProblems.answer(origin) { PrefetchItem.urlProblem($0) }
+    }
+    private static let recentURLProblems = RecentAnswers<String?>()
+
+    /// The extension of an origin URL's path, lower-cased (`m3u8`, `mpd`; "" for none): a pure
+    /// function of it (a URL parse), remembered for the origins asked last.
+    static func pathExtension(_ origin: String) -> String {
+        recentExtensions.answer(origin) { (URL(string: $0)?.path ?? $0).fileExtension.lowercased() }
+    }
+    private static let recentExtensions = RecentAnswers<String>()
 
     static func isLoopback(_ address: String) -> Bool {
         address == "::1" || address.hasPrefix("127.") || address.hasPrefix("::ffff:127.")
