@@ -275,6 +275,9 @@ extension Proxy {
     /// format) and `/status` (JSON) for loopback clients and `--metrics-from` addresses only (they
     /// name every cached count; a player or a page elsewhere on the LAN has no business there).
     func control(_ request: HTTPServer.Request) -> HTTPServer.Response? {
+        // A path that begins with `/` keeps its beginning through the split: one beginning with
+        // none of them (a player's `/v/`, `/d/`) is told at once, with no split.
+        if request.path.hasPrefix("/"), !["/healthz", "/metrics", "/status"].contains(where: { request.path.hasPrefix($0) }) { return nil }
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
         guard ["/healthz", "/metrics", "/status"].contains(path) else { return nil }
         func text(_ status: Int, _ body: String, type: String = "text/plain; charset=utf-8") -> HTTPServer.Response {
