@@ -186,11 +186,10 @@ public final class Proxy: Sendable {
             }
         }
         if let answer = asPlaylist(video) { return answer }
-        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
         let etag = ProxyURL.etag(video)
         var headers: [(String, String)] = [
             ("Accept-Ranges", "bytes"),
-            ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: video.contentType, name: name))),
+            ("Content-Type", Self.contentType(path: request.path, origin: video.contentType)),
             ("ETag", etag),
         ]
         if let lm = video.validators.lastModified { headers.append(("Last-Modified", lm)) }
@@ -323,6 +322,18 @@ extension Proxy {
         recentExtensions.answer(origin) { (URL(string: $0)?.path ?? $0).fileExtension.lowercased() }
     }
     private static let recentExtensions = RecentAnswers<String>()
+
+    /// A video answer's Content-Type: the origin's when it is safe to pass on, else one for the
+    /// name the path ends with (`ProxyURL.contentType`, `safeContentType`). A pure function of
+    /// the two, remembered per path with the origin's type it was made for.
+    static func contentType(path: String, origin type: String?) -> String {
+        if let known = recentContentTypes.known(path), known.origin == type { return known.answer }
+        let name = PercentCoding.decode(PathText.lastPathComponent(path)) ?? ""
+        let answer = ProxyURL.safeContentType(ProxyURL.contentType(origin: type, name: name))
+        recentContentTypes.remember((type, answer), for: path)
+        return answer
+    }
+    private static let recentContentTypes = RecentAnswers<(origin: String?, answer: String)>()
 
     static func isLoopback(_ address: String) -> Bool {
         address == "::1" || address.hasPrefix("127.") || address.hasPrefix("::ffff:127.")
