@@ -135,6 +135,22 @@ import VCacheTestSupport
         #expect(try c.config("max-size") == nil)
     }
 
+    /// A URL's key is remembered for the URLs asked last (serve asks the same ones again and
+    /// again), with the rules it was made under: the same text under other rules is keyed anew.
+    @Test func aRememberedKeyIsOnlyTheSameRules() {
+        let url = "https://cdn/remembered.mp4?token=a#f"
+        let plain = CacheKeyRules(), ignore = CacheKeyRules(ignoreQuery: true), strip = CacheKeyRules(stripParameters: ["token"])
+        for _ in 0..<2 {
+            #expect(plain.key(for: url) == plain.key(for: URL(string: url)!))
+            #expect(ignore.key(for: url) == ignore.key(for: URL(string: url)!))
+            #expect(strip.key(for: url) == strip.key(for: URL(string: url)!))
+            #expect(plain.key(for: url) != ignore.key(for: url))
+            #expect(ignore.key(for: url) == strip.key(for: url))
+        }
+        // A text that is no URL is keyed as given, remembered or not.
+        #expect(plain.key(for: "no url") == plain.key(for: "no url"))
+    }
+
     @Test func keyRulesStripTokensAndNormaliseTheURL() {
         let plain = CacheKeyRules()
         #expect(plain.normalise(URL(string: "HTTP://Example.COM:80/v.mp4#t=3")!) == "http://example.com/v.mp4")

@@ -239,6 +239,16 @@ import VCacheTestSupport
         #expect(try VCacheBinary.run(["verify"], cacheDir: cache).status == 0)
     }
 
+    /// The request head's bound is 32 KiB (libmicrohttpd's connection pool, kept within what it
+    /// takes from malloc): a 28 KiB header (a large cookie) is still served, a 40 KiB one gets 431.
+    @Test func aRequestHeadUpTo32KiBIsServedALargerOneGets431() throws {
+        let f = try fixtureBehindProxy("moov-at-front.mp4", as: "ok.mp4")
+        let served = try curl(["-r", "0-99", "-H", "X-Big: " + String(repeating: "a", count: 28 << 10), f.serve.url(f.origin)])
+        #expect(served.status == 206)
+        #expect(served.body == f.body.prefix(100))
+        #expect(try curl(["-H", "X-Big: " + String(repeating: "a", count: 40 << 10), f.serve.url(f.origin)]).status == 431)
+    }
+
     @Test func hostileRequestsAreRefusedAndTheServerKeepsServing() throws {
         let f = try fixtureBehindProxy("moov-at-front.mp4", as: "ok.mp4")
         let (body, origin, serve) = (f.body, f.origin, f.serve)

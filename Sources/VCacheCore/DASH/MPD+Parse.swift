@@ -15,9 +15,15 @@ extension MPD {
 
     /// Whether the first bytes of a response, or its Content-Type, say it is an MPD: the type
     /// `application/dash+xml`, or an `<MPD` root element in the DASH namespace (never the URL).
+    /// Whether a Content-Type is DASH's (any case, parameters ignored): a pure function of the
+    /// text, remembered for the types asked last (serve asks it of every answer).
+    static func isMPDType(_ contentType: String) -> Bool {
+        recentTypes.answer(contentType) { $0.split(separator: ";").first?.trimming(.whitespaces).lowercased() == "application/dash+xml" }
+    }
+    private static let recentTypes = RecentAnswers<Bool>()
+
     public static func looksLikeMPD(firstBytes: [UInt8], contentType: String?) -> Bool {
-        if let type = contentType?.split(separator: ";").first?.trimming(.whitespaces).lowercased(),
-           type == "application/dash+xml" { return true }
+        if let contentType, isMPDType(contentType) { return true }
         // Past a BOM, whitespace, the XML declaration and comments, the first element is the
         // root: `<MPD` or `<prefix:MPD`, whose start tag names the DASH namespace.
         guard let (name, tag) = XMLRoot.startTag(firstBytes), name == "MPD" || name.hasSuffix(":MPD") else { return false }

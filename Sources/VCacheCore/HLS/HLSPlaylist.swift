@@ -48,10 +48,16 @@ public enum HLSPlaylist: Equatable, Sendable {
     static let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
 
     /// Whether a Content-Type is one of `contentTypes` (any case, parameters ignored).
+    /// A pure function of the text, remembered for the types asked last (serve asks it of every
+    /// answer, of the few types its entries have).
     public static func isPlaylistType(_ contentType: String?) -> Bool {
-        guard let type = contentType?.split(separator: ";", omittingEmptySubsequences: false).first else { return false }
-        return contentTypes.contains(type.trimming(.whitespaces).lowercased())
+        guard let contentType else { return false }
+        return recentTypes.answer(contentType) { contentType in
+            guard let type = contentType.split(separator: ";", omittingEmptySubsequences: false).first else { return false }
+            return contentTypes.contains(type.trimming(.whitespaces).lowercased())
+        }
     }
+    private static let recentTypes = RecentAnswers<Bool>()
 
     /// Parses a playlist fetched from `url`: its final URL after redirects, which every relative
     /// URI is resolved against (§4.1).

@@ -92,8 +92,12 @@ public final class HTTPServer: @unchecked Sendable {
         public var connections: UInt32 = 256
         /// Connections from one client address (0: no limit; loopback players are all 127.0.0.1).
         public var perClient: UInt32 = 0
-        /// Bytes for one connection's request head and buffers (a bigger head gets 431).
-        public var connectionMemory = 64 * 1024
+        /// Bytes for one connection's request head and buffers (a bigger head gets 431). 32 KiB:
+        /// libmicrohttpd takes a pool of at most 32 KiB from `malloc`, a larger one from `mmap`,
+        /// and a thread per connection then paid an `mmap`, page faults on all of it (it is zeroed)
+        /// and a `munmap` (a TLB shootdown) per connection: a quarter of serve's CPU for a cached
+        /// head on a new connection (Docs/performance.md). nginx's own limit is 8 KiB a line.
+        public var connectionMemory = 32 * 1024
         /// Time a new connection has to send its whole request head (nginx's
         /// client_header_timeout). The idle timeout alone cannot stop a client that sends one
         /// header byte every few seconds. The next head on a kept-alive connection has `idleTimeout`.
@@ -326,15 +330,20 @@ private func makeRequest(_ connection: OpaquePointer, method: UnsafePointer<CCha
 /// Why a request head cannot be answered, if it cannot: a header vcache acts on given more than
 /// once, or an HTTP/1.1 request without Host.
 private func headProblem(_ connection: OpaquePointer, version: String, headers: [String: String]) -> String? {
-    var counts: [String: Int] = [:]
+    // How many of each came, any case, counted on libmicrohttpd's own strings (no String made
+    // for every header of every request). No other character lower-cases to these letters.
+    var counts = (host: 0, range: 0, ifRange: 0)
     withUnsafeMutablePointer(to: &counts) { p in
         _ = MHD_get_connection_values(connection, .HEADER_KIND, { cls, _, key, _ in
             guard let cls, let key else { return .YES }
-            cls.assumingMemoryBound(to: [String: Int].self).pointee[String(cString: key).lowercased(), default: 0] += 1
+            let c = cls.assumingMemoryBound(to: (host: Int, range: Int, ifRange: Int).self)
+            if strcasecmp(key, "Host") == 0 { c.pointee.host += 1 }
+            else if strcasecmp(key, "Range") == 0 { c.pointee.range += 1 }
+            else if strcasecmp(key, "If-Range") == 0 { c.pointee.ifRange += 1 }
             return .YES
         }, p)
     }
-    for name in ["Host", "Range", "If-Range"] where (counts[name.lowercased()] ?? 0) > 1 {
+    for (name, n) in [("Host", counts.host), ("Range", counts.range), ("If-Range", counts.ifRange)] where n > 1 {
         return "more than one \(name) header"
     }
     if version.hasPrefix("HTTP/1.") && version != "HTTP/1.0" && headers["host"] == nil { return "an \(version) request without a Host header" }

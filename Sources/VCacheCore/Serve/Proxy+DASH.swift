@@ -17,7 +17,7 @@ extension Proxy {
         // A URL named like an MPD is asked for fresh too, whatever is cached under it (an empty
         // answer or an error page cached there must not hide the MPD the origin now serves), as
         // a `.m3u8` is; what is an MPD is still decided by the answer's content.
-        let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "mpd"
+        let named = Self.pathExtension(origin) == "mpd"
         guard named || MPD.looksLikeMPD(firstBytes: head ?? [], contentType: video.contentType) else { return nil }
         let store = readThrough.store
         var version: NewVersion?

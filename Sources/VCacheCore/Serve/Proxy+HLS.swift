@@ -20,7 +20,7 @@ extension Proxy {
         // A URL named like a playlist is asked for fresh too, whatever is cached under it (an
         // error page cached there must not hide the playlist the origin now serves); what is a
         // playlist is still decided by the answer's content.
-        let named = (URL(string: origin)?.path ?? origin).fileExtension.lowercased() == "m3u8"
+        let named = Self.pathExtension(origin) == "m3u8"
         guard named || HLSPlaylist.looksLikePlaylist(firstBytes: cached ?? [], contentType: video.contentType) else { return nil }
         var text: String?, finalURL = origin, status: CacheStatus = .miss, parsedFresh: HLSPlaylist?, version: NewVersion?
         // One origin fetch at a time per playlist, shared by the players asking meanwhile; a live

@@ -134,7 +134,7 @@ public final class Proxy: Sendable {
             return answer
         }
         // Refuses control characters, other schemes, and what libcurl's own parser refuses.
-        if let why = PrefetchItem.urlProblem(origin) { return finish(400, "origin \(why)") }
+        if let why = Self.urlProblem(origin) { return finish(400, "origin \(why)") }
         if let allowed = allowedOrigins, let target = OriginTarget.of(origin), !allowed.allows(target) {
             return finish(403, "origin \(target) is not allowed by --allow-host")
         }
@@ -188,11 +188,10 @@ public final class Proxy: Sendable {
             }
         }
         if let answer = asPlaylist(video) { return answer }
-        let name = PercentCoding.decode(PathText.lastPathComponent(request.path)) ?? ""
         let etag = ProxyURL.etag(video)
         var headers: [(String, String)] = [
             ("Accept-Ranges", "bytes"),
-            ("Content-Type", ProxyURL.safeContentType(ProxyURL.contentType(origin: video.contentType, name: name))),
+            ("Content-Type", Self.contentType(path: request.path, origin: video.contentType)),
             ("ETag", etag),
         ]
         if let lm = video.validators.lastModified { headers.append(("Last-Modified", lm)) }
@@ -280,6 +279,9 @@ extension Proxy {
     /// format) and `/status` (JSON) for loopback clients and `--metrics-from` addresses only (they
     /// name every cached count; a player or a page elsewhere on the LAN has no business there).
     func control(_ request: HTTPServer.Request) -> HTTPServer.Response? {
+        // A path that begins with `/` keeps its beginning through the split: one beginning with
+        // none of them (a player's `/v/`, `/d/`) is told at once, with no split.
+        if request.path.hasPrefix("/"), !["/healthz", "/metrics", "/status"].contains(where: { request.path.hasPrefix($0) }) { return nil }
         let path = request.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.path
         guard ["/healthz", "/metrics", "/status"].contains(path) else { return nil }
         func text(_ status: Int, _ body: String, type: String = "text/plain; charset=utf-8") -> HTTPServer.Response {
@@ -312,6 +314,32 @@ extension Proxy {
         }
         return nil
     }
+
+    /// `PrefetchItem.urlProblem` of an origin URL (a pure function of it: two URL parses),
+    /// remembered for the origins asked last.
+    static func urlProblem(_ origin: String) -> String? {
+        recentURLProblems.answer(origin) { PrefetchItem.urlProblem($0) }
+    }
+    private static let recentURLProblems = RecentAnswers<String?>()
+
+    /// The extension of an origin URL's path, lower-cased (`m3u8`, `mpd`; "" for none): a pure
+    /// function of it (a URL parse), remembered for the origins asked last.
+    static func pathExtension(_ origin: String) -> String {
+        recentExtensions.answer(origin) { (URL(string: $0)?.path ?? $0).fileExtension.lowercased() }
+    }
+    private static let recentExtensions = RecentAnswers<String>()
+
+    /// A video answer's Content-Type: the origin's when it is safe to pass on, else one for the
+    /// name the path ends with (`ProxyURL.contentType`, `safeContentType`). A pure function of
+    /// the two, remembered per path with the origin's type it was made for.
+    static func contentType(path: String, origin type: String?) -> String {
+        if let known = recentContentTypes.known(path), known.origin == type { return known.answer }
+        let name = PercentCoding.decode(PathText.lastPathComponent(path)) ?? ""
+        let answer = ProxyURL.safeContentType(ProxyURL.contentType(origin: type, name: name))
+        recentContentTypes.remember((type, answer), for: path)
+        return answer
+    }
+    private static let recentContentTypes = RecentAnswers<(origin: String?, answer: String)>()
 
     static func isLoopback(_ address: String) -> Bool {
         address == "::1" || address.hasPrefix("127.") || address.hasPrefix("::ffff:127.")

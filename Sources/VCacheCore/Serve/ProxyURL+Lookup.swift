@@ -32,19 +32,12 @@ extension ProxyURL {
     /// again and again, and working the answer out (base64, the name check) was a fifth of
     /// serve's own work on a cached request (Docs/performance.md).
     public static func lookup(path: String) -> Lookup {
-        guard path.utf8.count <= recentPathBytes else { return work(path) }
-        if let known = recentLookups.withLock({ $0[path] }) { return known }
-        let answer = work(path)
-        recentLookups.withLock { recent in
-            if recent.count >= recentCount { recent.removeAll(keepingCapacity: true) }
-            recent[path] = answer
-        }
-        return answer
+        recentLookups.answer(path, work)
     }
 
     /// The answers to the paths asked last: at most `recentCount` paths of at most
     /// `recentPathBytes` each (all forgotten at once when full).
-    private static let recentLookups = Locked<[String: Lookup]>([:])
+    private static let recentLookups = RecentAnswers<Lookup>(count: recentCount, textBytes: recentPathBytes)
     static let recentCount = 256
     static let recentPathBytes = 2048
 

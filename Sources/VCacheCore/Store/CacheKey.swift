@@ -57,9 +57,18 @@ public struct CacheKeyRules: Equatable, Sendable {
 
     /// The key of a URL as given: normalised when it parses, else the hash of the text itself
     /// (such a URL is refused before any request, but still has one stable key).
+    /// A pure function of the rules and the text, remembered for the URLs asked last: serve
+    /// works out the key of the same URL several times a request (two URL parses and a SHA-256
+    /// each time, Docs/performance.md).
     public func key(for url: String) -> CacheKey {
-        URL(string: url).map { key(for: $0) } ?? CacheKey(stored: SHA256Digest.hash(url))
+        if let known = Self.recentKeys.known(url), known.rules == self { return known.key }
+        let made = URL(string: url).map { key(for: $0) } ?? CacheKey(stored: SHA256Digest.hash(url))
+        Self.recentKeys.remember((self, made), for: url)
+        return made
     }
+
+    /// The keys of the URLs asked last, with the rules each was made under.
+    private static let recentKeys = RecentAnswers<(rules: CacheKeyRules, key: CacheKey)>()
 }
 
 /// One entry's key: the SHA-256 of its normalised URL in 64 lower-case hex digits, which also

@@ -293,9 +293,18 @@ enum ServeCommand: VCacheCommand {
         return o
     }
 
+    /// `seconds` as the log line's `%.1fms`, without printf (its argument list cost as much as
+    /// the rest of the line).
+    static func milliseconds(_ seconds: Double) -> String {
+        let tenths = (seconds * 10_000).rounded()
+        guard tenths.isFinite, tenths >= 0, tenths < 1e15 else { return String(cFormat: "%.1fms", seconds * 1000) }
+        let t = Int(tenths)
+        return "\(t / 10).\(t % 10)ms"
+    }
+
     static func render(_ l: Proxy.LogLine) -> String {
         let time = Timestamp.iso8601(l.time)
-        let ms = String(cFormat: "%.1fms", l.seconds * 1000)
+        let ms = milliseconds(l.seconds)
         // What a client sent is escaped: a CR or LF in a URL must not forge a log line.
         return "\(time) \(l.client) \(l.method) \(Console.escaped(l.url)) \(Console.escaped(l.range ?? "-")) \(l.status) cache=\(l.fromCache) origin=\(l.fromOrigin) \(ms)"
             + (l.note.map { " (\(Console.escaped($0)))" } ?? "") + "\n"
