@@ -287,6 +287,12 @@ import VCacheTestSupport
         #expect(info.status == 0, "\(info.stderr)")
         #expect(info.stdout.contains("partial; not confirmed: a run fetching its stream has not found its manifest unchanged on the origin yet (it is asking now, was stopped or killed before it asked, or the origin did not answer): the next prefetch asks for it again\n"), "\(info.stdout)")
         #expect(!info.stdout.contains("unconfirmeds"), "\(info.stdout)")
+        // Serve does not answer it offline: info does not say it plays (h10a, F15's leftover).
+        #expect(info.stdout.contains("plays offline  not until its manifest is confirmed (serve answers it offline with 502; "), "\(info.stdout)")
+        // ls --json says why, as its text line does (h10a F11).
+        let lsJSON = try VCacheBinary.run(["ls", "--json"], cacheDir: cache)
+        let row = lsJSON.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.first { $0["event"] as? String == "stream" }
+        #expect(row?["unconfirmed"] as? Bool == true, "\(lsJSON.stdout)")
         let ls = try VCacheBinary.run(["ls"], cacheDir: cache)
         #expect(ls.stdout.contains(" entries, unconfirmed: the next prefetch asks for its manifest again)"), "\(ls.stdout)")
         let json = try VCacheBinary.run(["info", "--json", url], cacheDir: cache)

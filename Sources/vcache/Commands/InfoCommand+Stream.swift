@@ -38,7 +38,9 @@ extension InfoCommand {
             ("cached", "\(s.cachedBytes) bytes (\(Units.formatSize(s.cachedBytes)))"),
             ("disk usage", Units.formatSize(s.diskBytes)),
             ("last used", Timestamp.iso8601(s.lastUsed)),
-            ("plays offline", String(cFormat: "%.1f of %.1f s", s.secondsCached, s.seconds)),
+            ("plays offline", s.record.members.first?.role == .manifestUnconfirmed
+                ? String(cFormat: "not until its manifest is confirmed (serve answers it offline with 502; %.1f of %.1f s cached)", s.secondsCached, s.seconds)
+                : String(cFormat: "%.1f of %.1f s", s.secondsCached, s.seconds)),
         ]
         // Members by role: entries, as "members" counts them; segments as `ls` counts them (each
         // segment the cached media playlists list, a byte range of one file each) when the

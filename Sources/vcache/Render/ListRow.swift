@@ -83,6 +83,12 @@ func streamJSON(_ s: StreamSummary) -> [String: Any] {
                             "variants": s.variants.count, "variants_cached": s.variants.filter(\.cached).count,
                             "segments": s.segments, "segments_cached": s.segmentsCached,
                             "seconds": s.seconds, "seconds_cached": s.secondsCached]
+    // Why a stream whose members are all cached reads partial, as the text line says (h10a F11).
+    switch s.record.members.first?.role {
+    case .manifestUnconfirmed?: o["unconfirmed"] = true
+    case .manifestToAsk?: o["ask_again"] = true
+    default: break
+    }
     o["playlists"] = s.playlists.map { p -> [String: Any] in
         ["url": p.url, "key": p.key, "kind": p.kind, "label": p.label, "cached": p.cached, "segments": p.segments,
          "segments_cached": p.segmentsCached, "seconds": p.seconds, "seconds_cached": p.secondsCached]
