@@ -75,6 +75,81 @@ import VCacheTestSupport
         #expect(serve.log.filter { $0.contains(" serve GET ") }.count == asked - 1, "\(serve.log)")
     }
 
+    /// Members whose fetch began while serve's question was at the origin are not covered by its
+    /// answer (hostile probe h10b, F3): the origin re-encodes while the question is in flight, its
+    /// answer (begun before) finds the old encode, the player's next members are the new one's;
+    /// another question follows and takes the new version, so nothing of two encodes stays.
+    @Test
+    func membersBegunWhileTheQuestionIsInFlightAreAskedForAgain() throws {
+        let origin = try TestOrigin()
+        _ = DASHRevalidationTests.encode(origin, seed: 1)
+        let old = DASHRevalidationTests.mpd(width: 320)
+        origin.setResource("/s/manifest.mpd", .init(body: old, etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        let base = try ServeReEncodeTests.baseURL(mpd.body)
+        try fetch(base, ["v/init.mp4", "v/0.m4s"])
+        #expect(serve.logLines(within: 10) { $0.contains(Self.confirmed) }.count >= 1, "\(serve.log)")
+        // The next question gets the same bytes under another ETag (a 200), held at the origin.
+        origin.setResource("/s/manifest.mpd", .init(body: old, etag: "\"m1b\"", contentType: DASHRevalidationTests.dashXML))
+        origin.hold("/s/manifest.mpd", at: 1)
+        try fetch(base, ["a/init.mp4"])
+        #expect(origin.waitUntilHeld("/s/manifest.mpd"), "\(serve.log)")
+        // Re-encoded while it is in flight; the player goes on.
+        let new = DASHRevalidationTests.encode(origin, seed: 7)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 640), etag: "\"m2\"", contentType: DASHRevalidationTests.dashXML))
+        try fetch(base, ["v/1.m4s", "a/0.m4s", "a/1.m4s"])
+        origin.release("/s/manifest.mpd")
+        #expect(serve.logLines(within: 20) { $0.contains(Self.taken) }.count == 1, "\(serve.log)")
+        _ = serve.stop()
+        #expect(try ServeReEncodeTests.cachedMPD(cache, url) == DASHRevalidationTests.mpd(width: 640))
+        for (path, sha) in try ServeReEncodeTests.cachedDASH(cache, origin) {
+            #expect(sha == TestBytes.sha256(new[path]!), "\(path): the old encode's bytes cached")
+        }
+    }
+
+    /// A player fetching one segment at a time, at its playback pace, is not a question per
+    /// segment (h10b F2): each answer finding the same encode doubles the wait before the next.
+    @Test
+    func aPlayerAtPlaybackPaceCostsFewQuestions() throws {
+        let origin = try TestOrigin()
+        let count = 14
+        var members: [String] = []
+        for n in 0..<count {
+            let path = "/p/\(n).m4s"
+            origin.setResource(path, .init(body: DASHHostileOriginTests.box("moof", 300, fill: UInt8(n + 1)), etag: "\"p\(n)\"", contentType: "video/iso.segment"))
+            members.append("\(n).m4s")
+        }
+        origin.setResource("/p/init.mp4", .init(body: DASHHostileOriginTests.box("ftyp", 24, fill: 99), etag: "\"pi\"", contentType: "video/mp4"))
+        let mpd = Data("""
+        <?xml version="1.0" encoding="utf-8"?>
+        <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT\(count)S" minBufferTime="PT2S" profiles="urn:mpeg:dash:profile:isoff-live:2011">
+          <Period>
+            <AdaptationSet contentType="video" mimeType="video/mp4">
+              <SegmentTemplate initialization="init.mp4" media="$Number$.m4s" duration="1" timescale="1" startNumber="0"/>
+              <Representation id="v" bandwidth="100000" width="320" height="180" codecs="avc1.42c00d"/>
+            </AdaptationSet>
+          </Period>
+        </MPD>
+        """.utf8)
+        origin.setResource("/p/manifest.mpd", .init(body: mpd, etag: "\"pm\"", contentType: DASHRevalidationTests.dashXML))
+        let serve = try ServeProcess(cacheDir: dir.file("c"), logDir: dir)
+        let answer = try Curl.fetch([serve.url(origin.url("/p/manifest.mpd"))], in: dir)
+        let base = try ServeReEncodeTests.baseURL(answer.body)
+        try fetch(base, ["init.mp4"])
+        // One segment each 0.6 s: a player's pace (what is measured is the questions, not time).
+        for m in members {
+            try fetch(base, [m])
+            usleep(600_000)
+        }
+        // Every member confirmed in the end (the last question waits up to 30 s).
+        #expect(serve.confirmed(within: 60), "\(serve.log)")
+        _ = serve.stop()
+        let questions = origin.requests("/p/manifest.mpd").count - 1
+        #expect(questions <= 7, "\(questions) MPD questions for \(count + 1) members at 0.6 s each: \(serve.log)")
+    }
+
     /// A complete stream whose root a prefetch left marked `manifest-unconfirmed` (its end check
     /// got no answer: its members may be of two encodes). Returns the origin, cache and MPD URL.
     func markedStream() throws -> (origin: TestOrigin, cache: String, url: String, root: CacheKey) {

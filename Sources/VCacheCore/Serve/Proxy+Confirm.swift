@@ -33,6 +33,17 @@ extension Proxy {
         var taken: ContinuousClock.Instant?
         /// The earliest beginning of a member stored since and not yet confirmed.
         var pending: ContinuousClock.Instant?
+        /// The latest beginning of a member registered: an answer whose request began before it
+        /// does not cover it (hostile probe h10b, F3: members begun while a question was in
+        /// flight were taken as confirmed by its answer, made before the re-encode).
+        var latest: ContinuousClock.Instant?
+        /// Seconds from the first member of a window to its question: `confirmDelay`, doubled by
+        /// each answer finding the same encode up to `confirmDelayMost` (a player fetching one
+        /// segment per segment duration asked the manifest once per segment: h10b F2), back to
+        /// `confirmDelay` after a new version is taken or a minute without questions.
+        var delay = Proxy.confirmDelay
+        /// When the last question was asked.
+        var lastAsked: ContinuousClock.Instant?
         /// A confirming request in flight.
         var asking = false
         /// The roots serve marked `manifest-unconfirmed` for it (one a prefetch marked stays its own).
@@ -83,14 +94,25 @@ extension Proxy {
             var c = all[t.key] ?? Confirmation()
             defer { all[t.key] = c }
             c.pending = min(c.pending ?? began, began)
+            c.latest = max(c.latest ?? began, began)
             if c.asking { return false }
             c.asking = true
             return true
         }
     }
 
-    /// Seconds from a member stored to the request confirming its manifest.
+    /// Seconds from a member stored to the request confirming its manifest, the first time.
     static let confirmDelay = 0.5
+    /// The longest wait between questions of one manifest while a player goes on fetching members.
+    static let confirmDelayMost = 30.0
+
+    /// Settles the members an answer covers: those whose fetch began before its request did
+    /// (`asked`). A member begun after it stays pending, as from `asked` (the next question,
+    /// asked later, covers it).
+    static func settle(_ c: inout Confirmation, asked: ContinuousClock.Instant) {
+        guard let p = c.pending, p < asked else { return }
+        c.pending = (c.latest.map { $0 >= asked } ?? false) ? asked : nil
+    }
 
     /// Asks for `t` until no member whose fetch began before a request did is left unconfirmed
     /// (a player's answer of the manifest meanwhile counts), or an answer fails (the mark stays:
@@ -102,7 +124,13 @@ extension Proxy {
                 if (try? catalog.markRootUnconfirmed(r, true)) != nil { confirmations.withLock { _ = $0[t.key]?.marked.insert(r) } }
             }
             // The members a player fetches with this one join it meanwhile.
-            usleep(useconds_t(Self.confirmDelay * 1_000_000))
+            let delay = confirmations.withLock { all -> Double in
+                guard var c = all[t.key] else { return Self.confirmDelay }
+                if let last = c.lastAsked, ContinuousClock.now - last > .seconds(60) { c.delay = Self.confirmDelay }
+                all[t.key] = c
+                return c.delay
+            }
+            usleep(useconds_t(delay * 1_000_000))
             let asked = ContinuousClock.now
             let open = confirmations.withLock { $0[t.key]?.pending != nil }
             let said: Said = open ? ask(t) : .confirmed
@@ -113,10 +141,19 @@ extension Proxy {
                 case .failed:
                     c.asking = false
                     return nil
-                case .confirmed: if open { c.confirmed = max(c.confirmed ?? asked, asked) }
-                case .taken: c.taken = max(c.taken ?? asked, asked)
+                case .confirmed:
+                    if open {
+                        c.confirmed = max(c.confirmed ?? asked, asked)
+                        c.delay = min(c.delay * 2, Self.confirmDelayMost)
+                    }
+                case .taken:
+                    c.taken = max(c.taken ?? asked, asked)
+                    c.delay = Self.confirmDelay
                 }
-                if open, let p = c.pending, p < asked { c.pending = nil }
+                if open {
+                    c.lastAsked = asked
+                    Self.settle(&c, asked: asked)
+                }
                 return c.pending == nil
             }
             guard let settled else { return }
@@ -142,7 +179,7 @@ extension Proxy {
             guard var c = all[key] ?? (taken ? Confirmation() : nil) else { return roots }
             defer { all[key] = c }
             if taken { c.taken = max(c.taken ?? asked, asked) } else { c.confirmed = max(c.confirmed ?? asked, asked) }
-            if let p = c.pending, p < asked { c.pending = nil }
+            Self.settle(&c, asked: asked)
             // A request in flight clears what it marked itself.
             guard c.pending == nil, !c.asking else { return [] }
             defer { c.marked = [] }
