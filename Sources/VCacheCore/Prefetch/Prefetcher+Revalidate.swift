@@ -133,7 +133,7 @@ extension Prefetcher {
             return nil
         case .failed(let why, let remedy):
             return .staleManifest(why: why, remedy: remedy, newChoice: m.newChoice)
-        case .changed(let body, let validators, let contentType, let finalURL, _):
+        case .changed(let body, let validators, let contentType, let finalURL):
             // Only a manifest of the same kind that reads replaces it (an error page answered 200,
             // a broken deploy): the stream is never traded for something it cannot be read from.
             if let why = unreadable(body, like: m, contentType: contentType, base: finalURL ?? m.url) {
