@@ -281,7 +281,7 @@ import VCacheTestSupport
     /// playlist URIs and the AES-128 key's (h10a F8, F9; the key answered without validators):
     /// with `key-strip-param t` in the cache's config the stream completes in one run and a
     /// rerun asks for no member; without it the tokens name other members (the end check finds
-    /// another encode, exit 3) and the error names `t` and the rule.
+    /// another encode, exit 3) and the error names `t` and the rule, as does the next run's note.
     @Test
     func signedHLSWithTokensInTheMasterAndKeyURIsIsOneStreamUnderTheKeyRule() throws {
         for rule in [true, false] {
@@ -320,6 +320,13 @@ import VCacheTestSupport
                 #expect(r.stderr.contains(": only the query parameter t of its member URLs differs: if the origin signs URLs anew on each answer, 'vcache config set key-strip-param t' keys them as one; if it re-encoded, run the prefetch again\n"), "\(r.stderr)")
                 #expect(!members.contains { origin.requests($0).contains("bytes=0-0") })
                 #expect(try Self.hlsState(cache) == "partial")
+                // The next run finds the master changed as it begins: the note names `t` too, and
+                // the stream is completed from the answer it read (the origin signs nothing new).
+                let again = try VCacheBinary.run(["prefetch", url], cacheDir: cache)
+                #expect(again.status == 0, "\(again.stderr)")
+                #expect(again.stderr.contains("note: \(url): its manifest changed on the origin since the stream was partly cached: the stream is completed from the new one; "), "\(again.stderr)")
+                #expect(again.stderr.contains("; only the query parameter t of its member URLs differs: if the origin signs URLs anew on each answer, 'vcache config set key-strip-param t' keys them as one\n"), "\(again.stderr)")
+                #expect(try Self.hlsState(cache) == "complete")
             }
         }
     }

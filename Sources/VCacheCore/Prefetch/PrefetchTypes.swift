@@ -425,7 +425,7 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .manifestChangedDuringRun(let n, let busy, let differing, let stripped):
             "its manifest changed on the origin during this run: the \(n) \(n == 1 ? "entry" : "entries") this run fetched of its stream may be of the new version, not the one the manifest it read names, so \(n == 1 ? "it was" : "they were") dropped"
                 + (busy > 0 ? " (\(busy) more in use by another vcache process stayed; the stream is partial, so the next run asks for its manifest again)" : "")
-                + (differing.isEmpty ? ": run the prefetch again" : Self.onlyParametersDiffer(differing, stripped: stripped))
+                + (differing.isEmpty ? ": run the prefetch again" : ": " + Self.onlyParametersDiffer(differing, stripped: stripped) + "; if it re-encoded, run the prefetch again")
         case .changedUnderRanges(let why): "changed on the origin during this run (\(why)): the byte ranges planned for it came from the old version, so none was cut from the new one; its cached bytes were dropped: run the prefetch again"
         case .refusedHost(let host, let own, let redirected, let more, let mpd):
             "refused: \(redirected ? "the origin redirected it to" : mpd ? "its MPD names it on" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
@@ -501,14 +501,15 @@ public enum PrefetchEvent: Sendable {
 }
 
 extension PrefetchError {
-    /// The end of `manifestChangedDuringRun`'s words when only the query parameters `differing`
-    /// of its member URLs differ: the key rule that would key them as one (with those the key
-    /// rules strip now, `stripped`: `config set` replaces the value).
+    /// What `manifestChangedDuringRun`'s words, and the note of a manifest found changed as a
+    /// run begins, add when only the query parameters `differing` of its member URLs differ:
+    /// the key rule that would key them as one (with those the key rules strip now,
+    /// `stripped`: `config set` replaces the value).
     static func onlyParametersDiffer(_ differing: [String], stripped: Set<String>) -> String {
         let names = differing.count == 1 ? "parameter \(differing[0])"
             : "parameters " + differing.dropLast().joined(separator: ", ") + " and " + differing[differing.count - 1]
         let value = (stripped.sorted() + differing.filter { !stripped.contains($0) }).joined(separator: ",")
-        return ": only the query \(names) of its member URLs \(differing.count == 1 ? "differs" : "differ"): if the origin signs URLs anew on each answer, "
-            + "'vcache config set key-strip-param \(value)' keys them as one; if it re-encoded, run the prefetch again"
+        return "only the query \(names) of its member URLs \(differing.count == 1 ? "differs" : "differ"): if the origin signs URLs anew on each answer, "
+            + "'vcache config set key-strip-param \(value)' keys them as one"
     }
 }
