@@ -24,8 +24,8 @@ import Testing
         """.utf8)
     }
 
-    static func media(_ uris: [String], duration: String = "2.000") -> [UInt8] {
-        var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+    static func media(_ uris: [String], duration: String = "2.000", head: String = "") -> [UInt8] {
+        var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n" + head
         for u in uris { text += "#EXTINF:\(duration),\n\(u)\n" }
         return Array((text + "#EXT-X-ENDLIST\n").utf8)
     }
@@ -62,6 +62,10 @@ import Testing
                                             extra: "\n      <Representation id=\"w\" bandwidth=\"300000\" width=\"640\" height=\"360\" codecs=\"avc1.42c00d\"/>"), true, strip, false),
         ("a playlist's new tokens the key rules keep", readPlaylist, media(["0.ts?token=bbb", "1.ts?token=bbb"]), false, CacheKeyRules(), false),
         ("a playlist's new tokens the key rules strip", readPlaylist, media(["0.ts?token=bbb", "1.ts?token=bbb"]), false, strip, true),
+        ("a playlist's session data query", media(["0.ts"], head: "#EXT-X-SESSION-DATA:DATA-ID=\"a\",URI=\"http://o/d.json?s=1\"\n"),
+         media(["0.ts"], head: "#EXT-X-SESSION-DATA:DATA-ID=\"a\",URI=\"http://o/d.json?s=2\"\n"), false, CacheKeyRules(), true),
+        ("a playlist's other session data", media(["0.ts"], head: "#EXT-X-SESSION-DATA:DATA-ID=\"a\",URI=\"http://o/d.json?s=1\"\n"),
+         media(["0.ts"], head: "#EXT-X-SESSION-DATA:DATA-ID=\"a\",URI=\"http://o/e.json?s=1\"\n"), false, CacheKeyRules(), false),
         ("a playlist's ?v=2", media(["0.ts?v=1", "1.ts?v=1"]), media(["0.ts?v=2", "1.ts?v=2"]), false, strip, false),
         ("a playlist's other segment", readPlaylist, media(["0.ts?token=aaa", "1b.ts?token=aaa"]), false, strip, false),
         ("a playlist's other duration", readPlaylist, media(["0.ts?token=aaa", "1.ts?token=aaa"], duration: "2.500"), false, strip, false),

@@ -36,8 +36,21 @@ extension ManifestRevalidation {
     /// duration, segment list, Representation, bandwidth, codec or key is another encode.
     static func sameEncode(_ new: [UInt8], _ old: [UInt8], mpd: Bool, rules: CacheKeyRules) -> Bool {
         if sameUnderKeyRules(new, old, mpd: mpd, rules: rules) { return true }
-        guard mpd, let a = try? XMLTree.parse(new), let b = try? XMLTree.parse(old) else { return false }
+        guard mpd else { return HLSPlaylist.sameUnderKeyRules(withoutSessionDataQueries(new), withoutSessionDataQueries(old), rules: rules) }
+        guard let a = try? XMLTree.parse(new), let b = try? XMLTree.parse(old) else { return false }
         return keyed(withoutAnswerTime(a), rules, structural: true) == keyed(withoutAnswerTime(b), rules, structural: true)
+    }
+
+    /// A playlist's `EXT-X-SESSION-DATA` lines name no member: their `URI="..."` without its
+    /// query (a session id signed anew on each answer is no re-encode).
+    private static func withoutSessionDataQueries(_ bytes: [UInt8]) -> [UInt8] {
+        guard let text = String(validating: bytes, as: UTF8.self), text.contains("#EXT-X-SESSION-DATA:") else { return bytes }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { raw -> String in
+            guard raw.hasPrefix("#EXT-X-SESSION-DATA:"), let r = raw.firstRange(of: "URI=\""),
+                  let close = raw[r.upperBound...].firstIndex(of: "\"") else { return String(raw) }
+            return String(raw[..<r.upperBound]) + withoutQuery(String(raw[r.upperBound..<close])) + String(raw[close...])
+        }
+        return Array(lines.joined(separator: "\n").utf8)
     }
 
     /// `outcome`, the origin's answer about the cached manifest `cached` (answered at
@@ -88,7 +101,8 @@ extension ManifestRevalidation {
     }
 
     /// The member URLs a manifest names, in document order (an MPD's URL attributes, by name
-    /// within an element, and BaseURL texts; a playlist's URI lines and `URI=` attributes).
+    /// within an element, and BaseURL texts; a playlist's URI lines and `URI=` attributes but
+    /// `EXT-X-SESSION-DATA`'s).
     private static func urls(in bytes: [UInt8], mpd: Bool) -> [String]? {
         if mpd {
             guard let tree = try? XMLTree.parse(bytes) else { return nil }
@@ -105,7 +119,7 @@ extension ManifestRevalidation {
         var out: [String] = []
         for raw in text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
             let line = String(raw).trimming(.whitespaces)
-            if line.isEmpty { continue }
+            if line.isEmpty || line.hasPrefix("#EXT-X-SESSION-DATA:") { continue }
             if !line.hasPrefix("#") { out.append(line); continue }
             for piece in line.split(separator: "URI=\"", omittingEmptySubsequences: false).dropFirst() {
                 if let end = piece.firstIndex(of: "\"") { out.append(String(piece[..<end])) }
