@@ -13,11 +13,8 @@ final class ManifestRevalidation: TransferDelegate {
     enum Outcome: Equatable {
         /// 304, or the same bytes: the cached manifest stands.
         case unchanged
-        /// Other bytes: the origin's manifest now, with its validators. `queriesAreTokens`: it
-        /// differs from the cached copy in its URLs' queries, and a member cached from the old
-        /// URL was asked at the new one and is the same bytes by its validators
-        /// (`MemberProbe`): the queries are tokens, not a version.
-        case changed(body: [UInt8], validators: Validators, contentType: String?, finalURL: String?, queriesAreTokens: Bool = false)
+        /// Other bytes: the origin's manifest now, with its validators.
+        case changed(body: [UInt8], validators: Validators, contentType: String?, finalURL: String?)
         /// No answer to judge by (an error status, the network, a body past the limit).
         case failed(String, PrefetchError.Remedy)
     }
@@ -31,14 +28,9 @@ final class ManifestRevalidation: TransferDelegate {
         /// An MPD (else an HLS playlist): what a 200 answer must be to be judged.
         let mpd: Bool
         var maxBytes: Int { mpd ? MPD.maxBytes : HLSPlaylist.maxBytes }
-        /// The request's options (a member asked at its new URL goes with these), and the
-        /// validator header the manifest's request adds.
+        /// The request's options, and the validator header the manifest's request adds.
         let options: RequestOptions
         let validator: String?
-        /// Members cached from the cached copy's URLs, to ask at a new answer's when it differs
-        /// in its URLs' queries only (`MemberProbe`), and the key rules it is judged under.
-        let members: [Member]
-        let rules: CacheKeyRules
         /// The request carried a validator (`If-None-Match`, `If-Modified-Since`): only then is a
         /// 304 an answer about the cached copy.
         let conditional: Bool
@@ -46,16 +38,8 @@ final class ManifestRevalidation: TransferDelegate {
         let policy: RetryPolicy
     }
 
-    /// A member cached whole from the URL the cached manifest names, with its validators.
-    struct Member {
-        let url: String
-        let validators: Validators
-    }
-
     private let question: Question
     private let fetcher: Fetcher
-    /// The members asked at the new answer's URLs, while they are.
-    private var probes: [MemberProbe] = []
     /// Retries made so far.
     private var attempt = 0
     private var head: ResponseHead?
@@ -74,10 +58,9 @@ final class ManifestRevalidation: TransferDelegate {
     /// again after `policy`'s backoff, up to its retries, as any request of the run
     /// (`--retries`); `done` gets the last answer.
     static func start(url: String, cached: [UInt8], cachedBase: String?, validators: Validators, mpd: Bool, options: RequestOptions,
-                      policy: RetryPolicy, members: [Member] = [], rules: CacheKeyRules = CacheKeyRules(),
-                      fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
+                      policy: RetryPolicy, fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
         let header = validators.etag.map { "If-None-Match: \($0)" } ?? validators.lastModified.map { "If-Modified-Since: \($0)" }
-        let q = Question(url: url, cached: cached, cachedBase: cachedBase, mpd: mpd, options: options, validator: header, members: members, rules: rules,
+        let q = Question(url: url, cached: cached, cachedBase: cachedBase, mpd: mpd, options: options, validator: header,
                          conditional: validators.etag != nil || validators.lastModified != nil, policy: policy)
         let r = ManifestRevalidation(q, fetcher: fetcher, done: done)
         return r.send() ? r : nil
@@ -156,7 +139,7 @@ final class ManifestRevalidation: TransferDelegate {
 
     func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
         guard done != nil else { return }
-        var outcome = judged(head: head, error: error)
+        let outcome = judged(head: head, error: error)
         if case .failed(_, .tryLater) = outcome, attempt < question.policy.retries, !fetcher.isStopped {
             attempt += 1
             fetcher.after(question.policy.backoff(attempt: attempt, jitter: .random(in: 0.8...1.2))) { [self] in
@@ -164,45 +147,7 @@ final class ManifestRevalidation: TransferDelegate {
             }
             return
         }
-        if case .changed(let body, let v, let type, let finalURL, _) = outcome, !fetcher.isStopped,
-           Self.onlyQueriesDiffer(body, question.cached, mpd: question.mpd, rules: question.rules),
-           case let asks = Self.membersToAsk(question.members, changes: Self.queryChanges(body, question.cached, mpd: question.mpd)), !asks.isEmpty {
-            // Each asked at its new URL; tokens only when every one is the same bytes there.
-            var (left, same) = (asks.count, true)
-            let answered = { [self] (s: Bool) in
-                (left, same) = (left - 1, same && s)
-                if left == 0 {
-                    probes = []
-                    finish(.changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: same))
-                }
-            }
-            var started: [MemberProbe] = []
-            for (member, url) in asks {
-                if let p = MemberProbe.start(url: url, member: member, options: question.options, fetcher: fetcher, done: answered) { started.append(p) } else { (left, same) = (left - 1, false) }
-            }
-            probes = started
-            if !started.isEmpty { return }
-            outcome = .changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: false)
-        }
         finish(outcome)
-    }
-
-    /// The members asked at their new URLs when a new answer differs only in its URLs' queries.
-    static let membersAsked = 3
-
-    /// The first `membersAsked` of `members` whose URL's query the new answer names otherwise
-    /// (`changes`), with a strong ETag or a Last-Modified to compare, each with its URL under
-    /// the new query.
-    static func membersToAsk(_ members: [Member], changes: [String: String]?) -> [(Member, String)] {
-        guard let changes, !changes.isEmpty else { return [] }
-        var out: [(Member, String)] = []
-        for m in members where m.validators.ifRange != nil || m.validators.lastModified != nil {
-            let (path, query) = split(m.url)
-            guard let new = changes[query] else { continue }
-            out.append((m, new.isEmpty ? path : path + "?" + new))
-            if out.count == membersAsked { break }
-        }
-        return out
     }
 
     private func finish(_ outcome: Outcome) {
@@ -233,55 +178,5 @@ final class ManifestRevalidation: TransferDelegate {
             outcome = .failed("no answer", .tryLater)
         }
         return outcome
-    }
-}
-
-/// One member cached from the URL the cached manifest names, asked (`Range: bytes=0-0`) at the
-/// URL a new answer names for it, when the two manifests differ only in their URLs' queries
-/// (hostile probe h9d, F4: a signed-URL CDN's tokens, new on every answer, or a cache-busting
-/// `?v=2` of a re-encode). The same bytes by its validators (the same strong ETag; else the same
-/// Last-Modified and length) make the queries tokens; anything else (other validators, none to
-/// compare, no answer) counts them a version: the safe side, a stream is never completed from
-/// two encodes (Docs/dash.md, "Changed during a run").
-final class MemberProbe: TransferDelegate {
-    private let member: ManifestRevalidation.Member
-    private var done: ((Bool) -> Void)?
-
-    private init(member: ManifestRevalidation.Member, done: @escaping (Bool) -> Void) {
-        self.member = member
-        self.done = done
-    }
-
-    static func start(url: String, member: ManifestRevalidation.Member, options: RequestOptions, fetcher: Fetcher, done: @escaping (Bool) -> Void) -> MemberProbe? {
-        let p = MemberProbe(member: member, done: done)
-        guard let t = try? CurlTransfer(url: url, range: "0-0", ifRange: nil, options: options, delegate: p) else { return nil }
-        fetcher.add(t)
-        return p
-    }
-
-    /// Whether an answer with `head` is the bytes `held` names.
-    static func same(_ held: Validators, _ head: ResponseHead) -> Bool {
-        guard head.status == 200 || head.status == 206 else { return false }
-        let length = head.status == 206 ? head.contentRange?.complete : head.contentLength
-        if let a = held.etag, !a.hasPrefix("W/"), let b = head.etag, !b.hasPrefix("W/") { return a == b && (held.length == nil || length == nil || held.length == length) }
-        if let a = held.lastModified, let b = head.lastModified, let n = held.length, let m = length { return a == b && n == m }
-        return false
-    }
-
-    func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
-        end(Self.same(member.validators, head))
-        return .stop
-    }
-
-    func transferDidReceive(_ transfer: CurlTransfer, bytes: UnsafeRawBufferPointer) -> Bool { false }
-
-    func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
-        end(false)
-    }
-
-    private func end(_ same: Bool) {
-        guard let done else { return }
-        self.done = nil
-        done(same)
     }
 }

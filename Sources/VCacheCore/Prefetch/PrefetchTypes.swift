@@ -283,8 +283,11 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A static manifest asked for again at the end of a run that fetched members of its stream
     /// (`Prefetcher.changedDuringRun`) had changed: those members may be the new version under
     /// the old manifest, so the `dropped` entries this run fetched went (`busy`: in use, kept;
-    /// the stream stays partial, so the next run asks for the manifest again).
-    case manifestChangedDuringRun(dropped: Int, busy: Int)
+    /// the stream stays partial, so the next run asks for the manifest again). `differing`: the
+    /// query parameters of member URLs the key rules keep, when they were all that differed
+    /// (a signed-URL origin's token the key rules do not strip, or a cache-busting `?v=`);
+    /// `stripped`: the parameters the key rules strip now (the config value names them too).
+    case manifestChangedDuringRun(dropped: Int, busy: Int, differing: [String] = [], stripped: Set<String> = [])
     /// A partly cached stream's manifest could not be asked for again before the run completed
     /// the stream (`why`: the origin's answer); nothing of the stream was fetched, since the
     /// cached copy may name another version than the origin serves. `remedy`: the answer's.
@@ -419,9 +422,10 @@ public enum PrefetchError: Error, Equatable, Sendable, CustomStringConvertible {
         case .staleManifest(let why, _, true): "its stream is cached for other choices than this run's and its manifest could not be asked for again (\(why)): nothing was fetched, so this choice is not fetched under a cached copy the origin may have changed; run again once the origin answers"
         case .staleManifest(let why, _, false): "its stream is partly cached and its manifest could not be asked for again (\(why)): nothing more was fetched, so the stream is not completed from a cached copy the origin may have changed; run again once the origin answers"
         case .streamBusy(let why): why
-        case .manifestChangedDuringRun(let n, let busy):
+        case .manifestChangedDuringRun(let n, let busy, let differing, let stripped):
             "its manifest changed on the origin during this run: the \(n) \(n == 1 ? "entry" : "entries") this run fetched of its stream may be of the new version, not the one the manifest it read names, so \(n == 1 ? "it was" : "they were") dropped"
-                + (busy > 0 ? " (\(busy) more in use by another vcache process stayed; the stream is partial, so the next run asks for its manifest again)" : "") + ": run the prefetch again"
+                + (busy > 0 ? " (\(busy) more in use by another vcache process stayed; the stream is partial, so the next run asks for its manifest again)" : "")
+                + (differing.isEmpty ? ": run the prefetch again" : ": " + Self.onlyParametersDiffer(differing, stripped: stripped) + "; if it re-encoded, run the prefetch again")
         case .changedUnderRanges(let why): "changed on the origin during this run (\(why)): the byte ranges planned for it came from the old version, so none was cut from the new one; its cached bytes were dropped: run the prefetch again"
         case .refusedHost(let host, let own, let redirected, let more, let mpd):
             "refused: \(redirected ? "the origin redirected it to" : mpd ? "its MPD names it on" : "its playlist names it on") \(host), not on the stream's own \(own.count == 1 ? "host" : "hosts") (\(own.joined(separator: ", "))); --allow-host \(host) allows it"
@@ -494,4 +498,18 @@ public enum PrefetchEvent: Sendable {
     /// Entries removed to stay under `maxSize`; `overCap` when this run's own entries exceed it.
     case evicted(urls: [String], freedBytes: Int64, usage: Int64, overCap: Bool)
     case finished(PrefetchResult)
+}
+
+extension PrefetchError {
+    /// What `manifestChangedDuringRun`'s words, and the note of a manifest found changed as a
+    /// run begins, add when only the query parameters `differing` of its member URLs differ:
+    /// the key rule that would key them as one (with those the key rules strip now,
+    /// `stripped`: `config set` replaces the value).
+    static func onlyParametersDiffer(_ differing: [String], stripped: Set<String>) -> String {
+        let names = differing.count == 1 ? "parameter \(differing[0])"
+            : "parameters " + differing.dropLast().joined(separator: ", ") + " and " + differing[differing.count - 1]
+        let value = (stripped.sorted() + differing.filter { !stripped.contains($0) }).joined(separator: ",")
+        return "only the query \(names) of its member URLs \(differing.count == 1 ? "differs" : "differ"): if the origin signs URLs anew on each answer, "
+            + "'vcache config set key-strip-param \(value)' keys them as one"
+    }
 }

@@ -34,38 +34,22 @@ extension Prefetcher {
 
     /// Whether the origin's answer `outcome` about `m`, asked at the end of a run that fetched
     /// members of its stream, is another encode: not when unchanged, the same encode
-    /// (`ManifestRevalidation.sameEncode`: tokens in URL queries, an MPD's `publishTime`), or
-    /// no answer to judge by (the run stands, its stream left unconfirmed). The question is
-    /// whether the origin re-encoded during the run: the same bytes answered from another
-    /// location (a per-answer redirect) are no re-encode, since the members were fetched from
-    /// the URLs the copy the run read named.
+    /// (`ManifestRevalidation.sameEncode`: the same member URLs under the key rules, an MPD's
+    /// `publishTime` or a query of a URL that names no member aside), or no answer to judge by
+    /// (the run stands, its stream left unconfirmed). The question is whether the origin
+    /// re-encoded during the run: the same bytes answered from another location (a per-answer
+    /// redirect) are no re-encode, since the members were fetched from the URLs the copy the
+    /// run read named.
     func changedDuringRun(_ m: ReadManifest, _ outcome: ManifestRevalidation.Outcome) -> Bool {
-        guard case .changed(let body, _, _, _, let tokens) = outcome else { return false }
-        return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules, queriesAreTokens: tokens)
+        guard case .changed(let body, _, _, _) = outcome else { return false }
+        return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
     }
 
-    /// Those of `keys` cached whole, by the URL they were fetched from, with their validators:
-    /// a manifest answered in other URL queries is judged by asking some of them at their new
-    /// URLs (`MemberProbe`). Segments first, the first stored first (a re-encode during a run
-    /// leaves the members stored after it the new encode under the old URLs, so only those
-    /// stored before it tell a version from a token), then the stream's other members (its media
-    /// playlists), init sections and keys last (a re-encode at the same settings often leaves
-    /// the init section byte for byte the same). At most 256 looked at.
-    func cachedMembers(_ keys: [CacheKey], root: CacheKey) -> [ManifestRevalidation.Member] {
-        let some = Array(keys.prefix(256))
-        let entries = (try? store.catalog.entries(keys: some)) ?? [:]
-        var roles: [CacheKey: StreamRole] = [:]
-        for m in ((try? store.catalog.stream(root: root)) ?? nil)?.members ?? [] { roles[m.key] = m.role }
-        func rank(_ k: CacheKey) -> Int {
-            switch roles[k] {
-            case .segment?: 0
-            case .initSection?, .key?: 2
-            default: 1
-            }
-        }
-        let held = some.enumerated().compactMap { i, k in entries[k].flatMap { $0.isComplete ? (i, k, $0) : nil } }
-        return held.sorted { (rank($0.1), $0.2.created, $0.0) < (rank($1.1), $1.2.created, $1.0) }
-            .map { ManifestRevalidation.Member(url: $0.2.latestURL, validators: $0.2.validators) }
+    /// The query parameters of member URLs the key rules keep that are all `outcome` differs in
+    /// from `m` (`ManifestRevalidation.keptQueryParameters`): the error names them.
+    func keptQueryParameters(_ m: ReadManifest, _ outcome: ManifestRevalidation.Outcome) -> [String] {
+        guard case .changed(let body, _, _, _) = outcome else { return [] }
+        return ManifestRevalidation.keptQueryParameters(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
     }
 
     /// What the end check's answer about `m` was, for `-v`.
@@ -75,20 +59,21 @@ extension Prefetcher {
         case .failed(let why, _): return "no answer to judge by (\(why))"
         case .changed:
             return changedDuringRun(m, outcome) ? "another encode: what this run fetched of the stream is dropped"
-                : "the same encode in other bytes (key rules, URL query strings, publishTime, or another location): unchanged"
+                : "the same encode in other bytes (key rules, publishTime, a URL naming no member, or another location): unchanged"
         }
     }
 
     /// Drops the entries `fetched` (what this run fetched of a stream whose manifest changed
     /// under it), each on its own: they stay members of the stream, so it is partial, and the
-    /// next run asks for its manifest again and drops what the old one named. The error says so.
-    func dropFetched(_ fetched: [CacheKey]) -> PrefetchError {
+    /// next run asks for its manifest again and drops what the old one named. The error says so,
+    /// and names the query parameters of member URLs (`differing`) when they were all that differed.
+    func dropFetched(_ fetched: [CacheKey], differing: [String] = []) -> PrefetchError {
         var c = Evictor.Criteria()
         c.keys = Set(fetched)
         c.alone = true
         guard let out = try? Evictor(store: store).evict(c, dryRun: false) else {
-            return .manifestChangedDuringRun(dropped: 0, busy: fetched.count)
+            return .manifestChangedDuringRun(dropped: 0, busy: fetched.count, differing: differing, stripped: options.keyRules.stripParameters)
         }
-        return .manifestChangedDuringRun(dropped: out.evicted.count, busy: out.skipped.count)
+        return .manifestChangedDuringRun(dropped: out.evicted.count, busy: out.skipped.count, differing: differing, stripped: options.keyRules.stripParameters)
     }
 }

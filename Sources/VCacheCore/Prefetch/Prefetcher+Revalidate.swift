@@ -133,7 +133,7 @@ extension Prefetcher {
             return nil
         case .failed(let why, let remedy):
             return .staleManifest(why: why, remedy: remedy, newChoice: m.newChoice)
-        case .changed(let body, let validators, let contentType, let finalURL, _):
+        case .changed(let body, let validators, let contentType, let finalURL):
             // Only a manifest of the same kind that reads replaces it (an error page answered 200,
             // a broken deploy): the stream is never traded for something it cannot be read from.
             if let why = unreadable(body, like: m, contentType: contentType, base: finalURL ?? m.url) {
@@ -205,7 +205,9 @@ extension Prefetcher {
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
             let from = m.newChoice ? "this run's choice is fetched from the new one" : "the stream is completed from the new one"
-            events(.note(url: m.url, message: "its manifest changed on the origin \(m.since): \(from); \(what)"))
+            let differing = ManifestRevalidation.keptQueryParameters(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
+            let hint = differing.isEmpty ? "" : "; " + PrefetchError.onlyParametersDiffer(differing, stripped: options.keyRules.stripParameters)
+            events(.note(url: m.url, message: "its manifest changed on the origin \(m.since): \(from); \(what)\(hint)"))
             for owner in m.owners {
                 let master = ((try? store.catalog.entry(key: owner)) ?? nil)?.latestURL ?? owner.hex
                 events(.note(url: m.url, message: "it is a member of the stream of \(master): a member of it changed on the origin, so what that stream's other playlists named went too (it may be of the old encode), and its master is asked for again by its next run"))

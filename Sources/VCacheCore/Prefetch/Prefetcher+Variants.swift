@@ -26,7 +26,7 @@ extension Prefetcher {
             switch outcome {
             case .unchanged:
                 return askingMediaPlaylists(m, on: fetcher, then: then)
-            case .changed(let body, _, _, let finalURL, _):
+            case .changed(let body, _, _, let finalURL):
                 if stands(m, body, finalURL: finalURL) {
                     return askingMediaPlaylists(m, on: fetcher, then: then)
                 }
@@ -34,7 +34,7 @@ extension Prefetcher {
                 return then(m)
             }
         }
-        guard m.key == m.root, case .changed(let body, _, _, let finalURL, _) = outcome,
+        guard m.key == m.root, case .changed(let body, _, _, let finalURL) = outcome,
               case .master(let oldMaster)? = try? HLSPlaylist.parse(m.bytes, url: m.base),
               let new = try? HLSPlaylist.parse(body, url: finalURL ?? m.url), case .master(let newMaster) = new,
               !ManifestRevalidation.sameUnderKeyRules(body, m.bytes, mpd: false, rules: options.keyRules) else { return then(m) }
@@ -61,8 +61,7 @@ extension Prefetcher {
         }
         for a in asks {
             let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
-                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base, root: m.root),
-                                               rules: options.keyRules, fetcher: fetcher) { [self] o in
+                                               options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 state.count -= 1
                 if state.count == 0 { finish() }
@@ -102,8 +101,7 @@ extension Prefetcher {
         }
         for a in asks {
             let r = ManifestRevalidation.start(url: a.url, cached: a.bytes, cachedBase: a.base, validators: a.validators, mpd: false,
-                                               options: options.request, policy: RetryPolicy(options), members: playlistMembers(a.bytes, base: a.base, root: m.root),
-                                               rules: options.keyRules, fetcher: fetcher) { [self] o in
+                                               options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { [self] o in
                 if keepsPlaylist(a.key, url: a.url, cached: a.bytes, base: a.base, o) { state.kept[a.key] = a.bytes }
                 if case .failed(let why, let remedy) = o, state.failed == nil { state.failed = ("\(a.url): \(why)", remedy) }
                 state.count -= 1
@@ -163,12 +161,6 @@ extension Prefetcher {
         return out
     }
 
-    /// What the cached media playlist `bytes` names, cached whole (`cachedMembers`).
-    private func playlistMembers(_ bytes: [UInt8], base: String, root: CacheKey) -> [ManifestRevalidation.Member] {
-        guard let p = try? HLSPlaylist.parse(bytes, url: base) else { return [] }
-        return cachedMembers(p.members.map { options.keyRules.key(for: $0.url) }, root: root)
-    }
-
     private static func sameEntries(_ a: [String], _ b: [String]) -> Bool { a.sorted() == b.sorted() }
 
     /// Whether the media playlist `key` is unchanged by `o`; one the same under the key rules
@@ -177,7 +169,7 @@ extension Prefetcher {
         switch ManifestRevalidation.judged(o, cached: cached, cachedBase: base, mpd: false, rules: options.keyRules) {
         case .unchanged:
             return true
-        case .changed(let body, let validators, let contentType, let finalURL, _):
+        case .changed(let body, let validators, let contentType, let finalURL):
             if let f = finalURL, ManifestRevalidation.folder(of: f) != ManifestRevalidation.folder(of: base) { return false }
             guard ManifestRevalidation.sameUnderKeyRules(body, cached, mpd: false, rules: options.keyRules),
                   let lock = (try? store.tryLockWriter(key: key)) ?? nil else { return false }

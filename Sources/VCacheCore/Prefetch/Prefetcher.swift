@@ -713,8 +713,7 @@ public final class Prefetcher {
                 // Asked again after a backoff as any request (--retries); still no answer: the
                 // run stands, its stream left unconfirmed for the next run to ask.
                 let ask = ManifestRevalidation.start(url: m.url, cached: m.bytes, cachedBase: m.base, validators: m.validators, mpd: m.mpd,
-                                                     options: options.request, policy: RetryPolicy(options), members: self.cachedMembers(fetched.filter { $0 != run.key(of: t) && $0 != self.options.keyRules.key(for: m.url) }, root: run.key(of: t)),
-                                                     rules: options.keyRules, fetcher: fetcher) { outcome in
+                                                     options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { outcome in
                     trace(m.url, "end check: " + self.endCheckSaid(m, outcome))
                     if self.fetcher.isStopped {
                         stoppedUnchecked.insert(t)
@@ -723,7 +722,7 @@ public final class Prefetcher {
                     } else if failure == nil, self.changedDuringRun(m, outcome) {
                         for key in fetched { heldManifests.removeValue(forKey: key)?.close() }  // this run's own hold
                         let others = (try? self.store.catalog.otherRoots(naming: fetched, besides: run.key(of: t))) ?? []
-                        let e = self.dropFetched(fetched)
+                        let e = self.dropFetched(fetched, differing: self.keptQueryParameters(m, outcome))
                         failure = e
                         for u in 0..<run.given where u != t && others.contains(run.key(of: u)) && droppedWith[u] == nil { droppedWith[u] = (e, t) }
                     }
@@ -817,8 +816,7 @@ public final class Prefetcher {
                     let id = ObjectIdentifier(job)
                     revalidations[id] = ManifestRevalidation.start(
                         url: stale.url, cached: stale.bytes, cachedBase: stale.base, validators: stale.validators, mpd: stale.mpd,
-                        options: options.request, policy: RetryPolicy(options), members: self.cachedMembers(stale.named, root: stale.root),
-                        rules: options.keyRules, fetcher: fetcher) { answer in
+                        options: options.request, policy: RetryPolicy(options), fetcher: fetcher) { answer in
                             revalidations.removeValue(forKey: id)
                             // The end check's rule: the same encode in other bytes is no change.
                             let outcome = ManifestRevalidation.judged(answer, cached: stale.bytes, cachedBase: stale.base, mpd: stale.mpd, rules: self.options.keyRules)

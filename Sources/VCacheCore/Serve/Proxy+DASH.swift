@@ -269,8 +269,8 @@ extension Proxy {
             versionKept(video.key)
             return .new
         }
-        // The same encode in other bytes (prefetch's end-check rule: tokens, `publishTime`, the
-        // answering location aside) is no re-encode: nothing is dropped (hostile probe h9d, F13:
+        // The same encode in other bytes (prefetch's end-check rule: member URLs under the key
+        // rules; `publishTime`, the query of a URL naming no member aside) is no re-encode: nothing is dropped (hostile probe h9d, F13:
         // a just-in-time packager's `publishTime` emptied the warmed stream at every player).
         if ManifestRevalidation.sameEncode(body, copy.bytes, mpd: true, rules: readThrough.options.keyRules) {
             _ = keep()

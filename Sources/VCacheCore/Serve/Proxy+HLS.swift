@@ -150,8 +150,8 @@ extension Proxy {
     /// copy replaces the cached one (`takeNewVersion`, as prefetch does when it asks again);
     /// when they cannot (a prefetch holds the stream, another process writes a member), what
     /// the new one names is passed through, never cached. Other bytes naming the same stream
-    /// (`ManifestRevalidation.sameEncode`, prefetch's end-check rule: a token, the key
-    /// rules strip, a comment, a date) are no change: nothing is dropped and the cached copy
+    /// (`ManifestRevalidation.sameEncode`, prefetch's end-check rule: a token the key rules
+    /// strip, a comment, a date) are no change: nothing is dropped and the cached copy
     /// stays, so an origin that signs every answer anew does not empty the cache of a warmed
     /// stream.
     private func dropIfChanged(_ video: ReadThrough.Video, now: HLSPlaylist, fresh: SmallGet.Answer, url: String) -> NewVersion? {
