@@ -546,4 +546,59 @@ import VCacheTestSupport
         for (p, text) in new.playlists { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(Data(text.utf8)), "\(p)") }
         for (p, body) in new.segments { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(body), "\(p)") }
     }
+
+    /// A warmed stream whose MPD the origin now answers differing only in its member URLs'
+    /// queries (hostile probe h9d, F4): a cache-busting `?v=1` -> `?v=2` of a re-encode, or a
+    /// signed-URL CDN's token new on each answer. Serve judges it as prefetch's end check does:
+    /// cached segments are asked at their new URLs (`Range: bytes=0-0`, `MemberProbe`); other
+    /// ETags make it a re-encode (the old members dropped, the player gets the new encode, the
+    /// cache holds only it); the same ETags make the queries tokens (nothing dropped); members
+    /// without validators prove nothing: a re-encode, the safe side.
+    @Test(arguments: ["version", "token", "token, no validators"])
+    func anMPDDifferingOnlyInMemberQueriesIsJudgedByAskingCachedMembers(kind: String) throws {
+        typealias R = DASHRevalidationTests
+        let origin = try TestOrigin()
+        let old = R.encode(origin, seed: 1)
+        let reEncoded = kind != "token"
+        if kind == "token, no validators" {
+            for (p, body) in old { origin.setResource(p, .init(body: body, contentType: "video/mp4")) }
+        }
+        let (q1, q2) = kind == "version" ? ("?v=1", "?v=2") : ("?token=aaa", "?token=bbb")
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: q1), etag: "\"m1\"", contentType: R.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd")
+        let warmed = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let want = kind == "version" ? R.encode(origin, seed: 7) : R.encode(origin, seed: 1)
+        if kind == "token, no validators" {
+            for (p, body) in want { origin.setResource(p, .init(body: body, contentType: "video/mp4")) }
+        }
+        let oldKeys = ["/s/v/init.mp4", "/s/v/0.m4s", "/s/v/1.m4s", "/s/a/init.mp4", "/s/a/0.m4s", "/s/a/1.m4s"]
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: q2), etag: "\"m2\"", contentType: R.dashXML))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let base = try Self.baseURL(mpd.body)
+        var played: [String: String] = [:]
+        for p in Self.dashPaths {
+            let r = try Curl.fetch([base + p + q2], in: dir)
+            #expect(r.status == 200, "\(p): \(r.status)")
+            played["/s/" + p] = TestBytes.sha256(r.body)
+        }
+        _ = serve.stop()
+        #expect(played == want.mapValues { TestBytes.sha256($0) }, "\(kind): a player read the other encode")
+        let kept = try R.cachedDigests(cache, origin, oldKeys.map { $0 + q1 })
+        if kind != "token, no validators" {
+            // Segments were asked at their new URLs, a byte each.
+            #expect(["/s/v/0.m4s", "/s/v/1.m4s", "/s/a/0.m4s", "/s/a/1.m4s"].contains { origin.requests($0).contains("bytes=0-0") }, "\(kind)")
+        }
+        if reEncoded {
+            #expect(serve.log.contains { $0.contains("(MPD, rewritten; re-encoded on the origin: the 6 entries cached from the old copy were dropped, the new copy stored)") }, "\(kind): \(serve.log)")
+            #expect(kept.isEmpty, "\(kind): the old members stayed: \(kept.keys.sorted())")
+            let got = try R.cachedDigests(cache, origin, want.keys.map { $0 + q2 })
+            #expect(got == Dictionary(uniqueKeysWithValues: want.map { ($0.key + q2, TestBytes.sha256($0.value)) }))
+        } else {
+            #expect(!serve.log.contains { $0.contains("re-encoded") }, "\(serve.log)")
+            #expect(kept == Dictionary(uniqueKeysWithValues: want.map { ($0.key + q1, TestBytes.sha256($0.value)) }), "the warmed stream was dropped")
+        }
+    }
 }

@@ -167,21 +167,11 @@ final class ManifestRevalidation: TransferDelegate {
         if case .changed(let body, let v, let type, let finalURL, _) = outcome, !fetcher.isStopped,
            Self.onlyQueriesDiffer(body, question.cached, mpd: question.mpd, rules: question.rules),
            case let asks = Self.membersToAsk(question.members, changes: Self.queryChanges(body, question.cached, mpd: question.mpd)), !asks.isEmpty {
-            // Each asked at its new URL; tokens only when every one is the same bytes there.
-            var (left, same) = (asks.count, true)
-            let answered = { [self] (s: Bool) in
-                (left, same) = (left - 1, same && s)
-                if left == 0 {
-                    probes = []
-                    finish(.changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: same))
-                }
+            probes = MemberProbe.ask(asks, options: question.options, fetcher: fetcher) { [self] same in
+                probes = []
+                finish(.changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: same))
             }
-            var started: [MemberProbe] = []
-            for (member, url) in asks {
-                if let p = MemberProbe.start(url: url, member: member, options: question.options, fetcher: fetcher, done: answered) { started.append(p) } else { (left, same) = (left - 1, false) }
-            }
-            probes = started
-            if !started.isEmpty { return }
+            if !probes.isEmpty { return }
             outcome = .changed(body: body, validators: v, contentType: type, finalURL: finalURL, queriesAreTokens: false)
         }
         finish(outcome)
@@ -203,6 +193,49 @@ final class ManifestRevalidation: TransferDelegate {
             if out.count == membersAsked { break }
         }
         return out
+    }
+
+    /// Whether `new`, a manifest answered for the cached copy `old`, is the same encode only if
+    /// its URLs' queries are tokens, and they are: some of `members` (cached from the old URLs)
+    /// asked at their new URLs and each the same bytes there (`MemberProbe`). Blocks the calling
+    /// thread on a fetch loop of its own while they are asked (serve's answer of a manifest:
+    /// serve and prefetch judge a query change alike, hostile probe h9d F4). False when the two
+    /// differ otherwise too, or in no query, or no member can be asked.
+    static func queriesAreTokens(_ new: [UInt8], _ old: [UInt8], mpd: Bool, rules: CacheKeyRules, members: () -> [Member], options: RequestOptions) -> Bool {
+        guard onlyQueriesDiffer(new, old, mpd: mpd, rules: rules) else { return false }
+        let asks = membersToAsk(members(), changes: queryChanges(new, old, mpd: mpd))
+        guard !asks.isEmpty else { return false }
+        let fetcher = Fetcher()
+        var said: Bool?
+        let probes = MemberProbe.ask(asks, options: options, fetcher: fetcher) { said = $0 }
+        guard !probes.isEmpty else { return false }
+        fetcher.run(until: { said != nil })
+        return said ?? false
+    }
+
+    /// The members cached whole among `keys` (of the stream rooted at `root` in `store`), by the
+    /// URL they were fetched from, with their validators: a manifest answered in other URL
+    /// queries is judged by asking some of them at their new URLs (`MemberProbe`). Segments
+    /// first, the first stored first (a re-encode during a run leaves the members stored after
+    /// it the new encode under the old URLs, so only those stored before it tell a version from
+    /// a token), then the stream's other members (its media playlists), init sections and keys
+    /// last (a re-encode at the same settings often leaves the init section byte for byte the
+    /// same). At most 256 looked at.
+    static func cachedMembers(_ keys: [CacheKey], root: CacheKey, store: CacheStore) -> [Member] {
+        let some = Array(keys.prefix(256))
+        let entries = (try? store.catalog.entries(keys: some)) ?? [:]
+        var roles: [CacheKey: StreamRole] = [:]
+        for m in ((try? store.catalog.stream(root: root)) ?? nil)?.members ?? [] { roles[m.key] = m.role }
+        func rank(_ k: CacheKey) -> Int {
+            switch roles[k] {
+            case .segment?: 0
+            case .initSection?, .key?: 2
+            default: 1
+            }
+        }
+        let held = some.enumerated().compactMap { i, k in entries[k].flatMap { $0.isComplete ? (i, k, $0) : nil } }
+        return held.sorted { (rank($0.1), $0.2.created, $0.0) < (rank($1.1), $1.2.created, $1.0) }
+            .map { Member(url: $0.2.latestURL, validators: $0.2.validators) }
     }
 
     private func finish(_ outcome: Outcome) {
@@ -277,6 +310,22 @@ final class MemberProbe: TransferDelegate {
 
     func transferDidComplete(_ transfer: CurlTransfer, head: ResponseHead?, error: TransportError?) {
         end(false)
+    }
+
+    /// Asks each of `asks` (a member and its new URL) on `fetcher`; `done` gets, once every one
+    /// answered, whether each is the same bytes there (tokens only then). The probes started
+    /// (to be held while they run); none started: `done` is never called.
+    static func ask(_ asks: [(ManifestRevalidation.Member, String)], options: RequestOptions, fetcher: Fetcher, done: @escaping (Bool) -> Void) -> [MemberProbe] {
+        var (left, same) = (asks.count, true)
+        var started: [MemberProbe] = []
+        let answered = { (s: Bool) in
+            (left, same) = (left - 1, same && s)
+            if left == 0, !started.isEmpty { done(same) }
+        }
+        for (member, url) in asks {
+            if let p = MemberProbe.start(url: url, member: member, options: options, fetcher: fetcher, done: answered) { started.append(p) } else { (left, same) = (left - 1, false) }
+        }
+        return started
     }
 
     private func end(_ same: Bool) {

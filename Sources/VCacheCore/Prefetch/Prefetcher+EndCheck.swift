@@ -44,28 +44,9 @@ extension Prefetcher {
         return !ManifestRevalidation.sameEncode(body, m.bytes, mpd: m.mpd, rules: options.keyRules, queriesAreTokens: tokens)
     }
 
-    /// Those of `keys` cached whole, by the URL they were fetched from, with their validators:
-    /// a manifest answered in other URL queries is judged by asking some of them at their new
-    /// URLs (`MemberProbe`). Segments first, the first stored first (a re-encode during a run
-    /// leaves the members stored after it the new encode under the old URLs, so only those
-    /// stored before it tell a version from a token), then the stream's other members (its media
-    /// playlists), init sections and keys last (a re-encode at the same settings often leaves
-    /// the init section byte for byte the same). At most 256 looked at.
+    /// Those of `keys` cached whole, with their validators (`ManifestRevalidation.cachedMembers`).
     func cachedMembers(_ keys: [CacheKey], root: CacheKey) -> [ManifestRevalidation.Member] {
-        let some = Array(keys.prefix(256))
-        let entries = (try? store.catalog.entries(keys: some)) ?? [:]
-        var roles: [CacheKey: StreamRole] = [:]
-        for m in ((try? store.catalog.stream(root: root)) ?? nil)?.members ?? [] { roles[m.key] = m.role }
-        func rank(_ k: CacheKey) -> Int {
-            switch roles[k] {
-            case .segment?: 0
-            case .initSection?, .key?: 2
-            default: 1
-            }
-        }
-        let held = some.enumerated().compactMap { i, k in entries[k].flatMap { $0.isComplete ? (i, k, $0) : nil } }
-        return held.sorted { (rank($0.1), $0.2.created, $0.0) < (rank($1.1), $1.2.created, $1.0) }
-            .map { ManifestRevalidation.Member(url: $0.2.latestURL, validators: $0.2.validators) }
+        ManifestRevalidation.cachedMembers(keys, root: root, store: store)
     }
 
     /// What the end check's answer about `m` was, for `-v`.

@@ -188,7 +188,9 @@ extension Proxy {
         }
         guard a.status == 200, !body.isEmpty else { return failed("origin answered \(a.status)", status: a.status) }
         let moved = ManifestRevalidation.folder(of: a.finalURL) != ManifestRevalidation.folder(of: ((try? store.catalog.finalURL(of: t.key)) ?? nil) ?? e.latestURL)
-        if !moved, body == bytes || ManifestRevalidation.sameEncode(body, bytes, mpd: t.mpd, rules: rules) {
+        // A query-only difference is judged below (`keepCopy`, `dropIfChanged`: members asked at
+        // their new URLs), once.
+        if !moved, body == bytes || ManifestRevalidation.sameEncode(body, bytes, mpd: t.mpd, rules: rules, queriesAreTokens: false) {
             backgroundLog(t.url, status: 200, note: "\(what): the same encode, the members confirmed")
             return .confirmed
         }

@@ -272,16 +272,17 @@ extension Proxy {
         // The same encode in other bytes (prefetch's end-check rule: tokens, `publishTime`, the
         // answering location aside) is no re-encode: nothing is dropped (hostile probe h9d, F13:
         // a just-in-time packager's `publishTime` emptied the warmed stream at every player).
-        if ManifestRevalidation.sameEncode(body, copy.bytes, mpd: true, rules: readThrough.options.keyRules) {
-            _ = keep()
-            versionKept(video.key)
-            return .same
-        }
         // What the stream records and what the old copy names (a member stored before it was
         // recorded must go too).
         let lazy = lazyTemplates.withLock { $0[video.key] != nil }
         let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? []
         let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key)))
+        // A query-only difference is judged by asking cached members at their new URLs (h9d F4).
+        if sameEncode(body, copy.bytes, mpd: true, root: video.key, named: old) {
+            _ = keep()
+            versionKept(video.key)
+            return .same
+        }
         switch takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) {
         case .taken(let n, let others, _): return .taken(.taken(dropped: n, others: others))
         case .passedThrough: return .notKept(.passedThrough)

@@ -71,6 +71,24 @@ extension Proxy {
         return .taken(dropped: held.count, others: others.dropped, masters: named)
     }
 
+    /// Serve's "same encode" rule, the one prefetch's end check applies
+    /// (`ManifestRevalidation.sameEncode`): `new`, the origin's answer of a static manifest, and
+    /// `old`, its copy cached whole, name the same stream under the key rules, or once the answer's
+    /// own time (an MPD's `publishTime`) is put aside. When they differ only in their URLs'
+    /// queries (a signed-URL CDN's tokens, or a cache-busting `?v=2` of a re-encode: hostile probe
+    /// h9d, F4), up to `ManifestRevalidation.membersAsked` members cached whole among `named` (of
+    /// the stream `root`) are asked at their new URLs (`Range: bytes=0-0`, `MemberProbe`, the
+    /// code prefetch runs): the same strong ETag, or the same Last-Modified and length, on every
+    /// one makes the queries tokens (the same encode); anything else, or no member to ask, a
+    /// re-encode. Only a query-only difference costs those requests.
+    func sameEncode(_ new: [UInt8], _ old: [UInt8], mpd: Bool, root: CacheKey, named: [CacheKey]) -> Bool {
+        let rules = readThrough.options.keyRules
+        if ManifestRevalidation.sameEncode(new, old, mpd: mpd, rules: rules, queriesAreTokens: false) { return true }
+        return ManifestRevalidation.queriesAreTokens(new, old, mpd: mpd, rules: rules, members: {
+            ManifestRevalidation.cachedMembers(named, root: root, store: readThrough.store)
+        }, options: readThrough.options.request)
+    }
+
     /// What `takeNewVersion` did.
     enum NewVersion {
         /// The new version stored, after `dropped` entries cached from the old one were dropped,
