@@ -423,6 +423,34 @@ import VCacheTestSupport
         #expect(serve.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 3, "\(serve.log)")
     }
 
+    /// Pass-through from an origin whose ETag differs per answer (two nodes behind a balancer,
+    /// h9d F5): the span asked under If-Range of the first bytes' ETag comes back 200 whole under
+    /// the other ETag. Serve never sends a head it cannot honour (before: `200, Content-Length`,
+    /// then the answer cut with no byte): the member is fetched whole, checked, and the asked
+    /// span cut from it; the log says so.
+    @Test
+    func aPassedThroughMemberFromAnOriginWhoseETagDiffersPerAnswerIsAnsweredWhole() throws {
+        let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        origin.setFaults("/s/v/0.m4s", { var f = TestOrigin.Faults(); f.rotateETags = ["\"node-a\"", "\"node-b\""]; return f }())
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let member = try Self.baseURL(mpd.body) + "v/0.m4s", body = try #require(new["/s/v/0.m4s"])
+        let whole = try Curl.fetch([member], in: dir)
+        #expect(whole.status == 200, "\(whole.status) \(whole.headers)")
+        #expect(TestBytes.sha256(whole.body) == TestBytes.sha256(body), "\(whole.body.count) of \(body.count) bytes")
+        let span = try Curl.fetch(["-H", "Range: bytes=100-199", member], in: dir)
+        #expect(span.status == 206 && span.headers["content-range"] == "bytes 100-199/\(body.count)", "\(span.status) \(span.headers)")
+        #expect(TestBytes.sha256(span.body) == TestBytes.sha256(body.dropFirst(100).prefix(100)))
+        let lines = serve.logLines(within: 5) { $0.contains("its span was not answered as the version of its first bytes") && $0.contains("so it was fetched whole") }
+        #expect(lines.count == 2, "\(serve.log)")
+    }
+
     /// Pass-through checks a member as the normal path does before storing it: an error page
     /// answered 200 in a segment's place (as a web page, or as bytes no segment starts with)
     /// is answered 502, never passed on (h9c, F8). Alike streamed and fetched whole.
