@@ -160,6 +160,41 @@ import VCacheTestSupport
         #expect(try Self.cachedDASH(cache, origin) == want)
     }
 
+    /// Pass-through outlives the serve that saw the new version (hostile probe h9d, F3): a
+    /// prefetch holds the stream (here the test holds its lock), serve answers the new MPD and
+    /// marks the stream's root `manifest-unconfirmed`; serve restarts; the player holding the new
+    /// MPD asks for members without asking the MPD again. The new serve, finding the root marked
+    /// and no answer of the MPD of its own, asks the MPD first: members are passed through (the
+    /// new encode), never the cached old encode's bytes; nothing of the new version is stored.
+    @Test
+    func aRestartedServePassesThroughTheMembersOfAStreamItFindsMarked() throws {
+        let (origin, old, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let first = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([first.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let folder = String(try Self.baseURL(mpd.body).dropFirst(first.base.count))
+        _ = first.stop()
+        let asked = origin.requests("/s/manifest.mpd").count
+        let second = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = second.stop() }
+        for p in ["v/0.m4s", "a/0.m4s", "v/1.m4s"] {
+            let r = try Curl.fetch([second.base + folder + p], in: dir)
+            #expect(r.status == 200, "\(p): \(r.status)")
+            #expect(TestBytes.sha256(r.body) == TestBytes.sha256(new["/s/" + p]!), "\(p): the old encode's bytes under the new MPD")
+        }
+        // One question of the MPD, then the members passed through.
+        #expect(origin.requests("/s/manifest.mpd").count == asked + 1)
+        #expect(second.logLines(within: 5) { $0.contains("its manifest asked before a member is answered from the cache") }.count == 1, "\(second.log)")
+        #expect(second.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 3, "\(second.log)")
+        // Nothing of the new version stored: the old MPD over the old members it named.
+        #expect(try Self.cachedMPD(cache, url) == DASHRevalidationTests.mpd(width: 320))
+        #expect(try Self.cachedDASH(cache, origin) == old.filter { !$0.key.hasSuffix("/1.m4s") }.mapValues { TestBytes.sha256($0) })
+    }
+
     /// HLS, a prefetch holding the stream: the new master and its media playlist are answered,
     /// the segments passed through; the old master and the segment cached from it stay as they
     /// were, nothing of the new encode stored.

@@ -32,6 +32,8 @@ extension Proxy {
                         keep: () -> Bool) -> NewVersion {
         let store = readThrough.store, manifest = manifest ?? root
         guard let lock = (try? store.tryLockStream(root: root)) ?? nil else {
+            // Kept in the catalog too, for any serve (a restarted one: `askIfMarked`, h9d F3).
+            try? store.catalog.markRootUnconfirmed(root, true)
             passThroughLater(manifest: manifest, new)
             return .passedThrough
         }
