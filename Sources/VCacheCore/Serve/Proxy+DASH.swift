@@ -276,7 +276,10 @@ extension Proxy {
         // recorded must go too).
         let lazy = lazyTemplates.withLock { $0[video.key] != nil }
         let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? []
-        let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key)))
+        // A large MPD's template segments are recorded only as serve stores them: one cached as
+        // an entry of its own before (a `prefetch` of its URL, a player's request after a
+        // restart) is found by its name (h9d F8).
+        let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key) + (lazy ? cachedTemplateSegments(of: was) : [])))
         // A query-only difference is judged by asking cached members at their new URLs (h9d F4).
         if sameEncode(body, copy.bytes, mpd: true, root: video.key, named: old) {
             _ = keep()
