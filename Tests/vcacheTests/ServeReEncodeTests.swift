@@ -222,6 +222,43 @@ import VCacheTestSupport
         for n in 1..<4 { #expect(try inspector.entry(origin.url("/h/\(n).ts"))?.ranges.isEmpty ?? true, "\(n).ts stored") }
     }
 
+    /// HLS alike (h9d F3): serve restarted while a prefetch holds the master's stream, the player
+    /// asking segments of the new media playlist it holds: the new serve asks that playlist
+    /// first (the master's stream is marked) and passes the new encode through, never the
+    /// cached old segment.
+    @Test
+    func aRestartedServePassesThroughTheSegmentsOfAnHLSStreamItFindsMarked() throws {
+        let origin = try TestOrigin()
+        let old = HLSRevalidationTests.encode(origin, seed: 1, resolution: "320x180")
+        let cache = dir.file("c")
+        let url = origin.url("/h/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let new = HLSRevalidationTests.encode(origin, seed: 50, resolution: "640x360")
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let first = try ServeProcess(cacheDir: cache, logDir: dir)
+        let master = try Curl.fetch([first.url(url)], in: dir)
+        let variant = try #require(String(decoding: master.body, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") })
+        let media = try Curl.fetch([String(variant)], in: dir)
+        let uris = String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+        #expect(uris.count == 4)
+        _ = first.stop()
+        let second = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = second.stop() }
+        let played = try uris.map { u in
+            let r = try Curl.fetch([second.base + String(u.dropFirst(first.base.count))], in: dir)
+            #expect(r.status == 200, "\(u): \(r.status)")
+            return TestBytes.sha256(r.body)
+        }
+        #expect(played == (0..<4).map { TestBytes.sha256(new["/h/\($0).ts"]!) }, "the old encode's bytes under the new playlist")
+        #expect(second.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 4, "\(second.log)")
+        let inspector = try CacheInspector(directory: cache)
+        let cached = try #require(try inspector.entry(origin.url("/h/0.ts")))
+        #expect(store.cachedBytes(of: cached, at: 0, count: try #require(cached.length)).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(old["/h/0.ts"]!))
+    }
+
     /// A VOD media playlist given alone, re-encoded in place (new durations and bytes) while a
     /// prefetch holds it: its segments are passed through; once the lock is free the next answer
     /// takes the new version, the old segment dropped first.

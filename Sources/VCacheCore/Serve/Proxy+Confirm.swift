@@ -194,7 +194,27 @@ extension Proxy {
                 return true
             }
             guard due else { continue }
-            switch ask(t, what: "its manifest asked before a member is answered from the cache (its stream is marked manifest-unconfirmed and this serve has no answer of it)") {
+            let what = "its manifest asked before a member is answered from the cache (its stream is marked manifest-unconfirmed and this serve has no answer of it)"
+            // A marked master first: a re-encode keeping a media playlist's text shows only in it.
+            for m in t.roots.dropFirst() where marked(m) {
+                guard let e = (try? catalog.entry(key: m)) ?? nil, mayAsk(e.latestURL) else { continue }
+                let master = ConfirmTarget(key: m, url: e.latestURL, mpd: false, roots: [m])
+                switch ask(master, what: what) {
+                case .confirmed: manifestAnswered(m, roots: [m], at: now, taken: false)
+                case .taken: manifestAnswered(m, roots: [m], at: now, taken: true)
+                case .failed: break
+                }
+            }
+            if let (master, role) = unstoredMember(t.key), role == .playlist {
+                // Named by a master whose new version is not stored: what the playlist names now
+                // is passed through too, as a player's answer of it has it (`playlistAnswer`).
+                if case .answer(let a) = SmallGet.fetch(t.url, options: readThrough.options.request, limit: HLSPlaylist.maxBytes), a.status == 200,
+                   let now = try? HLSPlaylist.parse(Array(a.body), url: a.finalURL) {
+                    passThroughLater(manifest: master, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) })
+                }
+                continue
+            }
+            switch ask(t, what: what) {
             case .confirmed: manifestAnswered(t.key, roots: t.roots, at: now, taken: false)
             case .taken: manifestAnswered(t.key, roots: t.roots, at: now, taken: true)
             case .failed: break
