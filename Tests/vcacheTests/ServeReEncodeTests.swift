@@ -701,4 +701,35 @@ import VCacheTestSupport
             #expect(kept == Dictionary(uniqueKeysWithValues: want.map { ($0.key + q1, TestBytes.sha256($0.value)) }), "the warmed stream was dropped")
         }
     }
+
+    /// HLS alike (h9d F4): a VOD media playlist answered again differing only in its segment
+    /// URLs' queries is a re-encode when a cached segment asked at its new URL has another ETag
+    /// (`?v=2`), the same stream when it has the same (a token): nothing dropped then.
+    @Test(arguments: [true, false])
+    func aPlaylistDifferingOnlyInSegmentQueriesIsJudgedByAskingCachedSegments(reEncoded: Bool) throws {
+        let origin = try TestOrigin()
+        func publish(_ seed: UInt64, _ query: String) -> [Data] {
+            let bodies = [HLSHostileOriginTests.ts(20, seed: seed), HLSHostileOriginTests.ts(30, seed: seed + 1)]
+            for (i, b) in bodies.enumerated() { origin.setResource("/p/seg\(i).ts", .init(body: b, etag: "\"\(seed)-\(i)\"", contentType: "video/mp2t")) }
+            origin.setResource("/p/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["seg0.ts" + query, "seg1.ts" + query]), etag: "\"p\(query)\"",
+                                                      contentType: "application/vnd.apple.mpegurl"))
+            return bodies
+        }
+        let old = publish(1, reEncoded ? "?v=1" : "?token=aaa")
+        let cache = dir.file("c"), url = origin.url("/p/index.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        _ = publish(reEncoded ? 9 : 1, reEncoded ? "?v=2" : "?token=bbb")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(url)], in: dir).status == 200)
+        _ = serve.stop()
+        #expect(origin.requests("/p/seg0.ts").contains("bytes=0-0") || origin.requests("/p/seg1.ts").contains("bytes=0-0"))
+        #expect(serve.log.contains { $0.contains("re-encoded on the origin") } == reEncoded, "\(serve.log)")
+        let store = try CacheStore(directory: cache, readOnly: true)
+        let q = reEncoded ? "?v=1" : "?token=aaa"
+        for (i, body) in old.enumerated() {
+            let e = try CacheInspector(directory: cache).entry(origin.url("/p/seg\(i).ts" + q))
+            let held = e.flatMap { e in e.length.flatMap { store.cachedBytes(of: e, at: 0, count: $0) } }.map { TestBytes.sha256(Data($0)) }
+            #expect(held == (reEncoded ? nil : TestBytes.sha256(body)), "seg\(i)")
+        }
+    }
 }
