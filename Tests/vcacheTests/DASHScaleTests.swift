@@ -156,6 +156,42 @@ import VCacheTestSupport
         }
     }
 
+    /// A large MPD (template segments recorded one at a time) re-encoded in place (hostile probe
+    /// h9d, F8): a segment cached as an entry of its own before serve recorded it (`prefetch` of
+    /// its URL) is dropped with the old encode's members, so a player reading the new MPD gets
+    /// the new encode's bytes, never the old ones kept under it.
+    @Test
+    func aSegmentCachedOnItsOwnIsDroppedByAReEncodeOfALargeMPD() throws {
+        let origin = try TestOrigin()
+        let url = origin.url("/s/manifest.mpd")
+        func publish(_ seed: UInt8, width: Int) -> [String: Data] {
+            let text = String(decoding: Self.manyMPD(representations: 1, segments: 20_000), as: UTF8.self).replacingOccurrences(of: "width=\"320\"", with: "width=\"\(width)\"")
+            origin.setResource("/s/manifest.mpd", .init(body: Data(text.utf8), etag: "\"m\(seed)\"", contentType: Self.dashXML))
+            var bodies: [String: Data] = ["v/init.mp4": DASHHostileOriginTests.box("ftyp", 24, fill: seed)]
+            for n in 1...4 { bodies[String(format: "v/%05d.m4s", n)] = DASHHostileOriginTests.box("moof", 300, fill: seed &+ UInt8(n)) }
+            for (name, body) in bodies { origin.setResource("/s/" + name, .init(body: body, etag: "\"\(seed)-\(name)\"", contentType: "video/mp4")) }
+            return bodies
+        }
+        _ = publish(1, width: 320)
+        let cache = dir.file("cache")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let base = try ServeReEncodeTests.baseURL(mpd.body)
+        for name in ["v/init.mp4", "v/00001.m4s"] { #expect(try Curl.fetch([base + name], in: dir).status == 200, "\(name)") }
+        #expect(serve.confirmed())
+        let own = try VCacheBinary.run(["prefetch", "-q", origin.url("/s/v/00004.m4s")], cacheDir: cache)
+        #expect(own.status == 0, "\(own.stderr)")
+        let new = publish(7, width: 640)
+        #expect(try Curl.fetch([serve.url(url)], in: dir).status == 200)
+        #expect(serve.logLines(within: 5) { $0.contains("re-encoded on the origin: the 3 entries cached from the old copy were dropped") }.count == 1, "\(serve.log)")
+        for name in ["v/00004.m4s", "v/00001.m4s", "v/init.mp4"] {
+            let r = try Curl.fetch([base + name], in: dir)
+            #expect(r.status == 200 && r.body == new[name], "\(name): the old encode's bytes under the new MPD")
+        }
+    }
+
     /// Probe D5: `evict --all` while a prefetch is fetching a stream's segments skips the whole
     /// stream (its MPD is held in use to the run's end); the run completes it, and nothing is loose.
     @Test

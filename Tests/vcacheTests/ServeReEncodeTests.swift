@@ -160,6 +160,41 @@ import VCacheTestSupport
         #expect(try Self.cachedDASH(cache, origin) == want)
     }
 
+    /// Pass-through outlives the serve that saw the new version (hostile probe h9d, F3): a
+    /// prefetch holds the stream (here the test holds its lock), serve answers the new MPD and
+    /// marks the stream's root `manifest-unconfirmed`; serve restarts; the player holding the new
+    /// MPD asks for members without asking the MPD again. The new serve, finding the root marked
+    /// and no answer of the MPD of its own, asks the MPD first: members are passed through (the
+    /// new encode), never the cached old encode's bytes; nothing of the new version is stored.
+    @Test
+    func aRestartedServePassesThroughTheMembersOfAStreamItFindsMarked() throws {
+        let (origin, old, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let first = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([first.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let folder = String(try Self.baseURL(mpd.body).dropFirst(first.base.count))
+        _ = first.stop()
+        let asked = origin.requests("/s/manifest.mpd").count
+        let second = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = second.stop() }
+        for p in ["v/0.m4s", "a/0.m4s", "v/1.m4s"] {
+            let r = try Curl.fetch([second.base + folder + p], in: dir)
+            #expect(r.status == 200, "\(p): \(r.status)")
+            #expect(TestBytes.sha256(r.body) == TestBytes.sha256(new["/s/" + p]!), "\(p): the old encode's bytes under the new MPD")
+        }
+        // One question of the MPD, then the members passed through.
+        #expect(origin.requests("/s/manifest.mpd").count == asked + 1)
+        #expect(second.logLines(within: 5) { $0.contains("its manifest asked before a member is answered from the cache") }.count == 1, "\(second.log)")
+        #expect(second.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 3, "\(second.log)")
+        // Nothing of the new version stored: the old MPD over the old members it named.
+        #expect(try Self.cachedMPD(cache, url) == DASHRevalidationTests.mpd(width: 320))
+        #expect(try Self.cachedDASH(cache, origin) == old.filter { !$0.key.hasSuffix("/1.m4s") }.mapValues { TestBytes.sha256($0) })
+    }
+
     /// HLS, a prefetch holding the stream: the new master and its media playlist are answered,
     /// the segments passed through; the old master and the segment cached from it stay as they
     /// were, nothing of the new encode stored.
@@ -185,6 +220,43 @@ import VCacheTestSupport
         let first = try #require(try inspector.entry(origin.url("/h/0.ts")))
         #expect(store.cachedBytes(of: first, at: 0, count: try #require(first.length)).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(old["/h/0.ts"]!))
         for n in 1..<4 { #expect(try inspector.entry(origin.url("/h/\(n).ts"))?.ranges.isEmpty ?? true, "\(n).ts stored") }
+    }
+
+    /// HLS alike (h9d F3): serve restarted while a prefetch holds the master's stream, the player
+    /// asking segments of the new media playlist it holds: the new serve asks that playlist
+    /// first (the master's stream is marked) and passes the new encode through, never the
+    /// cached old segment.
+    @Test
+    func aRestartedServePassesThroughTheSegmentsOfAnHLSStreamItFindsMarked() throws {
+        let origin = try TestOrigin()
+        let old = HLSRevalidationTests.encode(origin, seed: 1, resolution: "320x180")
+        let cache = dir.file("c")
+        let url = origin.url("/h/master.m3u8")
+        #expect(try VCacheBinary.run(["prefetch", "-q", "--seconds", "2", url], cacheDir: cache).status == 0)
+        let new = HLSRevalidationTests.encode(origin, seed: 50, resolution: "640x360")
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let first = try ServeProcess(cacheDir: cache, logDir: dir)
+        let master = try Curl.fetch([first.url(url)], in: dir)
+        let variant = try #require(String(decoding: master.body, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") })
+        let media = try Curl.fetch([String(variant)], in: dir)
+        let uris = String(decoding: media.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+        #expect(uris.count == 4)
+        _ = first.stop()
+        let second = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = second.stop() }
+        let played = try uris.map { u in
+            let r = try Curl.fetch([second.base + String(u.dropFirst(first.base.count))], in: dir)
+            #expect(r.status == 200, "\(u): \(r.status)")
+            return TestBytes.sha256(r.body)
+        }
+        #expect(played == (0..<4).map { TestBytes.sha256(new["/h/\($0).ts"]!) }, "the old encode's bytes under the new playlist")
+        #expect(second.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 4, "\(second.log)")
+        let inspector = try CacheInspector(directory: cache)
+        let cached = try #require(try inspector.entry(origin.url("/h/0.ts")))
+        #expect(store.cachedBytes(of: cached, at: 0, count: try #require(cached.length)).map { TestBytes.sha256(Data($0)) } == TestBytes.sha256(old["/h/0.ts"]!))
     }
 
     /// A VOD media playlist given alone, re-encoded in place (new durations and bytes) while a
@@ -423,6 +495,34 @@ import VCacheTestSupport
         #expect(serve.logLines(within: 5) { $0.contains("passed through, not stored") }.count == 3, "\(serve.log)")
     }
 
+    /// Pass-through from an origin whose ETag differs per answer (two nodes behind a balancer,
+    /// h9d F5): the span asked under If-Range of the first bytes' ETag comes back 200 whole under
+    /// the other ETag. Serve never sends a head it cannot honour (before: `200, Content-Length`,
+    /// then the answer cut with no byte): the member is fetched whole, checked, and the asked
+    /// span cut from it; the log says so.
+    @Test
+    func aPassedThroughMemberFromAnOriginWhoseETagDiffersPerAnswerIsAnsweredWhole() throws {
+        let (origin, _, new, cache, url) = try reEncodedAfterPartialPrefetch()
+        origin.setFaults("/s/v/0.m4s", { var f = TestOrigin.Faults(); f.rotateETags = ["\"node-a\"", "\"node-b\""]; return f }())
+        let store = try CacheStore(directory: cache)
+        let root = CacheKeyRules().key(for: url)
+        let lock = try #require(try store.tryLockStream(root: root))
+        defer { store.releaseStreamLock(lock, root: root) }
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        defer { _ = serve.stop() }
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let member = try Self.baseURL(mpd.body) + "v/0.m4s", body = try #require(new["/s/v/0.m4s"])
+        let whole = try Curl.fetch([member], in: dir)
+        #expect(whole.status == 200, "\(whole.status) \(whole.headers)")
+        #expect(TestBytes.sha256(whole.body) == TestBytes.sha256(body), "\(whole.body.count) of \(body.count) bytes")
+        let span = try Curl.fetch(["-H", "Range: bytes=100-199", member], in: dir)
+        #expect(span.status == 206 && span.headers["content-range"] == "bytes 100-199/\(body.count)", "\(span.status) \(span.headers)")
+        #expect(TestBytes.sha256(span.body) == TestBytes.sha256(body.dropFirst(100).prefix(100)))
+        let lines = serve.logLines(within: 5) { $0.contains("its span was not answered as the version of its first bytes") && $0.contains("so it was fetched whole") }
+        #expect(lines.count == 2, "\(serve.log)")
+    }
+
     /// Pass-through checks a member as the normal path does before storing it: an error page
     /// answered 200 in a segment's place (as a web page, or as bytes no segment starts with)
     /// is answered 502, never passed on (h9c, F8). Alike streamed and fetched whole.
@@ -545,5 +645,84 @@ import VCacheTestSupport
         #expect(again.status == 0, "\(again.stderr)")
         for (p, text) in new.playlists { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(Data(text.utf8)), "\(p)") }
         for (p, body) in new.segments { #expect(try HLSMemberPlaylistTests.cachedSHA(origin.url(p), cache) == TestBytes.sha256(body), "\(p)") }
+    }
+
+    /// A warmed stream whose MPD the origin now answers differing only in its member URLs'
+    /// queries (hostile probe h9d, F4): a cache-busting `?v=1` -> `?v=2` of a re-encode, or a
+    /// signed-URL CDN's token new on each answer. Serve judges it as prefetch's end check does:
+    /// member URLs under the key rules, so a parameter they keep makes it a re-encode (the old
+    /// members dropped, the player gets the new encode, the cache holds only it) and a token
+    /// they strip is the same stream (nothing dropped); no member is asked anything.
+    @Test(arguments: ["version", "token under the key rules", "token without a key rule"])
+    func anMPDDifferingOnlyInMemberQueriesIsJudgedUnderTheKeyRules(kind: String) throws {
+        typealias R = DASHRevalidationTests
+        let origin = try TestOrigin()
+        _ = R.encode(origin, seed: 1)
+        let reEncoded = kind != "token under the key rules"
+        let (q1, q2) = kind == "version" ? ("?v=1", "?v=2") : ("?token=aaa", "?token=bbb")
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: q1), etag: "\"m1\"", contentType: R.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd")
+        if !reEncoded { #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0) }
+        let warmed = try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache)
+        #expect(warmed.status == 0, "\(warmed.stderr)")
+        let want = kind == "version" ? R.encode(origin, seed: 7) : R.encode(origin, seed: 1)
+        let oldKeys = ["/s/v/init.mp4", "/s/v/0.m4s", "/s/v/1.m4s", "/s/a/init.mp4", "/s/a/0.m4s", "/s/a/1.m4s"]
+        origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: q2), etag: "\"m2\"", contentType: R.dashXML))
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        #expect(mpd.status == 200)
+        let base = try Self.baseURL(mpd.body)
+        var played: [String: String] = [:]
+        for p in Self.dashPaths {
+            let r = try Curl.fetch([base + p + q2], in: dir)
+            #expect(r.status == 200, "\(p): \(r.status)")
+            played["/s/" + p] = TestBytes.sha256(r.body)
+        }
+        _ = serve.stop()
+        #expect(played == want.mapValues { TestBytes.sha256($0) }, "\(kind): a player read the other encode")
+        // (Under the key rules an entry's key is its URL without the token.)
+        let kept = try R.cachedDigests(cache, origin, oldKeys.map { $0 + (reEncoded ? q1 : "") })
+        #expect(!oldKeys.contains { origin.requests($0).contains("bytes=0-0") }, "\(kind): a member was asked")
+        if reEncoded {
+            #expect(serve.log.contains { $0.contains("(MPD, rewritten; re-encoded on the origin: the 6 entries cached from the old copy were dropped, the new copy stored)") }, "\(kind): \(serve.log)")
+            #expect(kept.isEmpty, "\(kind): the old members stayed: \(kept.keys.sorted())")
+            let got = try R.cachedDigests(cache, origin, want.keys.map { $0 + q2 })
+            #expect(got == Dictionary(uniqueKeysWithValues: want.map { ($0.key + q2, TestBytes.sha256($0.value)) }))
+        } else {
+            #expect(!serve.log.contains { $0.contains("re-encoded") }, "\(serve.log)")
+            #expect(kept == want.mapValues { TestBytes.sha256($0) }, "the warmed stream was dropped")
+        }
+    }
+
+    /// HLS alike (h9d F4): a VOD media playlist answered again differing only in its segment
+    /// URLs' queries is a re-encode when the key rules keep the parameter (`?v=2`), the same
+    /// stream when they strip it (a token): nothing dropped then.
+    @Test(arguments: [true, false])
+    func aPlaylistDifferingOnlyInSegmentQueriesIsJudgedUnderTheKeyRules(reEncoded: Bool) throws {
+        let origin = try TestOrigin()
+        func publish(_ seed: UInt64, _ query: String) -> [Data] {
+            let bodies = [HLSHostileOriginTests.ts(20, seed: seed), HLSHostileOriginTests.ts(30, seed: seed + 1)]
+            for (i, b) in bodies.enumerated() { origin.setResource("/p/seg\(i).ts", .init(body: b, etag: "\"\(seed)-\(i)\"", contentType: "video/mp2t")) }
+            origin.setResource("/p/index.m3u8", .init(body: HLSHostileOriginTests.playlist(["seg0.ts" + query, "seg1.ts" + query]), etag: "\"p\(query)\"",
+                                                      contentType: "application/vnd.apple.mpegurl"))
+            return bodies
+        }
+        let old = publish(1, reEncoded ? "?v=1" : "?token=aaa")
+        let cache = dir.file("c"), url = origin.url("/p/index.m3u8")
+        if !reEncoded { #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0) }
+        #expect(try VCacheBinary.run(["prefetch", "-q", url], cacheDir: cache).status == 0)
+        _ = publish(reEncoded ? 9 : 1, reEncoded ? "?v=2" : "?token=bbb")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        #expect(try Curl.fetch([serve.url(url)], in: dir).status == 200)
+        _ = serve.stop()
+        #expect(!origin.requests("/p/seg0.ts").contains("bytes=0-0") && !origin.requests("/p/seg1.ts").contains("bytes=0-0"))
+        #expect(serve.log.contains { $0.contains("re-encoded on the origin") } == reEncoded, "\(serve.log)")
+        let store = try CacheStore(directory: cache, readOnly: true)
+        let q = reEncoded ? "?v=1" : ""  // (under the key rule, the key of the URL without its token)
+        for (i, body) in old.enumerated() {
+            let e = try CacheInspector(directory: cache).entry(origin.url("/p/seg\(i).ts" + q))
+            let held = e.flatMap { e in e.length.flatMap { store.cachedBytes(of: e, at: 0, count: $0) } }.map { TestBytes.sha256(Data($0)) }
+            #expect(held == (reEncoded ? nil : TestBytes.sha256(body)), "seg\(i)")
+        }
     }
 }

@@ -20,6 +20,8 @@ final class DirectStream: TransferDelegate {
     private var transfer: CurlTransfer?
     private let judge: ResponseJudge
     private var remaining: Int64
+    /// The origin's head was judged the bytes asked (`awaitHead`).
+    private var accepted = false
 
     init(url: String, span: ByteRange, validators: Validators, options: RequestOptions) {
         // serve's --limit-rate, per stream (libcurl's own receive limit alone let bursts through).
@@ -37,6 +39,19 @@ final class DirectStream: TransferDelegate {
         } catch {
             self.error = "\(error)"
         }
+    }
+
+    /// Runs the transfer until the origin's head is judged, before a player is sent a head
+    /// promising its bytes (hostile probe h9d, F5: an origin whose ETag differs per answer
+    /// answers the If-Range'd span 200 whole under another ETag, and the player got `200,
+    /// Content-Length` and no byte): true when the bytes asked will come; false (`error` says
+    /// why) when they will not.
+    func awaitHead() -> Bool {
+        if !accepted, error == nil, transfer != nil {
+            fetcher.run(until: { [unowned self] in accepted || error != nil })
+        }
+        if !accepted, error == nil { error = "the origin ended the answer before its head" }
+        return accepted && error == nil
     }
 
     /// Copies the next bytes into `out`; nil when the stream failed or ended early.
@@ -59,6 +74,7 @@ final class DirectStream: TransferDelegate {
     func transferDidReceiveHead(_ transfer: CurlTransfer, head: ResponseHead) -> HeadDecision {
         switch judge.judge(head) {
         case .accept(let offset, _, _) where offset == judge.asked.start:
+            accepted = true
             return .proceed
         case .reject(let e):
             error = e.description

@@ -48,6 +48,8 @@ extension Proxy {
         var asking = false
         /// The roots serve marked `manifest-unconfirmed` for it (one a prefetch marked stays its own).
         var marked: Set<CacheKey> = []
+        /// When it was last asked before a member was answered from the cache (`askIfMarked`).
+        var askedForMember: ContinuousClock.Instant?
     }
 
     /// A manifest to ask again for a stored member: its key, URL and kind, and the roots of the
@@ -176,7 +178,9 @@ extension Proxy {
     /// unconfirmed (one a prefetch left too: `clearMarks`, not while one holds the stream).
     func manifestAnswered(_ key: CacheKey, roots: [CacheKey], at asked: ContinuousClock.Instant, taken: Bool) {
         let clear = confirmations.withLock { all -> [CacheKey] in
-            guard var c = all[key] ?? (taken ? Confirmation() : nil) else { return roots }
+            // Kept for every manifest answered (`askIfMarked`: this process has an answer of it).
+            if all.count >= 1024, all[key] == nil { all = all.filter { $0.value.asking || $0.value.pending != nil } }
+            var c = all[key] ?? Confirmation()
             defer { all[key] = c }
             if taken { c.taken = max(c.taken ?? asked, asked) } else { c.confirmed = max(c.confirmed ?? asked, asked) }
             Self.settle(&c, asked: asked)
@@ -199,12 +203,70 @@ extension Proxy {
         }
     }
 
+    /// Before a stream member is answered from the cache (hostile probe h9d, F3): the state
+    /// "this manifest changed on the origin, pass its members through" (`passThroughLater`) lives
+    /// in the memory of the serve that saw the change; the catalog keeps a mark of it
+    /// (`manifest-unconfirmed` on the stream's root: set by a prefetch fetching members, by serve
+    /// storing members, and by serve finding a new version it could not store, `takeNewVersion`).
+    /// So when a manifest naming `key` has its stream marked and this serve has had no answer of
+    /// it (it restarted; another serve saw the change), it is asked now, conditionally, and
+    /// judged as a player's answer is (`ask`): the same encode lets the member be answered from
+    /// the cache; a new version is taken, or, while another process holds the stream, its members
+    /// are passed through (the caller's `unstoredMember` finds `key`). No answer (offline): the
+    /// member is answered from the cache as before, asked again after `markedRetry` seconds at
+    /// the soonest.
+    func askIfMarked(member key: CacheKey) {
+        let catalog = readThrough.store.catalog
+        guard let (role, playlists) = (try? catalog.playlists(naming: key)) ?? nil, role != .playlist,
+              playlists.contains(where: { ((try? catalog.rootRole($0)) ?? nil) == .manifestUnconfirmed }) else { return }
+        let marked = { (r: CacheKey) in ((try? catalog.rootRole(r)) ?? nil) == .manifestUnconfirmed }
+        for t in confirmTargets(naming: key) where t.roots.contains(where: marked) {
+            let now = ContinuousClock.now
+            let due = confirmations.withLock { all -> Bool in
+                var c = all[t.key] ?? Confirmation()
+                // Known to this serve (answered, or its own question open or asked): not asked.
+                guard c.confirmed == nil, c.taken == nil, !c.asking, c.pending == nil, c.marked.isEmpty, c.askedForMember.map({ now - $0 > .seconds(Self.markedRetry) }) ?? true else { return false }
+                c.askedForMember = now
+                all[t.key] = c
+                return true
+            }
+            guard due else { continue }
+            let what = "its manifest asked before a member is answered from the cache (its stream is marked manifest-unconfirmed and this serve has no answer of it)"
+            // A marked master first: a re-encode keeping a media playlist's text shows only in it.
+            for m in t.roots.dropFirst() where marked(m) {
+                guard let e = (try? catalog.entry(key: m)) ?? nil, mayAsk(e.latestURL) else { continue }
+                let master = ConfirmTarget(key: m, url: e.latestURL, mpd: false, roots: [m])
+                switch ask(master, what: what) {
+                case .confirmed: manifestAnswered(m, roots: [m], at: now, taken: false)
+                case .taken: manifestAnswered(m, roots: [m], at: now, taken: true)
+                case .failed: break
+                }
+            }
+            if let (master, role) = unstoredMember(t.key), role == .playlist {
+                // Named by a master whose new version is not stored: what the playlist names now
+                // is passed through too, as a player's answer of it has it (`playlistAnswer`).
+                if case .answer(let a) = SmallGet.fetch(t.url, options: readThrough.options.request, limit: HLSPlaylist.maxBytes), a.status == 200,
+                   let now = try? HLSPlaylist.parse(Array(a.body), url: a.finalURL) {
+                    passThroughLater(manifest: master, now.members.map { StreamRecord.Member(key: readThrough.options.keyRules.key(for: $0.url), role: $0.role) })
+                }
+                continue
+            }
+            switch ask(t, what: what) {
+            case .confirmed: manifestAnswered(t.key, roots: t.roots, at: now, taken: false)
+            case .taken: manifestAnswered(t.key, roots: t.roots, at: now, taken: true)
+            case .failed: break
+            }
+        }
+    }
+
+    /// Seconds before a marked manifest that gave no answer is asked again for a member.
+    static let markedRetry = 10
+
     private enum Said { case confirmed, taken, failed }
 
     /// One conditional request for `t`, judged and carried out; its log line says what came.
-    private func ask(_ t: ConfirmTarget) -> Said {
+    private func ask(_ t: ConfirmTarget, what: String = "its manifest asked again after members were stored from the origin") -> Said {
         let store = readThrough.store, rules = readThrough.options.keyRules
-        let what = "its manifest asked again after members were stored from the origin"
         guard let e = (try? store.catalog.entry(key: t.key)) ?? nil, let bytes = store.cachedBytes(of: e), Int64(bytes.count) == e.length else {
             backgroundLog(t.url, status: 0, note: "\(what): its copy is no longer cached whole, so its stream stays marked unconfirmed")
             return .failed
@@ -225,7 +287,9 @@ extension Proxy {
         }
         guard a.status == 200, !body.isEmpty else { return failed("origin answered \(a.status)", status: a.status) }
         let moved = ManifestRevalidation.folder(of: a.finalURL) != ManifestRevalidation.folder(of: ((try? store.catalog.finalURL(of: t.key)) ?? nil) ?? e.latestURL)
-        if !moved, body == bytes || ManifestRevalidation.sameEncode(body, bytes, mpd: t.mpd, rules: rules) {
+        // A query-only difference is judged below (`keepCopy`, `dropIfChanged`: members asked at
+        // their new URLs), once.
+        if !moved, body == bytes || sameEncode(body, bytes, mpd: t.mpd) {
             backgroundLog(t.url, status: 200, note: "\(what): the same encode, the members confirmed")
             return .confirmed
         }

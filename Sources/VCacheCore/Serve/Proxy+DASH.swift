@@ -272,16 +272,18 @@ extension Proxy {
         // The same encode in other bytes (prefetch's end-check rule: member URLs under the key
         // rules; `publishTime`, the query of a URL naming no member aside) is no re-encode: nothing is dropped (hostile probe h9d, F13:
         // a just-in-time packager's `publishTime` emptied the warmed stream at every player).
-        if ManifestRevalidation.sameEncode(body, copy.bytes, mpd: true, rules: readThrough.options.keyRules) {
+        if sameEncode(body, copy.bytes, mpd: true) {
             _ = keep()
             versionKept(video.key)
             return .same
         }
         // What the stream records and what the old copy names (a member stored before it was
-        // recorded must go too).
+        // recorded must go too). A large MPD's template segments are recorded only as serve
+        // stores them: one cached as an entry of its own before (a `prefetch` of its URL, a
+        // player's request after a restart) is found by its name (h9d F8).
         let lazy = lazyTemplates.withLock { $0[video.key] != nil }
         let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? []
-        let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key)))
+        let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key) + (lazy ? cachedTemplateSegments(of: was) : [])))
         switch takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) {
         case .taken(let n, let others, _): return .taken(.taken(dropped: n, others: others))
         case .passedThrough: return .notKept(.passedThrough)

@@ -59,6 +59,27 @@ extension Proxy {
     }
 }
 
+extension Proxy {
+    /// The keys of cached entries that `mpd`'s readable templates (`readableTemplate`) name,
+    /// found by the cached URLs' last names (one catalog query; `DASHTemplate.values(namedBy:)`,
+    /// as `ls` counts them): what a large MPD named that serve may not have recorded
+    /// (`lazyMember`), for a re-encode to drop (hostile probe h9d, F8).
+    func cachedTemplateSegments(of mpd: MPD) -> [CacheKey] {
+        let reps = mpd.representations.compactMap { _, _, rep in Self.readableTemplate(rep).map { (rep, $0) } }
+        guard !reps.isEmpty, let urls = try? readThrough.store.catalog.allURLs() else { return [] }
+        let names = Set(urls.map(CachedURLIndex.lastName)), rules = readThrough.options.keyRules
+        var out: [CacheKey] = []
+        for (rep, t) in reps {
+            guard let media = t.media, let (id, values) = media.values(namedBy: names, representationID: rep.id, bandwidth: rep.bandwidth) else { continue }
+            for v in values {
+                let path = media.substitute(representationID: rep.id, bandwidth: rep.bandwidth, number: id == .number ? v : nil, time: id == .time ? v : nil)
+                out.append(rules.key(for: HLSURI.resolve(path, against: t.mediaBase)))
+            }
+        }
+        return out
+    }
+}
+
 /// A template Representation of a large MPD whose segments serve records when it stores them.
 struct LazyTemplate: Sendable {
     let media: DASHTemplate

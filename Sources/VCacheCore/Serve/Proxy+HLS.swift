@@ -168,15 +168,16 @@ extension Proxy {
         var masters: [CacheKey] = []
         switch (was, now) {
         case (.media(let w), .media(let f)) where !w.isLive:
-            guard !f.isLive, !ManifestRevalidation.sameEncode(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
+            guard !f.isLive else { versionKept(video.key); return nil }
             // Its masters' streams are marked and their other members go too (`takeNewVersion`).
             masters = ((try? store.catalog.playlistOwners(among: [video.key])) ?? [:])[video.key] ?? []
             root = masters.first ?? video.key
             named = members(was).map(\.key)
+            guard !sameEncode(body, old.bytes, mpd: false) else { versionKept(video.key); return nil }
         case (.master, .master):
-            guard !ManifestRevalidation.sameEncode(body, old.bytes, mpd: false, rules: rules) else { versionKept(video.key); return nil }
             root = video.key
             named = ((try? store.catalog.stream(root: root)) ?? nil)?.keys ?? members(was).map(\.key)
+            guard !sameEncode(body, old.bytes, mpd: false) else { versionKept(video.key); return nil }
         default:
             return nil
         }

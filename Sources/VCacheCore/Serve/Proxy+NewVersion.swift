@@ -32,6 +32,8 @@ extension Proxy {
                         keep: () -> Bool) -> NewVersion {
         let store = readThrough.store, manifest = manifest ?? root
         guard let lock = (try? store.tryLockStream(root: root)) ?? nil else {
+            // Kept in the catalog too, for any serve (a restarted one: `askIfMarked`, h9d F3).
+            try? store.catalog.markRootUnconfirmed(root, true)
             passThroughLater(manifest: manifest, new)
             return .passedThrough
         }
@@ -69,6 +71,15 @@ extension Proxy {
         versionKept(manifest)
         let named = masters.map { ((try? store.catalog.entry(key: $0)) ?? nil)?.latestURL ?? $0.hex }
         return .taken(dropped: held.count, others: others.dropped, masters: named)
+    }
+
+    /// Serve's "same encode" rule, the one prefetch's end check applies
+    /// (`ManifestRevalidation.sameEncode`): `new`, the origin's answer of a static manifest, and
+    /// `old`, its copy cached whole, name the same members under the key rules (a query parameter
+    /// they keep counts: a cache-busting `?v=2` is a re-encode, hostile probe h9d F4), once what
+    /// names no member and the answer's own time (an MPD's `publishTime`) are put aside.
+    func sameEncode(_ new: [UInt8], _ old: [UInt8], mpd: Bool) -> Bool {
+        ManifestRevalidation.sameEncode(new, old, mpd: mpd, rules: readThrough.options.keyRules)
     }
 
     /// What `takeNewVersion` did.
@@ -127,8 +138,12 @@ extension Proxy {
     /// If-Range naming another version answered 200 whole, so a player resuming an old download
     /// never gets the new encode's bytes spliced onto it.
     func passThrough(_ request: HTTPServer.Request, origin: String, manifest: CacheKey, role: StreamRole) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String) {
-        let why = "a member of a stream whose manifest changed on the origin while another vcache process holds the stream: passed through, not stored"
-        if let streamed = passThroughStreamed(request, origin: origin, manifest: manifest, role: role, why: why) { return streamed }
+        var why = "a member of a stream whose manifest changed on the origin while another vcache process holds the stream: passed through, not stored"
+        var refused: String?
+        if let streamed = passThroughStreamed(request, origin: origin, manifest: manifest, role: role, why: why, refused: &refused) { return streamed }
+        // The span refused as another version than its first bytes (an origin whose ETag differs
+        // per answer, h9d F5): the member is fetched whole and checked as one (below).
+        if let refused { why += "; its span was not answered as the version of its first bytes (\(refused)), so it was fetched whole" }
         let budget = PassThroughBudget()
         defer { budget.release() }
         let a: SmallGet.Answer
@@ -170,7 +185,12 @@ extension Proxy {
     /// exactly those bytes of that version is passed on; another version cuts the answer, never
     /// splices). Nil when the origin does not answer ranges with a validator (a strong ETag or a
     /// Last-Modified): the member is then fetched whole.
-    private func passThroughStreamed(_ request: HTTPServer.Request, origin: String, manifest: CacheKey, role: StreamRole, why: String) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String)? {
+    /// The span's answer is judged before the player's head is made (`DirectStream.awaitHead`):
+    /// one the stream would not pass on (another version: an origin whose ETag differs per
+    /// answer) gives nil and `refused` says why, so the member is fetched whole instead; no head
+    /// is sent that the bytes cannot honour (hostile probe h9d, F5).
+    private func passThroughStreamed(_ request: HTTPServer.Request, origin: String, manifest: CacheKey, role: StreamRole, why: String,
+                                     refused: inout String?) -> (response: HTTPServer.Response, fromOrigin: Int64, note: String)? {
         guard case .answer(let probe) = SmallGet.fetch(origin, options: readThrough.options.request, limit: 4096, range: "0-375"), probe.status == 206,
               let total = probe.contentRange.flatMap({ $0.split(separator: "/").last.flatMap { Int64($0.trimming(.whitespaces)) } }),
               probe.contentRange?.hasPrefix("bytes 0-") == true, total > 0,
@@ -188,7 +208,17 @@ extension Proxy {
         case .unsatisfiable(let refused): return (refused, 0, why)
         }
         let options = readThrough.options.request
-        let stream = PassThroughStream { DirectStream(url: origin, span: span, validators: validators, options: options) }
+        let stream: PassThroughStream
+        if request.method == "HEAD" {
+            stream = PassThroughStream { DirectStream(url: origin, span: span, validators: validators, options: options) }
+        } else {
+            let direct = DirectStream(url: origin, span: span, validators: validators, options: options)
+            guard direct.awaitHead() else {
+                refused = direct.error ?? "no answer"
+                return nil
+            }
+            stream = PassThroughStream { direct }
+        }
         let sent = request.method == "HEAD" ? 0 : span.count
         return (HTTPServer.Response(status: status, headers: headers + Self.inert, body: .stream(length: span.count, stream)), sent,
                 why + "; streamed from the origin")

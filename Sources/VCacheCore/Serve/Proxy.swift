@@ -157,6 +157,9 @@ public final class Proxy: Sendable {
         }
         // A member of a stream whose new manifest could not be stored: never read from nor
         // stored in the cache (its cached bytes, if any, are the old version's).
+        // A stream marked unconfirmed whose manifest this serve has no answer of: asked first
+        // (after a restart, the new version another serve passed through, h9d F3).
+        askIfMarked(member: readThrough.options.keyRules.key(for: origin))
         if let (manifest, role) = unstoredMember(readThrough.options.keyRules.key(for: origin)) {
             if role == .playlist {
                 let unread = ReadThrough.Video(key: readThrough.options.keyRules.key(for: origin), url: origin, length: 0,
