@@ -296,4 +296,28 @@ import VCacheTestSupport
         let r = try VCacheBinary.run(["check", url], cacheDir: cache)
         #expect(r.stdout.contains("1 of 1 ready"), "\(r.stdout)")
     }
+
+    /// The origin unreachable as the player stopped (h10b F6): serve asks the unanswered question
+    /// again by itself (after 10 s, backing off), so a stream played online is playable offline
+    /// once the origin answered, without a player asking its manifest online again.
+    @Test
+    func serveAsksAnUnansweredQuestionAgainByItself() throws {
+        let origin = try TestOrigin()
+        _ = DASHRevalidationTests.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 320), etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd"), root = CacheKeyRules().key(for: url)
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        var unavailable = TestOrigin.Faults()
+        unavailable.statuses = [(503, [:])]
+        origin.setFaults("/s/manifest.mpd", unavailable)
+        try fetch(try ServeReEncodeTests.baseURL(mpd.body), ServeReEncodeTests.dashPaths)
+        #expect(serve.logLines(within: 10) { $0.contains("no answer to judge by (origin answered 503)") }.count == 1, "\(serve.log)")
+        // No player asks anything more: serve asks again by itself.
+        #expect(serve.confirmed(within: 40), "\(serve.log)")
+        #expect(serve.log.contains { $0.contains(Self.confirmed) }, "\(serve.log)")
+        _ = serve.stop()
+        #expect(origin.requests("/s/manifest.mpd").count == 3)
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(root) == .manifest)
+    }
 }

@@ -116,9 +116,16 @@ extension Proxy {
         c.pending = (c.latest.map { $0 >= asked } ?? false) ? asked : nil
     }
 
+    /// Seconds before an unanswered question is asked again, the first time (then twice as long
+    /// each time, up to `retryDelayMost`): the origin unreachable as a player stopped left the
+    /// stream marked, unplayable offline, until a player happened to ask its manifest online
+    /// (hostile probe h10b, F6); serve asks again by itself while it runs.
+    static let retryDelay = 10.0
+    static let retryDelayMost = 300.0
+
     /// Asks for `t` until no member whose fetch began before a request did is left unconfirmed
-    /// (a player's answer of the manifest meanwhile counts), or an answer fails (the mark stays:
-    /// a later member or answer asks again).
+    /// (a player's answer of the manifest meanwhile counts). An answer that fails leaves the mark
+    /// and is asked again after `retryDelay`, backing off, while serve runs.
     private func confirmLoop(_ t: ConfirmTarget) {
         let catalog = readThrough.store.catalog
         while true {
@@ -132,17 +139,22 @@ extension Proxy {
                 all[t.key] = c
                 return c.delay
             }
-            usleep(useconds_t(delay * 1_000_000))
+            // In steps, so a player's answer meanwhile ends a long wait (a retry's).
+            let until = ContinuousClock.now + .milliseconds(Int64(delay * 1000))
+            repeat {
+                usleep(useconds_t(min(0.5, max(0, (until - ContinuousClock.now).inSeconds)) * 1_000_000))
+            } while ContinuousClock.now < until && confirmations.withLock({ $0[t.key]?.pending != nil })
             let asked = ContinuousClock.now
             let open = confirmations.withLock { $0[t.key]?.pending != nil }
             let said: Said = open ? ask(t) : .confirmed
-            let settled = confirmations.withLock { all -> Bool? in
+            let settled = confirmations.withLock { all -> Bool in
                 var c = all[t.key] ?? Confirmation()
                 defer { all[t.key] = c }
                 switch said {
                 case .failed:
-                    c.asking = false
-                    return nil
+                    c.lastAsked = asked
+                    c.delay = c.delay < Self.retryDelay ? Self.retryDelay : min(c.delay * 2, Self.retryDelayMost)
+                    return c.pending == nil
                 case .confirmed:
                     if open {
                         c.confirmed = max(c.confirmed ?? asked, asked)
@@ -158,7 +170,6 @@ extension Proxy {
                 }
                 return c.pending == nil
             }
-            guard let settled else { return }
             guard settled else { continue }
             // Cleared before the question counts as closed (`unconfirmedCount`).
             clearMarks(confirmations.withLock { all in all[t.key].map { Array($0.marked) } ?? [] })
