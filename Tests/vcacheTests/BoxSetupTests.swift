@@ -88,10 +88,27 @@ import VCacheTestSupport
         #expect(stopped.signalled && stopped.status == SIGTERM)
         #expect(notify.receive() == "STOPPING=1")
         #expect(serve.log.contains { $0.contains("reloaded the settings (SIGHUP): cap 600 KiB") }, "\(serve.log)")
+        #expect(!serve.log.contains { $0.contains("key rules") }, "\(serve.log)")
         let store = try CacheInspector(directory: cache).store
         let usage = Evictor(store: store).footprint().total(try store.catalog.allEntries())
         let du = String(decoding: try Tool.run("/usr/bin/du", ["-ab", cache]).out, as: UTF8.self)
         #expect(usage <= 600 << 10, "the cache uses \(usage): \(du)")
+    }
+
+    /// Key rules changed in the config while serve runs are not taken by SIGHUP (every cached
+    /// video would get another key), and serve says so with what to do (hostile probe h10b, F1).
+    @Test
+    func aKeyRuleChangedWhileServeRunsIsSaidOnSIGHUP() throws {
+        let notify = try NotifySocket(path: dir.file("notify-keys.sock"))
+        let cache = dir.file("keys")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir, environment: ["NOTIFY_SOCKET": notify.path])
+        #expect(notify.receive()?.hasPrefix("READY=1") == true)
+        #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0)
+        kill(serve.process.pid, SIGHUP)
+        #expect(notify.receive()?.hasPrefix("RELOADING=1") == true)
+        #expect(notify.receive() == "READY=1")
+        _ = serve.stop()
+        #expect(serve.log.contains { $0.hasSuffix("vcache serve: the key rules in the cache's config changed (key-ignore-query, key-strip-param); a running serve keeps the ones it started with: restart it (systemctl restart vcache-serve) to key URLs by the new ones") }, "\(serve.log)")
     }
 
     /// A box whose file system went read-only can still be inspected (ls, info, verify, status

@@ -29,6 +29,8 @@ import Synchronization
 public final class ReadThrough: Sendable {
     public let store: CacheStore
     let options: PrefetchOptions
+    /// The key rules it keys URLs by (as started: SIGHUP does not change them).
+    public var keyRules: CacheKeyRules { options.keyRules }
     /// The size cap and the free space kept on the disk; `options.maxSize` and `options.minFree`
     /// at start, changed by `setLimits` (serve's SIGHUP).
     private let limits: Locked<(cap: Int64?, minFree: Int64?)>

@@ -218,7 +218,7 @@ enum ServeCommand: VCacheCommand {
 
     /// SIGHUP: the cache's settings read again. The cap reaches the next room made; a `--max-size`
     /// given on the command line still wins; key rules stay as started (a change would give every
-    /// cached video a new key: restart for that).
+    /// cached video a new key: restart for that), and a change of them in the config is said.
     static func reload(_ readThrough: ReadThrough, store: CacheStore, _ overrides: Settings.Overrides, console: Console, json: Bool) {
         ServiceManager.notify("RELOADING=1\nMONOTONIC_USEC=\(ServiceManager.monotonicMicroseconds)")
         defer { ServiceManager.notify("READY=1") }
@@ -230,15 +230,22 @@ enum ServeCommand: VCacheCommand {
             return
         }
         readThrough.setLimits(cap: fresh.maxSize, minFree: fresh.minFree)
+        // Key rules changed in the config are not taken (every cached video would get another
+        // key): said, with what to do, rather than left unseen (hostile probe h10b, F1).
+        let keysChanged = fresh.keyRules != readThrough.keyRules
         let cap = fresh.maxSize.map(Units.formatSize) ?? "none"
         if json {
             var o: [String: Any] = ["signal": "SIGHUP"]
             if let m = fresh.maxSize { o["max_size_bytes"] = m }
             if let m = fresh.minFree { o["min_free_bytes"] = m }
+            if keysChanged { o["key_rules_kept"] = true }
             console.event("reloaded", o)
         } else {
             let minFree = fresh.minFree.map { ", min-free \(Units.formatSize($0))" } ?? ""
             console.err("vcache serve: reloaded the settings (SIGHUP): cap \(cap)\(overrides.maxSize != nil ? " (from --max-size)" : "")\(minFree)\n")
+            if keysChanged {
+                console.err("vcache serve: the key rules in the cache's config changed (key-ignore-query, key-strip-param); a running serve keeps the ones it started with: restart it (systemctl restart vcache-serve) to key URLs by the new ones\n")
+            }
         }
     }
 
