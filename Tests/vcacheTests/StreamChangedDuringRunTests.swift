@@ -237,7 +237,9 @@ import VCacheTestSupport
         origin.release("/s/v/0.m4s")
         let r = run.finish()
         #expect(r.status == 3, "\(r.stderr)")
-        #expect(r.stderr.contains("vcache: cannot prefetch \(url): its manifest changed on the origin during this run: the 6 entries this run fetched of its stream may be of the new version, not the one the manifest it read names, so they were dropped: only the query parameter v of its member URLs differs: if the origin signs URLs anew on each answer, 'vcache config set key-strip-param v' keys them as one; if it re-encoded, run the prefetch again\n"), "\(r.stderr)")
+        #expect(r.stderr.contains("vcache: cannot prefetch \(url): its manifest changed on the origin during this run: the 6 entries this run fetched of its stream may be of the new version, not the one the manifest it read names, so they were dropped: run the prefetch again\n"), "\(r.stderr)")
+        // A short `v=2` is a version: no hint to strip it (h10c F5).
+        #expect(!r.stderr.contains("key-strip-param"), "\(r.stderr)")
         #expect(!old.keys.contains { origin.requests($0).contains("bytes=0-0") })
         #expect(try R.cachedDigests(cache, origin, old.keys.map { $0 + "?v=1" }).isEmpty)
         #expect(try DASHHostileOriginTests.lsState(cache) == "partial")
@@ -287,9 +289,9 @@ import VCacheTestSupport
         for rule in [true, false] {
             let origin = try TestOrigin()
             func sign(_ t: Int) {
-                let master = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=100000,RESOLUTION=320x180\nv.m3u8?t=\(t)\n"
-                var media = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin?t=\(t)\"\n"
-                for n in 0..<3 { media += "#EXTINF:2.0,\n\(n).ts?t=\(t)\n" }
+                let master = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=100000,RESOLUTION=320x180\nv.m3u8?t=sig\(t)abcdef0\n"
+                var media = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-KEY:METHOD=AES-128,URI=\"key.bin?t=sig\(t)abcdef0\"\n"
+                for n in 0..<3 { media += "#EXTINF:2.0,\n\(n).ts?t=sig\(t)abcdef0\n" }
                 origin.setResource("/h/master.m3u8", .init(body: Data(master.utf8), etag: "\"ma\(t)\"", contentType: "application/vnd.apple.mpegurl"))
                 origin.setResource("/h/v.m3u8", .init(body: Data((media + "#EXT-X-ENDLIST\n").utf8), etag: "\"v\(t)\"", contentType: "application/vnd.apple.mpegurl"))
             }

@@ -69,8 +69,11 @@ extension ManifestRevalidation {
     }
 
     /// When `new` is another encode than `old` (`sameEncode`) only by the query parameters of
-    /// its member URLs that `rules` keep: their names, sorted (what `key-strip-param` would have
-    /// to strip for the two to be one). Empty when anything else differs too.
+    /// its member URLs that `rules` keep, and each of them looks like a token (its differing
+    /// values `tokenLength` characters or more on both sides: a signature, an expiry time):
+    /// their names, sorted (what `key-strip-param` would have to strip for the two to be one: the
+    /// hint of the error). Empty when anything else differs too, or when a short value differs (a
+    /// `v=2`: a version, and stripping it would make a re-encode look the same: hostile probe h10c, F5).
     static func keptQueryParameters(_ new: [UInt8], _ old: [UInt8], mpd: Bool, rules: CacheKeyRules) -> [String] {
         var loose = rules
         loose.ignoreQuery = true
@@ -79,10 +82,17 @@ extension ManifestRevalidation {
         var names = Set<String>()
         for (n, o) in zip(a, b) {
             let (nq, oq) = (parameters(rules.normaliseText(n)), parameters(rules.normaliseText(o)))
-            for name in Set(nq.keys).union(oq.keys) where nq[name] != oq[name] { names.insert(name) }
+            for name in Set(nq.keys).union(oq.keys) where nq[name] != oq[name] {
+                let values = (nq[name] ?? [""]) + (oq[name] ?? [""])
+                guard values.allSatisfy({ $0.count - name.count - 1 >= tokenLength }) else { return [] }
+                names.insert(name)
+            }
         }
         return names.sorted()
     }
+
+    /// The shortest value a query parameter named in the hint has.
+    static let tokenLength = 8
 
     /// A URL's query parameters, each name with its values in order.
     private static func parameters(_ url: String) -> [String: [String]] {
