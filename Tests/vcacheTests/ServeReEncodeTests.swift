@@ -659,7 +659,7 @@ import VCacheTestSupport
         let origin = try TestOrigin()
         _ = R.encode(origin, seed: 1)
         let reEncoded = kind != "token under the key rules"
-        let (q1, q2) = kind == "version" ? ("?v=1", "?v=2") : ("?token=aaa", "?token=bbb")
+        let (q1, q2) = kind == "version" ? ("?v=1", "?v=2") : ("?token=a1b2c3d4e5", "?token=f6a7b8c9d0")
         origin.setResource("/s/manifest.mpd", .init(body: R.mpd(width: 320, query: q1), etag: "\"m1\"", contentType: R.dashXML))
         let cache = dir.file("c"), url = origin.url("/s/manifest.mpd")
         if !reEncoded { #expect(try VCacheBinary.run(["config", "set", "key-strip-param", "token"], cacheDir: cache).status == 0) }
@@ -684,7 +684,10 @@ import VCacheTestSupport
         let kept = try R.cachedDigests(cache, origin, oldKeys.map { $0 + (reEncoded ? q1 : "") })
         #expect(!oldKeys.contains { origin.requests($0).contains("bytes=0-0") }, "\(kind): a member was asked")
         if reEncoded {
-            #expect(serve.log.contains { $0.contains("(MPD, rewritten; re-encoded on the origin: the 6 entries cached from the old copy were dropped, the new copy stored)") }, "\(kind): \(serve.log)")
+            // A token the key rules keep is named with the rule, as prefetch's error does (h10c F1); a version is not.
+            let hint = "(MPD, rewritten; re-encoded on the origin: the 6 entries cached from the old copy were dropped, the new copy stored; only the query parameter token of its member URLs differs: if the origin signs URLs anew on each answer, 'vcache config set key-strip-param token' keys them as one)"
+            let plain = "(MPD, rewritten; re-encoded on the origin: the 6 entries cached from the old copy were dropped, the new copy stored)"
+            #expect(serve.log.contains { $0.contains(kind == "version" ? plain : hint) }, "\(kind): \(serve.log)")
             #expect(kept.isEmpty, "\(kind): the old members stayed: \(kept.keys.sorted())")
             let got = try R.cachedDigests(cache, origin, want.keys.map { $0 + q2 })
             #expect(got == Dictionary(uniqueKeysWithValues: want.map { ($0.key + q2, TestBytes.sha256($0.value)) }))

@@ -182,9 +182,10 @@ extension Proxy {
             return nil
         }
         let validators = Validators(length: Int64(body.count), etag: fresh.etag, lastModified: fresh.lastModified)
-        return takeNewVersion(root: root, manifest: video.key, old: named, new: members(now), masters: masters) {
+        let taken = takeNewVersion(root: root, manifest: video.key, old: named, new: members(now), masters: masters) {
             self.readThrough.keepWhole(body, url: url, validators: validators, contentType: fresh.contentType)
         }
+        return naming(taken, tokensOf: body, old.bytes, mpd: false)
     }
 
     /// The stream in the catalog (Docs/hls.md): what the playlist names joins the stream of the
