@@ -320,4 +320,27 @@ import VCacheTestSupport
         #expect(origin.requests("/s/manifest.mpd").count == 3)
         #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(root) == .manifest)
     }
+
+    /// A manifest evicted while its question waits to be asked again: the question ends (one
+    /// line), it is not asked every few minutes for as long as serve runs.
+    @Test
+    func aQuestionWhoseManifestIsEvictedEnds() throws {
+        let origin = try TestOrigin()
+        _ = DASHRevalidationTests.encode(origin, seed: 1)
+        origin.setResource("/s/manifest.mpd", .init(body: DASHRevalidationTests.mpd(width: 320), etag: "\"m1\"", contentType: DASHRevalidationTests.dashXML))
+        let cache = dir.file("c"), url = origin.url("/s/manifest.mpd")
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let mpd = try Curl.fetch([serve.url(url)], in: dir)
+        var unavailable = TestOrigin.Faults()
+        unavailable.statuses = [(503, [:])]
+        origin.setFaults("/s/manifest.mpd", unavailable)
+        try fetch(try ServeReEncodeTests.baseURL(mpd.body), ServeReEncodeTests.dashPaths)
+        #expect(serve.logLines(within: 10) { $0.contains("no answer to judge by (origin answered 503)") }.count == 1, "\(serve.log)")
+        let evicted = try VCacheBinary.run(["evict", url], cacheDir: cache)
+        #expect(evicted.status == 0, "\(evicted.stderr)")
+        #expect(serve.confirmed(within: 40), "\(serve.log)")
+        _ = serve.stop()
+        #expect(serve.log.filter { $0.contains("its copy is no longer cached whole") }.count == 1, "\(serve.log)")
+        #expect(origin.requests("/s/manifest.mpd").count == 2)
+    }
 }

@@ -151,6 +151,12 @@ extension Proxy {
                 var c = all[t.key] ?? Confirmation()
                 defer { all[t.key] = c }
                 switch said {
+                case .gone:
+                    // Nothing left to ask about: the question ends (no retry every few minutes).
+                    c.pending = nil
+                    c.asking = false
+                    c.marked = []
+                    return true
                 case .failed:
                     c.lastAsked = asked
                     c.delay = c.delay < Self.retryDelay ? Self.retryDelay : min(c.delay * 2, Self.retryDelayMost)
@@ -250,7 +256,7 @@ extension Proxy {
                 switch ask(master, what: what) {
                 case .confirmed: manifestAnswered(m, roots: [m], at: now, taken: false)
                 case .taken: manifestAnswered(m, roots: [m], at: now, taken: true)
-                case .failed: break
+                case .failed, .gone: break
                 }
             }
             if let (master, role) = unstoredMember(t.key), role == .playlist {
@@ -265,7 +271,7 @@ extension Proxy {
             switch ask(t, what: what) {
             case .confirmed: manifestAnswered(t.key, roots: t.roots, at: now, taken: false)
             case .taken: manifestAnswered(t.key, roots: t.roots, at: now, taken: true)
-            case .failed: break
+            case .failed, .gone: break
             }
         }
     }
@@ -273,14 +279,16 @@ extension Proxy {
     /// Seconds before a marked manifest that gave no answer is asked again for a member.
     static let markedRetry = 10
 
-    private enum Said { case confirmed, taken, failed }
+    /// `gone`: the manifest is no longer cached whole (evicted, dropped): nothing to confirm it
+    /// against, and no retry (its stream keeps whatever mark it has).
+    private enum Said { case confirmed, taken, failed, gone }
 
     /// One conditional request for `t`, judged and carried out; its log line says what came.
     private func ask(_ t: ConfirmTarget, what: String = "its manifest asked again after members were stored from the origin") -> Said {
         let store = readThrough.store, rules = readThrough.options.keyRules
         guard let e = (try? store.catalog.entry(key: t.key)) ?? nil, let bytes = store.cachedBytes(of: e), Int64(bytes.count) == e.length else {
             backgroundLog(t.url, status: 0, note: "\(what): its copy is no longer cached whole, so its stream stays marked unconfirmed")
-            return .failed
+            return .gone
         }
         var o = readThrough.options.request
         if let etag = e.validators.etag { o.headers.append("If-None-Match: \(etag)") } else if let lm = e.validators.lastModified { o.headers.append("If-Modified-Since: \(lm)") }
