@@ -179,6 +179,22 @@ import VCacheTestSupport
                 "\(serve.log)")
     }
 
+    /// Offline, a marked stream's members are not answered from the cache either, to a player
+    /// that holds its MPD from before (hostile probes h10b, h10c F7): 502, as its MPD; online,
+    /// its manifest answered the same encode, they are.
+    @Test
+    func offlineTheMembersOfAnUnconfirmedStreamAreNotAnsweredFromTheCache() throws {
+        let (origin, cache, url, _) = try markedStream()
+        let member = origin.url("/s/v/0.m4s")
+        origin.stop()
+        let serve = try ServeProcess(cacheDir: cache, logDir: dir)
+        let offline = try Curl.fetch([serve.url(member)], in: dir)
+        _ = serve.stop()
+        #expect(offline.status == 502)
+        #expect(serve.log.contains { $0.contains(" 502 ") && $0.contains("its stream is not confirmed unchanged on the origin since members were fetched for it (manifest-unconfirmed: they may be of two encodes), and its manifest could not be asked: not answered from the cache") }, "\(serve.log)")
+        #expect(try CacheStore(directory: cache, readOnly: true).catalog.rootRole(CacheKeyRules().key(for: url)) == .manifestUnconfirmed)
+    }
+
     /// Online, an answer of the MPD finding the same encode clears the mark: the stream is ready
     /// again (and plays offline) without a prefetch.
     @Test

@@ -229,13 +229,15 @@ extension Proxy {
     /// it (it restarted; another serve saw the change), it is asked now, conditionally, and
     /// judged as a player's answer is (`ask`): the same encode lets the member be answered from
     /// the cache; a new version is taken, or, while another process holds the stream, its members
-    /// are passed through (the caller's `unstoredMember` finds `key`). No answer (offline): the
-    /// member is answered from the cache as before, asked again after `markedRetry` seconds at
-    /// the soonest.
-    func askIfMarked(member key: CacheKey) {
+    /// are passed through (the caller's `unstoredMember` finds `key`). No answer (offline): true,
+    /// the member is not answered from the cache, as its manifest is not (`unconfirmedOffline`:
+    /// a player holding the manifest from before got the members of maybe two encodes, hostile
+    /// probes h10b, h10c F7); asked again after `markedRetry` seconds at the soonest. A stream this
+    /// serve marked itself (its own question open) is answered as before.
+    func askIfMarked(member key: CacheKey) -> Bool {
         let catalog = readThrough.store.catalog
         guard let (role, playlists) = (try? catalog.playlists(naming: key)) ?? nil, role != .playlist,
-              playlists.contains(where: { ((try? catalog.rootRole($0)) ?? nil) == .manifestUnconfirmed }) else { return }
+              playlists.contains(where: { ((try? catalog.rootRole($0)) ?? nil) == .manifestUnconfirmed }) else { return false }
         let marked = { (r: CacheKey) in ((try? catalog.rootRole(r)) ?? nil) == .manifestUnconfirmed }
         for t in confirmTargets(naming: key) where t.roots.contains(where: marked) {
             let now = ContinuousClock.now
@@ -272,6 +274,13 @@ extension Proxy {
             case .confirmed: manifestAnswered(t.key, roots: t.roots, at: now, taken: false)
             case .taken: manifestAnswered(t.key, roots: t.roots, at: now, taken: true)
             case .failed, .gone: break
+            }
+        }
+        // Still marked, and this serve has no answer of the manifest nor a question of its own.
+        return confirmTargets(naming: key).contains { t in
+            t.roots.contains(where: marked) && confirmations.withLock { all in
+                let c = all[t.key] ?? Confirmation()
+                return c.confirmed == nil && c.taken == nil && !c.asking && c.pending == nil && c.marked.isEmpty
             }
         }
     }

@@ -159,7 +159,7 @@ public final class Proxy: Sendable {
         // stored in the cache (its cached bytes, if any, are the old version's).
         // A stream marked unconfirmed whose manifest this serve has no answer of: asked first
         // (after a restart, the new version another serve passed through, h9d F3).
-        askIfMarked(member: readThrough.options.keyRules.key(for: origin))
+        let unconfirmed = askIfMarked(member: readThrough.options.keyRules.key(for: origin))
         if let (manifest, role) = unstoredMember(readThrough.options.keyRules.key(for: origin)) {
             if role == .playlist {
                 let unread = ReadThrough.Video(key: readThrough.options.keyRules.key(for: origin), url: origin, length: 0,
@@ -173,6 +173,13 @@ public final class Proxy: Sendable {
             line.note = passed.note
             account(line, cache: passed.response.status < 300 ? .miss : nil, originError: passed.response.status < 300 ? nil : "status")
             return passed.response
+        }
+        // Not passed through, and its stream's manifest could not be asked (offline): not from the cache.
+        if unconfirmed {
+            line.status = 502
+            line.note = "its stream is not confirmed unchanged on the origin since members were fetched for it (manifest-unconfirmed: they may be of two encodes), and its manifest could not be asked: not answered from the cache"
+            account(line, cache: nil, originError: "status")
+            return HTTPServer.Response(status: 502, headers: Self.inert)
         }
         let video: ReadThrough.Video
         do {
