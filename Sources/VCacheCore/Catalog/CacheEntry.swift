@@ -46,6 +46,13 @@ public struct Validators: Equatable, Sendable {
         self.lastModified = lastModified
     }
 
+    /// The request header asking whether the origin still has this version: `If-None-Match`
+    /// with the ETag, else `If-Modified-Since` with the Last-Modified; nil without either (a
+    /// 304 then says nothing of the bytes).
+    public var conditionalHeader: String? {
+        etag.map { "If-None-Match: \($0)" } ?? lastModified.map { "If-Modified-Since: \($0)" }
+    }
+
     /// True when `other` (a response's validators) describes a different version than `self`
     /// (what the catalog holds). A validator that either side lacks is not evidence of change.
     public func differs(from other: Validators) -> Bool {

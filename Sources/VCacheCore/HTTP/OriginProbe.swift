@@ -39,11 +39,7 @@ public enum OriginProbe {
                 }
                 probes.append(p)
                 var o = options
-                if let etag = known[i].etag {
-                    o.headers.append("If-None-Match: \(etag)")
-                } else if let lm = known[i].lastModified {
-                    o.headers.append("If-Modified-Since: \(lm)")
-                }
+                if let header = known[i].conditionalHeader { o.headers.append(header) }
                 do {
                     let t = try CurlTransfer(url: urls[i], range: "0-0", ifRange: nil, options: o, delegate: p)
                     fetcher.add(t)

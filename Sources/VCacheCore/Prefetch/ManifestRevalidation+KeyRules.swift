@@ -91,6 +91,14 @@ extension ManifestRevalidation {
         return names.sorted()
     }
 
+    /// The words naming the key rule that would make `new` and `old` one encode, when token-like
+    /// query parameters the key rules keep are all they differ in (`keptQueryParameters`): what
+    /// prefetch's note and serve's log line add; nil otherwise.
+    static func tokenHint(_ new: [UInt8], _ old: [UInt8], mpd: Bool, rules: CacheKeyRules) -> String? {
+        let differing = keptQueryParameters(new, old, mpd: mpd, rules: rules)
+        return differing.isEmpty ? nil : PrefetchError.onlyParametersDiffer(differing, stripped: rules.stripParameters)
+    }
+
     /// The shortest value a query parameter named in the hint has.
     static let tokenLength = 8
 

@@ -59,9 +59,9 @@ final class ManifestRevalidation: TransferDelegate {
     /// (`--retries`); `done` gets the last answer.
     static func start(url: String, cached: [UInt8], cachedBase: String?, validators: Validators, mpd: Bool, options: RequestOptions,
                       policy: RetryPolicy, fetcher: Fetcher, done: @escaping (Outcome) -> Void) -> ManifestRevalidation? {
-        let header = validators.etag.map { "If-None-Match: \($0)" } ?? validators.lastModified.map { "If-Modified-Since: \($0)" }
+        let header = validators.conditionalHeader
         let q = Question(url: url, cached: cached, cachedBase: cachedBase, mpd: mpd, options: options, validator: header,
-                         conditional: validators.etag != nil || validators.lastModified != nil, policy: policy)
+                         conditional: header != nil, policy: policy)
         let r = ManifestRevalidation(q, fetcher: fetcher, done: done)
         return r.send() ? r : nil
     }

@@ -205,8 +205,7 @@ extension Prefetcher {
             let what = dropped == 0 ? "nothing cached from the old one had to go"
                 : "the \(dropped) \(dropped == 1 ? "entry" : "entries") cached from the old one \(dropped == 1 ? "was" : "were") dropped"
             let from = m.newChoice ? "this run's choice is fetched from the new one" : "the stream is completed from the new one"
-            let differing = ManifestRevalidation.keptQueryParameters(body, m.bytes, mpd: m.mpd, rules: options.keyRules)
-            let hint = differing.isEmpty ? "" : "; " + PrefetchError.onlyParametersDiffer(differing, stripped: options.keyRules.stripParameters)
+            let hint = ManifestRevalidation.tokenHint(body, m.bytes, mpd: m.mpd, rules: options.keyRules).map { "; " + $0 } ?? ""
             events(.note(url: m.url, message: "its manifest changed on the origin \(m.since): \(from); \(what)\(hint)"))
             for owner in m.owners {
                 let master = ((try? store.catalog.entry(key: owner)) ?? nil)?.latestURL ?? owner.hex

@@ -708,7 +708,7 @@ public final class Prefetcher {
             var failure: PrefetchError?
             var unanswered: [String] = []
             func ask(_ m: ReadManifest) {
-                let asked = m.validators.etag.map { "If-None-Match: \($0)" } ?? m.validators.lastModified.map { "If-Modified-Since: \($0)" } ?? "no validators: the bytes are compared"
+                let asked = m.validators.conditionalHeader ?? "no validators: the bytes are compared"
                 trace(m.url, "end check: > GET \(asked)")
                 // Asked again after a backoff as any request (--retries); still no answer: the
                 // run stands, its stream left unconfirmed for the next run to ask.

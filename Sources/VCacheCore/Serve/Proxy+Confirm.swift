@@ -300,8 +300,8 @@ extension Proxy {
             return .gone
         }
         var o = readThrough.options.request
-        if let etag = e.validators.etag { o.headers.append("If-None-Match: \(etag)") } else if let lm = e.validators.lastModified { o.headers.append("If-Modified-Since: \(lm)") }
-        let conditional = e.validators.etag != nil || e.validators.lastModified != nil
+        let conditional = e.validators.conditionalHeader != nil
+        if let header = e.validators.conditionalHeader { o.headers.append(header) }
         let outcome = SmallGet.fetch(t.url, options: o, limit: t.mpd ? MPD.maxBytes : HLSPlaylist.maxBytes)
         func failed(_ why: String, status: Int = 0) -> Said {
             backgroundLog(t.url, status: status, note: "\(what): no answer to judge by (\(why)): its stream stays marked unconfirmed (not answered from the cache offline, not exported) until an answer confirms it")

@@ -252,7 +252,7 @@ extension Proxy {
             let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys.filter { $0 != video.key } ?? []
             if !mpd.isDynamic, ((try? store.catalog.entries(keys: recorded)) ?? [:]).contains(where: { !$0.value.ranges.isEmpty }) {
                 switch takeNewVersion(root: video.key, old: recorded, new: members(of: mpd), keep: keep) {
-                case .taken(let n, let others, _, _, _): return .taken(.taken(dropped: n, others: others))
+                case .taken(let n, let others, _, _): return .taken(.taken(dropped: n, others: others))
                 case .passedThrough: return .notKept(.passedThrough)
                 }
             }
@@ -285,7 +285,7 @@ extension Proxy {
         let recorded = ((try? store.catalog.stream(root: video.key)) ?? nil)?.keys ?? []
         let old = Array(Set(recorded + members(of: was, lazy: lazy).map(\.key) + (lazy ? cachedTemplateSegments(of: was) : [])))
         switch takeNewVersion(root: video.key, old: old, new: members(of: mpd), keep: keep) {
-        case .taken(let n, let others, _, _, _): return .taken(naming(.taken(dropped: n, others: others), tokensOf: body, copy.bytes, mpd: true))
+        case .taken(let n, let others, _, _): return .taken(naming(.taken(dropped: n, others: others), tokensOf: body, copy.bytes, mpd: true))
         case .passedThrough: return .notKept(.passedThrough)
         }
     }

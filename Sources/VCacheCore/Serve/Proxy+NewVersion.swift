@@ -87,19 +87,19 @@ extension Proxy {
         /// The new version stored, after `dropped` entries cached from the old one were dropped,
         /// and the cached copies of `others` (manifests naming members of the old one); `masters`:
         /// the masters of a media playlist taken, marked and their other members dropped.
-        /// `tokens`: the member URLs' query parameters the key rules keep that were all that
-        /// differed and look like tokens (`ManifestRevalidation.keptQueryParameters`): the
+        /// `hint`: the key rule that would have made it the same encode, when token-like query
+        /// parameters the key rules keep were all that differed (`ManifestRevalidation.tokenHint`): the
         /// note names them and the key rule, as prefetch's error does (hostile probe h10c, F1).
-        case taken(dropped: Int, others: [String], masters: [String] = [], tokens: [String] = [], stripped: Set<String> = [])
+        case taken(dropped: Int, others: [String], masters: [String] = [], hint: String? = nil)
         /// Not stored: what the new version names is passed through.
         case passedThrough
 
         /// Said on the log line of the answer that took it.
         var note: String {
             switch self {
-            case .taken(let n, let others, let masters, let tokens, let stripped):
+            case .taken(let n, let others, let masters, let hint):
                 return "re-encoded on the origin: the \(n) \(n == 1 ? "entry" : "entries") cached from the old copy were dropped, the new copy stored"
-                    + (tokens.isEmpty ? "" : "; " + PrefetchError.onlyParametersDiffer(tokens, stripped: stripped))
+                    + (hint.map { "; " + $0 } ?? "")
                     + others.map { "; \($0) names members of its old version too: that manifest's cached copy was dropped, so it is fetched again and what it named dropped" }.joined()
                     + masters.map { "; it is a member of the stream of \($0): what that stream's other playlists named went too (it may be of the old encode), and its master is asked for again by the next prefetch" }.joined()
             case .passedThrough:
@@ -111,10 +111,9 @@ extension Proxy {
     /// `version` with the token-like query parameters that were all `new` differed from `old`
     /// in, under the key rules (for its note).
     func naming(_ version: NewVersion, tokensOf new: [UInt8], _ old: [UInt8], mpd: Bool) -> NewVersion {
-        guard case .taken(let n, let others, let masters, _, _) = version else { return version }
-        let rules = readThrough.options.keyRules
-        let tokens = ManifestRevalidation.keptQueryParameters(new, old, mpd: mpd, rules: rules)
-        return .taken(dropped: n, others: others, masters: masters, tokens: tokens, stripped: rules.stripParameters)
+        guard case .taken(let n, let others, let masters, _) = version else { return version }
+        let hint = ManifestRevalidation.tokenHint(new, old, mpd: mpd, rules: readThrough.options.keyRules)
+        return .taken(dropped: n, others: others, masters: masters, hint: hint)
     }
 
     /// The cached copy of `manifest` is the version the origin serves: what its answers named
